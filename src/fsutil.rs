@@ -1,0 +1,74 @@
+//! Atomic whole-file writes: a temporary file in the same folder, fsync, rename, fsync the
+//! folder. A reader sees the old file or the new one, never a mix, even across a power cut.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Writes `bytes` to `path` atomically.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_with(path, |f| f.write_all(bytes))
+}
+
+/// Writes `path` atomically with `fill`, which writes the content to the temporary file.
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut io::BufWriter<&File>) -> io::Result<()>,
+) -> io::Result<()> {
+    let dir = parent(path);
+    let tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)?;
+    {
+        let mut w = io::BufWriter::new(tmp.as_file());
+        fill(&mut w)?;
+        w.flush()?;
+    }
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    sync_dir(dir)
+}
+
+/// Fsyncs a folder so that a rename or a new file in it is durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+fn parent(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Creates a folder and its parents, then fsyncs the parent so the new folder is durable.
+pub fn create_dir_durable(dir: &Path) -> io::Result<()> {
+    fs::create_dir_all(dir)?;
+    sync_dir(parent(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_content_and_leaves_no_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.txt");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"two");
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "temporary files left behind");
+    }
+
+    #[test]
+    fn a_failed_fill_leaves_the_old_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.txt");
+        write_atomic(&path, b"old").unwrap();
+        let err = write_atomic_with(&path, |_| Err(io::Error::other("disk full"))).unwrap_err();
+        assert_eq!(err.to_string(), "disk full");
+        assert_eq!(fs::read(&path).unwrap(), b"old");
+    }
+}

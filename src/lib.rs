@@ -1,0 +1,27 @@
+//! catalyst: a daemon that drives coding agents through workflows without ever letting them
+//! decide what comes next.
+//!
+//! Module map (what each one owns):
+//! - [`id`]: validated bead and step ids (they become paths and branch names).
+//! - [`time`]: RFC 3339 timestamps that are written back exactly as read.
+//! - [`model`]: beads, statuses, dependencies, comments and step roles in the beads JSON shapes.
+//! - [`event`]: the journal's event types; the state is their fold.
+//! - [`store`]: the journal, snapshots and compaction, replay, and incremental readiness.
+//! - [`fsutil`]: atomic whole-file writes.
+//! - [`formula`]: `*.formula.toml` parsing, validation, variable substitution and pouring.
+//! - [`prompt`]: agent prompt templates per role, rendered strictly.
+//! - [`context`]: the `context.md` / `context.json` files an agent reads instead of its prompt.
+//! - [`result`]: the `---STEP-RESULT---` parser.
+//! - [`router`]: the pure routing table from a step's outcome to the daemon's decision.
+
+pub mod context;
+pub mod event;
+pub mod formula;
+pub mod fsutil;
+pub mod id;
+pub mod model;
+pub mod prompt;
+pub mod result;
+pub mod router;
+pub mod store;
+pub mod time;

@@ -99,7 +99,7 @@ impl Store {
                 ));
             }
             report.replayed += 1;
-            state.apply(&event).map_err(|e| e.to_string())
+            state.apply(event).map_err(|e| e.to_string())
         })?;
         if let Some((line, bytes)) = summary.torn {
             tracing::warn!(
@@ -145,7 +145,7 @@ impl Store {
             .append(bodies, Timestamp::now())
             .map_err(StoreError::io("cannot append to", self.journal.path()))?;
         for event in &events {
-            if let Err(e) = self.state.apply(event) {
+            if let Err(e) = self.state.apply(event.clone()) {
                 // check_group accepted the group, so this is a bug in the fold, not bad input.
                 tracing::error!(seq = event.seq, error = %e, "checked event failed to apply");
             }

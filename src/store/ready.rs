@@ -27,7 +27,6 @@ type ReadyKey = (u8, Timestamp, BeadId);
 
 #[derive(Debug)]
 pub(crate) struct Node {
-    pub(crate) id: BeadId,
     /// `None` while the bead is only known as the target of someone's dependency.
     pub(crate) bead: Option<Bead>,
     blockers: Vec<Slot>,
@@ -44,9 +43,8 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    fn new(id: BeadId) -> Node {
+    fn new() -> Node {
         Node {
-            id,
             bead: None,
             blockers: Vec::new(),
             dependents: Vec::new(),
@@ -110,7 +108,7 @@ impl Graph {
             return *s;
         }
         let slot = Slot::try_from(self.nodes.len()).expect("fewer than 2^32 beads");
-        self.nodes.push(Node::new(id.clone()));
+        self.nodes.push(Node::new());
         self.slots.insert(id.clone(), slot);
         slot
     }
@@ -283,12 +281,13 @@ impl Graph {
 
     /// Counters and flags of every node, for comparing the incremental path with a recompute.
     #[cfg(test)]
-    pub(crate) fn fingerprint(&self) -> Vec<(BeadId, u32, u32, bool, bool, bool)> {
+    pub(crate) fn fingerprint(&self) -> Vec<(usize, u32, u32, bool, bool, bool)> {
         self.nodes
             .iter()
-            .map(|n| {
+            .enumerate()
+            .map(|(i, n)| {
                 (
-                    n.id.clone(),
+                    i,
                     n.open_blockers,
                     n.held_parents,
                     n.is_open_blocker,

@@ -170,32 +170,33 @@ impl State {
         Ok(())
     }
 
-    /// Applies one event. Events are checked first, so a failure leaves the state unchanged.
-    pub fn apply(&mut self, event: &Event) -> Result<(), ApplyError> {
+    /// Applies one event. The event is checked first, so a failure leaves the state unchanged.
+    /// Takes the event by value so that replay moves beads into the store instead of copying.
+    pub fn apply(&mut self, event: Event) -> Result<(), ApplyError> {
         self.check(&event.body, &mut HashSet::new())?;
         let ts = event.ts;
-        match &event.body {
+        match event.body {
             EventBody::BeadCreated { bead } => {
-                self.graph.insert((**bead).clone(), true);
+                self.graph.insert(*bead, true);
             }
-            EventBody::BeadUpdated { id, patch } => self.apply_patch(id, patch, ts),
+            EventBody::BeadUpdated { id, patch } => self.apply_patch(&id, *patch, ts),
             EventBody::BeadStatus { id, status, reason } => {
-                self.set_status(id, status.clone(), reason.clone(), ts);
+                self.set_status(&id, status, reason, ts);
             }
             EventBody::BeadComment { id, comment } => {
-                self.modify(id, |b| {
-                    b.comments.push(comment.clone());
+                self.modify(&id, |b| {
+                    b.comments.push(comment);
                     b.updated_at = ts;
                 });
             }
             EventBody::MoleculePoured { bead, steps, .. } => {
-                self.set_status(bead, Status::InProgress, None, ts);
+                self.set_status(&bead, Status::InProgress, None, ts);
                 for step in steps {
-                    self.graph.insert(step.clone(), true);
+                    self.graph.insert(step, true);
                 }
             }
             EventBody::FixCreated { step, .. } => {
-                self.graph.insert((**step).clone(), true);
+                self.graph.insert(*step, true);
             }
             EventBody::DaemonStarted { .. } | EventBody::DaemonStopping { .. } => {}
         }
@@ -228,7 +229,7 @@ impl State {
         });
     }
 
-    fn apply_patch(&mut self, id: &BeadId, patch: &BeadPatch, ts: Timestamp) {
+    fn apply_patch(&mut self, id: &BeadId, patch: BeadPatch, ts: Timestamp) {
         let Some(slot) = self.graph.slot(id.as_str()) else {
             return;
         };
@@ -237,7 +238,7 @@ impl State {
                 .add_edge(slot, &dep.depends_on_id, &dep.dep_type, true);
         }
         self.graph.update(slot, |b| {
-            let p = patch.clone();
+            let p = patch;
             if let Some(v) = p.title {
                 b.title = v;
             }
@@ -331,7 +332,7 @@ fn check_patch(id: &BeadId, patch: &BeadPatch) -> Result<(), ApplyError> {
 
 #[cfg(test)]
 impl State {
-    pub(crate) fn graph_fingerprint(&self) -> Vec<(BeadId, u32, u32, bool, bool, bool)> {
+    pub(crate) fn graph_fingerprint(&self) -> Vec<(usize, u32, u32, bool, bool, bool)> {
         self.graph.fingerprint()
     }
 }

@@ -1,1 +1,118 @@
-fn main() {}
+//! `catalyst`: the command line. Parses flags and calls into the library; exit codes are
+//! decided in one place ([`main`]).
+
+use std::io::{self, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+use catalyst::model::Role;
+
+#[derive(Parser)]
+#[command(name = "catalyst", version, about = "Drive coding agents through workflows")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Work with formulas (`*.formula.toml`).
+    #[command(subcommand)]
+    Formula(FormulaCmd),
+    /// Work with agents' STEP-RESULT blocks.
+    #[command(subcommand)]
+    Result(ResultCmd),
+}
+
+#[derive(Subcommand)]
+enum FormulaCmd {
+    /// Check formulas: prints one `file: step: problem` line per problem and exits 1 if any.
+    Check {
+        /// Formula files to check.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// A prompts file whose templates formulas may name (the built-in prompts otherwise).
+        #[arg(long)]
+        prompts: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ResultCmd {
+    /// Parse an agent's final message from stdin and print the result as JSON. A malformed
+    /// block prints the reason on stderr and exits 1.
+    Parse {
+        /// The step's role (a review needs a VERDICT).
+        #[arg(long, value_parser = parse_role)]
+        role: Option<Role>,
+    },
+}
+
+fn parse_role(s: &str) -> Result<Role, String> {
+    Role::parse(s).ok_or_else(|| {
+        let names: Vec<_> = Role::ALL.iter().map(|r| r.as_str()).collect();
+        format!("unknown role `{s}` (one of: {})", names.join(", "))
+    })
+}
+
+/// How a command ended, when it did not fail outright.
+enum Outcome {
+    Ok,
+    /// The command ran and found problems in its input (already reported).
+    Problems,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(Outcome::Ok) => ExitCode::SUCCESS,
+        Ok(Outcome::Problems) => ExitCode::from(1),
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("catalyst: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    match cli.command {
+        Command::Formula(FormulaCmd::Check { files, prompts }) => formula_check(&files, prompts),
+        Command::Result(ResultCmd::Parse { role }) => result_parse(role),
+    }
+}
+
+fn formula_check(_files: &[PathBuf], _prompts: Option<PathBuf>) -> anyhow::Result<Outcome> {
+    anyhow::bail!("not yet")
+}
+
+fn result_parse(role: Option<Role>) -> anyhow::Result<Outcome> {
+    let mut bytes = Vec::new();
+    io::stdin()
+        .read_to_end(&mut bytes)
+        .context("cannot read the message from stdin")?;
+    // Agents can print anything; invalid UTF-8 is replaced rather than refused.
+    let message = String::from_utf8_lossy(&bytes);
+    match catalyst::result::parse(&message, role) {
+        Ok(result) => {
+            let mut out = io::stdout().lock();
+            serde_json::to_writer_pretty(&mut out, &result)?;
+            writeln!(out)?;
+            Ok(Outcome::Ok)
+        }
+        Err(reason) => {
+            eprintln!("malformed: {reason}");
+            Ok(Outcome::Problems)
+        }
+    }
+}

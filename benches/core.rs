@@ -50,10 +50,15 @@ fn workload(n: u64) -> Vec<Event> {
                 } else {
                     DepType::Blocks
                 };
-                if bead.dependencies.iter().any(|d| d.depends_on_id == id(target)) {
+                if bead
+                    .dependencies
+                    .iter()
+                    .any(|d| d.depends_on_id == id(target))
+                {
                     continue;
                 }
-                bead.dependencies.push(Dependency::new(id(i), id(target), t, base));
+                bead.dependencies
+                    .push(Dependency::new(id(i), id(target), t, base));
             }
         }
         if rng.below(3) == 0 {
@@ -64,7 +69,9 @@ fn workload(n: u64) -> Vec<Event> {
             seq: i + 1,
             ts: base,
             more: false,
-            body: EventBody::BeadCreated { bead: Box::new(bead) },
+            body: EventBody::BeadCreated {
+                bead: Box::new(bead),
+            },
         });
     }
     events
@@ -105,7 +112,10 @@ fn row(name: &str, value: Duration, target: Option<Duration>, baseline: (&str, D
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let n: u64 = if quick { 10_000 } else { 100_000 };
-    println!("catalyst core benchmarks: {n} beads, {} dependencies", 2 * n);
+    println!(
+        "catalyst core benchmarks: {n} beads, {} dependencies",
+        2 * n
+    );
     let events = workload(n);
 
     // Replay: Store::open on a journal describing n beads, against reading and parsing the same
@@ -152,17 +162,23 @@ fn main() {
     let full = median(5, || timed(|| state.recompute_readiness()));
     let now = Timestamp::now();
     let mut rng = Lcg(9);
-    let mut seq = n;
     let mut one_change = Vec::new();
-    for _ in 0..1001 {
-        seq += 1;
+    for seq in n + 1..=n + 1001 {
         let target = id(rng.below(n));
-        let status = if rng.below(2) == 0 { Status::Closed } else { Status::Open };
+        let status = if rng.below(2) == 0 {
+            Status::Closed
+        } else {
+            Status::Open
+        };
         let event = Event {
             seq,
             ts: now,
             more: false,
-            body: EventBody::BeadStatus { id: target, status, reason: None },
+            body: EventBody::BeadStatus {
+                id: target,
+                status,
+                reason: None,
+            },
         };
         one_change.push(timed(|| {
             state.apply(event).expect("apply");
@@ -184,9 +200,11 @@ fn main() {
         (n == 100_000).then(|| Duration::from_millis(1)),
         ("full recompute", full),
     );
-    let scan = median(5, || timed(|| {
-        black_box(state.beads().filter(|b| b.status == Status::Open).count());
-    }));
+    let scan = median(5, || {
+        timed(|| {
+            black_box(state.beads().filter(|b| b.status == Status::Open).count());
+        })
+    });
     row(
         "full readiness recompute",
         full,
@@ -204,16 +222,20 @@ fn main() {
             )
         })
         .collect();
-    let find = median(5, || timed(|| {
-        for m in &messages {
-            black_box(m.rfind("---STEP-RESULT---"));
-        }
-    }));
-    let parse = median(5, || timed(|| {
-        for m in &messages {
-            black_box(catalyst::result::parse(m, Some(Role::Review)).expect("valid"));
-        }
-    }));
+    let find = median(5, || {
+        timed(|| {
+            for m in &messages {
+                black_box(m.rfind("---STEP-RESULT---"));
+            }
+        })
+    });
+    let parse = median(5, || {
+        timed(|| {
+            for m in &messages {
+                black_box(catalyst::result::parse(m, Some(Role::Review)).expect("valid"));
+            }
+        })
+    });
     row(
         "parse 10,000 final messages",
         parse,

@@ -8,10 +8,16 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
+use catalyst::formula::{Formula, Problem};
 use catalyst::model::Role;
+use catalyst::prompt::PromptSet;
 
 #[derive(Parser)]
-#[command(name = "catalyst", version, about = "Drive coding agents through workflows")]
+#[command(
+    name = "catalyst",
+    version,
+    about = "Drive coding agents through workflows"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -92,8 +98,32 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
     }
 }
 
-fn formula_check(_files: &[PathBuf], _prompts: Option<PathBuf>) -> anyhow::Result<Outcome> {
-    anyhow::bail!("not yet")
+fn formula_check(files: &[PathBuf], prompts: Option<PathBuf>) -> anyhow::Result<Outcome> {
+    let prompts = match prompts {
+        Some(path) => PromptSet::load_override(&path)?,
+        None => PromptSet::builtin(),
+    };
+    let has_prompt = |name: &str| prompts.has(name);
+    let mut out = io::stdout().lock();
+    let mut clean = true;
+    for file in files {
+        let name = file.display().to_string();
+        let problems = match std::fs::read_to_string(file) {
+            Ok(text) => Formula::load(&text, &name, &has_prompt)
+                .err()
+                .unwrap_or_default(),
+            Err(e) => vec![Problem::formula(&name, format!("cannot read: {e}"))],
+        };
+        for problem in &problems {
+            writeln!(out, "{problem}")?;
+        }
+        clean &= problems.is_empty();
+    }
+    Ok(if clean {
+        Outcome::Ok
+    } else {
+        Outcome::Problems
+    })
 }
 
 fn result_parse(role: Option<Role>) -> anyhow::Result<Outcome> {

@@ -1,0 +1,181 @@
+//! The `catalyst` command line as a user runs it: `formula check` and `result parse`.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn catalyst(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_catalyst"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run catalyst");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("wait")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+const REVIEW_WITHOUT_VERDICT: &str =
+    "Looks fine.\n---STEP-RESULT---\nSTATUS: DONE\nSUMMARY: ok\n---END-RESULT---\n";
+
+#[test]
+fn result_parse_names_a_missing_verdict() {
+    let out = catalyst(
+        &["result", "parse", "--role", "review"],
+        REVIEW_WITHOUT_VERDICT,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("VERDICT"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    // Without a role, the same block is a valid DONE.
+    let out = catalyst(&["result", "parse"], REVIEW_WITHOUT_VERDICT);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn result_parse_returns_the_later_of_two_blocks() {
+    let message = "---STEP-RESULT---\nSTATUS: DONE\nVERDICT: REJECTED\nSUMMARY: first\n---END-RESULT---\n\
+                   Then I looked again.\n---STEP-RESULT---\nSTATUS: DONE\nVERDICT: APPROVED\nSUMMARY: second\n---END-RESULT---\n";
+    let out = catalyst(&["result", "parse", "--role", "review"], message);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json on stdout");
+    assert_eq!(json["summary"], "second");
+    assert_eq!(json["verdict"], "approved");
+    assert_eq!(json["status"], "done");
+}
+
+#[test]
+fn result_parse_reads_a_block_in_a_code_fence() {
+    let message = "Implemented it.\n\n```\n---STEP-RESULT---\nstatus: done\nsummary: wrote parse()\nINSTRUCTIONS:\n- none needed\n---END-RESULT---\n```\n";
+    let out = catalyst(&["result", "parse", "--role", "implement"], message);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json["summary"], "wrote parse()");
+    assert_eq!(json["message"], "Implemented it.");
+}
+
+#[test]
+fn result_parse_refuses_an_unknown_role() {
+    let out = catalyst(&["result", "parse", "--role", "deploy"], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("unknown role `deploy`"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn formula_check_accepts_the_shipped_formulas() {
+    let shipped: Vec<String> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("formulas"))
+            .expect("formulas/")
+            .map(|e| e.expect("entry").path().display().to_string())
+            .filter(|p| p.ends_with(".formula.toml"))
+            .collect();
+    assert!(
+        shipped.len() >= 2,
+        "feature and gated are shipped: {shipped:?}"
+    );
+    let args: Vec<&str> = ["formula", "check"]
+        .into_iter()
+        .chain(shipped.iter().map(String::as_str))
+        .collect();
+    let out = catalyst(&args, "");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+fn write(dir: &Path, name: &str, body: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, body).expect("write formula");
+    path.display().to_string()
+}
+
+#[test]
+fn formula_check_names_the_steps_of_a_cycle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = write(
+        dir.path(),
+        "cycle.formula.toml",
+        r#"
+formula = "cycle"
+[[steps]]
+id = "alpha"
+title = "Alpha"
+needs = ["gamma"]
+[[steps]]
+id = "beta"
+title = "Beta"
+needs = ["alpha"]
+[[steps]]
+id = "gamma"
+title = "Gamma"
+needs = ["beta"]
+"#,
+    );
+    let out = catalyst(&["formula", "check", &file], "");
+    assert_eq!(out.status.code(), Some(1));
+    let report = text(&out.stdout) + &text(&out.stderr);
+    assert!(report.contains("cycle"), "{report}");
+    for step in ["alpha", "beta", "gamma"] {
+        assert!(report.contains(step), "{step} missing from: {report}");
+    }
+    assert!(report.contains(&file), "the line names the file: {report}");
+}
+
+#[test]
+fn formula_check_refuses_loop_by_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = write(
+        dir.path(),
+        "looping.formula.toml",
+        r#"
+formula = "looping"
+[[steps]]
+id = "work"
+title = "Work"
+[steps.loop]
+count = 3
+"#,
+    );
+    let out = catalyst(&["formula", "check", &file], "");
+    assert_eq!(out.status.code(), Some(1));
+    let report = text(&out.stdout);
+    let line = report
+        .lines()
+        .find(|l| l.contains("loop"))
+        .unwrap_or_else(|| panic!("no line names `loop`: {report}"));
+    assert!(
+        line.starts_with(&format!("{file}: work: ")),
+        "`file: step: problem` shape: {line}"
+    );
+}
+
+#[test]
+fn formula_check_reports_a_missing_file_clearly() {
+    let out = catalyst(&["formula", "check", "/nonexistent/x.formula.toml"], "");
+    assert_ne!(out.status.code(), Some(0));
+    let report = text(&out.stdout) + &text(&out.stderr);
+    assert!(report.contains("/nonexistent/x.formula.toml"), "{report}");
+}

@@ -64,10 +64,7 @@ pub enum EventBody {
         step: Box<Bead>,
     },
     #[serde(rename = "daemon.started")]
-    DaemonStarted {
-        pid: u32,
-        version: String,
-    },
+    DaemonStarted { pid: u32, version: String },
     #[serde(rename = "daemon.stopping")]
     DaemonStopping {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -202,8 +199,9 @@ mod tests {
 
     #[test]
     fn unknown_event_type_is_an_error() {
-        let err = serde_json::from_str::<Event>(r#"{"seq":1,"ts":"2026-01-26T02:02:08Z","type":"nope"}"#)
-            .unwrap_err();
+        let err =
+            serde_json::from_str::<Event>(r#"{"seq":1,"ts":"2026-01-26T02:02:08Z","type":"nope"}"#)
+                .unwrap_err();
         assert!(err.to_string().contains("nope"), "{err}");
     }
 }

@@ -16,9 +16,7 @@ pub fn write_atomic_with(
     fill: impl FnOnce(&mut io::BufWriter<&File>) -> io::Result<()>,
 ) -> io::Result<()> {
     let dir = parent(path);
-    let tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .tempfile_in(dir)?;
+    let tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
     {
         let mut w = io::BufWriter::new(tmp.as_file());
         fill(&mut w)?;

@@ -157,7 +157,10 @@ mod tests {
         for (bad, why) in cases {
             let err = BeadId::new(bad).expect_err(bad);
             assert!(err.reason.contains(why), "{bad:?}: {}", err.reason);
-            assert!(!err.to_string().contains('\n'), "error must stay on one line");
+            assert!(
+                !err.to_string().contains('\n'),
+                "error must stay on one line"
+            );
         }
     }
 

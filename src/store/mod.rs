@@ -160,7 +160,9 @@ impl Store {
         snapshot::write(&snap, &self.state).map_err(StoreError::io("cannot write", &snap))?;
         let live = self.dir.join(JOURNAL_FILE);
         let first = self.state.seq() + 1;
-        let archived = self.dir.join(format!("journal.{:012}.jsonl", segment_start(&live)));
+        let archived = self
+            .dir
+            .join(format!("journal.{:012}.jsonl", segment_start(&live)));
         if fs::metadata(&live).is_ok_and(|m| m.len() > 0) {
             fs::rename(&live, &archived).map_err(StoreError::io("cannot rotate", &live))?;
         }

@@ -136,7 +136,13 @@ impl Graph {
 
     /// Records that the bead in `from` depends on `target`. Counters are adjusted for the
     /// target's published flags; the caller refreshes `from`.
-    pub(crate) fn add_edge(&mut self, from: Slot, target: &BeadId, dep_type: &DepType, count: bool) {
+    pub(crate) fn add_edge(
+        &mut self,
+        from: Slot,
+        target: &BeadId,
+        dep_type: &DepType,
+        count: bool,
+    ) {
         let to = self.slot_or_insert(target);
         if dep_type.is_blocking() {
             if self.node(from).blockers.contains(&to) {

@@ -84,8 +84,8 @@ pub fn read(path: &Path) -> Result<Option<State>, SnapshotError> {
         .next()
         .ok_or_else(|| corrupt(1, "empty file, no header".into()))?
         .map_err(io_err)?;
-    let header: Header = serde_json::from_slice(&first)
-        .map_err(|e| corrupt(1, format!("bad header: {e}")))?;
+    let header: Header =
+        serde_json::from_slice(&first).map_err(|e| corrupt(1, format!("bad header: {e}")))?;
     if header.kind != HEADER_TYPE || header.version != VERSION {
         return Err(corrupt(
             1,

@@ -280,9 +280,10 @@ impl State {
                 }
             }
             for dep in p.add_dependencies {
-                let present = b.dependencies.iter().any(|d| {
-                    d.depends_on_id == dep.depends_on_id && d.dep_type == dep.dep_type
-                });
+                let present = b
+                    .dependencies
+                    .iter()
+                    .any(|d| d.depends_on_id == dep.depends_on_id && d.dep_type == dep.dep_type);
                 if !present {
                     b.dependencies.push(dep);
                 }
@@ -302,7 +303,10 @@ fn invalid(id: &BeadId, problem: impl Into<String>) -> ApplyError {
 /// What every bead entering the store must satisfy beyond its JSON shape.
 fn check_new_bead(bead: &Bead) -> Result<(), ApplyError> {
     if bead.priority > crate::model::MAX_PRIORITY {
-        return Err(invalid(&bead.id, format!("priority {} is not 0–4", bead.priority)));
+        return Err(invalid(
+            &bead.id,
+            format!("priority {} is not 0–4", bead.priority),
+        ));
     }
     for dep in &bead.dependencies {
         if dep.issue_id != bead.id {
@@ -319,12 +323,18 @@ fn check_new_bead(bead: &Bead) -> Result<(), ApplyError> {
 }
 
 fn check_patch(id: &BeadId, patch: &BeadPatch) -> Result<(), ApplyError> {
-    if patch.priority.is_some_and(|p| p > crate::model::MAX_PRIORITY) {
+    if patch
+        .priority
+        .is_some_and(|p| p > crate::model::MAX_PRIORITY)
+    {
         return Err(invalid(id, "priority must be 0–4"));
     }
     for dep in &patch.add_dependencies {
         if dep.issue_id != *id || dep.depends_on_id == *id {
-            return Err(invalid(id, "an added dependency must go from it to another bead"));
+            return Err(invalid(
+                id,
+                "an added dependency must go from it to another bead",
+            ));
         }
     }
     Ok(())

@@ -136,15 +136,19 @@ fn readiness_follows_bd_ready_rules() {
         },
         Case {
             name: "molecule, gate and message types are never ready",
-            beads: vec![molecule, {
-                let mut g = bead("g", &[]);
-                g.issue_type = "gate".into();
-                g
-            }, {
-                let mut m = bead("m", &[]);
-                m.issue_type = "message".into();
-                m
-            }],
+            beads: vec![
+                molecule,
+                {
+                    let mut g = bead("g", &[]);
+                    g.issue_type = "gate".into();
+                    g
+                },
+                {
+                    let mut m = bead("m", &[]);
+                    m.issue_type = "message".into();
+                    m
+                },
+            ],
             then: vec![],
             ready: &[],
         },
@@ -156,7 +160,12 @@ fn readiness_follows_bd_ready_rules() {
         },
         Case {
             name: "only open beads are ready",
-            beads: vec![bead("a", &[]), bead("b", &[]), bead("c", &[]), bead("d", &[])],
+            beads: vec![
+                bead("a", &[]),
+                bead("b", &[]),
+                bead("c", &[]),
+                bead("d", &[]),
+            ],
             then: vec![
                 status("a", Status::InProgress),
                 status("b", Status::Deferred),
@@ -209,7 +218,13 @@ fn readiness_follows_bd_ready_rules() {
 fn ready_order_is_priority_then_age_then_id() {
     let (_dir, mut store) = open_store();
     let mut beads = Vec::new();
-    for (name, prio, age) in [("c", 2, 5), ("a", 2, 5), ("old", 2, 1), ("urgent", 0, 9), ("low", 4, 0)] {
+    for (name, prio, age) in [
+        ("c", 2, 5),
+        ("a", 2, 5),
+        ("old", 2, 1),
+        ("urgent", 0, 9),
+        ("low", 4, 0),
+    ] {
         let mut b = bead(name, &[]);
         b.priority = prio;
         b.created_at = at(age);
@@ -223,7 +238,10 @@ fn ready_order_is_priority_then_age_then_id() {
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((self.0 >> 33) % n as u64) as usize
     }
 }
@@ -246,10 +264,18 @@ fn incremental_readiness_matches_a_full_recompute_after_random_changes() {
                 deps.push((format!("b{target}"), t));
             }
         }
-        let deps: Vec<(&str, DepType)> = deps.iter().map(|(s, t)| (s.as_str(), t.clone())).collect();
-        store.commit(vec![created(bead(&format!("b{i}"), &deps))]).unwrap();
+        let deps: Vec<(&str, DepType)> =
+            deps.iter().map(|(s, t)| (s.as_str(), t.clone())).collect();
+        store
+            .commit(vec![created(bead(&format!("b{i}"), &deps))])
+            .unwrap();
     }
-    let statuses = [Status::Open, Status::Closed, Status::Blocked, Status::InProgress];
+    let statuses = [
+        Status::Open,
+        Status::Closed,
+        Status::Blocked,
+        Status::InProgress,
+    ];
     for round in 0..2000 {
         let target = format!("b{}", rng.next(n));
         let s = statuses[rng.next(statuses.len())].clone();
@@ -258,7 +284,11 @@ fn incremental_readiness_matches_a_full_recompute_after_random_changes() {
             let incremental = store.state.graph_fingerprint();
             let ready = ready_ids(store.state());
             store.state.recompute_readiness();
-            assert_eq!(store.state.graph_fingerprint(), incremental, "round {round}");
+            assert_eq!(
+                store.state.graph_fingerprint(),
+                incremental,
+                "round {round}"
+            );
             assert_eq!(ready_ids(store.state()), ready, "round {round}");
         }
     }
@@ -273,7 +303,10 @@ fn ready_steps_of_a_molecule_follow_needs() {
         deps.extend(needs.iter().map(|n| (*n, DepType::Blocks)));
         let mut b = bead(name, &deps);
         let mut meta = crate::model::JsonMap::new();
-        meta.insert("catalyst".into(), serde_json::json!({"step": name, "role": "task", "bead": "w"}));
+        meta.insert(
+            "catalyst".into(),
+            serde_json::json!({"step": name, "role": "task", "bead": "w"}),
+        );
         b.metadata = Some(meta);
         b
     };
@@ -281,12 +314,25 @@ fn ready_steps_of_a_molecule_follow_needs() {
         .commit(vec![EventBody::MoleculePoured {
             bead: id("w"),
             formula: "f".into(),
-            steps: vec![step("w.a", &[]), step("w.b", &["w.a"]), step("w.c", &["w.a"]), step("w.d", &["w.b", "w.c"])],
+            steps: vec![
+                step("w.a", &[]),
+                step("w.b", &["w.a"]),
+                step("w.c", &["w.a"]),
+                step("w.d", &["w.b", "w.c"]),
+            ],
         }])
         .unwrap();
-    let ready = |s: &Store| s.state().ready_steps("w").map(|b| b.id.to_string()).collect::<Vec<_>>();
+    let ready = |s: &Store| {
+        s.state()
+            .ready_steps("w")
+            .map(|b| b.id.to_string())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(store.state().get("w").unwrap().status, Status::InProgress);
-    assert!(ready_ids(store.state()).is_empty(), "steps are not work beads");
+    assert!(
+        ready_ids(store.state()).is_empty(),
+        "steps are not work beads"
+    );
     assert_eq!(ready(&store), ["w.a"]);
     store.commit(vec![status("w.a", Status::Closed)]).unwrap();
     assert_eq!(ready(&store), ["w.b", "w.c"]);
@@ -294,7 +340,12 @@ fn ready_steps_of_a_molecule_follow_needs() {
     assert_eq!(ready(&store), ["w.c"]);
     store.commit(vec![status("w", Status::Blocked)]).unwrap();
     assert!(ready(&store).is_empty(), "a blocked bead's steps wait");
-    store.commit(vec![status("w", Status::InProgress), status("w.c", Status::Closed)]).unwrap();
+    store
+        .commit(vec![
+            status("w", Status::InProgress),
+            status("w.c", Status::Closed),
+        ])
+        .unwrap();
     assert_eq!(ready(&store), ["w.d"]);
     assert_eq!(store.state().steps("w").count(), 4);
 }
@@ -306,14 +357,22 @@ fn status_timestamps_follow_beads() {
     store.commit(vec![status("a", Status::InProgress)]).unwrap();
     let started = store.state().get("a").unwrap().started_at.unwrap();
     let closed = store
-        .commit(vec![EventBody::BeadStatus { id: id("a"), status: Status::Closed, reason: Some("done".into()) }])
+        .commit(vec![EventBody::BeadStatus {
+            id: id("a"),
+            status: Status::Closed,
+            reason: Some("done".into()),
+        }])
         .unwrap();
     let a = store.state().get("a").unwrap();
     assert_eq!(a.closed_at, Some(closed[0].ts));
     assert_eq!(a.close_reason.as_deref(), Some("done"));
     store.commit(vec![status("a", Status::Open)]).unwrap();
     let a = store.state().get("a").unwrap();
-    assert_eq!((a.closed_at, a.close_reason.as_deref()), (None, None), "closed_at is set exactly when closed");
+    assert_eq!(
+        (a.closed_at, a.close_reason.as_deref()),
+        (None, None),
+        "closed_at is set exactly when closed"
+    );
     assert_eq!(a.started_at, Some(started));
 }
 
@@ -323,7 +382,10 @@ fn a_refused_group_writes_nothing() {
     store.commit(vec![created(bead("a", &[]))]).unwrap();
     let before = fs::read(dir.path().join(JOURNAL_FILE)).unwrap();
     let err = store
-        .commit(vec![status("a", Status::Closed), status("nope", Status::Closed)])
+        .commit(vec![
+            status("a", Status::Closed),
+            status("nope", Status::Closed),
+        ])
         .unwrap_err();
     assert!(err.to_string().contains("`nope` does not exist"), "{err}");
     let err = store.commit(vec![created(bead("a", &[]))]).unwrap_err();
@@ -336,20 +398,34 @@ fn a_refused_group_writes_nothing() {
 fn a_group_may_create_then_change_a_bead() {
     let (_dir, mut store) = open_store();
     let events = store
-        .commit(vec![created(bead("a", &[])), status("a", Status::InProgress)])
+        .commit(vec![
+            created(bead("a", &[])),
+            status("a", Status::InProgress),
+        ])
         .unwrap();
-    assert_eq!(events.iter().map(|e| (e.seq, e.more)).collect::<Vec<_>>(), [(1, true), (2, false)]);
+    assert_eq!(
+        events.iter().map(|e| (e.seq, e.more)).collect::<Vec<_>>(),
+        [(1, true), (2, false)]
+    );
 }
 
 fn populated(dir: &Path) -> Store {
     let (mut store, _) = Store::open(dir).unwrap();
-    store.commit(vec![created(bead("a", &[])), created(bead("b", &[("a", DepType::Blocks)]))]).unwrap();
+    store
+        .commit(vec![
+            created(bead("a", &[])),
+            created(bead("b", &[("a", DepType::Blocks)])),
+        ])
+        .unwrap();
     store.commit(vec![status("a", Status::Closed)]).unwrap();
     store
 }
 
 fn export(state: &State) -> Vec<serde_json::Value> {
-    state.beads().map(|b| serde_json::to_value(b).unwrap()).collect()
+    state
+        .beads()
+        .map(|b| serde_json::to_value(b).unwrap())
+        .collect()
 }
 
 #[test]
@@ -378,11 +454,18 @@ fn a_torn_last_line_is_dropped_with_a_report() {
     fs::write(&path, &bytes).unwrap();
     let (mut store, report) = Store::open(dir.path()).unwrap();
     assert_eq!(report.torn, Some((4, (bytes.len() - good) as u64)));
-    assert_eq!(fs::read(&path).unwrap().len(), good, "the torn tail is cut off");
+    assert_eq!(
+        fs::read(&path).unwrap().len(),
+        good,
+        "the torn tail is cut off"
+    );
     let next = store.commit(vec![status("b", Status::InProgress)]).unwrap();
     assert_eq!(next[0].seq, 4);
     drop(store);
-    assert!(Store::open(dir.path()).is_ok(), "the journal is whole again");
+    assert!(
+        Store::open(dir.path()).is_ok(),
+        "the journal is whole again"
+    );
 }
 
 #[test]
@@ -422,7 +505,10 @@ fn an_event_that_does_not_apply_is_an_error_naming_its_line() {
     text.push_str("{\"seq\":4,\"ts\":\"2026-01-01T00:00:00Z\",\"type\":\"bead.status\",\"id\":\"zzz\",\"status\":\"closed\"}\n");
     fs::write(&path, text).unwrap();
     let err = Store::open(dir.path()).unwrap_err().to_string();
-    assert!(err.contains("line 4") && err.contains("`zzz` does not exist"), "{err}");
+    assert!(
+        err.contains("line 4") && err.contains("`zzz` does not exist"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -430,7 +516,10 @@ fn compaction_keeps_the_state_and_starts_a_new_segment() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = populated(dir.path());
     store.compact().unwrap();
-    assert_eq!(fs::metadata(dir.path().join(JOURNAL_FILE)).unwrap().len(), 0);
+    assert_eq!(
+        fs::metadata(dir.path().join(JOURNAL_FILE)).unwrap().len(),
+        0
+    );
     assert!(dir.path().join("journal.000000000001.jsonl").exists());
     store.commit(vec![status("b", Status::InProgress)]).unwrap();
     let expected = export(store.state());
@@ -454,7 +543,10 @@ fn a_crash_between_snapshot_and_rotation_loses_nothing() {
     let (mut store, report) = Store::open(dir.path()).unwrap();
     assert_eq!(report.replayed, 0);
     assert_eq!(export(store.state()), expected);
-    assert_eq!(store.commit(vec![status("b", Status::Closed)]).unwrap()[0].seq, 4);
+    assert_eq!(
+        store.commit(vec![status("b", Status::Closed)]).unwrap()[0].seq,
+        4
+    );
 }
 
 #[test]

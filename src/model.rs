@@ -10,6 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::id::BeadId;
+use crate::router::Counters;
 use crate::time::Timestamp;
 
 /// A JSON object, as `metadata` and the unknown fields of a bead are.
@@ -275,6 +276,14 @@ impl Bead {
         serde_json::from_value(value.clone()).ok()
     }
 
+    /// Replaces catalyst's step metadata.
+    pub fn set_step_meta(&mut self, meta: &StepMeta) {
+        let value = serde_json::to_value(meta).unwrap_or(Value::Null);
+        self.metadata
+            .get_or_insert_with(JsonMap::new)
+            .insert(STEP_META_KEY.into(), value);
+    }
+
     pub fn is_step(&self) -> bool {
         self.metadata
             .as_ref()
@@ -326,6 +335,47 @@ pub struct StepMeta {
     /// For a fix step: which round of fixes it is (1-based).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iteration: Option<u32>,
+    /// Attempts dispatched so far (run folders `1`, `2`, …).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempts: u32,
+    /// The router's counters for this step.
+    #[serde(default, skip_serializing_if = "Counters::is_zero")]
+    pub counters: Counters,
+    /// Where the step is while its bead status is `in_progress`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// The model of the next attempt when it differs from `model` (the escalation model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_model: Option<String>,
+    /// The commit the next attempt must start from, set when an attempt was interrupted after
+    /// it may have moved the branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_to: Option<String>,
+    /// The SUMMARY of the last result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Where a step is while it is `in_progress`. Folded from the journal, so it survives a crash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+pub enum Phase {
+    /// An attempt is running (or was, when the daemon stopped).
+    Running {
+        attempt: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+    },
+    /// Rejected (or failed); waits for its fix step to close, then runs again.
+    WaitingFix { fix: BeadId },
+    /// The merge agent is done; the daemon moves the target branch.
+    Merging,
+    /// Waits for a person (`ctl approve` / `ctl reject`).
+    WaitingApproval,
 }
 
 /// What a step does. Agent roles spawn an agent; `gate` runs commands in the daemon; `approval`
@@ -463,6 +513,12 @@ mod tests {
             tools: None,
             fixes: None,
             iteration: None,
+            attempts: 0,
+            counters: Counters::default(),
+            phase: None,
+            next_model: None,
+            reset_to: None,
+            summary: None,
         };
         let mut m = JsonMap::new();
         m.insert(STEP_META_KEY.into(), serde_json::to_value(&meta).unwrap());

@@ -59,6 +59,10 @@ pub struct Counters {
 }
 
 impl Counters {
+    pub fn is_zero(&self) -> bool {
+        *self == Counters::default()
+    }
+
     /// The counters after the engine has carried out `decision` for this step.
     ///
     /// A fix starts a new round: the step re-runs on changed code, so the attempts it failed

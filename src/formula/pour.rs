@@ -115,10 +115,9 @@ pub fn pour(
         let meta = StepMeta {
             step: step.id.clone(),
             role: step.role,
-            model: step
-                .model
-                .clone()
-                .or_else(|| step.role.default_model().map(str::to_owned)),
+            // Left empty unless the formula names a model, so that the daemon's config decides
+            // the role's model at dispatch.
+            model: step.model.clone(),
             bead: work.id.clone(),
             formula: Some(formula.name.clone()),
             prompt: step.prompt.clone(),
@@ -128,6 +127,12 @@ pub fn pour(
             tools: step.tools.clone(),
             fixes: None,
             iteration: None,
+            attempts: 0,
+            counters: Default::default(),
+            phase: None,
+            next_model: None,
+            reset_to: None,
+            summary: None,
         };
         let mut metadata: JsonMap = step.metadata.clone();
         let meta = serde_json::to_value(&meta).map_err(|e| invalid(e.to_string()))?;
@@ -245,9 +250,8 @@ mod tests {
         assert_eq!(meta.step, "implement");
         assert_eq!(meta.role, Role::Implement);
         assert_eq!(
-            meta.model.as_deref(),
-            Some("sonnet"),
-            "the role's default model"
+            meta.model, None,
+            "no model named: the daemon's config picks the role's model at dispatch"
         );
         assert_eq!(meta.bead.as_str(), "cat-1");
         assert_eq!(meta.formula.as_deref(), Some("feat"));

@@ -13,6 +13,7 @@
 //! - [`context`]: the `context.md` / `context.json` files an agent reads instead of its prompt.
 //! - [`result`]: the `---STEP-RESULT---` parser.
 //! - [`router`]: the pure routing table from a step's outcome to the daemon's decision.
+//! - [`worktree`]: git (libgit2): one worktree and branch per bead, daemon commits, resets, fast-forward merges.
 
 pub mod context;
 pub mod event;
@@ -25,3 +26,4 @@ pub mod result;
 pub mod router;
 pub mod store;
 pub mod time;
+pub mod worktree;

@@ -1,0 +1,229 @@
+//! The daemon's side of the merge step (DESIGN §8): fast-forward the target to the bead's
+//! branch once the merge agent has brought the branch up to date, without ever rewriting the
+//! target's history or overwriting uncommitted work in a checkout of the target.
+
+use std::path::PathBuf;
+
+use git2::{
+    build::CheckoutBuilder, CheckoutNotificationType, ErrorCode, Oid, Repository, Status,
+    StatusOptions,
+};
+use serde::{Deserialize, Serialize};
+use tracing::info;
+
+use super::error::Context;
+use super::{branch_name, branch_tip, target_tip, CommitId, GitError, Repo};
+use crate::id::BeadId;
+
+/// What [`Repo::merge_into_target`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum MergeOutcome {
+    /// The target moved forward from `from` to the bead's branch tip `to`.
+    Merged { from: CommitId, to: CommitId },
+    /// The target already contains the bead's branch tip (a repeat after a crash between
+    /// moving the ref and recording it, or a person merged it): nothing was changed.
+    AlreadyMerged,
+    /// The target's tip is not an ancestor of the bead's branch: the merge agent did not bring
+    /// the branch up to date (or the target moved on since). Nothing was changed.
+    NotUpToDate { target: CommitId, branch: CommitId },
+    /// The target is checked out with uncommitted changes to tracked files, or with files in
+    /// the way of the merge; `files` lists them, relative to that checkout. Nothing was
+    /// changed; the daemon waits for a person and tries again.
+    TargetDirty { files: Vec<String> },
+}
+
+impl Repo {
+    /// Fast-forwards the local branch `target` to the bead's branch tip.
+    ///
+    /// Decided in this order: if the target already contains the tip →
+    /// [`MergeOutcome::AlreadyMerged`]; if the target's tip is not an ancestor of the bead's
+    /// tip → [`MergeOutcome::NotUpToDate`]. Otherwise, if `target` is checked out (in the main
+    /// working directory or any linked worktree), that checkout must have no uncommitted
+    /// changes to tracked files and nothing in the way of the new files, else
+    /// [`MergeOutcome::TargetDirty`]; its index and files are then updated by a safe checkout
+    /// before the ref moves. If `target` is not checked out, only the ref moves.
+    ///
+    /// The ref moves by compare-and-swap against the tip that was checked, so a target that a
+    /// person moves at the same instant gives [`GitError::TargetMoved`], never a rewrite.
+    /// If a crash falls between the checkout and the ref move, the checkout's index and files
+    /// already equal the bead's tip; a repeat recognizes that and only moves the ref.
+    pub fn merge_into_target(&self, bead: &BeadId, target: &str) -> Result<MergeOutcome, GitError> {
+        let repo = self.main_repo()?;
+        let tip = branch_tip(&repo, bead)?;
+        let current = target_tip(&repo, target)?.id();
+        if contains(&repo, current, tip.id())
+            .ctx(|| format!("comparing `{target}` with `{}`", branch_name(bead)))?
+        {
+            return Ok(MergeOutcome::AlreadyMerged);
+        }
+        let up_to_date = repo
+            .graph_descendant_of(tip.id(), current)
+            .ctx(|| format!("checking that `{}` contains `{target}`", branch_name(bead)))?;
+        if !up_to_date {
+            return Ok(MergeOutcome::NotUpToDate {
+                target: current.into(),
+                branch: tip.id().into(),
+            });
+        }
+
+        let refname = format!("refs/heads/{target}");
+        if let Some(checkout) = self.checkout_of(&repo, &refname)? {
+            let files = update_checkout(&checkout, tip.tree_id())
+                .ctx(|| format!("updating the checkout of `{target}` to `{}`", tip.id()))?;
+            if !files.is_empty() {
+                info!(%bead, %target, ?files, "target is checked out with uncommitted changes; not merging");
+                return Ok(MergeOutcome::TargetDirty { files });
+            }
+        }
+        let message = format!("catalyst: fast-forward to {}", branch_name(bead));
+        match repo.reference_matching(&refname, tip.id(), true, current, &message) {
+            Ok(_) => {}
+            Err(e) if e.code() == ErrorCode::Modified => {
+                return Err(GitError::TargetMoved {
+                    bead: bead.clone(),
+                    target: target.to_owned(),
+                })
+            }
+            Err(e) => return Err(e).ctx(|| format!("moving `{target}` to `{}`", tip.id())),
+        }
+        info!(%bead, %target, from = %current, to = %tip.id(), "fast-forwarded the target");
+        Ok(MergeOutcome::Merged {
+            from: current.into(),
+            to: tip.id().into(),
+        })
+    }
+
+    /// Whether the bead's branch tip is the target's tip or one of its ancestors.
+    pub fn is_merged(&self, bead: &BeadId, target: &str) -> Result<bool, GitError> {
+        let repo = self.main_repo()?;
+        let tip = branch_tip(&repo, bead)?.id();
+        let current = target_tip(&repo, target)?.id();
+        contains(&repo, current, tip)
+            .ctx(|| format!("comparing `{target}` with `{}`", branch_name(bead)))
+    }
+
+    /// The checkout whose HEAD is `refname`: the main working directory or a linked worktree.
+    /// A bare repository's HEAD names a branch too, but has no files to update, so it is
+    /// skipped.
+    fn checkout_of(
+        &self,
+        repo: &Repository,
+        refname: &str,
+    ) -> Result<Option<Repository>, GitError> {
+        let mut paths: Vec<PathBuf> = vec![self.workspace.clone()];
+        if repo.is_worktree() {
+            // The workspace is itself a linked worktree; the main one may hold the target.
+            paths.push(repo.commondir().to_path_buf());
+        }
+        let names = repo
+            .worktrees()
+            .ctx(|| "listing git worktrees".to_owned())?;
+        for name in names.iter().filter_map(|n| n.ok().flatten()) {
+            if let Ok(wt) = repo.find_worktree(name) {
+                if wt.validate().is_ok() {
+                    paths.push(wt.path().to_path_buf());
+                }
+            }
+        }
+        for path in paths {
+            let Ok(checkout) = Repository::open(&path) else {
+                continue;
+            };
+            if checkout.is_bare() {
+                continue;
+            }
+            let on_target = checkout
+                .find_reference("HEAD")
+                .ok()
+                .and_then(|head| head.symbolic_target().ok().flatten().map(|t| t == refname))
+                .unwrap_or(false);
+            if on_target {
+                return Ok(Some(checkout));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Whether `tip` is `target` or one of its ancestors.
+fn contains(repo: &Repository, target: Oid, tip: Oid) -> Result<bool, git2::Error> {
+    Ok(target == tip || repo.graph_descendant_of(target, tip)?)
+}
+
+/// Brings a clean checkout of the target (HEAD still at the target's old tip) to `tip_tree`.
+/// Returns the files that stop it (uncommitted changes, or files in the way); empty means
+/// the index and files now match `tip_tree`.
+fn update_checkout(checkout: &Repository, tip_tree: Oid) -> Result<Vec<String>, git2::Error> {
+    let dirty = tracked_changes(checkout)?;
+    if !dirty.is_empty() {
+        return if already_checked_out(checkout, tip_tree)? {
+            Ok(Vec::new())
+        } else {
+            Ok(dirty.into_iter().map(|(path, _)| path).collect())
+        };
+    }
+    // Looked up through the checkout's own handle: libgit2 refuses objects of another handle.
+    let tree = checkout.find_tree(tip_tree)?;
+    let mut blocked = Vec::new();
+    let result = {
+        let mut opts = CheckoutBuilder::new();
+        // Safe: libgit2 plans the whole checkout against HEAD's tree first and writes nothing
+        // if any file would lose content. Ignored files count as content too: a bead that adds
+        // a file a person keeps ignored (a `.env`) must not replace theirs.
+        opts.safe()
+            .overwrite_ignored(false)
+            .notify_on(CheckoutNotificationType::CONFLICT)
+            .notify(|_, path, _, _, _| {
+                if let Some(path) = path {
+                    blocked.push(path.to_string_lossy().into_owned());
+                }
+                true
+            });
+        checkout.checkout_tree(tree.as_object(), Some(&mut opts))
+    };
+    match result {
+        Ok(()) => Ok(Vec::new()),
+        Err(e) if e.code() == ErrorCode::Conflict && !blocked.is_empty() => Ok(blocked),
+        Err(e) => Err(e),
+    }
+}
+
+/// Tracked files whose index or working copy differs from HEAD (untracked and ignored files
+/// are not changes to the target and do not stop a merge unless they are in the way).
+fn tracked_changes(repo: &Repository) -> Result<Vec<(String, Status)>, git2::Error> {
+    let mut opts = StatusOptions::new();
+    opts.include_untracked(false).include_ignored(false);
+    let statuses = repo.statuses(Some(&mut opts))?;
+    Ok(statuses
+        .iter()
+        .filter(|e| {
+            !e.status().intersects(Status::WT_NEW | Status::IGNORED)
+                && e.status() != Status::CURRENT
+        })
+        .map(|e| {
+            (
+                String::from_utf8_lossy(e.path_bytes()).into_owned(),
+                e.status(),
+            )
+        })
+        .collect())
+}
+
+/// Whether the checkout's index already equals `tip_tree` with the working files matching
+/// it: what an earlier attempt leaves when it is killed after the checkout and before the ref
+/// move. Moving HEAD's ref to the tip then loses nothing, whoever staged it.
+fn already_checked_out(checkout: &Repository, tip_tree: Oid) -> Result<bool, git2::Error> {
+    let mut index = checkout.index()?;
+    if index.has_conflicts() {
+        return Ok(false);
+    }
+    if index.write_tree()? != tip_tree {
+        return Ok(false);
+    }
+    let worktree_changes =
+        Status::WT_MODIFIED | Status::WT_DELETED | Status::WT_TYPECHANGE | Status::WT_RENAMED;
+    Ok(tracked_changes(checkout)?
+        .iter()
+        .all(|(_, status)| !status.intersects(worktree_changes)))
+}

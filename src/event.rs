@@ -8,7 +8,9 @@
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::id::BeadId;
-use crate::model::{Bead, Comment, Dependency, JsonMap, Status};
+use crate::model::{Bead, Comment, Dependency, JsonMap, Phase, Status};
+use crate::result::{ResultStatus, Verdict};
+use crate::router::{Counters, Decision};
 use crate::time::Timestamp;
 
 /// One journal line.
@@ -63,6 +65,128 @@ pub enum EventBody {
         iteration: u32,
         step: Box<Bead>,
     },
+    /// An attempt of a step is about to start. Recorded before the agent (or gate) is spawned.
+    #[serde(rename = "step.dispatched")]
+    StepDispatched {
+        bead: BeadId,
+        step: BeadId,
+        attempt: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+    },
+    /// An attempt ended: how the process ended, what it cost, the daemon's commit.
+    #[serde(rename = "step.finished")]
+    StepFinished {
+        bead: BeadId,
+        step: BeadId,
+        attempt: u32,
+        /// `exit code 0`, `killed by SIGKILL`, `timed out after 600s`, …
+        exit: String,
+        duration_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        /// The commit the daemon made of the agent's work, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+    },
+    /// What the router made of an attempt.
+    #[serde(rename = "step.result")]
+    StepResult {
+        bead: BeadId,
+        step: BeadId,
+        attempt: u32,
+        /// `finished`, `malformed`, `failed`, `usage_limit`, `gate_passed`, …
+        outcome: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<ResultStatus>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verdict: Option<Verdict>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+        decision: Decision,
+        /// The step's counters after the decision.
+        counters: Counters,
+        /// Where the step goes on from here while it stays in progress.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        phase: Option<Phase>,
+    },
+    /// The step runs again (after a failed attempt, a usage limit, or a person's `retry`).
+    #[serde(rename = "step.retry")]
+    StepRetry {
+        bead: BeadId,
+        step: BeadId,
+        reason: String,
+        /// Whether the failed attempt counts against the step's attempts.
+        counted: bool,
+        /// A person asked: the step's counters start over.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        manual: bool,
+    },
+    /// The step's next attempt runs with the escalation model.
+    #[serde(rename = "step.escalated")]
+    StepEscalated {
+        bead: BeadId,
+        step: BeadId,
+        model: String,
+        reason: String,
+    },
+    /// The daemon stopped while an attempt ran; the attempt does not count and the step runs
+    /// again from `reset_to`.
+    #[serde(rename = "step.interrupted")]
+    StepInterrupted {
+        bead: BeadId,
+        step: BeadId,
+        attempt: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reset_to: Option<String>,
+    },
+    #[serde(rename = "gate.waiting")]
+    GateWaiting { bead: BeadId, step: BeadId },
+    #[serde(rename = "gate.passed")]
+    GatePassed {
+        bead: BeadId,
+        step: BeadId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    },
+    #[serde(rename = "gate.failed")]
+    GateFailed {
+        bead: BeadId,
+        step: BeadId,
+        output: String,
+    },
+    /// The target branch moved to the bead's branch.
+    #[serde(rename = "merge.completed")]
+    MergeCompleted {
+        bead: BeadId,
+        target: String,
+        from: String,
+        to: String,
+    },
+    /// The target could not be moved (yet): not up to date, or a dirty checkout.
+    #[serde(rename = "merge.conflict")]
+    MergeConflict {
+        bead: BeadId,
+        target: String,
+        reason: String,
+    },
+    /// A hook decision about an agent's tool use.
+    #[serde(rename = "agent.tool")]
+    AgentTool {
+        bead: BeadId,
+        step: BeadId,
+        tool: String,
+        allowed: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A model reported a usage limit; it gets no new steps until `until`.
+    #[serde(rename = "model.paused")]
+    ModelPaused {
+        model: String,
+        until: Timestamp,
+        reason: String,
+    },
     #[serde(rename = "daemon.started")]
     DaemonStarted { pid: u32, version: String },
     #[serde(rename = "daemon.stopping")]
@@ -82,6 +206,19 @@ impl EventBody {
             EventBody::BeadComment { .. } => "bead.comment",
             EventBody::MoleculePoured { .. } => "molecule.poured",
             EventBody::FixCreated { .. } => "fix.created",
+            EventBody::StepDispatched { .. } => "step.dispatched",
+            EventBody::StepFinished { .. } => "step.finished",
+            EventBody::StepResult { .. } => "step.result",
+            EventBody::StepRetry { .. } => "step.retry",
+            EventBody::StepEscalated { .. } => "step.escalated",
+            EventBody::StepInterrupted { .. } => "step.interrupted",
+            EventBody::GateWaiting { .. } => "gate.waiting",
+            EventBody::GatePassed { .. } => "gate.passed",
+            EventBody::GateFailed { .. } => "gate.failed",
+            EventBody::MergeCompleted { .. } => "merge.completed",
+            EventBody::MergeConflict { .. } => "merge.conflict",
+            EventBody::AgentTool { .. } => "agent.tool",
+            EventBody::ModelPaused { .. } => "model.paused",
             EventBody::DaemonStarted { .. } => "daemon.started",
             EventBody::DaemonStopping { .. } => "daemon.stopping",
         }
@@ -94,10 +231,23 @@ impl EventBody {
             EventBody::BeadUpdated { id, .. }
             | EventBody::BeadStatus { id, .. }
             | EventBody::BeadComment { id, .. } => Some(id),
-            EventBody::MoleculePoured { bead, .. } | EventBody::FixCreated { bead, .. } => {
-                Some(bead)
-            }
-            EventBody::DaemonStarted { .. } | EventBody::DaemonStopping { .. } => None,
+            EventBody::MoleculePoured { bead, .. }
+            | EventBody::FixCreated { bead, .. }
+            | EventBody::StepDispatched { bead, .. }
+            | EventBody::StepFinished { bead, .. }
+            | EventBody::StepResult { bead, .. }
+            | EventBody::StepRetry { bead, .. }
+            | EventBody::StepEscalated { bead, .. }
+            | EventBody::StepInterrupted { bead, .. }
+            | EventBody::GateWaiting { bead, .. }
+            | EventBody::GatePassed { bead, .. }
+            | EventBody::GateFailed { bead, .. }
+            | EventBody::MergeCompleted { bead, .. }
+            | EventBody::MergeConflict { bead, .. }
+            | EventBody::AgentTool { bead, .. } => Some(bead),
+            EventBody::ModelPaused { .. }
+            | EventBody::DaemonStarted { .. }
+            | EventBody::DaemonStopping { .. } => None,
         }
     }
 }

@@ -13,7 +13,7 @@
 //! flags flip, so a status change costs work proportional to its dependents and descendants,
 //! never to the size of the store.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::id::BeadId;
 use crate::model::{Bead, DepType, Status, NEVER_READY_TYPES};
@@ -40,6 +40,8 @@ pub(crate) struct Node {
     /// Published: this bead is held back, and so are its children.
     held: bool,
     ready_key: Option<ReadyKey>,
+    /// This node's entry in [`Graph::deferred`], if any.
+    deferred_key: Option<Timestamp>,
 }
 
 impl Node {
@@ -55,6 +57,7 @@ impl Node {
             is_open_blocker: false,
             held: false,
             ready_key: None,
+            deferred_key: None,
         }
     }
 
@@ -81,6 +84,8 @@ pub(crate) struct Graph {
     pub(crate) nodes: Vec<Node>,
     slots: HashMap<BeadId, Slot>,
     ready: BTreeSet<ReadyKey>,
+    /// How many ready beads have each `defer_until`.
+    deferred: BTreeMap<Timestamp, u32>,
     /// Number of nodes that hold a bead (not placeholders).
     pub(crate) known: usize,
 }
@@ -192,6 +197,7 @@ impl Graph {
                     self.ready.insert(k);
                 }
             }
+            self.track_defer(slot);
             if blocker_flip {
                 for i in 0..self.node(slot).dependents.len() {
                     let d = self.node(slot).dependents[i];
@@ -263,12 +269,37 @@ impl Graph {
                 }
             }
         }
-        for node in &mut self.nodes {
-            let (_, _, key) = node.wanted();
+        self.deferred.clear();
+        for i in 0..self.nodes.len() {
+            let (_, _, key) = self.nodes[i].wanted();
             if let Some(k) = &key {
                 self.ready.insert(k.clone());
             }
-            node.ready_key = key;
+            self.nodes[i].ready_key = key;
+            self.track_defer(i as Slot);
+        }
+    }
+
+    /// Keeps `deferred` in step with the node's readiness and `defer_until`.
+    fn track_defer(&mut self, slot: Slot) {
+        let node = &mut self.nodes[slot as usize];
+        let want = match (&node.ready_key, &node.bead) {
+            (Some(_), Some(b)) => b.defer_until,
+            _ => None,
+        };
+        if node.deferred_key != want {
+            if let Some(old) = node.deferred_key.take() {
+                if let Some(n) = self.deferred.get_mut(&old) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.deferred.remove(&old);
+                    }
+                }
+            }
+            if let Some(new) = want {
+                *self.deferred.entry(new).or_insert(0) += 1;
+            }
+            node.deferred_key = want;
         }
     }
 
@@ -278,6 +309,15 @@ impl Graph {
             .iter()
             .filter_map(|(_, _, id)| self.bead(id.as_str()))
             .filter(move |b| b.defer_until.is_none_or(|t| t <= now))
+    }
+
+    /// The earliest `defer_until` after `now` among statically ready beads.
+    pub(crate) fn deferred_after(&self, now: Timestamp) -> Option<Timestamp> {
+        use std::ops::Bound;
+        self.deferred
+            .range((Bound::Excluded(now), Bound::Unbounded))
+            .next()
+            .map(|(t, _)| *t)
     }
 
     /// Whether the bead in `slot` is held back (see the module docs).

@@ -8,7 +8,11 @@ use std::collections::HashSet;
 
 use crate::event::{BeadPatch, Event, EventBody};
 use crate::id::BeadId;
-use crate::model::{Bead, Status};
+use crate::model::{Bead, Phase, Status, StepMeta};
+use crate::router::Decision;
+
+/// The work bead's metadata key for the total cost its agents reported, in US dollars.
+pub const COST_KEY: &str = "catalyst_cost_usd";
 use crate::time::Timestamp;
 
 use super::ready::Graph;
@@ -63,6 +67,12 @@ impl State {
     /// Step beads are never in this list: they run as steps of their molecule.
     pub fn ready(&self, now: Timestamp) -> impl Iterator<Item = &Bead> + '_ {
         self.graph.ready(now)
+    }
+
+    /// The earliest `defer_until` after `now` among beads that are otherwise ready: when the
+    /// ready list will next grow without an event.
+    pub fn next_defer(&self, now: Timestamp) -> Option<Timestamp> {
+        self.graph.deferred_after(now)
     }
 
     /// The step beads of `work`'s molecule, in the order they were created.
@@ -149,7 +159,25 @@ impl State {
                 self.check_exists(fixes, created)?;
                 self.check_create(step, created)
             }
-            EventBody::DaemonStarted { .. } | EventBody::DaemonStopping { .. } => Ok(()),
+            EventBody::StepDispatched { bead, step, .. }
+            | EventBody::StepFinished { bead, step, .. }
+            | EventBody::StepResult { bead, step, .. }
+            | EventBody::StepRetry { bead, step, .. }
+            | EventBody::StepEscalated { bead, step, .. }
+            | EventBody::StepInterrupted { bead, step, .. }
+            | EventBody::GateWaiting { bead, step }
+            | EventBody::GatePassed { bead, step, .. }
+            | EventBody::GateFailed { bead, step, .. }
+            | EventBody::AgentTool { bead, step, .. } => {
+                self.check_exists(bead, created)?;
+                self.check_exists(step, created)
+            }
+            EventBody::MergeCompleted { bead, .. } | EventBody::MergeConflict { bead, .. } => {
+                self.check_exists(bead, created)
+            }
+            EventBody::ModelPaused { .. }
+            | EventBody::DaemonStarted { .. }
+            | EventBody::DaemonStopping { .. } => Ok(()),
         }
     }
 
@@ -195,13 +223,94 @@ impl State {
                     self.graph.insert(step, true);
                 }
             }
-            EventBody::FixCreated { step, .. } => {
+            EventBody::FixCreated { step, fixes, .. } => {
+                let fix = step.id.clone();
                 self.graph.insert(*step, true);
+                self.modify_meta(&fixes, |m| m.phase = Some(Phase::WaitingFix { fix }));
             }
-            EventBody::DaemonStarted { .. } | EventBody::DaemonStopping { .. } => {}
+            EventBody::StepDispatched {
+                step, attempt, model, ..
+            } => {
+                self.set_status(&step, Status::InProgress, None, ts);
+                self.modify_meta(&step, |m| {
+                    m.attempts = attempt;
+                    m.phase = Some(Phase::Running { attempt, model });
+                });
+            }
+            EventBody::StepFinished {
+                bead,
+                step,
+                cost_usd,
+                ..
+            } => {
+                self.modify_meta(&step, |m| m.reset_to = None);
+                if let Some(cost) = cost_usd.filter(|c| c.is_finite() && *c > 0.0) {
+                    self.modify(&bead, |b| {
+                        let meta = b.metadata.get_or_insert_with(Default::default);
+                        let total = meta.get(COST_KEY).and_then(|v| v.as_f64()).unwrap_or(0.0);
+                        meta.insert(COST_KEY.into(), serde_json::Value::from(total + cost));
+                    });
+                }
+            }
+            EventBody::StepResult {
+                step,
+                summary,
+                decision,
+                counters,
+                phase,
+                ..
+            } => {
+                self.modify_meta(&step, |m| {
+                    m.counters = counters;
+                    if summary.is_some() {
+                        m.summary = summary;
+                    }
+                    m.phase = phase;
+                    m.next_model = match decision {
+                        Decision::Escalate { model, .. } => Some(model),
+                        _ => None,
+                    };
+                });
+            }
+            EventBody::StepRetry { step, manual, .. } => {
+                if manual {
+                    self.modify_meta(&step, |m| {
+                        m.counters = Default::default();
+                        m.next_model = None;
+                    });
+                }
+            }
+            EventBody::StepInterrupted { step, reset_to, .. } => {
+                self.modify_meta(&step, |m| {
+                    m.phase = None;
+                    if reset_to.is_some() {
+                        m.reset_to = reset_to;
+                    }
+                });
+            }
+            EventBody::StepEscalated { .. }
+            | EventBody::GateWaiting { .. }
+            | EventBody::GatePassed { .. }
+            | EventBody::GateFailed { .. }
+            | EventBody::MergeCompleted { .. }
+            | EventBody::MergeConflict { .. }
+            | EventBody::AgentTool { .. }
+            | EventBody::ModelPaused { .. }
+            | EventBody::DaemonStarted { .. }
+            | EventBody::DaemonStopping { .. } => {}
         }
         self.seq = event.seq;
         Ok(())
+    }
+
+    /// Changes catalyst's metadata of a step bead (nothing happens to a bead without it).
+    fn modify_meta(&mut self, id: &BeadId, change: impl FnOnce(&mut StepMeta)) {
+        self.modify(id, |b| {
+            if let Some(mut meta) = b.step_meta() {
+                change(&mut meta);
+                b.set_step_meta(&meta);
+            }
+        });
     }
 
     fn modify(&mut self, id: &BeadId, change: impl FnOnce(&mut Bead)) {
@@ -223,6 +332,13 @@ impl State {
             } else {
                 b.closed_at = None;
                 b.close_reason = None;
+            }
+            // A phase describes an in-progress step; it ends with the status.
+            if status != Status::InProgress {
+                if let Some(mut meta) = b.step_meta().filter(|m| m.phase.is_some()) {
+                    meta.phase = None;
+                    b.set_step_meta(&meta);
+                }
             }
             b.status = status;
             b.updated_at = ts;

@@ -215,6 +215,23 @@ fn readiness_follows_bd_ready_rules() {
 }
 
 #[test]
+fn the_next_defer_is_the_earliest_future_one_among_ready_beads() {
+    let (_dir, mut store) = open_store();
+    let mut early = bead("early", &[]);
+    early.defer_until = Some(at(100));
+    let mut late = bead("late", &[]);
+    late.defer_until = Some(at(200));
+    let mut held = bead("held", &[("late", DepType::Blocks)]);
+    held.defer_until = Some(at(50));
+    store.commit(vec![created(early), created(late), created(held)]).unwrap();
+    assert_eq!(store.state().next_defer(at(0)), Some(at(100)), "a held bead's defer does not count");
+    assert_eq!(store.state().next_defer(at(100)), Some(at(200)));
+    assert_eq!(store.state().next_defer(at(200)), None);
+    store.commit(vec![status("late", Status::Closed)]).unwrap();
+    assert_eq!(store.state().next_defer(at(0)), Some(at(50)));
+}
+
+#[test]
 fn ready_order_is_priority_then_age_then_id() {
     let (_dir, mut store) = open_store();
     let mut beads = Vec::new();

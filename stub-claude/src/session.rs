@@ -1,0 +1,497 @@
+//! One print-mode session: choose the response, act it out, answer, log.
+//!
+//! A response is acted out as one "turn", in a fixed order a test can rely on: `stderr`, then
+//! `wait_for` and `sleep_ms`, then `write`/`append`/`delete`, then `tools` (each through the
+//! tool flags and the `PreToolUse` hooks), then the decoy tool result, the non-UTF-8 bytes and
+//! the flood, then `signal` (dying here, after the partial work) or `usage_limit`, and finally
+//! the final message. When a `Stop` hook blocks, `after_stop_block` is acted out as a second
+//! turn in the same session.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::actions;
+use crate::cli::{Args, InputFormat, OutputFormat};
+use crate::counter;
+use crate::error::Error;
+use crate::hooks::{Hooks, Permission, Settings};
+use crate::log::{EndEntry, LogEvent, LogWriter, StartEntry, ToolEntry};
+use crate::message;
+use crate::output::{self, Emitter, Outcome};
+use crate::scenario::{Facts, Response, Scenario, ToolCall, UsageLimit};
+use crate::tools::{self, ToolPolicy};
+
+/// The model named in events when `--model` is not given.
+const DEFAULT_MODEL: &str = "claude-sonnet-4-5-20250929";
+
+/// The environment variables the stub reads.
+struct Env {
+    role: Option<String>,
+    step: Option<String>,
+    bead: Option<String>,
+    scenario: Option<PathBuf>,
+    state: Option<PathBuf>,
+    log: Option<PathBuf>,
+}
+
+impl Env {
+    fn from_process() -> Env {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        Env {
+            role: var("CATALYST_ROLE"),
+            step: var("CATALYST_STEP"),
+            bead: var("CATALYST_BEAD"),
+            scenario: var("STUB_CLAUDE_SCENARIO").map(PathBuf::from),
+            state: var("STUB_CLAUDE_STATE").map(PathBuf::from),
+            log: var("STUB_CLAUDE_LOG").map(PathBuf::from),
+        }
+    }
+}
+
+/// The response chosen for this invocation, and where it came from.
+struct Choice {
+    rule: Option<usize>,
+    index: Option<usize>,
+    response: Response,
+}
+
+fn choose(env: &Env, facts: &Facts) -> Result<Choice, Error> {
+    let none = || Choice {
+        rule: None,
+        index: None,
+        response: Response::default(),
+    };
+    let Some(path) = &env.scenario else {
+        return Ok(none());
+    };
+    let scenario = Scenario::load(path)?;
+    let Some((i, rule)) = scenario.matching_rule(facts) else {
+        return Ok(none());
+    };
+    let key = if rule.per_bead {
+        format!("rule-{i}/{}", facts.bead)
+    } else {
+        format!("rule-{i}")
+    };
+    let state = env.state.clone().unwrap_or_else(|| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".state");
+        PathBuf::from(name)
+    });
+    let taken = counter::take(&state, &key)?;
+    let index = usize::try_from(taken)
+        .unwrap_or(usize::MAX)
+        .min(rule.responses.len() - 1);
+    Ok(Choice {
+        rule: Some(i),
+        index: Some(index),
+        response: rule.responses[index].clone(),
+    })
+}
+
+/// Reads the prompt: the positional argument, else stdin (text, or Claude's stream-json user
+/// messages under `--input-format stream-json`).
+fn read_prompt(args: &Args) -> Result<String, Error> {
+    let text = match &args.prompt {
+        Some(prompt) => prompt.clone(),
+        None => {
+            let mut bytes = Vec::new();
+            // An unreadable stdin is the same as an empty one: refused below, as Claude does.
+            let _ = std::io::stdin().read_to_end(&mut bytes);
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+    };
+    let prompt = match args.input_format {
+        InputFormat::Text => text,
+        InputFormat::StreamJson => text
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|v| v["type"] == "user")
+            .map(|v| content_text(&v["message"]["content"]))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    if prompt.trim().is_empty() {
+        return Err(Error::Usage(
+            "Error: Input must be provided either through stdin or as a prompt argument when using --print"
+                .to_string(),
+        ));
+    }
+    Ok(prompt)
+}
+
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// Runs a session for parsed arguments; `argv` is recorded in the log as given.
+pub fn run(argv: &[String], args: Args) -> i32 {
+    let started = Instant::now();
+    if !args.print {
+        eprintln!("stub-claude: only print mode (-p/--print) is supported");
+        return 1;
+    }
+    if args.output_format == OutputFormat::StreamJson && !args.verbose {
+        eprintln!("Error: When using --print, --output-format=stream-json requires --verbose");
+        return 1;
+    }
+    let prompt = match read_prompt(&args) {
+        Ok(prompt) => prompt,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    let env = Env::from_process();
+    let facts = Facts {
+        role: env.role.clone().unwrap_or_default(),
+        step: env.step.clone().unwrap_or_default(),
+        bead: env.bead.clone().unwrap_or_default(),
+        model: args.model.clone().unwrap_or_default(),
+    };
+    let session_id = args.session_id.clone().unwrap_or_else(output::uuid);
+    let mut log = match LogWriter::open(env.log.as_deref(), &session_id) {
+        Ok(log) => log,
+        Err(e) => {
+            eprintln!("stub-claude: cannot open STUB_CLAUDE_LOG: {e}");
+            return 1;
+        }
+    };
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let choice = choose(&env, &facts);
+    let (rule, index) = match &choice {
+        Ok(c) => (c.rule, c.index),
+        Err(_) => (None, None),
+    };
+    log.write(LogEvent::Start(StartEntry {
+        role: env.role.clone(),
+        step: env.step.clone(),
+        bead: env.bead.clone(),
+        model: args.model.clone(),
+        argv: argv.to_vec(),
+        cwd: cwd.display().to_string(),
+        rule,
+        response: index,
+        prompt: prompt.clone(),
+    }));
+    let result = choice.and_then(|choice| {
+        let mut session = Session::start(&args, &facts, cwd, &session_id, &prompt, &mut log)?;
+        let code = session.play(&choice.response, started)?;
+        Ok(code)
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{e}");
+            log.write(LogEvent::Error {
+                message: e.to_string(),
+            });
+            log.write(LogEvent::End(EndEntry {
+                exit_code: 1,
+                is_error: true,
+                usage_limit: false,
+                num_turns: 0,
+                cost_usd: 0.0,
+                result: String::new(),
+            }));
+            1
+        }
+    }
+}
+
+/// How a turn ended.
+enum TurnEnd {
+    Answered(String),
+    Limited(String),
+    /// The signal did not end the process; the code a shell would report.
+    Died(i32),
+}
+
+struct Session<'a> {
+    role: String,
+    cwd: PathBuf,
+    emitter: Emitter,
+    hooks: Hooks,
+    policy: ToolPolicy,
+    bypass_permissions: bool,
+    log: &'a mut LogWriter,
+    prompt_len: usize,
+    turns: u32,
+    tool_calls: u32,
+    cost_usd: f64,
+    denials: Vec<Value>,
+    /// Keeps the transcript handed to hooks until the session ends.
+    _transcript_dir: Option<tempfile::TempDir>,
+}
+
+impl<'a> Session<'a> {
+    fn start(
+        args: &Args,
+        facts: &Facts,
+        cwd: PathBuf,
+        session_id: &str,
+        prompt: &str,
+        log: &'a mut LogWriter,
+    ) -> Result<Session<'a>, Error> {
+        let settings = Settings::load(args.settings.as_deref())?;
+        let model = args
+            .model
+            .clone()
+            .unwrap_or_else(|| DEFAULT_MODEL.to_string());
+        let bypass_permissions =
+            args.skip_permissions || args.permission_mode.as_deref() == Some("bypassPermissions");
+        let permission_mode = match (&args.permission_mode, bypass_permissions) {
+            (Some(mode), _) => mode.clone(),
+            (None, true) => "bypassPermissions".to_string(),
+            (None, false) => "default".to_string(),
+        };
+        // Hooks may read the conversation, as they read Claude Code's own transcripts.
+        let transcript_dir = tempfile::Builder::new()
+            .prefix("stub-claude-")
+            .tempdir()
+            .ok();
+        let transcript_path = transcript_dir
+            .as_ref()
+            .map(|d| d.path().join(format!("{session_id}.jsonl")));
+        let transcript = transcript_path
+            .as_ref()
+            .and_then(|p| std::fs::File::create(p).ok());
+        let transcript_path = transcript_path
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let hooks = Hooks::new(
+            settings,
+            &cwd,
+            session_id,
+            &transcript_path,
+            &permission_mode,
+        );
+        let cwd_text = cwd.display().to_string();
+        let emitter = Emitter::new(
+            args.output_format,
+            Box::new(std::io::stdout()),
+            args.include_partial_messages,
+            session_id,
+            &model,
+            &cwd_text,
+            transcript,
+        );
+        let mut session = Session {
+            role: facts.role.clone(),
+            cwd,
+            emitter,
+            hooks,
+            policy: ToolPolicy::from_args(args),
+            bypass_permissions,
+            log,
+            prompt_len: prompt.len(),
+            turns: 0,
+            tool_calls: 0,
+            cost_usd: 0.0,
+            denials: Vec::new(),
+            _transcript_dir: transcript_dir,
+        };
+        session.emitter.prompt(prompt);
+        if session.hooks.has("SessionStart") {
+            for context in session.hooks.session_start(&model) {
+                session.log.write(LogEvent::SessionStart {
+                    additional_context: context,
+                });
+            }
+        }
+        let tools = session.policy.listed();
+        session.emitter.init(&tools, &permission_mode);
+        Ok(session)
+    }
+
+    /// Acts out `first`, and its `after_stop_block` when a Stop hook blocks; returns the exit
+    /// code.
+    fn play(&mut self, first: &Response, started: Instant) -> Result<i32, Error> {
+        let mut last = first;
+        let mut end = self.turn(first)?;
+        if let TurnEnd::Answered(message) = &end {
+            if let Some(reason) = self.hooks.stop(false, message) {
+                self.log.write(LogEvent::StopBlock {
+                    reason: reason.clone(),
+                    stop_hook_active: false,
+                    ignored: false,
+                });
+                self.emitter
+                    .user_text(&format!("Stop hook feedback:\n{reason}"));
+                if let Some(next) = &first.after_stop_block {
+                    last = next;
+                    end = self.turn(next)?;
+                }
+                if let TurnEnd::Answered(message) = &end {
+                    // Claude Code's loop guard: a second block does not send the agent back.
+                    if let Some(reason) = self.hooks.stop(true, message) {
+                        self.log.write(LogEvent::StopBlock {
+                            reason,
+                            stop_hook_active: true,
+                            ignored: true,
+                        });
+                    }
+                }
+            }
+        }
+        let (message, is_error, usage_limit, code) = match end {
+            TurnEnd::Died(code) => return Ok(code),
+            TurnEnd::Limited(message) => (message, true, true, 1),
+            TurnEnd::Answered(message) => {
+                let code = last.exit_code.unwrap_or(i32::from(last.is_error));
+                (message, last.is_error, false, code)
+            }
+        };
+        let subtype = if is_error && !usage_limit {
+            "error_during_execution"
+        } else {
+            "success"
+        };
+        let outcome = Outcome {
+            subtype,
+            is_error,
+            result: message.clone(),
+            num_turns: self.turns,
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            cost_usd: self.cost_usd,
+            input_tokens: (self.prompt_len / 4) as u64 + 50 * u64::from(self.turns),
+            output_tokens: (message.len() / 4) as u64 + 10,
+            permission_denials: std::mem::take(&mut self.denials),
+        };
+        self.emitter.result(&outcome);
+        self.log.write(LogEvent::End(EndEntry {
+            exit_code: code,
+            is_error,
+            usage_limit,
+            num_turns: self.turns,
+            cost_usd: self.cost_usd,
+            result: message,
+        }));
+        Ok(code)
+    }
+
+    fn turn(&mut self, r: &Response) -> Result<TurnEnd, Error> {
+        if let Some(text) = &r.stderr {
+            if text.ends_with('\n') {
+                eprint!("{text}");
+            } else {
+                eprintln!("{text}");
+            }
+        }
+        if let Some(path) = &r.wait_for {
+            actions::wait_for(path, &self.cwd, actions::WAIT_CAP)?;
+        }
+        if let Some(ms) = r.sleep_ms {
+            std::thread::sleep(Duration::from_millis(ms));
+        }
+        actions::change_files(r, &self.cwd)?;
+        for call in &r.tools {
+            self.call_tool(call);
+        }
+        if r.fake_block_in_tool_result {
+            self.decoy();
+        }
+        if r.non_utf8 {
+            self.emitter.not_utf8();
+        }
+        if let Some(bytes) = r.flood_bytes {
+            self.emitter.flood(bytes);
+        }
+        self.cost_usd += r.cost_usd.unwrap_or(0.0);
+        if let Some(spec) = &r.signal {
+            let signal = spec
+                .signal()
+                .ok_or_else(|| Error::Action(format!("unknown signal {spec:?}")))?;
+            return Ok(TurnEnd::Died(actions::die_by(signal)));
+        }
+        self.turns += 1;
+        if let Some(message) = usage_limit_message(r.usage_limit.as_ref()) {
+            self.emitter.rate_limit_rejected(next_hour());
+            self.emitter.assistant_text(&message);
+            return Ok(TurnEnd::Limited(message));
+        }
+        let message = message::final_message(r, &self.role);
+        self.emitter.assistant_text(&message);
+        Ok(TurnEnd::Answered(message))
+    }
+
+    /// One tool call: the tool flags, then the `PreToolUse` hooks, then the tool itself.
+    fn call_tool(&mut self, call: &ToolCall) {
+        self.tool_calls += 1;
+        self.turns += 1;
+        let id = format!(
+            "toolu_stub_{:03}_{:08x}",
+            self.tool_calls,
+            output::random_u64() as u32
+        );
+        self.emitter.tool_use(&id, &call.name, &call.input);
+        let verdict = match self.policy.check(&call.name, &call.input) {
+            Err(reason) => Err(reason),
+            Ok(()) => match self.hooks.pre_tool_use(&call.name, &call.input, &id) {
+                Permission::Allow => Ok(()),
+                Permission::Ask(_) if self.bypass_permissions => Ok(()),
+                Permission::Ask(reason) => Err(format!(
+                    "Claude requested permissions to use {}, but print mode cannot ask: {reason}",
+                    call.name
+                )),
+                Permission::Deny(reason) => Err(reason),
+            },
+        };
+        self.log.write(LogEvent::Tool(ToolEntry {
+            name: call.name.clone(),
+            allowed: verdict.is_ok(),
+            reason: verdict.clone().err(),
+            input: call.input.clone(),
+        }));
+        match verdict {
+            Ok(()) => {
+                let out = tools::perform(&call.name, &call.input, &self.cwd);
+                self.emitter.tool_result(&id, &out.content, out.is_error);
+            }
+            Err(reason) => {
+                self.denials.push(json!({
+                    "tool_name": call.name,
+                    "tool_use_id": id,
+                    "tool_input": call.input,
+                }));
+                self.emitter.tool_result(&id, &reason, true);
+            }
+        }
+    }
+
+    /// A `Read` whose result quotes a complete, contradicting result block.
+    fn decoy(&mut self) {
+        self.turns += 1;
+        let id = format!("toolu_stub_decoy_{:08x}", output::random_u64() as u32);
+        self.emitter
+            .tool_use(&id, "Read", &json!({"file_path": "NOTES.md"}));
+        self.emitter
+            .tool_result(&id, &message::decoy_block(), false);
+    }
+}
+
+/// The message a usage limit is reported with: Claude Code's headless wording, whose part
+/// after `|` is the reset time in epoch seconds, unless the scenario gives its own.
+fn usage_limit_message(limit: Option<&UsageLimit>) -> Option<String> {
+    match limit? {
+        UsageLimit::Flag(false) => None,
+        UsageLimit::Flag(true) => Some(format!("Claude AI usage limit reached|{}", next_hour())),
+        UsageLimit::Message(message) => Some(message.clone()),
+    }
+}
+
+/// The next full hour, in epoch seconds: when a usage limit "resets".
+fn next_hour() -> u64 {
+    (crate::log::now_ms() / 1000 / 3600 + 1) * 3600
+}

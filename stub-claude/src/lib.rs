@@ -64,6 +64,7 @@
 //! - [`cli`]: Claude Code's command line: flags, `--version`, `--help`.
 //! - `scenario`: the scenario file, rule matching, response checks.
 //! - `counter`: response counts kept across processes under a file lock.
+//! - `invocation`: catalyst's environment, the prompt, the response chosen for them.
 //! - `session`: one invocation from prompt to exit code, the order of a response's effects.
 //! - `message`: the final message and its result block.
 //! - `actions`: file changes, waiting, dying by a signal.
@@ -77,6 +78,7 @@ pub mod cli;
 mod counter;
 mod error;
 mod hooks;
+mod invocation;
 pub mod log;
 mod message;
 mod output;
@@ -97,10 +99,7 @@ use std::io::Write;
 pub fn run(args: Vec<String>) -> i32 {
     let command = match cli::parse(&args) {
         Ok(command) => command,
-        Err(e) => {
-            eprintln!("{e}");
-            return 1;
-        }
+        Err(e) => return session::refuse_command_line(&args, &e),
     };
     match command {
         cli::Command::Version => print_out(&format!("{}\n", cli::VERSION_LINE)),

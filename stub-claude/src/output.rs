@@ -256,32 +256,26 @@ impl Emitter {
         const CHUNK: usize = 8 * 1024;
         let mut written: u64 = 0;
         while written < total && !self.broken {
-            if self.streaming() {
-                let before = written;
-                let text = "flood ".repeat(CHUNK / 6);
+            let mut bytes = if self.streaming() {
                 let event = json!({
                     "type": "assistant",
                     "message": {
                         "type": "message",
                         "role": "assistant",
                         "model": self.model,
-                        "content": [{"type": "text", "text": text}],
+                        "content": [{"type": "text", "text": "flood ".repeat(CHUNK / 6)}],
                     },
                     "parent_tool_use_id": null,
                     "session_id": self.session_id,
                 });
-                let line = event.to_string();
-                written = before + line.len() as u64 + 1;
-                self.line(&event);
+                event.to_string().into_bytes()
             } else {
                 let n = (total - written).min(CHUNK as u64) as usize;
-                let mut chunk = vec![b'x'; n];
-                if let Some(last) = chunk.last_mut() {
-                    *last = b'\n';
-                }
-                written += n as u64;
-                self.write_bytes(&chunk);
-            }
+                vec![b'x'; n.saturating_sub(1)]
+            };
+            bytes.push(b'\n');
+            written += bytes.len() as u64;
+            self.write_bytes(&bytes);
         }
     }
 

@@ -7,160 +7,115 @@
 //! the final message. When a `Stop` hook blocks, `after_stop_block` is acted out as a second
 //! turn in the same session.
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use crate::actions;
-use crate::cli::{Args, InputFormat, OutputFormat};
-use crate::counter;
+use crate::cli::{Args, OutputFormat};
 use crate::error::Error;
 use crate::hooks::{Hooks, Permission, Settings};
+use crate::invocation::{choose, read_prompt, Env};
 use crate::log::{EndEntry, LogEvent, LogWriter, StartEntry, ToolEntry};
 use crate::message;
 use crate::output::{self, Emitter, Outcome};
-use crate::scenario::{Facts, Response, Scenario, ToolCall, UsageLimit};
+use crate::scenario::{Facts, Response, ToolCall, UsageLimit};
 use crate::tools::{self, ToolPolicy};
 
 /// The model named in events when `--model` is not given.
 const DEFAULT_MODEL: &str = "claude-sonnet-4-5-20250929";
 
-/// The environment variables the stub reads.
-struct Env {
-    role: Option<String>,
-    step: Option<String>,
-    bead: Option<String>,
-    scenario: Option<PathBuf>,
-    state: Option<PathBuf>,
-    log: Option<PathBuf>,
+/// Refuses a command line that does not parse: the message on stderr, and the refusal in
+/// the log, so a test whose profile passes a wrong flag sees why its agent never ran.
+pub fn refuse_command_line(argv: &[String], error: &Error) -> i32 {
+    refuse(argv, &Env::from_process(), None, &output::uuid(), error)
 }
 
-impl Env {
-    fn from_process() -> Env {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        Env {
-            role: var("CATALYST_ROLE"),
-            step: var("CATALYST_STEP"),
-            bead: var("CATALYST_BEAD"),
-            scenario: var("STUB_CLAUDE_SCENARIO").map(PathBuf::from),
-            state: var("STUB_CLAUDE_STATE").map(PathBuf::from),
-            log: var("STUB_CLAUDE_LOG").map(PathBuf::from),
-        }
+/// Prints `error` and logs the invocation as started, failed and ended with exit code 1.
+fn refuse(
+    argv: &[String],
+    env: &Env,
+    model: Option<String>,
+    session_id: &str,
+    error: &Error,
+) -> i32 {
+    eprintln!("{error}");
+    // Without a log there is nothing more to record; the message above is what matters.
+    if let Ok(mut log) = LogWriter::open(env.log.as_deref(), session_id) {
+        log.write(LogEvent::Start(start_entry(
+            argv,
+            env,
+            model,
+            String::new(),
+        )));
+        log_failure(&mut log, error);
+    }
+    1
+}
+
+fn start_entry(argv: &[String], env: &Env, model: Option<String>, prompt: String) -> StartEntry {
+    StartEntry {
+        role: env.role.clone(),
+        step: env.step.clone(),
+        bead: env.bead.clone(),
+        model,
+        argv: argv.to_vec(),
+        cwd: current_dir().display().to_string(),
+        rule: None,
+        response: None,
+        prompt,
     }
 }
 
-/// The response chosen for this invocation, and where it came from.
-struct Choice {
-    rule: Option<usize>,
-    index: Option<usize>,
-    response: Response,
-}
-
-fn choose(env: &Env, facts: &Facts) -> Result<Choice, Error> {
-    let none = || Choice {
-        rule: None,
-        index: None,
-        response: Response::default(),
-    };
-    let Some(path) = &env.scenario else {
-        return Ok(none());
-    };
-    let scenario = Scenario::load(path)?;
-    let Some((i, rule)) = scenario.matching_rule(facts) else {
-        return Ok(none());
-    };
-    let key = if rule.per_bead {
-        format!("rule-{i}/{}", facts.bead)
-    } else {
-        format!("rule-{i}")
-    };
-    let state = env.state.clone().unwrap_or_else(|| {
-        let mut name = path.as_os_str().to_owned();
-        name.push(".state");
-        PathBuf::from(name)
+fn log_failure(log: &mut LogWriter, error: &Error) {
+    log.write(LogEvent::Error {
+        message: error.to_string(),
     });
-    let taken = counter::take(&state, &key)?;
-    let index = usize::try_from(taken)
-        .unwrap_or(usize::MAX)
-        .min(rule.responses.len() - 1);
-    Ok(Choice {
-        rule: Some(i),
-        index: Some(index),
-        response: rule.responses[index].clone(),
-    })
+    log.write(LogEvent::End(EndEntry {
+        exit_code: 1,
+        is_error: true,
+        usage_limit: false,
+        num_turns: 0,
+        cost_usd: 0.0,
+        result: String::new(),
+    }));
 }
 
-/// Reads the prompt: the positional argument, else stdin (text, or Claude's stream-json user
-/// messages under `--input-format stream-json`).
-fn read_prompt(args: &Args) -> Result<String, Error> {
-    let text = match &args.prompt {
-        Some(prompt) => prompt.clone(),
-        None => {
-            let mut bytes = Vec::new();
-            // An unreadable stdin is the same as an empty one: refused below, as Claude does.
-            let _ = std::io::stdin().read_to_end(&mut bytes);
-            String::from_utf8_lossy(&bytes).into_owned()
-        }
-    };
-    let prompt = match args.input_format {
-        InputFormat::Text => text,
-        InputFormat::StreamJson => text
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter(|v| v["type"] == "user")
-            .map(|v| content_text(&v["message"]["content"]))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    };
-    if prompt.trim().is_empty() {
+fn current_dir() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
+}
+
+/// Refuses what Claude Code refuses in print mode before it starts.
+fn check(args: &Args) -> Result<(), Error> {
+    if !args.print {
         return Err(Error::Usage(
-            "Error: Input must be provided either through stdin or as a prompt argument when using --print"
-                .to_string(),
+            "stub-claude: only print mode (-p/--print) is supported".to_string(),
         ));
     }
-    Ok(prompt)
-}
-
-fn content_text(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
+    if args.output_format == OutputFormat::StreamJson && !args.verbose {
+        return Err(Error::Usage(
+            "Error: When using --print, --output-format=stream-json requires --verbose".to_string(),
+        ));
     }
+    Ok(())
 }
 
 /// Runs a session for parsed arguments; `argv` is recorded in the log as given.
 pub fn run(argv: &[String], args: Args) -> i32 {
     let started = Instant::now();
-    if !args.print {
-        eprintln!("stub-claude: only print mode (-p/--print) is supported");
-        return 1;
-    }
-    if args.output_format == OutputFormat::StreamJson && !args.verbose {
-        eprintln!("Error: When using --print, --output-format=stream-json requires --verbose");
-        return 1;
-    }
-    let prompt = match read_prompt(&args) {
-        Ok(prompt) => prompt,
-        Err(e) => {
-            eprintln!("{e}");
-            return 1;
-        }
-    };
     let env = Env::from_process();
+    let session_id = args.session_id.clone().unwrap_or_else(output::uuid);
+    let prompt = match check(&args).and_then(|()| read_prompt(&args)) {
+        Ok(prompt) => prompt,
+        Err(e) => return refuse(argv, &env, args.model.clone(), &session_id, &e),
+    };
     let facts = Facts {
         role: env.role.clone().unwrap_or_default(),
         step: env.step.clone().unwrap_or_default(),
         bead: env.bead.clone().unwrap_or_default(),
         model: args.model.clone().unwrap_or_default(),
     };
-    let session_id = args.session_id.clone().unwrap_or_else(output::uuid);
     let mut log = match LogWriter::open(env.log.as_deref(), &session_id) {
         Ok(log) => log,
         Err(e) => {
@@ -168,23 +123,13 @@ pub fn run(argv: &[String], args: Args) -> i32 {
             return 1;
         }
     };
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let choice = choose(&env, &facts);
-    let (rule, index) = match &choice {
-        Ok(c) => (c.rule, c.index),
-        Err(_) => (None, None),
-    };
-    log.write(LogEvent::Start(StartEntry {
-        role: env.role.clone(),
-        step: env.step.clone(),
-        bead: env.bead.clone(),
-        model: args.model.clone(),
-        argv: argv.to_vec(),
-        cwd: cwd.display().to_string(),
-        rule,
-        response: index,
-        prompt: prompt.clone(),
-    }));
+    let mut start = start_entry(argv, &env, args.model.clone(), prompt.clone());
+    if let Ok(c) = &choice {
+        (start.rule, start.response) = (c.rule, c.index);
+    }
+    log.write(LogEvent::Start(start));
+    let cwd = current_dir();
     let result = choice.and_then(|choice| {
         let mut session = Session::start(&args, &facts, cwd, &session_id, &prompt, &mut log)?;
         let code = session.play(&choice.response, started)?;
@@ -194,17 +139,7 @@ pub fn run(argv: &[String], args: Args) -> i32 {
         Ok(code) => code,
         Err(e) => {
             eprintln!("{e}");
-            log.write(LogEvent::Error {
-                message: e.to_string(),
-            });
-            log.write(LogEvent::End(EndEntry {
-                exit_code: 1,
-                is_error: true,
-                usage_limit: false,
-                num_turns: 0,
-                cost_usd: 0.0,
-                result: String::new(),
-            }));
+            log_failure(&mut log, &e);
             1
         }
     }
@@ -232,7 +167,7 @@ struct Session<'a> {
     cost_usd: f64,
     denials: Vec<Value>,
     /// Keeps the transcript handed to hooks until the session ends.
-    _transcript_dir: Option<tempfile::TempDir>,
+    transcript_dir: Option<tempfile::TempDir>,
 }
 
 impl<'a> Session<'a> {
@@ -300,7 +235,7 @@ impl<'a> Session<'a> {
             tool_calls: 0,
             cost_usd: 0.0,
             denials: Vec::new(),
-            _transcript_dir: transcript_dir,
+            transcript_dir,
         };
         session.emitter.prompt(prompt);
         if session.hooks.has("SessionStart") {
@@ -413,6 +348,8 @@ impl<'a> Session<'a> {
             let signal = spec
                 .signal()
                 .ok_or_else(|| Error::Action(format!("unknown signal {spec:?}")))?;
+            // Nothing runs after a fatal signal, so the temporary transcript goes first.
+            drop(self.transcript_dir.take());
             return Ok(TurnEnd::Died(actions::die_by(signal)));
         }
         self.turns += 1;

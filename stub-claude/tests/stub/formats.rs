@@ -109,6 +109,15 @@ fn command_line_mistakes_fail_like_claude() {
     let empty = stub.run_cmd(stub.command("implement", &["-p"]), "");
     assert_eq!(empty.code(), Some(1));
     assert!(empty.stderr.contains("Input must be provided"));
+    // Each refusal is in the log, so a test with a wrong profile can see why.
+    let log = stub.invocations();
+    assert_eq!(log.len(), cases.len() + 1);
+    for (inv, (args, expected)) in log.iter().zip(cases) {
+        assert_eq!(inv.argv, *args);
+        assert_eq!(inv.role(), "implement");
+        assert!(inv.errors[0].contains(expected), "{:?}", inv.errors);
+        assert_eq!(inv.exit_code(), Some(1));
+    }
 }
 
 #[test]

@@ -9,13 +9,12 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use nix::sys::signal::{killpg, Signal};
+use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -66,13 +65,14 @@ impl Settings {
         serde_json::from_str(&text).map_err(|e| Error::Settings(format!("invalid JSON: {e}")))
     }
 
-    /// The commands configured for `event` whose matcher accepts `target`.
-    fn commands(&self, event: &str, target: &str) -> Vec<&HookCommand> {
+    /// The commands configured for `event` whose matcher accepts `target`; events without a
+    /// target (`Stop`) ignore matchers, as Claude Code does.
+    fn commands(&self, event: &str, target: Option<&str>) -> Vec<&HookCommand> {
         self.hooks
             .get(event)
             .into_iter()
             .flatten()
-            .filter(|g| matcher_accepts(g.matcher.as_deref(), target))
+            .filter(|g| target.is_none_or(|t| matcher_accepts(g.matcher.as_deref(), t)))
             .flat_map(|g| g.hooks.iter())
             .filter(|h| h.kind == "command" && h.command.is_some())
             .collect()
@@ -161,7 +161,7 @@ impl Hooks {
         input
     }
 
-    fn run_all(&self, event: &str, target: &str, input: &Value) -> Vec<HookRun> {
+    fn run_all(&self, event: &str, target: Option<&str>, input: &Value) -> Vec<HookRun> {
         let stdin = input.to_string();
         self.settings
             .commands(event, target)
@@ -181,7 +181,7 @@ impl Hooks {
     /// Runs `SessionStart` (source `startup`) and returns the context the hooks added.
     pub fn session_start(&self, model: &str) -> Vec<String> {
         let input = self.input("SessionStart", json!({"source": "startup", "model": model}));
-        self.run_all("SessionStart", "startup", &input)
+        self.run_all("SessionStart", Some("startup"), &input)
             .into_iter()
             .filter(|run| run.code == Some(0))
             .filter_map(|run| {
@@ -209,7 +209,7 @@ impl Hooks {
             json!({"tool_name": tool_name, "tool_input": tool_input, "tool_use_id": tool_use_id}),
         );
         let mut verdict = Permission::Allow;
-        for run in self.run_all("PreToolUse", tool_name, &input) {
+        for run in self.run_all("PreToolUse", Some(tool_name), &input) {
             let this = match run.code {
                 Some(2) => Permission::Deny(reason_or(&run.stderr, "blocked by a PreToolUse hook")),
                 Some(0) => permission_from_json(&run.stdout),
@@ -233,7 +233,7 @@ impl Hooks {
                 "last_assistant_message": last_assistant_message,
             }),
         );
-        self.run_all("Stop", "", &input)
+        self.run_all("Stop", None, &input)
             .into_iter()
             .find_map(|run| match run.code {
                 Some(2) => Some(reason_or(&run.stderr, "blocked by a Stop hook")),
@@ -303,7 +303,6 @@ fn run_command(command: &str, cwd: &Path, stdin: &str, timeout: Duration) -> Hoo
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .spawn();
     let mut child = match spawned {
         Ok(child) => child,
@@ -354,9 +353,11 @@ fn run_command(command: &str, cwd: &Path, stdin: &str, timeout: Duration) -> Hoo
     let status = match rx.recv_timeout(timeout) {
         Ok(status) => status.ok(),
         Err(_) => {
-            // The hook leads its own process group, so this also ends what it started.
+            // Hooks stay in the session's process group, as Claude Code's do, so that the
+            // daemon's kill of an agent's group also ends them; here only the hook itself is
+            // ended, and what it started is left to that.
             if let Ok(pid) = i32::try_from(pid) {
-                let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             }
             let _ = rx.recv();
             None
@@ -364,7 +365,11 @@ fn run_command(command: &str, cwd: &Path, stdin: &str, timeout: Duration) -> Hoo
     };
     // A background process the hook left behind may hold its pipes open; its output is not
     // worth waiting for.
-    let collect = |rx: mpsc::Receiver<String>| rx.recv_timeout(PIPE_GRACE).unwrap_or_default();
+    let deadline = Instant::now() + PIPE_GRACE;
+    let collect = |rx: mpsc::Receiver<String>| {
+        rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_default()
+    };
     HookRun {
         code: status.and_then(|s| s.code()),
         stdout: collect(stdout),

@@ -149,7 +149,8 @@ pub fn run(argv: &[String], args: Args) -> i32 {
 enum TurnEnd {
     Answered(String),
     Limited(String),
-    /// The signal did not end the process; the code a shell would report.
+    /// The response's signal was raised but did not end the process (it is ignored or
+    /// handled); the exit code a shell reports for that signal.
     Died(i32),
 }
 
@@ -353,8 +354,9 @@ impl<'a> Session<'a> {
             return Ok(TurnEnd::Died(actions::die_by(signal)));
         }
         self.turns += 1;
-        if let Some(message) = usage_limit_message(r.usage_limit.as_ref()) {
-            self.emitter.rate_limit_rejected(next_hour());
+        let resets_at = next_hour();
+        if let Some(message) = usage_limit_message(r.usage_limit.as_ref(), resets_at) {
+            self.emitter.rate_limit_rejected(resets_at);
             self.emitter.assistant_text(&message);
             return Ok(TurnEnd::Limited(message));
         }
@@ -420,10 +422,10 @@ impl<'a> Session<'a> {
 
 /// The message a usage limit is reported with: Claude Code's headless wording, whose part
 /// after `|` is the reset time in epoch seconds, unless the scenario gives its own.
-fn usage_limit_message(limit: Option<&UsageLimit>) -> Option<String> {
+fn usage_limit_message(limit: Option<&UsageLimit>, resets_at: u64) -> Option<String> {
     match limit? {
         UsageLimit::Flag(false) => None,
-        UsageLimit::Flag(true) => Some(format!("Claude AI usage limit reached|{}", next_hour())),
+        UsageLimit::Flag(true) => Some(format!("Claude AI usage limit reached|{resets_at}")),
         UsageLimit::Message(message) => Some(message.clone()),
     }
 }

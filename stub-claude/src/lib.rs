@@ -14,8 +14,9 @@
 //!   valid DONE (APPROVED for a review).
 //! - `STUB_CLAUDE_STATE`: where the response counts are kept across processes (default: the
 //!   scenario path plus `.state`). Delete it to start a scenario over.
-//! - `STUB_CLAUDE_LOG`: a JSONL file every invocation appends its events to; read it with
-//!   [`read_log`] or [`invocations`].
+//! - `STUB_CLAUDE_LOG`: a JSONL file every invocation appends its events to (`start`, `tool`,
+//!   `session_start`, `stop_block`, `error`, `end`; a refused command line is logged too); read
+//!   it with [`read_log`] or [`invocations`].
 //! - `CATALYST_ROLE`, `CATALYST_STEP`, `CATALYST_BEAD`: what the invocation is, as catalyst
 //!   sets them; matched by the scenario's rules and recorded in the log.
 //!

@@ -1,0 +1,121 @@
+//! What an invocation is: catalyst's environment, the prompt, and the response the scenario
+//! chooses for it.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::cli::{Args, InputFormat};
+use crate::counter;
+use crate::error::Error;
+use crate::scenario::{Facts, Response, Scenario};
+
+/// The environment variables the stub reads.
+pub struct Env {
+    pub role: Option<String>,
+    pub step: Option<String>,
+    pub bead: Option<String>,
+    pub scenario: Option<PathBuf>,
+    pub state: Option<PathBuf>,
+    pub log: Option<PathBuf>,
+}
+
+impl Env {
+    pub fn from_process() -> Env {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        Env {
+            role: var("CATALYST_ROLE"),
+            step: var("CATALYST_STEP"),
+            bead: var("CATALYST_BEAD"),
+            scenario: var("STUB_CLAUDE_SCENARIO").map(PathBuf::from),
+            state: var("STUB_CLAUDE_STATE").map(PathBuf::from),
+            log: var("STUB_CLAUDE_LOG").map(PathBuf::from),
+        }
+    }
+}
+
+/// The response chosen for this invocation, and where it came from.
+pub struct Choice {
+    pub rule: Option<usize>,
+    pub index: Option<usize>,
+    pub response: Response,
+}
+
+/// The first matching rule's next response, or the default DONE when nothing matches.
+pub fn choose(env: &Env, facts: &Facts) -> Result<Choice, Error> {
+    let none = || Choice {
+        rule: None,
+        index: None,
+        response: Response::default(),
+    };
+    let Some(path) = &env.scenario else {
+        return Ok(none());
+    };
+    let scenario = Scenario::load(path)?;
+    let Some((i, rule)) = scenario.matching_rule(facts) else {
+        return Ok(none());
+    };
+    let key = if rule.per_bead {
+        format!("rule-{i}/{}", facts.bead)
+    } else {
+        format!("rule-{i}")
+    };
+    let state = env.state.clone().unwrap_or_else(|| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".state");
+        PathBuf::from(name)
+    });
+    let taken = counter::take(&state, &key)?;
+    let index = usize::try_from(taken)
+        .unwrap_or(usize::MAX)
+        .min(rule.responses.len() - 1);
+    Ok(Choice {
+        rule: Some(i),
+        index: Some(index),
+        response: rule.responses[index].clone(),
+    })
+}
+
+/// Reads the prompt: the positional argument, else stdin (text, or Claude's stream-json user
+/// messages under `--input-format stream-json`).
+pub fn read_prompt(args: &Args) -> Result<String, Error> {
+    let text = match &args.prompt {
+        Some(prompt) => prompt.clone(),
+        None => {
+            let mut bytes = Vec::new();
+            // An unreadable stdin is the same as an empty one: refused below, as Claude does.
+            let _ = std::io::stdin().read_to_end(&mut bytes);
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+    };
+    let prompt = match args.input_format {
+        InputFormat::Text => text,
+        InputFormat::StreamJson => text
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|v| v["type"] == "user")
+            .map(|v| content_text(&v["message"]["content"]))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    if prompt.trim().is_empty() {
+        return Err(Error::Usage(
+            "Error: Input must be provided either through stdin or as a prompt argument when using --print"
+                .to_string(),
+        ));
+    }
+    Ok(prompt)
+}
+
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}

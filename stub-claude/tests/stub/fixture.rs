@@ -1,0 +1,207 @@
+//! A temp folder with a worktree, a scenario, a state file and a log, and helpers to run the
+//! built `stub-claude` binary in it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+
+use serde_json::Value;
+use stub_claude::Invocation;
+
+/// The flags of catalyst's default `claude-stream-json` profile.
+pub const STREAM: &[&str] = &[
+    "-p",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--model",
+    "sonnet",
+];
+
+pub struct Stub {
+    pub dir: tempfile::TempDir,
+    /// The cwd of every invocation: the "worktree".
+    pub work: PathBuf,
+    pub log: PathBuf,
+    scenario: Option<PathBuf>,
+}
+
+impl Stub {
+    /// A stub driven by `scenario` (TOML).
+    pub fn new(scenario: &str) -> Stub {
+        let stub = Stub::without_scenario();
+        let path = stub.dir.path().join("scenario.toml");
+        std::fs::write(&path, scenario).expect("write the scenario");
+        Stub {
+            scenario: Some(path),
+            ..stub
+        }
+    }
+
+    /// Replaces the scenario (for scenarios that name paths in the temp folder).
+    pub fn set_scenario(&mut self, scenario: &str) {
+        let path = self.dir.path().join("scenario.toml");
+        std::fs::write(&path, scenario).expect("write the scenario");
+        self.scenario = Some(path);
+    }
+
+    /// Lines a hook appended to `name` in the temp folder, parsed as JSON.
+    pub fn dumped(&self, name: &str) -> Vec<Value> {
+        match std::fs::read_to_string(self.dir.path().join(name)) {
+            Ok(text) => text
+                .lines()
+                .map(|l| serde_json::from_str(l).expect("a dumped JSON line"))
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    pub fn without_scenario() -> Stub {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let work = dir.path().join("work");
+        std::fs::create_dir(&work).expect("create the worktree");
+        let log = dir.path().join("log.jsonl");
+        Stub {
+            dir,
+            work,
+            log,
+            scenario: None,
+        }
+    }
+
+    /// Writes an executable hook script in the temp folder and returns the command for it.
+    pub fn hook(&self, name: &str, script: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{script}")).expect("write the hook");
+        format!("sh {}", path.display())
+    }
+
+    /// A command for the stub with catalyst's environment for `role` (and `step` = `<bead>.<role>`).
+    pub fn command(&self, role: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stub-claude"));
+        cmd.args(args)
+            .current_dir(&self.work)
+            .env("STUB_CLAUDE_LOG", &self.log)
+            .env_remove("STUB_CLAUDE_STATE")
+            .env_remove("CATALYST_ROLE")
+            .env_remove("CATALYST_STEP")
+            .env_remove("CATALYST_BEAD");
+        match &self.scenario {
+            Some(path) => cmd.env("STUB_CLAUDE_SCENARIO", path),
+            None => cmd.env_remove("STUB_CLAUDE_SCENARIO"),
+        };
+        if !role.is_empty() {
+            cmd.env("CATALYST_ROLE", role)
+                .env("CATALYST_BEAD", "cat-1")
+                .env("CATALYST_STEP", format!("cat-1.{role}"));
+        }
+        cmd
+    }
+
+    /// Starts the stub with `prompt` on stdin, stdout and stderr captured.
+    pub fn spawn(&self, cmd: &mut Command, prompt: &str) -> Child {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn stub-claude");
+        let mut stdin = child.stdin.take().expect("stdin");
+        // A stub that refuses its command line exits without reading the prompt.
+        if let Err(e) = stdin.write_all(prompt.as_bytes()) {
+            assert_eq!(
+                e.kind(),
+                std::io::ErrorKind::BrokenPipe,
+                "write the prompt: {e}"
+            );
+        }
+        child
+    }
+
+    /// Runs `cmd` to the end with `prompt` on stdin.
+    pub fn run_cmd(&self, mut cmd: Command, prompt: &str) -> Run {
+        let child = self.spawn(&mut cmd, prompt);
+        Run::from(child.wait_with_output().expect("wait for stub-claude"))
+    }
+
+    /// Runs the stub as `role` with `args` and a fixed prompt.
+    pub fn run(&self, role: &str, args: &[&str]) -> Run {
+        self.run_cmd(self.command(role, args), "Do the step.")
+    }
+
+    pub fn invocations(&self) -> Vec<Invocation> {
+        stub_claude::invocations(&self.log).expect("read the log")
+    }
+
+    pub fn read(&self, path: &str) -> String {
+        std::fs::read_to_string(self.work.join(path)).expect("read a worktree file")
+    }
+
+    pub fn exists(&self, path: impl AsRef<Path>) -> bool {
+        self.work.join(path).exists()
+    }
+}
+
+/// What one invocation printed and how it ended.
+pub struct Run {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(out: Output) -> Run {
+        Run {
+            status: out.status,
+            stdout: out.stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+impl Run {
+    pub fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8(self.stdout.clone()).expect("stdout is UTF-8")
+    }
+
+    /// Every stdout line parsed as JSON (panics on a line that is not).
+    pub fn events(&self) -> Vec<Value> {
+        self.stdout_text()
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a JSON line"))
+            .collect()
+    }
+
+    /// The last line, which must be the `result` event.
+    pub fn result(&self) -> Value {
+        let last = String::from_utf8_lossy(&self.stdout)
+            .lines()
+            .last()
+            .map(str::to_string)
+            .expect("some output");
+        let v: Value = serde_json::from_str(&last).expect("the last line is JSON");
+        assert_eq!(v["type"], "result", "{last}");
+        v
+    }
+
+    /// The final message.
+    pub fn message(&self) -> String {
+        self.result()["result"]
+            .as_str()
+            .expect("a result text")
+            .to_string()
+    }
+
+    /// The `SUMMARY:` of the final message.
+    pub fn summary(&self) -> String {
+        self.message()
+            .lines()
+            .find_map(|l| l.strip_prefix("SUMMARY: "))
+            .expect("a SUMMARY line")
+            .to_string()
+    }
+}

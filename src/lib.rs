@@ -13,7 +13,9 @@
 //! - [`context`]: the `context.md` / `context.json` files an agent reads instead of its prompt.
 //! - [`result`]: the `---STEP-RESULT---` parser.
 //! - [`router`]: the pure routing table from a step's outcome to the daemon's decision.
+//! - [`agent`]: agent profiles; spawning, supervising and stopping an agent CLI; reading its output.
 
+pub mod agent;
 pub mod context;
 pub mod event;
 pub mod formula;

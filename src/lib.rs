@@ -14,7 +14,9 @@
 //! - [`result`]: the `---STEP-RESULT---` parser.
 //! - [`router`]: the pure routing table from a step's outcome to the daemon's decision.
 //! - [`worktree`]: git (libgit2): one worktree and branch per bead, daemon commits, resets, fast-forward merges.
+//! - [`agent`]: agent profiles; spawning, supervising and stopping an agent CLI; reading its output.
 
+pub mod agent;
 pub mod context;
 pub mod event;
 pub mod formula;

@@ -1,0 +1,302 @@
+//! Agent profiles: the command template of an agent CLI, how its prompt is delivered and how its
+//! output is read (DESIGN §7).
+//!
+//! A profile comes from the daemon's TOML config and is checked when it is loaded
+//! ([`AgentProfile::validate`] runs inside `Deserialize`), so a typo in a placeholder or a flag
+//! that would switch the hooks off is a config error at start-up, not a failed step hours later.
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// How the agent's stdout is read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutputFormat {
+    /// Claude Code's `--output-format stream-json --verbose`: one JSON event per line; the final
+    /// message is the `result` of the last `result` event.
+    #[default]
+    ClaudeStreamJson,
+    /// `codex exec --json`: one JSON event per line; the final message is the text of the last
+    /// completed `agent_message` item.
+    CodexJson,
+    /// Plain text: the final message is all of stdout.
+    Text,
+}
+
+/// What the agent's stdin is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StdinMode {
+    /// The prompt is written to stdin, which is then closed.
+    #[default]
+    Prompt,
+    /// stdin is `/dev/null`; the prompt reaches the agent through `{prompt}` or `{prompt_file}`.
+    Null,
+}
+
+/// A command template plus the way to talk to the agent it starts.
+///
+/// Each element of `command` may contain placeholders, replaced when a step is run:
+/// - `{model}`: the step's model id;
+/// - `{settings}`: the JSON settings file the daemon writes in the run folder (hooks);
+/// - `{worktree}`, `{run_dir}`: the bead's worktree and the step's run folder;
+/// - `{prompt_file}`: `prompt.md` in the run folder;
+/// - `{prompt}`: the prompt itself, as one argument. Discouraged for Claude Code: its list-valued
+///   flags (`--allowedTools a b …`) swallow a trailing argument, so the prompt would be read as a
+///   tool name. Use stdin there, as [`AgentProfile::claude`] does.
+///
+/// `{{` and `}}` stand for literal braces, so inline JSON can still be written.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "ProfileConfig")]
+pub struct AgentProfile {
+    pub command: Vec<String>,
+    pub format: OutputFormat,
+    /// Extra environment for the agent, over the daemon's own; the step's `CATALYST_*` variables
+    /// are set after these and win.
+    pub env: BTreeMap<String, String>,
+    pub stdin: StdinMode,
+}
+
+/// A profile as written in the config, before [`AgentProfile::validate`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileConfig {
+    command: Vec<String>,
+    #[serde(default)]
+    format: OutputFormat,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    stdin: StdinMode,
+}
+
+impl TryFrom<ProfileConfig> for AgentProfile {
+    type Error = ProfileError;
+
+    fn try_from(c: ProfileConfig) -> Result<Self, ProfileError> {
+        let profile = AgentProfile {
+            command: c.command,
+            format: c.format,
+            env: c.env,
+            stdin: c.stdin,
+        };
+        profile.validate()?;
+        Ok(profile)
+    }
+}
+
+/// Flags that make Claude Code skip its hooks, which carry the tool policy (DESIGN §10).
+pub const FORBIDDEN_FLAGS: [&str; 2] = ["--bare", "--safe-mode"];
+
+/// The placeholders a command template may use.
+pub const PLACEHOLDERS: [&str; 6] = [
+    "model",
+    "settings",
+    "worktree",
+    "run_dir",
+    "prompt_file",
+    "prompt",
+];
+
+/// Why a profile cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileError {
+    #[error("the agent command is empty")]
+    EmptyCommand,
+    #[error("unknown placeholder `{{{name}}}` in agent command argument `{arg}` (known: {known})", known = known_list())]
+    UnknownPlaceholder { name: String, arg: String },
+    #[error("unbalanced brace in agent command argument `{arg}` (write `{{{{` or `}}}}` for a literal brace)")]
+    UnbalancedBrace { arg: String },
+    #[error("agent command argument `{flag}` is refused: it makes Claude Code skip the hooks that enforce the tool policy")]
+    ForbiddenFlag { flag: String },
+    #[error("the agent command uses `{{settings}}` but no settings file was given")]
+    NoSettings,
+}
+
+fn known_list() -> String {
+    PLACEHOLDERS
+        .iter()
+        .map(|p| format!("`{{{p}}}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The values placeholders expand to for one run.
+#[derive(Clone, Copy, Debug)]
+pub struct Vars<'a> {
+    pub model: &'a str,
+    pub settings: Option<&'a Path>,
+    pub worktree: &'a Path,
+    pub run_dir: &'a Path,
+    pub prompt_file: &'a Path,
+    pub prompt: &'a str,
+}
+
+impl AgentProfile {
+    /// Claude Code in print mode with streamed JSON, the prompt on stdin and the daemon's hook
+    /// settings. Never `--bare` or `--safe-mode`: they skip hooks.
+    pub fn claude() -> AgentProfile {
+        AgentProfile {
+            command: [
+                "claude",
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--model",
+                "{model}",
+                "--settings",
+                "{settings}",
+            ]
+            .map(String::from)
+            .into(),
+            format: OutputFormat::ClaudeStreamJson,
+            env: BTreeMap::new(),
+            stdin: StdinMode::Prompt,
+        }
+    }
+
+    /// `codex exec` with JSON events, sandboxed to the worktree, the prompt as its last argument
+    /// and stdin closed (codex reads a prompt from stdin only when given `-`).
+    pub fn codex() -> AgentProfile {
+        AgentProfile {
+            command: [
+                "codex",
+                "exec",
+                "--json",
+                "-s",
+                "workspace-write",
+                "-C",
+                "{worktree}",
+                "-m",
+                "{model}",
+                "{prompt}",
+            ]
+            .map(String::from)
+            .into(),
+            format: OutputFormat::CodexJson,
+            env: BTreeMap::new(),
+            stdin: StdinMode::Null,
+        }
+    }
+
+    /// Checks the template: a program, known placeholders, balanced braces, no hook-skipping
+    /// flag. Called when a profile is deserialized; [`AgentProfile::argv`] checks again, since
+    /// a profile built in code skips deserialization.
+    pub fn validate(&self) -> Result<(), ProfileError> {
+        if self.command.first().is_none_or(|c| c.trim().is_empty()) {
+            return Err(ProfileError::EmptyCommand);
+        }
+        for arg in &self.command {
+            check_flag(OsStr::new(arg))?;
+            for piece in pieces(arg)? {
+                if let Piece::Var(name) = piece {
+                    if !PLACEHOLDERS.contains(&name) {
+                        return Err(ProfileError::UnknownPlaceholder {
+                            name: name.to_owned(),
+                            arg: arg.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The command line for one run, placeholders expanded.
+    ///
+    /// The expanded arguments are checked for forbidden flags too: a model id of `--bare` must
+    /// not get through either.
+    pub fn argv(&self, vars: &Vars<'_>) -> Result<Vec<OsString>, ProfileError> {
+        self.validate()?;
+        let mut argv = Vec::with_capacity(self.command.len());
+        for arg in &self.command {
+            let mut out = OsString::new();
+            for piece in pieces(arg)? {
+                match piece {
+                    Piece::Text(t) => out.push(t),
+                    Piece::Var(name) => match expand(name, vars)? {
+                        Some(value) => out.push(value),
+                        None => {
+                            return Err(ProfileError::UnknownPlaceholder {
+                                name: name.to_owned(),
+                                arg: arg.clone(),
+                            })
+                        }
+                    },
+                }
+            }
+            check_flag(&out)?;
+            argv.push(out);
+        }
+        Ok(argv)
+    }
+}
+
+/// The value of a placeholder; `None` for an unknown name.
+fn expand<'a>(name: &str, vars: &Vars<'a>) -> Result<Option<&'a OsStr>, ProfileError> {
+    Ok(Some(match name {
+        "model" => OsStr::new(vars.model),
+        "settings" => vars.settings.ok_or(ProfileError::NoSettings)?.as_os_str(),
+        "worktree" => vars.worktree.as_os_str(),
+        "run_dir" => vars.run_dir.as_os_str(),
+        "prompt_file" => vars.prompt_file.as_os_str(),
+        "prompt" => OsStr::new(vars.prompt),
+        _ => return Ok(None),
+    }))
+}
+
+/// Refuses `--bare`, `--safe-mode` and their `--flag=value` spellings.
+fn check_flag(arg: &OsStr) -> Result<(), ProfileError> {
+    let arg = arg.to_string_lossy();
+    let name = arg.split_once('=').map_or(&*arg, |(name, _)| name);
+    if FORBIDDEN_FLAGS.contains(&name) {
+        return Err(ProfileError::ForbiddenFlag {
+            flag: arg.into_owned(),
+        });
+    }
+    Ok(())
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Piece<'a> {
+    Text(&'a str),
+    Var(&'a str),
+}
+
+/// Splits a template argument into literal text and placeholder names.
+fn pieces(arg: &str) -> Result<Vec<Piece<'_>>, ProfileError> {
+    let unbalanced = || ProfileError::UnbalancedBrace {
+        arg: arg.to_owned(),
+    };
+    let mut out = Vec::new();
+    let mut rest = arg;
+    while let Some(i) = rest.find(['{', '}']) {
+        if i > 0 {
+            out.push(Piece::Text(&rest[..i]));
+        }
+        let brace = &rest[i..i + 1];
+        let after = &rest[i + 1..];
+        if after.starts_with(brace) {
+            // `{{` or `}}`: one literal brace.
+            out.push(Piece::Text(brace));
+            rest = &after[1..];
+        } else if brace == "}" {
+            return Err(unbalanced());
+        } else {
+            let end = after.find(['{', '}']).ok_or_else(unbalanced)?;
+            if &after[end..end + 1] != "}" {
+                return Err(unbalanced());
+            }
+            out.push(Piece::Var(&after[..end]));
+            rest = &after[end + 1..];
+        }
+    }
+    if !rest.is_empty() {
+        out.push(Piece::Text(rest));
+    }
+    Ok(out)
+}

@@ -1,0 +1,119 @@
+//! Starting an agent process so that it dies with the daemon.
+//!
+//! `PR_SET_PDEATHSIG` sends the child a signal when its parent dies, but on Linux "the parent"
+//! is the *thread* that forked it: the signal fires when that thread exits, even if the daemon
+//! lives on. Tokio forks on whichever thread polls the spawn, and its blocking-pool threads exit
+//! after an idle spell, which would SIGKILL a healthy agent mid-step. So every agent is forked
+//! by one dedicated thread that lives as long as the process, and the signal then means what it
+//! should: the daemon is gone.
+
+use std::io;
+use std::sync::mpsc;
+use std::sync::OnceLock;
+
+use tokio::process::{Child, Command};
+use tokio::runtime::Handle;
+use tokio::sync::oneshot;
+
+struct Request {
+    command: Command,
+    runtime: Handle,
+    reply: oneshot::Sender<io::Result<Child>>,
+}
+
+/// The spawner thread's queue; `None` when the thread could not be started.
+static SPAWNER: OnceLock<Option<mpsc::Sender<Request>>> = OnceLock::new();
+
+fn spawner() -> Option<&'static mpsc::Sender<Request>> {
+    SPAWNER
+        .get_or_init(|| {
+            let (tx, rx) = mpsc::channel::<Request>();
+            let started = std::thread::Builder::new()
+                .name("catalyst-agent-spawner".into())
+                .spawn(move || serve(rx));
+            match started {
+                Ok(_) => Some(tx),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot start the agent spawner thread; agents will be spawned from runtime threads and may be killed when one exits");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+fn serve(requests: mpsc::Receiver<Request>) {
+    for Request {
+        mut command,
+        runtime,
+        reply,
+    } in requests
+    {
+        // The child's pipes and exit notification are registered with the caller's runtime.
+        let _context = runtime.enter();
+        if let Err(Ok(child)) = reply.send(command.spawn()) {
+            // Whoever asked is gone (its future was dropped): nobody will supervise this agent.
+            orphaned(child);
+        }
+    }
+}
+
+fn orphaned(child: Child) {
+    if let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok()) {
+        let _ = super::group::signal_group(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Spawns `command` from the spawner thread (see the module documentation).
+pub(crate) async fn spawn(mut command: Command) -> io::Result<Child> {
+    let Some(spawner) = spawner() else {
+        return command.spawn();
+    };
+    let (reply, answer) = oneshot::channel();
+    let request = Request {
+        command,
+        runtime: Handle::current(),
+        reply,
+    };
+    if let Err(mpsc::SendError(request)) = spawner.send(request) {
+        let mut command = request.command;
+        return command.spawn();
+    }
+    answer
+        .await
+        .unwrap_or_else(|_| Err(io::Error::other("the agent spawner thread stopped")))
+}
+
+/// Makes the child die with the daemon, from between `fork` and `exec`.
+///
+/// Only async-signal-safe calls are allowed here (no allocation): `prctl`, `getppid`, and
+/// errors built from an errno.
+#[cfg(target_os = "linux")]
+pub(crate) fn die_with_parent(command: &mut Command) {
+    use nix::errno::Errno;
+    use nix::sys::prctl::set_pdeathsig;
+    use nix::sys::signal::Signal;
+    use nix::unistd::{getpid, getppid};
+
+    let parent = getpid();
+    // SAFETY: the closure runs in the forked child before exec and makes only async-signal-safe
+    // system calls; it allocates nothing and touches no lock.
+    unsafe {
+        command.pre_exec(move || {
+            set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
+            // The daemon may have died between fork and prctl; then the signal never comes.
+            if getppid() != parent {
+                return Err(io::Error::from(Errno::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// No parent-death signal outside Linux: agents outlive a daemon killed with SIGKILL there,
+/// and are reaped by [`super::kill_leftover_group`] when it restarts.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn die_with_parent(_command: &mut Command) {}

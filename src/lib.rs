@@ -15,9 +15,22 @@
 //! - [`router`]: the pure routing table from a step's outcome to the daemon's decision.
 //! - [`worktree`]: git (libgit2): one worktree and branch per bead, daemon commits, resets, fast-forward merges.
 //! - [`agent`]: agent profiles; spawning, supervising and stopping an agent CLI; reading its output.
+//! - [`config`]: the daemon's `config.toml`, strict, with defaults.
+//! - [`engine`]: the single owner of state: inputs in, events out, effects after durability.
+//! - [`control`]: the control socket's protocol, server and client.
+//! - [`daemon`]: lock, recover, serve and run the engine (what `catalystd` runs).
+//! - [`watch`]: file-system notifications for the inbox, reloads and followed logs.
+//! - [`ctl`]: `catalyst ctl`, the people's and scripts' client.
+//! - [`demo`]: `catalyst demo`, one bead through the fix loop with stub agents.
 
 pub mod agent;
+pub mod config;
 pub mod context;
+pub mod control;
+pub mod ctl;
+pub mod daemon;
+pub mod demo;
+pub mod engine;
 pub mod event;
 pub mod formula;
 pub mod fsutil;
@@ -28,4 +41,5 @@ pub mod result;
 pub mod router;
 pub mod store;
 pub mod time;
+pub mod watch;
 pub mod worktree;

@@ -52,6 +52,8 @@ pub use profile::{
 
 /// The prompt's file in the run folder.
 pub const PROMPT_FILE: &str = "prompt.md";
+/// The agent's process group id, in the run folder while it runs (crash recovery kills it).
+pub const PID_FILE: &str = "pid";
 /// The agent's stdout in the run folder.
 pub const STDOUT_FILE: &str = "stdout";
 /// The agent's stderr in the run folder.

@@ -129,6 +129,14 @@ async fn start(spec: &RunSpec) -> Result<Running, String> {
     let pgid = Pid::from_raw(pid);
     let group = GroupGuard::new(pgid);
     tracing::info!(pid, program = %program, model = %spec.model, "agent started");
+    // A daemon that dies now leaves this group running; the next start reads the pid file
+    // and kills the group before it re-runs the step.
+    if let Err(e) = crate::fsutil::write_atomic(
+        &spec.run_dir.join(super::PID_FILE),
+        format!("{pid}\n").as_bytes(),
+    ) {
+        tracing::warn!(error = %e, "cannot write the agent's pid file");
+    }
 
     let stdin = match child.stdin.take() {
         Some(mut pipe) if prompt_on_stdin => {

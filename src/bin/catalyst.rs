@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
+use catalyst::ctl::CtlArgs;
 use catalyst::formula::{Formula, Problem};
 use catalyst::model::Role;
 use catalyst::prompt::PromptSet;
@@ -25,6 +26,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Talk to the running daemon (`catalyst ctl status`, `submit`, `events -f`, …).
+    Ctl(CtlArgs),
+    /// One bead through refine, implement, review (rejected once), fix, review and merge, in a
+    /// temporary repository with stub agents.
+    Demo {
+        /// Keep the temporary repository.
+        #[arg(long)]
+        keep: bool,
+    },
     /// Work with formulas (`*.formula.toml`).
     #[command(subcommand)]
     Formula(FormulaCmd),
@@ -71,7 +81,15 @@ enum Outcome {
     Problems,
 }
 
+/// The hidden subcommand that makes this binary a stand-in `claude` for the demo and tests.
+const STUB_CLAUDE: &str = "__stub-claude";
+
 fn main() -> ExitCode {
+    let mut args = std::env::args();
+    if args.nth(1).as_deref() == Some(STUB_CLAUDE) {
+        let code = stub_claude::run(args.collect());
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
@@ -91,8 +109,30 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
 fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
+        Command::Ctl(args) => {
+            runtime()?.block_on(catalyst::ctl::run(args, &mut io::stdout().lock()))?;
+            Ok(Outcome::Ok)
+        }
+        Command::Demo { keep } => {
+            if std::env::var_os("RUST_LOG").is_some() {
+                tracing_subscriber::fmt()
+                    .with_writer(io::stderr)
+                    .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+                    .init();
+            }
+            runtime()?.block_on(catalyst::demo::run(&mut io::stdout().lock(), keep))?;
+            Ok(Outcome::Ok)
+        }
         Command::Formula(FormulaCmd::Check { files, prompts }) => formula_check(&files, prompts),
         Command::Result(ResultCmd::Parse { role }) => result_parse(role),
     }

@@ -1,49 +1,108 @@
-//! `catalystd`: the daemon's entry point.
-//!
-//! This version opens the workspace's store (recovering it from its snapshot and journal, as
-//! start-up always will) and reports what it found; scheduling agents arrives with the engine.
+//! `catalystd`: the daemon's entry point: flags, logging, signals, then `daemon::start`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio_util::sync::CancellationToken;
 
-use catalyst::store::Store;
-use catalyst::time::Timestamp;
+use catalyst::control::client::Client;
+use catalyst::control::protocol::Method;
+use catalyst::daemon::{self, Paths};
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
 
 #[derive(Parser)]
-#[command(version, about = "catalyst's daemon")]
+#[command(
+    version,
+    about = "catalyst's daemon: runs a workspace's beads through their formulas"
+)]
 struct Args {
     /// The git repository whose beads the daemon runs; state lives in `<workspace>/.catalyst/`.
     #[arg(long, default_value = ".")]
     workspace: PathBuf,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    /// Log level (overridden by RUST_LOG).
+    #[arg(long, default_value = "info")]
+    log_level: String,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log_level));
+    let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
-    let dir = args.workspace.join(".catalyst");
-    match Store::open(&dir) {
-        Ok((store, report)) => {
-            let state = store.state();
-            let ready = state.ready(Timestamp::now()).count();
-            tracing::info!(
-                beads = state.len(),
-                ready,
-                seq = state.seq(),
-                replayed = report.replayed,
-                "store recovered"
-            );
-            ExitCode::SUCCESS
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    match args.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+    let workspace = match std::fs::canonicalize(&args.workspace) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("catalystd: workspace `{}`: {e}", args.workspace.display());
+            return ExitCode::from(2);
         }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("catalystd: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let paths = Paths::new(&workspace);
+    let result = runtime.block_on(async {
+        let shutdown = CancellationToken::new();
+        tokio::spawn(signals(shutdown.clone(), paths.clone()));
+        daemon::start(paths, shutdown).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("catalystd: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// SIGTERM and SIGINT stop the daemon gracefully; SIGHUP reloads config, prompts and formulas
+/// (through the daemon's own control socket, as `catalyst ctl reload` would).
+async fn signals(shutdown: CancellationToken, paths: Paths) {
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hup.recv() => {
+                let reloaded = match Client::connect(&paths.socket()).await {
+                    Ok(mut c) => c.call(&Method::Reload).await.map(|_| ()).map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                if let Err(e) = reloaded {
+                    tracing::error!(error = %e, "SIGHUP: reload refused");
+                }
+            }
+        }
+    }
+    shutdown.cancel();
 }

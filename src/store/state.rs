@@ -229,7 +229,10 @@ impl State {
                 self.modify_meta(&fixes, |m| m.phase = Some(Phase::WaitingFix { fix }));
             }
             EventBody::StepDispatched {
-                step, attempt, model, ..
+                step,
+                attempt,
+                model,
+                ..
             } => {
                 self.set_status(&step, Status::InProgress, None, ts);
                 self.modify_meta(&step, |m| {
@@ -288,8 +291,10 @@ impl State {
                     }
                 });
             }
+            EventBody::GateWaiting { step, .. } => {
+                self.modify_meta(&step, |m| m.phase = Some(Phase::WaitingApproval));
+            }
             EventBody::StepEscalated { .. }
-            | EventBody::GateWaiting { .. }
             | EventBody::GatePassed { .. }
             | EventBody::GateFailed { .. }
             | EventBody::MergeCompleted { .. }

@@ -223,8 +223,14 @@ fn the_next_defer_is_the_earliest_future_one_among_ready_beads() {
     late.defer_until = Some(at(200));
     let mut held = bead("held", &[("late", DepType::Blocks)]);
     held.defer_until = Some(at(50));
-    store.commit(vec![created(early), created(late), created(held)]).unwrap();
-    assert_eq!(store.state().next_defer(at(0)), Some(at(100)), "a held bead's defer does not count");
+    store
+        .commit(vec![created(early), created(late), created(held)])
+        .unwrap();
+    assert_eq!(
+        store.state().next_defer(at(0)),
+        Some(at(100)),
+        "a held bead's defer does not count"
+    );
     assert_eq!(store.state().next_defer(at(100)), Some(at(200)));
     assert_eq!(store.state().next_defer(at(200)), None);
     store.commit(vec![status("late", Status::Closed)]).unwrap();

@@ -1,0 +1,160 @@
+//! The daemon as a library: lock the workspace, recover the store, bind the control socket,
+//! watch the workspace's files, and run the engine until shutdown.
+//!
+//! [`run`] takes its listener and shutdown token as arguments so that tests and `catalyst
+//! demo` run a daemon in-process; `catalystd` adds flags, logging and signals around
+//! [`start`].
+
+pub mod paths;
+
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::time::Duration;
+
+use tokio::net::UnixListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::control::server;
+use crate::engine::{Engine, Input, Loaded};
+use crate::store::Store;
+use crate::worktree::Repo;
+
+pub use paths::Paths;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("another catalystd (pid {pid}) is running on `{workspace}`")]
+    Locked { pid: String, workspace: String },
+    #[error("{action} `{path}`: {source}")]
+    Io {
+        action: &'static str,
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Config(String),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Git(#[from] crate::worktree::GitError),
+}
+
+/// Holds the workspace lock (`catalystd.lock`) for as long as it lives.
+#[derive(Debug)]
+pub struct Lock {
+    _file: File,
+}
+
+/// Takes the workspace's lock, or names the pid of the daemon that holds it.
+pub fn lock(paths: &Paths) -> Result<Lock, DaemonError> {
+    let path = paths.lock();
+    let io = |action, source| DaemonError::Io {
+        action,
+        path: path.display().to_string(),
+        source,
+    };
+    crate::fsutil::create_dir_durable(&paths.state).map_err(|e| io("cannot create", e))?;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| io("cannot open", e))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            return Err(DaemonError::Locked {
+                pid: pid.trim().to_owned(),
+                workspace: paths.workspace.display().to_string(),
+            });
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(io("cannot lock", e)),
+    }
+    file.set_len(0).map_err(|e| io("cannot write", e))?;
+    file.rewind().map_err(|e| io("cannot write", e))?;
+    writeln!(file, "{}", std::process::id()).map_err(|e| io("cannot write", e))?;
+    Ok(Lock { _file: file })
+}
+
+/// Locks the workspace, binds its socket and runs the daemon until `shutdown` fires.
+pub async fn start(paths: Paths, shutdown: CancellationToken) -> Result<(), DaemonError> {
+    let _lock = lock(&paths)?;
+    let socket = paths.socket();
+    let listener = server::bind(&socket).map_err(|source| DaemonError::Io {
+        action: "cannot bind the control socket",
+        path: socket.display().to_string(),
+        source,
+    })?;
+    let result = run(listener, shutdown, paths).await;
+    let _ = std::fs::remove_file(&socket);
+    result
+}
+
+/// Runs the daemon on an already bound listener. Returns when `shutdown` has fired and the
+/// engine has stopped (running agents finished or stopped after the grace period).
+pub async fn run(
+    listener: UnixListener,
+    shutdown: CancellationToken,
+    paths: Paths,
+) -> Result<(), DaemonError> {
+    let loaded = Loaded::load(&paths).map_err(DaemonError::Config)?;
+    let (store, report) = Store::open(&paths.state)?;
+    tracing::info!(
+        beads = store.state().len(),
+        seq = store.state().seq(),
+        replayed = report.replayed,
+        "store recovered"
+    );
+    let repo = Repo::open(&paths.workspace, &paths.worktrees())?;
+    let tracker = TaskTracker::new();
+    let (engine, handle, rx) = Engine::new(paths.clone(), store, loaded, repo, tracker.clone());
+    let _watchers = match crate::watch::workspace(&paths, handle.tx.clone()) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot watch the workspace: the inbox and reloads need a restart");
+            Vec::new()
+        }
+    };
+    for file in crate::watch::inbox_files(&paths.inbox()) {
+        let _ = handle.tx.send(Input::Inbox(file)).await;
+    }
+    let serving = CancellationToken::new();
+    let server = tokio::spawn(server::serve(
+        listener,
+        handle.clone(),
+        paths.clone(),
+        serving.clone(),
+        tracker.clone(),
+    ));
+    // A `shutdown` request arrives through the server, which cancels `shutdown` itself.
+    let requests = serving.clone();
+    let forward = shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = forward.cancelled() => {}
+            () = requests.cancelled() => {}
+        }
+    });
+    notify_ready();
+    engine.run(rx, shutdown.clone()).await;
+    serving.cancel();
+    let _ = server.await;
+    tracker.close();
+    if tokio::time::timeout(Duration::from_secs(10), tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some tasks did not end within 10s of shutdown");
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Tells systemd (when it started us with `NOTIFY_SOCKET`) that start-up is done.
+fn notify_ready() {
+    tracing::info!("ready");
+}

@@ -1,0 +1,112 @@
+//! Where a workspace's files live (DESIGN §4).
+
+use std::path::{Path, PathBuf};
+
+use crate::id::BeadId;
+
+/// The state folder's name inside a workspace.
+pub const STATE_DIR: &str = ".catalyst";
+
+/// Socket paths longer than this do not fit `sockaddr_un` on every platform.
+const MAX_SOCKET_PATH: usize = 100;
+
+/// The files and folders of one workspace.
+#[derive(Clone, Debug)]
+pub struct Paths {
+    /// The git repository the daemon works on.
+    pub workspace: PathBuf,
+    /// `<workspace>/.catalyst`.
+    pub state: PathBuf,
+}
+
+impl Paths {
+    pub fn new(workspace: &Path) -> Paths {
+        Paths {
+            workspace: workspace.to_owned(),
+            state: workspace.join(STATE_DIR),
+        }
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.state.join("config.toml")
+    }
+
+    pub fn prompts(&self) -> PathBuf {
+        self.state.join("agent_prompts.toml")
+    }
+
+    /// Folders whose `*.formula.toml` files add to or override the built-in formulas.
+    pub fn formula_dirs(&self) -> Vec<PathBuf> {
+        vec![
+            self.workspace.join(".beads").join("formulas"),
+            self.state.join("formulas"),
+        ]
+    }
+
+    pub fn inbox(&self) -> PathBuf {
+        self.state.join("inbox")
+    }
+
+    /// Where bad inbox files are moved, each with a `.why` file next to it.
+    pub fn rejected(&self) -> PathBuf {
+        self.state.join("inbox-rejected")
+    }
+
+    pub fn runs(&self) -> PathBuf {
+        self.state.join("runs")
+    }
+
+    pub fn worktrees(&self) -> PathBuf {
+        self.state.join("worktrees")
+    }
+
+    pub fn lock(&self) -> PathBuf {
+        self.state.join("catalystd.lock")
+    }
+
+    /// The run folder of one attempt: `runs/<bead>/<step>/<attempt>`.
+    pub fn run_dir(&self, bead: &BeadId, step: &str, attempt: u32) -> PathBuf {
+        self.runs()
+            .join(bead.as_str())
+            .join(step)
+            .join(attempt.to_string())
+    }
+
+    /// `.catalyst/catalystd.sock`, or a name under `$XDG_RUNTIME_DIR` (else the temp folder)
+    /// derived from the workspace path when that path is too long for a Unix socket.
+    pub fn socket(&self) -> PathBuf {
+        let local = self.state.join("catalystd.sock");
+        if local.as_os_str().len() <= MAX_SOCKET_PATH {
+            return local;
+        }
+        let base = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        base.join(format!(
+            "catalyst-{:016x}.sock",
+            fnv1a(local.as_os_str().as_encoded_bytes())
+        ))
+    }
+}
+
+/// A stable hash (the same in the daemon and in `catalyst ctl`, across builds).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_workspace_path_gets_a_short_socket_path() {
+        let short = Paths::new(Path::new("/w"));
+        assert_eq!(short.socket(), Path::new("/w/.catalyst/catalystd.sock"));
+        let long = Paths::new(&Path::new("/").join("x".repeat(200)));
+        let sock = long.socket();
+        assert!(sock.as_os_str().len() < 108, "{}", sock.display());
+        assert_eq!(sock, long.socket(), "stable");
+    }
+}

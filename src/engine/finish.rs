@@ -1,0 +1,608 @@
+//! What the engine does when an attempt ends: the router decides, the engine turns the
+//! decision into one group of events, and effects (the merge, the worktree's removal) start
+//! only after that group is durable.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::event::EventBody;
+use crate::id::BeadId;
+use crate::model::{Bead, Comment, CommentId, Phase, Role, Status, StepMeta};
+use crate::router::{self, BlockCause, Counters, Decision, FixSource, Outcome};
+use crate::time::Timestamp;
+use crate::worktree::MergeOutcome;
+
+use super::runner::StepDone;
+use super::{Engine, Pause};
+
+/// The author of the daemon's comments.
+pub const DAEMON: &str = "catalyst";
+
+impl Engine {
+    pub(super) fn step_done(&mut self, done: StepDone) {
+        if self
+            .running
+            .get(&done.work)
+            .is_some_and(|r| r.step == done.step && r.attempt == done.attempt)
+        {
+            self.running.remove(&done.work);
+        }
+        let state = self.store.state();
+        let (Some(step), Some(work)) = (
+            state.get(done.step.as_str()).cloned(),
+            state.get(done.work.as_str()).cloned(),
+        ) else {
+            tracing::error!(step = %done.step, "a step finished that the store does not know");
+            return;
+        };
+        let Some(meta) = step.step_meta() else { return };
+        let finished = EventBody::StepFinished {
+            bead: done.work.clone(),
+            step: done.step.clone(),
+            attempt: done.attempt,
+            exit: done.exit.clone(),
+            duration_ms: done.duration_ms,
+            cost_usd: done.cost_usd,
+            commit: done.commit.as_ref().map(|c| c.to_string()),
+        };
+        if let Some(reason) = self.cancelling.remove(&done.work) {
+            self.finish_cancel(&work, reason, vec![finished]);
+            return;
+        }
+        let Some(outcome) = done.outcome else {
+            // Interrupted by shutdown: not an attempt. It runs again from its starting commit.
+            self.record(vec![
+                EventBody::StepInterrupted {
+                    bead: done.work.clone(),
+                    step: done.step.clone(),
+                    attempt: done.attempt,
+                    reset_to: done.base.as_ref().map(|c| c.to_string()),
+                },
+                EventBody::BeadStatus {
+                    id: done.step.clone(),
+                    status: Status::Open,
+                    reason: None,
+                },
+            ]);
+            return;
+        };
+        if step.status != Status::InProgress || work.status != Status::InProgress {
+            // A person closed, reopened or blocked it meanwhile: record the attempt only.
+            self.record(vec![finished]);
+            return;
+        }
+        let mut events = vec![finished];
+        events.extend(self.route(&work, &step, &meta, done.attempt, &outcome));
+        self.apply_decision(&work.id, events);
+        self.over_budget(&work.id);
+    }
+
+    /// The router's decision for an outcome, as events.
+    pub(super) fn route(
+        &mut self,
+        work: &Bead,
+        step: &Bead,
+        meta: &StepMeta,
+        attempt: u32,
+        outcome: &Outcome,
+    ) -> Vec<EventBody> {
+        let config = self.loaded.config.clone();
+        let decision = router::route(
+            meta.role,
+            outcome,
+            &meta.counters,
+            meta.max_fix_iterations,
+            &config.router,
+        );
+        let counters = meta.counters.after(&decision);
+        let (status, verdict, summary) = match outcome {
+            Outcome::Finished { result, .. } => (
+                Some(result.status),
+                result.verdict,
+                Some(result.summary.clone()),
+            ),
+            _ => (None, None, None),
+        };
+        let phase = match (&decision, meta.role) {
+            (Decision::Close, Role::Merge) => Some(Phase::Merging),
+            _ => None,
+        };
+        let mut events = vec![EventBody::StepResult {
+            bead: work.id.clone(),
+            step: step.id.clone(),
+            attempt,
+            outcome: outcome_kind(outcome).into(),
+            status,
+            verdict,
+            summary: summary.clone(),
+            decision: decision.clone(),
+            counters,
+            phase: phase.clone(),
+        }];
+        match outcome {
+            Outcome::GatePassed => events.push(EventBody::GatePassed {
+                bead: work.id.clone(),
+                step: step.id.clone(),
+                by: None,
+            }),
+            Outcome::GateFailed { output } => events.push(EventBody::GateFailed {
+                bead: work.id.clone(),
+                step: step.id.clone(),
+                output: output.clone(),
+            }),
+            _ => {}
+        }
+        let step_status = |status: Status, reason: Option<String>| EventBody::BeadStatus {
+            id: step.id.clone(),
+            status,
+            reason,
+        };
+        match decision {
+            Decision::Close if phase.is_some() => {}
+            Decision::Close => {
+                events.push(step_status(Status::Closed, summary.clone()));
+                events.extend(self.close_if_done(work, &step.id, summary));
+            }
+            Decision::CloseAndRerunFixed => {
+                events.push(step_status(Status::Closed, summary));
+                if let Some(fixed) = &meta.fixes {
+                    events.push(EventBody::BeadStatus {
+                        id: fixed.clone(),
+                        status: Status::Open,
+                        reason: None,
+                    });
+                }
+            }
+            Decision::CreateFix {
+                iteration,
+                source,
+                instructions,
+            } => {
+                events.extend(self.create_fix(work, step, meta, iteration, source, instructions));
+            }
+            Decision::Retry {
+                attempt,
+                max_attempts,
+                reason,
+            } => {
+                events.push(EventBody::StepRetry {
+                    bead: work.id.clone(),
+                    step: step.id.clone(),
+                    reason: reason.clone(),
+                    counted: true,
+                    manual: false,
+                });
+                events.push(step_status(Status::Open, None));
+                events.push(self.comment(
+                    work,
+                    format!(
+                        "[daemon] RETRY {} attempt {attempt}/{max_attempts}: {reason}",
+                        meta.step
+                    ),
+                ));
+            }
+            Decision::Escalate {
+                attempt,
+                model,
+                reason,
+            } => {
+                events.push(EventBody::StepEscalated {
+                    bead: work.id.clone(),
+                    step: step.id.clone(),
+                    model: model.clone(),
+                    reason: reason.clone(),
+                });
+                events.push(step_status(Status::Open, None));
+                events.push(self.comment(
+                    work,
+                    format!(
+                        "[daemon] RETRY {} attempt {attempt} with `{model}` (escalated): {reason}",
+                        meta.step
+                    ),
+                ));
+            }
+            Decision::Requeue { reason } => {
+                let model = self.model_for(meta);
+                events.extend(self.pause_model(&model, &reason));
+                events.push(EventBody::StepRetry {
+                    bead: work.id.clone(),
+                    step: step.id.clone(),
+                    reason,
+                    counted: false,
+                    manual: false,
+                });
+                events.push(step_status(Status::Open, None));
+            }
+            Decision::Block { cause, reason } => {
+                events.extend(self.block_events(
+                    work,
+                    Some(&step.id),
+                    &block_reason(cause, &meta.step, &reason),
+                ));
+            }
+        }
+        events
+    }
+
+    /// Writes a decision's events and keeps the engine's indexes in step with them.
+    pub(super) fn apply_decision(&mut self, work: &BeadId, events: Vec<EventBody>) {
+        if self.record(events).is_none() {
+            return;
+        }
+        let status = self
+            .store
+            .state()
+            .get(work.as_str())
+            .map(|b| b.status.clone());
+        match status {
+            Some(Status::InProgress) => {}
+            Some(Status::Closed) => {
+                self.active.remove(work);
+                if self.merged(work) {
+                    self.start_removal(work);
+                }
+            }
+            _ => {
+                self.active.remove(work);
+            }
+        }
+    }
+
+    /// Whether the bead's merge step (if it has one) completed: only then may its branch go.
+    fn merged(&self, work: &BeadId) -> bool {
+        self.store.state().steps(work.as_str()).any(|s| {
+            s.status == Status::Closed && s.step_meta().is_some_and(|m| m.role == Role::Merge)
+        })
+    }
+
+    /// Closes the work bead when `closing` was its last open step.
+    fn close_if_done(
+        &self,
+        work: &Bead,
+        closing: &BeadId,
+        summary: Option<String>,
+    ) -> Vec<EventBody> {
+        let open = self
+            .store
+            .state()
+            .steps(work.id.as_str())
+            .any(|s| s.id != *closing && s.status != Status::Closed);
+        if open {
+            return Vec::new();
+        }
+        vec![EventBody::BeadStatus {
+            id: work.id.clone(),
+            status: Status::Closed,
+            reason: Some(summary.unwrap_or_else(|| "done".into())),
+        }]
+    }
+
+    fn create_fix(
+        &self,
+        work: &Bead,
+        step: &Bead,
+        meta: &StepMeta,
+        iteration: u32,
+        source: FixSource,
+        instructions: String,
+    ) -> Vec<EventBody> {
+        // Fix ids count per bead: a gate's fix-1 and a review's fix-1 must not collide.
+        let number = self
+            .store
+            .state()
+            .steps(work.id.as_str())
+            .filter(|s| s.step_meta().is_some_and(|m| m.role == Role::Fix))
+            .count()
+            + 1;
+        let name = format!("fix-{number}");
+        let now = Timestamp::now();
+        let built = work.id.step(&name).map(|id| {
+            let mut fix = Bead::new(id, format!("Fix: {}", work.id), now);
+            fix.description = Some(instructions);
+            fix.priority = work.priority;
+            fix.dependencies.push(crate::model::Dependency::new(
+                fix.id.clone(),
+                work.id.clone(),
+                crate::model::DepType::ParentChild,
+                now,
+            ));
+            fix.set_step_meta(&StepMeta {
+                step: name.clone(),
+                role: Role::Fix,
+                model: None,
+                bead: work.id.clone(),
+                formula: meta.formula.clone(),
+                prompt: None,
+                run: Vec::new(),
+                timeout: None,
+                max_fix_iterations: None,
+                tools: None,
+                fixes: Some(step.id.clone()),
+                iteration: Some(iteration),
+                attempts: 0,
+                counters: Counters::default(),
+                phase: None,
+                next_model: None,
+                reset_to: None,
+                summary: None,
+            });
+            fix
+        });
+        let fix = match built {
+            Ok(fix) => fix,
+            Err(e) => {
+                return self.block_events(
+                    work,
+                    Some(&step.id),
+                    &format!("cannot create a fix step: {e}"),
+                )
+            }
+        };
+        let what = match source {
+            FixSource::Review => "review rejected",
+            FixSource::Gate => "checks failed",
+            FixSource::Approval => "approval rejected",
+        };
+        vec![
+            EventBody::FixCreated {
+                bead: work.id.clone(),
+                fixes: step.id.clone(),
+                iteration,
+                step: Box::new(fix),
+            },
+            self.comment(
+                work,
+                format!(
+                    "[daemon] FIX_ITERATION: {iteration} ({what} at {}; {name})",
+                    meta.step
+                ),
+            ),
+        ]
+    }
+
+    /// Events that block a step (if any) and its work bead, with the reason as a comment.
+    pub(super) fn block_events(
+        &self,
+        work: &Bead,
+        step: Option<&BeadId>,
+        reason: &str,
+    ) -> Vec<EventBody> {
+        let mut events = Vec::new();
+        if let Some(step) = step {
+            events.push(EventBody::BeadStatus {
+                id: step.clone(),
+                status: Status::Blocked,
+                reason: Some(reason.to_owned()),
+            });
+        }
+        events.push(EventBody::BeadStatus {
+            id: work.id.clone(),
+            status: Status::Blocked,
+            reason: Some(reason.to_owned()),
+        });
+        events.push(self.comment(work, format!("[daemon] BLOCKED: {reason}")));
+        events
+    }
+
+    pub(super) fn block_bead(&mut self, work: &BeadId, step: Option<&BeadId>, reason: &str) {
+        let Some(bead) = self.store.state().get(work.as_str()).cloned() else {
+            return;
+        };
+        let events = self.block_events(&bead, step, reason);
+        self.apply_decision(work, events);
+    }
+
+    /// A comment by the daemon on a bead.
+    pub(super) fn comment(&self, bead: &Bead, text: String) -> EventBody {
+        EventBody::BeadComment {
+            id: bead.id.clone(),
+            comment: Comment {
+                id: CommentId::Int(next_comment_id(bead)),
+                issue_id: bead.id.clone(),
+                author: DAEMON.into(),
+                text,
+                created_at: Timestamp::now(),
+                extra: Default::default(),
+            },
+        }
+    }
+
+    /// Pauses a model after a usage limit, doubling the pause on each repeat.
+    fn pause_model(&mut self, model: &str, reason: &str) -> Vec<EventBody> {
+        let config = &self.loaded.config;
+        let secs = match self.paused_models.get(model) {
+            Some(p) => (p.secs * 2).min(config.max_pause_secs),
+            None => config.pause_secs,
+        };
+        let until =
+            Timestamp::from_utc(chrono::Utc::now() + chrono::Duration::seconds(secs as i64));
+        self.paused_models.insert(
+            model.to_owned(),
+            Pause {
+                until: Instant::now() + Duration::from_secs(secs),
+                secs,
+            },
+        );
+        vec![EventBody::ModelPaused {
+            model: model.to_owned(),
+            until,
+            reason: reason.to_owned(),
+        }]
+    }
+
+    /// Blocks a bead whose agents have spent more than the budget.
+    fn over_budget(&mut self, work: &BeadId) {
+        let Some(budget) = self.loaded.config.budget_usd else {
+            return;
+        };
+        let Some(bead) = self.store.state().get(work.as_str()).cloned() else {
+            return;
+        };
+        let spent = bead
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get(crate::store::state::COST_KEY))
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0);
+        if spent > budget && bead.status == Status::InProgress {
+            self.block_bead(
+                work,
+                None,
+                &format!("over budget: agents spent ${spent:.2} of ${budget:.2}"),
+            );
+        }
+    }
+
+    /// The daemon's fast-forward of the target ended.
+    pub(super) fn merge_done(
+        &mut self,
+        work: BeadId,
+        step: BeadId,
+        result: Result<MergeOutcome, String>,
+    ) {
+        self.merging.remove(&work);
+        let state = self.store.state();
+        let (Some(bead), Some(step_bead)) = (
+            state.get(work.as_str()).cloned(),
+            state.get(step.as_str()).cloned(),
+        ) else {
+            return;
+        };
+        let target = self.loaded.config.target_branch.clone();
+        match result {
+            Ok(MergeOutcome::Merged { from, to }) => {
+                self.finish_merge(&bead, &step_bead, target, from.to_string(), to.to_string());
+            }
+            Ok(MergeOutcome::AlreadyMerged) => {
+                let head = self
+                    .repo
+                    .head(&work)
+                    .map(|c| c.to_string())
+                    .unwrap_or_default();
+                self.finish_merge(&bead, &step_bead, target, head.clone(), head);
+            }
+            Ok(MergeOutcome::NotUpToDate { target: t, branch }) => {
+                let reason = format!(
+                    "`{target}` ({t}) is not an ancestor of the bead's branch ({branch}): the merge step must bring the branch up to date"
+                );
+                let Some(meta) = step_bead.step_meta() else {
+                    return;
+                };
+                let mut events = vec![EventBody::MergeConflict {
+                    bead: work.clone(),
+                    target,
+                    reason: reason.clone(),
+                }];
+                events.extend(self.route(
+                    &bead,
+                    &step_bead,
+                    &meta,
+                    meta.attempts,
+                    &Outcome::Failed { reason },
+                ));
+                self.apply_decision(&work, events);
+            }
+            Ok(MergeOutcome::TargetDirty { files }) => {
+                let secs = self.loaded.config.dirty_target_retry_secs;
+                self.dirty_retry = Some(Instant::now() + Duration::from_secs(secs));
+                let reason = format!(
+                    "`{target}` is checked out with uncommitted changes ({}); waiting, trying again in {secs}s",
+                    files.join(", ")
+                );
+                tracing::warn!(bead = %work, "{reason}");
+                self.record(vec![EventBody::MergeConflict {
+                    bead: work,
+                    target,
+                    reason,
+                }]);
+            }
+            Err(e) => {
+                let reason = format!("cannot move `{target}`: {e}");
+                tracing::error!(bead = %work, "{reason}");
+                self.block_bead(&work, Some(&step), &reason);
+            }
+        }
+    }
+
+    fn finish_merge(&mut self, work: &Bead, step: &Bead, target: String, from: String, to: String) {
+        let summary = step.step_meta().and_then(|m| m.summary);
+        let mut events = vec![
+            EventBody::MergeCompleted {
+                bead: work.id.clone(),
+                target: target.clone(),
+                from,
+                to,
+            },
+            EventBody::BeadStatus {
+                id: step.id.clone(),
+                status: Status::Closed,
+                reason: Some(format!("merged into `{target}`")),
+            },
+        ];
+        events.extend(self.close_if_done(
+            work,
+            &step.id,
+            summary.or(Some(format!("merged into `{target}`"))),
+        ));
+        self.apply_decision(&work.id, events);
+    }
+
+    /// Closes a cancelled bead once its agent has stopped, and removes its worktree.
+    pub(super) fn finish_cancel(
+        &mut self,
+        work: &Bead,
+        reason: Option<String>,
+        mut events: Vec<EventBody>,
+    ) {
+        let reason = format!(
+            "cancelled{}",
+            reason.map(|r| format!(": {r}")).unwrap_or_default()
+        );
+        events.push(EventBody::BeadStatus {
+            id: work.id.clone(),
+            status: Status::Closed,
+            reason: Some(reason),
+        });
+        if self.record(events).is_some() {
+            self.active.remove(&work.id);
+            self.start_removal(&work.id);
+        }
+    }
+}
+
+fn next_comment_id(bead: &Bead) -> i64 {
+    bead.comments
+        .iter()
+        .filter_map(|c| match &c.id {
+            CommentId::Int(n) => Some(*n),
+            CommentId::Str(_) => None,
+        })
+        .max()
+        .unwrap_or(0)
+        + 1
+}
+
+fn outcome_kind(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Finished { .. } => "finished",
+        Outcome::Malformed { .. } => "malformed",
+        Outcome::Failed { .. } => "failed",
+        Outcome::UsageLimit { .. } => "usage_limit",
+        Outcome::GatePassed => "gate_passed",
+        Outcome::GateFailed { .. } => "gate_failed",
+        Outcome::Approved { .. } => "approved",
+        Outcome::ApprovalRejected { .. } => "approval_rejected",
+    }
+}
+
+fn block_reason(cause: BlockCause, step: &str, reason: &str) -> String {
+    let what = match cause {
+        BlockCause::AgentBlocked => "the agent reported BLOCKED",
+        BlockCause::AgentError => "the agent reported ERROR",
+        BlockCause::FixLimit => "fix limit reached",
+        BlockCause::AttemptsExhausted => "no valid result",
+        BlockCause::WrongOutcome => "internal",
+    };
+    format!("{step}: {what}: {reason}")
+}

@@ -105,7 +105,7 @@ pub fn stub_config(agent: &[String], scenario: &Path, log: &Path) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     format!(
-        "agent = \"stub\"\nmax_agents = 2\nstall_timeout_secs = 60\nagent_timeout_secs = 120\ngrace_secs = 2\n\n\
+        "agent = \"stub\"\nstall_timeout_secs = 60\nagent_timeout_secs = 120\ngrace_secs = 2\n\n\
          [profiles.stub]\ncommand = [{command}]\nformat = \"claude-stream-json\"\n\n\
          [profiles.stub.env]\nSTUB_CLAUDE_SCENARIO = {}\nSTUB_CLAUDE_LOG = {}\n",
         toml_string(&scenario.display().to_string()),

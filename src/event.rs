@@ -170,6 +170,9 @@ pub enum EventBody {
         target: String,
         reason: String,
     },
+    /// A closed bead's worktree and branch were removed.
+    #[serde(rename = "worktree.removed")]
+    WorktreeRemoved { bead: BeadId },
     /// A hook decision about an agent's tool use.
     #[serde(rename = "agent.tool")]
     AgentTool {
@@ -217,6 +220,7 @@ impl EventBody {
             EventBody::GateFailed { .. } => "gate.failed",
             EventBody::MergeCompleted { .. } => "merge.completed",
             EventBody::MergeConflict { .. } => "merge.conflict",
+            EventBody::WorktreeRemoved { .. } => "worktree.removed",
             EventBody::AgentTool { .. } => "agent.tool",
             EventBody::ModelPaused { .. } => "model.paused",
             EventBody::DaemonStarted { .. } => "daemon.started",
@@ -244,6 +248,7 @@ impl EventBody {
             | EventBody::GateFailed { bead, .. }
             | EventBody::MergeCompleted { bead, .. }
             | EventBody::MergeConflict { bead, .. }
+            | EventBody::WorktreeRemoved { bead }
             | EventBody::AgentTool { bead, .. } => Some(bead),
             EventBody::ModelPaused { .. }
             | EventBody::DaemonStarted { .. }

@@ -123,7 +123,7 @@ impl fmt::Display for Exit {
 
 /// `600s`, `1.5s`, `250ms`.
 fn human_ms(ms: u64) -> String {
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else if ms < 1000 {
         format!("{ms}ms")

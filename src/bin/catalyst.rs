@@ -27,7 +27,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Talk to the running daemon (`catalyst ctl status`, `submit`, `events -f`, …).
-    Ctl(CtlArgs),
+    Ctl(Box<CtlArgs>),
     /// One bead through refine, implement, review (rejected once), fix, review and merge, in a
     /// temporary repository with stub agents.
     Demo {
@@ -120,7 +120,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Ctl(args) => {
-            runtime()?.block_on(catalyst::ctl::run(args, &mut io::stdout().lock()))?;
+            runtime()?.block_on(catalyst::ctl::run(*args, &mut io::stdout().lock()))?;
             Ok(Outcome::Ok)
         }
         Command::Demo { keep } => {

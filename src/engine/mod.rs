@@ -230,8 +230,15 @@ impl Engine {
             Input::MergeDone { work, step, result } => self.merge_done(work, step, result),
             Input::Removed { work, result } => {
                 self.removing.remove(&work);
-                if let Err(e) = result {
-                    tracing::warn!(bead = %work, error = %e, "could not remove the worktree");
+                match result {
+                    Ok(()) => {
+                        if self.store.state().contains(work.as_str()) {
+                            self.record(vec![EventBody::WorktreeRemoved { bead: work }]);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(bead = %work, error = %e, "could not remove the worktree")
+                    }
                 }
             }
             Input::Inbox(path) => self.ingest(&path),

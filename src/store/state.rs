@@ -172,9 +172,9 @@ impl State {
                 self.check_exists(bead, created)?;
                 self.check_exists(step, created)
             }
-            EventBody::MergeCompleted { bead, .. } | EventBody::MergeConflict { bead, .. } => {
-                self.check_exists(bead, created)
-            }
+            EventBody::MergeCompleted { bead, .. }
+            | EventBody::MergeConflict { bead, .. }
+            | EventBody::WorktreeRemoved { bead } => self.check_exists(bead, created),
             EventBody::ModelPaused { .. }
             | EventBody::DaemonStarted { .. }
             | EventBody::DaemonStopping { .. } => Ok(()),
@@ -299,6 +299,7 @@ impl State {
             | EventBody::GateFailed { .. }
             | EventBody::MergeCompleted { .. }
             | EventBody::MergeConflict { .. }
+            | EventBody::WorktreeRemoved { .. }
             | EventBody::AgentTool { .. }
             | EventBody::ModelPaused { .. }
             | EventBody::DaemonStarted { .. }

@@ -1,0 +1,168 @@
+//! Watching and feeding the daemon: event subscriptions, `ctl events`, the inbox, `ctl`
+//! errors, and the demo.
+
+use std::process::Command;
+
+use crate::support::{bead, TestDaemon, TIMEOUT};
+use serde_json::Value;
+
+const SLOW_IMPLEMENT: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ sleep_ms = 200, write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
+"#;
+
+fn seqs(events: &[Value]) -> Vec<(u64, String)> {
+    events
+        .iter()
+        .map(|e| {
+            (
+                e["seq"].as_u64().expect("seq"),
+                e["type"].as_str().expect("type").to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn read_until(client: &mut catalyst::control::client::Client, last: u64) -> Vec<Value> {
+    let mut out = Vec::new();
+    while let Some(e) = client.next_value().await.expect("stream") {
+        let seq = e["seq"].as_u64().unwrap_or(0);
+        out.push(e);
+        if seq >= last {
+            break;
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn early_late_and_after_the_fact_subscribers_see_the_same_events() {
+    let daemon = TestDaemon::start(SLOW_IMPLEMENT, "").await;
+    let mut early = daemon.subscribe(0).await;
+    let id = daemon.submit(bead("Watched")).await;
+    daemon
+        .wait_for("the first step to finish", |e| e["type"] == "step.finished")
+        .await;
+    let mut late = daemon.subscribe(0).await;
+    let closed = daemon.wait_status(&id, "closed").await;
+    let last = closed["seq"].as_u64().expect("seq");
+    let early = tokio::time::timeout(TIMEOUT, read_until(&mut early, last))
+        .await
+        .expect("early subscriber");
+    let late = tokio::time::timeout(TIMEOUT, read_until(&mut late, last))
+        .await
+        .expect("late subscriber");
+    let output = Command::new(env!("CARGO_BIN_EXE_catalyst"))
+        .args(["ctl", "--workspace"])
+        .arg(&daemon.repo)
+        .args(["--json", "events", "--since", "0"])
+        .output()
+        .expect("ctl events");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let after: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .filter(|e: &Value| e["seq"].as_u64().unwrap_or(0) <= last)
+        .collect();
+    assert!(early.len() > 10, "the whole run: {}", early.len());
+    assert_eq!(seqs(&early), seqs(&late));
+    assert_eq!(seqs(&early), seqs(&after));
+    assert_eq!(early, after, "the same events, byte for byte");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bead_dropped_in_the_inbox_is_dispatched() {
+    let daemon = TestDaemon::start(SLOW_IMPLEMENT, "").await;
+    // The daemon is up once it answers.
+    daemon
+        .call(catalyst::control::protocol::Method::Status)
+        .await;
+    let inbox = daemon.paths.inbox();
+    let tmp = inbox.join(".incoming.tmp");
+    std::fs::write(&tmp, r#"{"id": "cat-inbox", "title": "From the inbox"}"#).expect("write");
+    std::fs::rename(&tmp, inbox.join("cat-inbox.json")).expect("rename");
+    daemon
+        .wait_for("the inbox bead's first step", |e| {
+            e["type"] == "step.dispatched" && e["bead"] == "cat-inbox"
+        })
+        .await;
+    daemon.wait_status("cat-inbox", "closed").await;
+    assert!(
+        !inbox.join("cat-inbox.json").exists(),
+        "an ingested file is removed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_inbox_file_is_moved_aside_with_the_reason() {
+    let daemon = TestDaemon::start("", "").await;
+    daemon
+        .call(catalyst::control::protocol::Method::Status)
+        .await;
+    let inbox = daemon.paths.inbox();
+    std::fs::write(inbox.join(".x.tmp"), r#"{"id": "../evil", "title": "x"}"#).expect("write");
+    std::fs::rename(inbox.join(".x.tmp"), inbox.join("evil.json")).expect("rename");
+    // Inbox files are handled in the order they arrive: once a good file dropped after the
+    // bad one has been ingested, the bad one has been dealt with.
+    std::fs::write(
+        inbox.join(".y.tmp"),
+        r#"{"id": "cat-probe", "title": "probe"}"#,
+    )
+    .expect("write");
+    std::fs::rename(inbox.join(".y.tmp"), inbox.join("probe.json")).expect("rename");
+    daemon
+        .wait_for("the probe bead", |e| {
+            e["type"] == "bead.created" && e["bead"]["id"] == "cat-probe"
+        })
+        .await;
+    let why = daemon.paths.rejected().join("evil.json.why");
+    let reason = std::fs::read_to_string(&why).expect("why");
+    assert!(reason.contains("../evil"), "{reason}");
+    assert!(daemon.paths.rejected().join("evil.json").exists());
+    assert!(!inbox.join("evil.json").exists());
+}
+
+#[test]
+fn ctl_says_clearly_when_the_daemon_is_not_running() {
+    let dir = tempfile::tempdir().expect("dir");
+    let output = Command::new(env!("CARGO_BIN_EXE_catalyst"))
+        .args(["ctl", "--workspace"])
+        .arg(dir.path())
+        .arg("status")
+        .output()
+        .expect("ctl");
+    assert_eq!(output.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(err.contains("catalystd is not running"), "{err}");
+}
+
+#[test]
+fn the_demo_runs_the_fix_loop_and_merges() {
+    let output = Command::new(env!("CARGO_BIN_EXE_catalyst"))
+        .arg("demo")
+        .output()
+        .expect("demo");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let dispatched: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("step.dispatched"))
+        .filter_map(|l| l.split_whitespace().nth(3))
+        .map(|step| step.rsplit('.').next().unwrap_or(step))
+        .collect();
+    assert_eq!(
+        dispatched,
+        ["refine", "implement", "review", "fix-1", "review", "merge"]
+    );
+    assert!(text.contains("merge.completed"), "{text}");
+    assert!(text.contains("is closed"), "{text}");
+}

@@ -1,0 +1,7 @@
+//! End-to-end tests: the daemon in-process on a real temporary git repository, agents played
+//! by stub-claude, everything observed through the control socket, the stub's invocation log
+//! and git.
+
+mod control;
+mod support;
+mod workflow;

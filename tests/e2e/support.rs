@@ -1,0 +1,282 @@
+//! The `TestDaemon` fixture: a temporary git repository with a daemon running in-process on
+//! it, agents played by stub-claude (`catalyst __stub-claude`), and helpers that wait for
+//! events with one timeout instead of sleeping.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use catalyst::control::client::Client;
+use catalyst::control::protocol::{BeadInput, Method, ShowParams, SubscribeParams};
+use catalyst::daemon::{self, Paths};
+use serde_json::Value;
+use stub_claude::Invocation;
+use tokio_util::sync::CancellationToken;
+
+/// How long any wait in these tests may take before the test fails.
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+
+pub struct TestDaemon {
+    _dir: tempfile::TempDir,
+    pub repo: PathBuf,
+    pub paths: Paths,
+    pub log: PathBuf,
+    shutdown: CancellationToken,
+    task: Option<tokio::task::JoinHandle<Result<(), daemon::DaemonError>>>,
+}
+
+impl TestDaemon {
+    /// Starts a daemon whose agents follow `scenario`, with `extra` appended to its config.
+    pub async fn start(scenario: &str, extra: &str) -> TestDaemon {
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "warn".into()),
+            )
+            .try_init();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().canonicalize().expect("canonical temp dir");
+        let repo = root.join("repo");
+        std::fs::create_dir_all(&repo).expect("repo dir");
+        catalyst::demo::init_repo(&repo).expect("init repo");
+        let paths = Paths::new(&repo);
+        std::fs::create_dir_all(&paths.state).expect("state dir");
+        let scenario_path = root.join("scenario.toml");
+        std::fs::write(&scenario_path, scenario).expect("scenario");
+        let log = root.join("agents.log");
+        let agent = [
+            env!("CARGO_BIN_EXE_catalyst").to_owned(),
+            "__stub-claude".to_owned(),
+        ];
+        let mut config = catalyst::demo::stub_config(&agent, &scenario_path, &log);
+        config = format!("{extra}\n{config}");
+        std::fs::write(paths.config(), config).expect("config");
+        let mut daemon = TestDaemon {
+            _dir: dir,
+            repo,
+            paths,
+            log,
+            shutdown: CancellationToken::new(),
+            task: None,
+        };
+        daemon.spawn();
+        daemon
+    }
+
+    fn spawn(&mut self) {
+        self.shutdown = CancellationToken::new();
+        let (paths, shutdown) = (self.paths.clone(), self.shutdown.clone());
+        self.task = Some(tokio::spawn(async move {
+            let result = daemon::start(paths, shutdown).await;
+            if let Err(e) = &result {
+                eprintln!("daemon failed: {e}");
+            }
+            result
+        }));
+    }
+
+    /// Starts the daemon again on the same workspace (after [`TestDaemon::stop`]).
+    pub fn restart(&mut self) {
+        self.spawn();
+    }
+
+    /// Stops the daemon and waits for it.
+    pub async fn stop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            let result = tokio::time::timeout(TIMEOUT, task)
+                .await
+                .expect("daemon stops in time");
+            result.expect("daemon task").expect("daemon ran cleanly");
+        }
+    }
+
+    pub async fn client(&self) -> Client {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        loop {
+            match Client::connect(&self.paths.socket()).await {
+                Ok(c) => return c,
+                Err(e) if tokio::time::Instant::now() > deadline => panic!("cannot connect: {e}"),
+                Err(e) if self.task.as_ref().is_some_and(|t| t.is_finished()) => {
+                    panic!("the daemon is not running ({e}); see its error in the log above")
+                }
+                // The socket appears once the daemon has recovered its store.
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+    }
+
+    pub async fn call(&self, method: Method) -> Value {
+        self.client()
+            .await
+            .call(&method)
+            .await
+            .expect("request succeeds")
+    }
+
+    /// Submits one bead and returns its id.
+    pub async fn submit(&self, input: BeadInput) -> String {
+        let answer = self.call(Method::Submit(vec![input])).await;
+        answer["ids"][0].as_str().expect("an id").to_owned()
+    }
+
+    pub async fn show(&self, id: &str) -> Value {
+        self.call(Method::Show(ShowParams {
+            id: id.into(),
+            runs: false,
+        }))
+        .await
+    }
+
+    /// A subscription from `since`.
+    pub async fn subscribe(&self, since: u64) -> Client {
+        let mut client = self.client().await;
+        let params = SubscribeParams {
+            since: Some(since),
+            bead: None,
+            types: None,
+            follow: true,
+        };
+        client
+            .call(&Method::Subscribe(params))
+            .await
+            .expect("subscribe");
+        client
+    }
+
+    /// Waits until an event matching `pred` has happened (replaying from the start), and
+    /// returns it.
+    pub async fn wait_for(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let mut events = self.subscribe(0).await;
+        let found = tokio::time::timeout(TIMEOUT, async {
+            while let Some(event) = events.next_value().await.expect("event stream") {
+                if pred(&event) {
+                    return Some(event);
+                }
+            }
+            None
+        })
+        .await;
+        match found {
+            Ok(Some(event)) => event,
+            Ok(None) => panic!("the event stream ended before {what}"),
+            Err(_) => panic!("timed out waiting for {what}"),
+        }
+    }
+
+    /// Waits until bead `id` reaches `status` (closed, blocked…).
+    pub async fn wait_status(&self, id: &str, status: &str) -> Value {
+        self.wait_for(&format!("{id} to become {status}"), |e| {
+            e["type"] == "bead.status" && e["id"] == id && e["status"] == status
+        })
+        .await
+    }
+
+    /// Every event so far.
+    pub async fn events(&self) -> Vec<Value> {
+        let mut client = self.client().await;
+        let params = SubscribeParams {
+            since: Some(0),
+            bead: None,
+            types: None,
+            follow: false,
+        };
+        client
+            .call(&Method::Subscribe(params))
+            .await
+            .expect("subscribe");
+        let mut out = Vec::new();
+        while let Some(e) = client.next_value().await.expect("events") {
+            if e["type"] == "end" {
+                break;
+            }
+            out.push(e);
+        }
+        out
+    }
+
+    /// The agents that ran, in start order.
+    pub fn invocations(&self) -> Vec<Invocation> {
+        stub_claude::invocations(&self.log).expect("read the stub log")
+    }
+
+    /// `(role, model)` of each agent run for `bead`.
+    pub fn roles_of(&self, bead: &str) -> Vec<String> {
+        self.invocations()
+            .into_iter()
+            .filter(|i| i.bead.as_deref() == Some(bead))
+            .map(|i| i.role().to_owned())
+            .collect()
+    }
+
+    /// The file `path` on the `main` branch, if present.
+    pub fn file_on_main(&self, path: &str) -> Option<String> {
+        let repo = git2::Repository::open(&self.repo).expect("open repo");
+        let tree = repo
+            .revparse_single("refs/heads/main")
+            .ok()?
+            .peel_to_tree()
+            .ok()?;
+        let entry = tree.get_path(Path::new(path)).ok()?;
+        let blob = repo.find_blob(entry.id()).ok()?;
+        Some(String::from_utf8_lossy(blob.content()).into_owned())
+    }
+
+    /// Subjects of the commits on `main`, newest first.
+    pub fn main_log(&self) -> Vec<String> {
+        let repo = git2::Repository::open(&self.repo).expect("open repo");
+        let mut walk = repo.revwalk().expect("revwalk");
+        walk.push_ref("refs/heads/main").expect("main");
+        walk.map(|oid| {
+            let commit = repo.find_commit(oid.expect("oid")).expect("commit");
+            commit.message().unwrap_or("").to_owned()
+        })
+        .collect()
+    }
+
+    pub fn branch_exists(&self, bead: &str) -> bool {
+        let repo = git2::Repository::open(&self.repo).expect("open repo");
+        let exists = repo
+            .find_branch(&format!("catalyst/{bead}"), git2::BranchType::Local)
+            .is_ok();
+        exists
+    }
+
+    pub fn worktree_exists(&self, bead: &str) -> bool {
+        self.paths.worktrees().join(bead).exists()
+    }
+
+    /// Comments on a bead, as text.
+    pub async fn comments(&self, id: &str) -> Vec<String> {
+        let shown = self.show(id).await;
+        shown["bead"]["comments"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["text"].as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+pub fn bead(title: &str) -> BeadInput {
+    BeadInput {
+        title: title.into(),
+        ..Default::default()
+    }
+}
+
+/// The run folders under `runs/<bead>/<step>/`.
+pub fn run_dir(daemon: &TestDaemon, bead: &str, step: &str, attempt: u32) -> PathBuf {
+    daemon
+        .paths
+        .runs()
+        .join(bead)
+        .join(step)
+        .join(attempt.to_string())
+}

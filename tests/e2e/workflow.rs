@@ -1,0 +1,345 @@
+//! A bead's way through its formula: the happy path, the fix loop, its limit, retries and
+//! escalation, dependencies between beads, and concurrency limits.
+
+use crate::support::{bead, run_dir, TestDaemon};
+use catalyst::control::protocol::BeadInput;
+
+const IMPLEMENT_WRITES: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn happy_path_runs_four_agents_and_merges() {
+    let daemon = TestDaemon::start(IMPLEMENT_WRITES, "").await;
+    let id = daemon.submit(bead("Say hello")).await;
+    daemon.wait_status(&id, "closed").await;
+    assert_eq!(
+        daemon.roles_of(&id),
+        ["refine", "implement", "review", "merge"]
+    );
+    assert_eq!(daemon.file_on_main("hello.txt").as_deref(), Some("hello\n"));
+    let log = daemon.main_log();
+    assert!(
+        log.iter().any(
+            |m| m.starts_with(&format!("{id} implement: wrote hello.txt"))
+                && m.contains("Catalyst-Step: implement/1")
+        ),
+        "the daemon's commit message is on main: {log:?}"
+    );
+    daemon
+        .wait_for("the worktree's removal", |e| {
+            e["type"] == "worktree.removed" && e["bead"] == id.as_str()
+        })
+        .await;
+    assert!(
+        !daemon.worktree_exists(&id) && !daemon.branch_exists(&id),
+        "worktree and branch are gone"
+    );
+    let shown = daemon.show(&id).await;
+    assert_eq!(shown["bead"]["status"], "closed");
+    assert!(shown["bead"]["closed_at"].is_string());
+}
+
+const REJECT_ONCE: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
+
+[[rule]]
+role = "review"
+responses = [
+  { verdict = "REJECTED", summary = "no test", instructions = ["add a test for parse() in parse_test.txt"] },
+  { verdict = "APPROVED", summary = "good" },
+]
+
+[[rule]]
+role = "fix"
+responses = [{ write = { "parse_test.txt" = "test\n" }, summary = "added the test" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_review_gets_one_fix_then_merges() {
+    let daemon = TestDaemon::start(REJECT_ONCE, "").await;
+    let id = daemon.submit(bead("Parse things")).await;
+    daemon.wait_status(&id, "closed").await;
+    assert_eq!(
+        daemon.roles_of(&id),
+        ["refine", "implement", "review", "fix", "review", "merge"]
+    );
+    let context = std::fs::read_to_string(run_dir(&daemon, &id, "fix-1", 1).join("context.md"))
+        .expect("fix context");
+    assert!(
+        context.contains("add a test for parse() in parse_test.txt"),
+        "{context}"
+    );
+    let comments = daemon.comments(&id).await;
+    assert!(
+        comments
+            .iter()
+            .any(|c| c.starts_with("[daemon] FIX_ITERATION: 1")),
+        "{comments:?}"
+    );
+    assert_eq!(
+        daemon.file_on_main("parse_test.txt").as_deref(),
+        Some("test\n")
+    );
+}
+
+const ALWAYS_REJECT: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
+
+[[rule]]
+role = "review"
+responses = [{ verdict = "REJECTED", summary = "still wrong", instructions = ["do it differently"] }]
+
+[[rule]]
+role = "fix"
+responses = [{ append = { "hello.txt" = "again\n" }, summary = "tried again" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_third_rejection_blocks_and_keeps_the_branch() {
+    let daemon = TestDaemon::start(ALWAYS_REJECT, "").await;
+    let id = daemon.submit(bead("Never good enough")).await;
+    daemon.wait_status(&id, "blocked").await;
+    assert_eq!(
+        daemon.roles_of(&id),
+        [
+            "refine",
+            "implement",
+            "review",
+            "fix",
+            "review",
+            "fix",
+            "review"
+        ]
+    );
+    let comments = daemon.comments(&id).await;
+    assert!(
+        comments.iter().any(|c| c.starts_with("[daemon] BLOCKED")
+            && c.contains("rejected")
+            && c.contains("3 times")),
+        "a comment says why: {comments:?}"
+    );
+    assert!(
+        daemon.branch_exists(&id) && daemon.worktree_exists(&id),
+        "kept for a person to look at"
+    );
+    assert_eq!(daemon.file_on_main("hello.txt"), None, "nothing merged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_output_is_retried_then_escalated_then_blocked() {
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [{ raw = "I did it, trust me." }]
+"#;
+    let daemon = TestDaemon::start(scenario, "").await;
+    let id = daemon.submit(bead("Unparseable")).await;
+    daemon.wait_status(&id, "blocked").await;
+    let models: Vec<String> = daemon
+        .invocations()
+        .into_iter()
+        .filter(|i| i.role() == "implement")
+        .map(|i| i.model.unwrap_or_default())
+        .collect();
+    assert_eq!(
+        models,
+        ["sonnet", "sonnet", "sonnet", "sonnet", "sonnet", "opus"]
+    );
+    let retries = daemon
+        .comments(&id)
+        .await
+        .into_iter()
+        .filter(|c| c.starts_with("[daemon] RETRY"))
+        .count();
+    assert_eq!(retries, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_escalated_attempt_that_succeeds_completes_the_bead() {
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [
+  { raw = "no block" }, { raw = "no block" }, { raw = "no block" }, { raw = "no block" }, { raw = "no block" },
+  { write = { "done.txt" = "done\n" }, summary = "finally" },
+]
+"#;
+    let daemon = TestDaemon::start(scenario, "").await;
+    let id = daemon.submit(bead("Eventually")).await;
+    daemon.wait_status(&id, "closed").await;
+    let implement: Vec<_> = daemon
+        .invocations()
+        .into_iter()
+        .filter(|i| i.role() == "implement")
+        .collect();
+    assert_eq!(implement.len(), 6);
+    assert_eq!(implement[5].model.as_deref(), Some("opus"));
+    assert_eq!(daemon.file_on_main("done.txt").as_deref(), Some("done\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bead_after_another_starts_after_its_merge_and_contains_its_change() {
+    let scenario = r#"
+[[rule]]
+role = "implement"
+bead = "cat-a"
+responses = [{ write = { "a.txt" = "from a\n" }, summary = "wrote a" }]
+
+[[rule]]
+role = "implement"
+bead = "cat-b"
+responses = [{ write = { "b.txt" = "from b\n" }, summary = "wrote b" }]
+"#;
+    let daemon = TestDaemon::start(scenario, "").await;
+    daemon
+        .submit(BeadInput {
+            id: Some("cat-a".into()),
+            ..bead("A")
+        })
+        .await;
+    daemon
+        .submit(BeadInput {
+            id: Some("cat-b".into()),
+            after: vec!["cat-a".into()],
+            ..bead("B")
+        })
+        .await;
+    daemon.wait_status("cat-b", "closed").await;
+    let runs = daemon.invocations();
+    let a_merge_end = runs
+        .iter()
+        .find(|i| i.bead.as_deref() == Some("cat-a") && i.role() == "merge")
+        .and_then(|i| i.ended_ms)
+        .expect("a's merge ran");
+    let b_first = runs
+        .iter()
+        .find(|i| i.bead.as_deref() == Some("cat-b"))
+        .expect("b ran");
+    assert!(
+        b_first.started_ms >= a_merge_end,
+        "b started before a merged"
+    );
+    // b's branch was cut from main after a merged: its fast-forward kept a's file.
+    assert_eq!(daemon.file_on_main("a.txt").as_deref(), Some("from a\n"));
+    assert_eq!(daemon.file_on_main("b.txt").as_deref(), Some("from b\n"));
+    let events = daemon.events().await;
+    let merged_a = events
+        .iter()
+        .position(|e| e["type"] == "merge.completed" && e["bead"] == "cat-a");
+    let poured_b = events
+        .iter()
+        .position(|e| e["type"] == "molecule.poured" && e["bead"] == "cat-b");
+    assert!(merged_a < poured_b, "b is poured only after a merged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_beads_never_run_more_than_two_agents_at_once() {
+    // Each bead writes its own file, and each merge agent merges `main` into its branch as a
+    // real one would, since other beads' merges move `main` meanwhile.
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [{ sleep_ms = 150, tools = [{ name = "Bash", input = { command = "echo $CATALYST_BEAD > $CATALYST_BEAD.txt" } }], summary = "wrote a file" }]
+[[rule]]
+role = "refine"
+responses = [{ sleep_ms = 50, summary = "planned" }]
+[[rule]]
+role = "merge"
+responses = [{ tools = [{ name = "Bash", input = { command = "git -c user.name=stub -c user.email=stub@localhost merge --no-edit main" } }], summary = "merged main" }]
+"#;
+    let daemon = TestDaemon::start(scenario, "max_agents = 2").await;
+    let mut ids = Vec::new();
+    for n in 0..8 {
+        ids.push(daemon.submit(bead(&format!("bead {n}"))).await);
+    }
+    for id in &ids {
+        daemon.wait_status(id, "closed").await;
+    }
+    let runs = daemon.invocations();
+    let mut edges: Vec<(u64, i32)> = Vec::new();
+    for run in &runs {
+        edges.push((run.started_ms, 1));
+        edges.push((run.ended_ms.expect("every agent ended"), -1));
+    }
+    edges.sort();
+    let (mut alive, mut peak) = (0, 0);
+    for (_, delta) in edges {
+        alive += delta;
+        peak = peak.max(alive);
+    }
+    assert!(peak <= 2, "{peak} agents alive at once");
+    // A merge agent may have to run again when another bead's merge moved `main` between its
+    // run and the daemon's fast-forward; every other step runs once.
+    for id in &ids {
+        let roles = daemon.roles_of(id);
+        assert_eq!(
+            roles[..4],
+            ["refine", "implement", "review", "merge"],
+            "{id}: {roles:?}"
+        );
+        assert!(roles[4..].iter().all(|r| r == "merge"), "{id}: {roles:?}");
+    }
+    let merges = daemon
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "merge.completed")
+        .count();
+    assert_eq!(merges, 8);
+    for id in &ids {
+        assert_eq!(
+            daemon.file_on_main(&format!("{id}.txt")),
+            Some(format!("{id}\n")),
+            "{id} is on main"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_stopped_by_shutdown_runs_again_after_restart_without_counting() {
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [
+  { wait_for = "/nonexistent/never", summary = "never" },
+  { write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" },
+]
+"#;
+    let mut daemon = TestDaemon::start(scenario, "shutdown_grace_secs = 1").await;
+    let id = daemon.submit(bead("Interrupted")).await;
+    daemon
+        .wait_for("implement to start", |e| {
+            e["type"] == "step.dispatched" && e["step"] == format!("{id}.implement")
+        })
+        .await;
+    daemon.stop().await;
+    daemon.restart();
+    daemon.wait_status(&id, "closed").await;
+    let events = daemon.events().await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "step.interrupted" && e["step"] == format!("{id}.implement")),
+        "the stopped attempt is recorded as interrupted"
+    );
+    assert!(events.iter().any(|e| e["type"] == "daemon.stopping"));
+    let retries = daemon
+        .comments(&id)
+        .await
+        .into_iter()
+        .filter(|c| c.contains("RETRY"))
+        .count();
+    assert_eq!(retries, 0, "an interruption is not a failed attempt");
+    assert_eq!(
+        daemon.roles_of(&id),
+        ["refine", "implement", "implement", "review", "merge"]
+    );
+    assert_eq!(daemon.file_on_main("hello.txt").as_deref(), Some("hello\n"));
+}

@@ -83,7 +83,8 @@ pub fn init_repo(dir: &Path) -> Result<(), DemoError> {
     Ok(())
 }
 
-/// The config that runs `agent` (argv prefix) as a Claude Code stand-in with `scenario`.
+/// The config that runs `agent` (argv prefix) as a Claude Code stand-in with `scenario`,
+/// logging its invocations to `log`.
 pub fn stub_config(agent: &[String], scenario: &Path, log: &Path) -> String {
     let mut command: Vec<String> = agent.to_vec();
     command.extend(
@@ -104,10 +105,12 @@ pub fn stub_config(agent: &[String], scenario: &Path, log: &Path) -> String {
         .map(|c| toml_string(c))
         .collect::<Vec<_>>()
         .join(", ");
+    // Only top-level keys (the profile as an inline table), so callers may append more keys
+    // and tables after it.
     format!(
-        "agent = \"stub\"\nstall_timeout_secs = 60\nagent_timeout_secs = 120\ngrace_secs = 2\n\n\
-         [profiles.stub]\ncommand = [{command}]\nformat = \"claude-stream-json\"\n\n\
-         [profiles.stub.env]\nSTUB_CLAUDE_SCENARIO = {}\nSTUB_CLAUDE_LOG = {}\n",
+        "agent = \"stub\"\nstall_timeout_secs = 60\nagent_timeout_secs = 120\ngrace_secs = 2\n\
+         profiles = {{ stub = {{ command = [{command}], format = \"claude-stream-json\", \
+         env = {{ STUB_CLAUDE_SCENARIO = {}, STUB_CLAUDE_LOG = {} }} }} }}\n",
         toml_string(&scenario.display().to_string()),
         toml_string(&log.display().to_string()),
     )

@@ -92,11 +92,59 @@ pub async fn serve(
     }
 }
 
-type Conn = Framed<UnixStream, LinesCodec>;
+type Conn = Framed<UnixStream, Lines>;
+
+/// A line, or why a line was dropped.
+#[derive(Debug)]
+enum Line {
+    Text(String),
+    TooLong,
+    NotUtf8,
+}
+
+/// `LinesCodec` that reports a too long or non-UTF-8 line as an item instead of an error:
+/// a `Framed` stream ends after its codec's first error, and a bad line must not end the
+/// connection.
+struct Lines(LinesCodec);
+
+impl tokio_util::codec::Decoder for Lines {
+    type Item = Line;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, buf: &mut bytes::BytesMut) -> Result<Option<Line>, std::io::Error> {
+        match self.0.decode(buf) {
+            Ok(line) => Ok(line.map(Line::Text)),
+            Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(Line::TooLong)),
+            Err(LinesCodecError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                Ok(Some(Line::NotUtf8))
+            }
+            Err(LinesCodecError::Io(e)) => Err(e),
+        }
+    }
+
+    fn decode_eof(&mut self, buf: &mut bytes::BytesMut) -> Result<Option<Line>, std::io::Error> {
+        match self.0.decode_eof(buf) {
+            Ok(line) => Ok(line.map(Line::Text)),
+            Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(Line::TooLong)),
+            Err(LinesCodecError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                Ok(Some(Line::NotUtf8))
+            }
+            Err(LinesCodecError::Io(e)) => Err(e),
+        }
+    }
+}
+
+impl tokio_util::codec::Encoder<String> for Lines {
+    type Error = std::io::Error;
+
+    fn encode(&mut self, line: String, buf: &mut bytes::BytesMut) -> Result<(), std::io::Error> {
+        self.0.encode(line, buf).map_err(codec_io)
+    }
+}
 
 async fn send(conn: &mut Conn, value: &impl serde::Serialize) -> std::io::Result<()> {
     let line = serde_json::to_string(value).map_err(std::io::Error::other)?;
-    conn.send(line).await.map_err(codec_io)
+    conn.send(line).await
 }
 
 fn codec_io(e: LinesCodecError) -> std::io::Error {
@@ -108,7 +156,7 @@ fn codec_io(e: LinesCodecError) -> std::io::Error {
 
 async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
     let peer = stream.peer_cred()?.uid();
-    let mut conn = Framed::new(stream, LinesCodec::new_with_max_length(MAX_LINE));
+    let mut conn = Framed::new(stream, Lines(LinesCodec::new_with_max_length(MAX_LINE)));
     if peer != shared.uid {
         let error = RpcError::new(
             ErrorCode::Forbidden,
@@ -127,8 +175,8 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
         };
         let line = match line {
             None => return Ok(()),
-            Some(Ok(line)) => line,
-            Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
+            Some(Ok(Line::Text(line))) => line,
+            Some(Ok(Line::TooLong)) => {
                 let error = RpcError::new(
                     ErrorCode::TooLarge,
                     format!("a request line may be at most {MAX_LINE} bytes"),
@@ -136,14 +184,12 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
                 send(&mut conn, &Response::err(Value::Null, error)).await?;
                 continue;
             }
-            Some(Err(LinesCodecError::Io(e))) => {
-                if e.kind() == std::io::ErrorKind::InvalidData {
-                    let error = RpcError::bad_request("a request line must be UTF-8");
-                    send(&mut conn, &Response::err(Value::Null, error)).await?;
-                    continue;
-                }
-                return Err(e);
+            Some(Ok(Line::NotUtf8)) => {
+                let error = RpcError::bad_request("a request line must be UTF-8");
+                send(&mut conn, &Response::err(Value::Null, error)).await?;
+                continue;
             }
+            Some(Err(e)) => return Err(e),
         };
         if line.trim().is_empty() {
             continue;
@@ -210,9 +256,7 @@ async fn subscribe(
             }
             let full = std::mem::take(&mut partial);
             if wanted(&full, since, bead.as_deref(), types.as_deref()) {
-                conn.send(full.trim_end().to_owned())
-                    .await
-                    .map_err(codec_io)?;
+                conn.send(full.trim_end().to_owned()).await?;
             }
         }
         if !p.follow {

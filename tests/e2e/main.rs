@@ -3,5 +3,6 @@
 //! and git.
 
 mod control;
+mod scheduling;
 mod support;
 mod workflow;

@@ -49,7 +49,7 @@ impl TestDaemon {
             "__stub-claude".to_owned(),
         ];
         let mut config = catalyst::demo::stub_config(&agent, &scenario_path, &log);
-        config = format!("{extra}\n{config}");
+        config = format!("{config}\n{extra}\n");
         std::fs::write(paths.config(), config).expect("config");
         let mut daemon = TestDaemon {
             _dir: dir,
@@ -60,6 +60,8 @@ impl TestDaemon {
             task: None,
         };
         daemon.spawn();
+        // Up once its engine answers: tests may use `catalyst ctl` right away.
+        daemon.call(Method::Status).await;
         daemon
     }
 

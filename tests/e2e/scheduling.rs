@@ -1,0 +1,279 @@
+//! Scheduling order and limits, the control socket's basics, `ctl` as people use it, and
+//! reloading the workspace's files.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+
+use crate::support::{bead, TestDaemon};
+use catalyst::control::protocol::{BeadInput, Method, PauseParams};
+use serde_json::Value;
+
+const WRITES: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ tools = [{ name = "Bash", input = { command = "echo $CATALYST_BEAD > $CATALYST_BEAD.txt" } }], summary = "wrote a file" }]
+[[rule]]
+role = "merge"
+responses = [{ tools = [{ name = "Bash", input = { command = "git -c user.name=stub -c user.email=stub@localhost merge --no-edit main" } }], summary = "merged main" }]
+"#;
+
+/// Peak number of overlapping `[start, end]` intervals.
+fn peak(intervals: impl Iterator<Item = (u64, u64)>) -> i32 {
+    let mut edges: Vec<(u64, i32)> = intervals.flat_map(|(s, e)| [(s, 1), (e, -1)]).collect();
+    edges.sort();
+    let (mut alive, mut peak) = (0, 0);
+    for (_, d) in edges {
+        alive += d;
+        peak = peak.max(alive);
+    }
+    peak
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_beads_start_by_priority_then_age() {
+    let daemon = TestDaemon::start(WRITES, "max_agents = 1").await;
+    daemon
+        .call(Method::Pause(PauseParams { model: None }))
+        .await;
+    let mut ids = Vec::new();
+    for (title, priority) in [("low", 3), ("old mid", 2), ("high", 0), ("new mid", 2)] {
+        ids.push(
+            daemon
+                .submit(BeadInput {
+                    priority: Some(priority),
+                    ..bead(title)
+                })
+                .await,
+        );
+    }
+    daemon
+        .call(Method::Resume(PauseParams { model: None }))
+        .await;
+    for id in &ids {
+        daemon.wait_status(id, "closed").await;
+    }
+    let poured: Vec<String> = daemon
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "molecule.poured")
+        .map(|e| e["bead"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(
+        poured,
+        [
+            ids[2].clone(),
+            ids[1].clone(),
+            ids[3].clone(),
+            ids[0].clone()
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_limit_holds_even_with_free_agent_slots() {
+    let scenario = format!(
+        "{WRITES}\n[[rule]]\nrole = \"refine\"\nresponses = [{{ sleep_ms = 100, summary = \"planned\" }}]\n"
+    );
+    let daemon = TestDaemon::start(
+        &scenario,
+        "max_agents = 4\n[models.sonnet]\nmax_concurrent = 1",
+    )
+    .await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(daemon.submit(bead(&format!("bead {n}"))).await);
+    }
+    for id in &ids {
+        daemon.wait_status(id, "closed").await;
+    }
+    let runs = daemon.invocations();
+    let sonnet = peak(
+        runs.iter()
+            .filter(|r| r.model.as_deref() == Some("sonnet"))
+            .map(|r| (r.started_ms, r.ended_ms.expect("ended"))),
+    );
+    assert_eq!(sonnet, 1, "sonnet agents at once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_socket_is_private_and_survives_bad_lines() {
+    let daemon = TestDaemon::start("", "").await;
+    let mut client = daemon.client().await;
+    assert_eq!(client.hello.protocol, 1);
+    let socket = daemon.paths.socket();
+    let mode = std::fs::metadata(&socket)
+        .expect("socket")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    let dir_mode = std::fs::metadata(socket.parent().expect("dir"))
+        .expect("dir")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(dir_mode, 0o700);
+    let before = std::fs::read(daemon.paths.state.join("journal.jsonl")).expect("journal");
+    for (line, code) in [
+        ("{not json".to_owned(), "bad_request"),
+        ("x".repeat(2 << 20), "too_large"),
+        (
+            r#"{"id":7,"method":"frobnicate"}"#.to_owned(),
+            "unknown_method",
+        ),
+        (
+            r#"{"id":8,"method":"show","params":{"id":"../etc"}}"#.to_owned(),
+            "bad_request",
+        ),
+        (
+            r#"{"id":9,"method":"show","params":{"id":"cat-nope"}}"#.to_owned(),
+            "not_found",
+        ),
+    ] {
+        client.send_line(&line).await.expect("send");
+        let reply: Value = client.next_value().await.expect("reply").expect("a reply");
+        assert_eq!(
+            reply["error"]["code"],
+            code,
+            "{}",
+            &line[..line.len().min(40)]
+        );
+    }
+    let status = client
+        .call(&Method::Status)
+        .await
+        .expect("the connection is still usable");
+    assert!(status["seq"].is_u64());
+    assert_eq!(
+        std::fs::read(daemon.paths.state.join("journal.jsonl")).expect("journal"),
+        before
+    );
+}
+
+fn ctl(daemon: &TestDaemon, args: &[&str], stdin: &str) -> (bool, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_catalyst"))
+        .arg("ctl")
+        .arg("--workspace")
+        .arg(&daemon.repo)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ctl");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("stdin");
+    let out = child.wait_with_output().expect("ctl output");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_submits_shows_lists_and_prints_logs() {
+    let daemon = TestDaemon::start(WRITES, "").await;
+    let (ok, out, err) = ctl(
+        &daemon,
+        &[
+            "submit",
+            "--title",
+            "From ctl",
+            "--description-file",
+            "-",
+            "--priority",
+            "1",
+        ],
+        "described on stdin\n",
+    );
+    assert!(ok, "{err}");
+    let id = out
+        .trim()
+        .strip_prefix("submitted ")
+        .expect("submitted line")
+        .to_owned();
+    daemon.wait_status(&id, "closed").await;
+    let (ok, out, err) = ctl(&daemon, &["show", &id, "--runs"], "");
+    assert!(ok, "{err}");
+    assert!(out.contains("[####################] 4/4"), "{out}");
+    assert!(
+        out.contains(&format!("{id}.implement")) && out.contains("attempt 1: "),
+        "{out}"
+    );
+    let (ok, out, _) = ctl(&daemon, &["--json", "show", &id], "");
+    assert!(ok);
+    let shown: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(shown["bead"]["description"], "described on stdin\n");
+    assert_eq!(shown["bead"]["priority"], 1);
+    let (ok, out, _) = ctl(&daemon, &["list"], "");
+    assert!(ok && out.contains("PROGRESS") && out.contains(&id), "{out}");
+    let (ok, out, _) = ctl(&daemon, &["status"], "");
+    assert!(
+        ok && out.contains("catalystd") && out.contains("closed 1"),
+        "{out}"
+    );
+    let (ok, out, err) = ctl(&daemon, &["logs", &format!("{id}.implement")], "");
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("\"type\":\"result\""),
+        "the agent's stream-json output: {out}"
+    );
+    let (ok, _, err) = ctl(&daemon, &["show", "cat-missing"], "");
+    assert!(
+        !ok && err.contains("not_found") && err.contains("cat-missing"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_reload_is_refused_and_a_good_one_takes_effect() {
+    let daemon = TestDaemon::start(WRITES, "").await;
+    let formulas = daemon.paths.state.join("formulas");
+    std::fs::create_dir_all(&formulas).expect("formulas dir");
+    std::fs::write(
+        formulas.join("quick.formula.toml"),
+        "formula = \"quick\"\n[[steps]]\nid = \"work\"\ntitle = \"Work\"\nloop = 3\n",
+    )
+    .expect("broken formula");
+    let (ok, _, err) = ctl(&daemon, &["reload"], "");
+    assert!(
+        !ok && err.contains("loop"),
+        "a broken formula is refused by name: {err}"
+    );
+    let (ok, _, err) = ctl(
+        &daemon,
+        &["submit", "--title", "x", "--formula", "quick"],
+        "",
+    );
+    assert!(
+        !ok && err.contains("unknown formula `quick`"),
+        "the old formulas stay: {err}"
+    );
+    std::fs::write(
+        formulas.join("quick.formula.toml"),
+        "formula = \"quick\"\n[[steps]]\nid = \"work\"\ntitle = \"Work\"\nrole = \"implement\"\n[[steps]]\nid = \"merge\"\ntitle = \"Merge\"\nrole = \"merge\"\nneeds = [\"work\"]\n",
+    )
+    .expect("good formula");
+    let (ok, _, err) = ctl(&daemon, &["reload"], "");
+    assert!(ok, "{err}");
+    let (ok, out, err) = ctl(
+        &daemon,
+        &["submit", "--title", "quick one", "--formula", "quick"],
+        "",
+    );
+    assert!(ok, "{err}");
+    let id = out
+        .trim()
+        .strip_prefix("submitted ")
+        .expect("id")
+        .to_owned();
+    daemon.wait_status(&id, "closed").await;
+    assert_eq!(daemon.roles_of(&id), ["implement", "merge"]);
+}

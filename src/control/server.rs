@@ -242,6 +242,7 @@ async fn subscribe(
     .await?;
     let mut file = BufReader::new(File::open(&shared.engine.journal).await?);
     let mut partial = String::new();
+    let mut caught_up = false;
     loop {
         // Read whatever complete lines the journal has now.
         loop {
@@ -255,7 +256,11 @@ async fn subscribe(
                 continue;
             }
             let full = std::mem::take(&mut partial);
-            if wanted(&full, since, bead.as_deref(), types.as_deref()) {
+            // Once past `since`, an unfiltered subscription passes every line without parsing
+            // it: with many subscribers that parse is most of the fan-out's cost.
+            let pass = caught_up && bead.is_none() && types.is_none();
+            if pass || wanted(&full, since, bead.as_deref(), types.as_deref()) {
+                caught_up = true;
                 conn.send(full.trim_end().to_owned()).await?;
             }
         }

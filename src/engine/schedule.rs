@@ -218,28 +218,30 @@ impl Engine {
 
     /// Pours ready work beads while there is room for their first step.
     fn pour_ready(&mut self) {
+        let free = self
+            .loaded
+            .config
+            .max_agents
+            .saturating_sub(self.agents_running());
+        if free == 0 {
+            return;
+        }
+        // One pass over the ready list: beads without a formula are not catalyst's work and
+        // are passed over; a bead that does not pour is blocked and leaves the list.
         let now = Timestamp::now();
-        let mut skipped = 0usize;
-        loop {
+        let candidates: Vec<(Bead, String)> = self
+            .store
+            .state()
+            .ready(now)
+            .filter(|b| !self.running.contains_key(&b.id))
+            .filter_map(|b| Some((b.clone(), self.formula_name(b)?)))
+            .take(free)
+            .collect();
+        for (bead, name) in candidates {
             if !self.agent_slot_free() {
                 return;
             }
-            let candidate = self
-                .store
-                .state()
-                .ready(now)
-                .filter(|b| !self.running.contains_key(&b.id))
-                .nth(skipped)
-                .cloned();
-            let Some(bead) = candidate else { return };
-            match self.formula_name(&bead) {
-                None => skipped += 1,
-                Some(name) => {
-                    if !self.pour_bead(&bead, &name) {
-                        skipped += 1;
-                    }
-                }
-            }
+            self.pour_bead(&bead, &name);
         }
     }
 

@@ -53,6 +53,17 @@ fn branch_ref(bead: &BeadId) -> String {
     format!("refs/heads/{BRANCH_PREFIX}{bead}")
 }
 
+/// Serializes adding and removing worktrees in this process. libgit2 checks whether a branch
+/// is checked out by reading every worktree's metadata, and a sibling worktree being written
+/// at that moment makes `git_worktree_add` fail ("already checked out"): seen with two beads'
+/// first steps starting at once. Other operations on different beads still run in parallel.
+fn structure_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A panic while holding it leaves nothing half-done that the next caller would trip on:
+    // `create` and `remove` repair what they find.
+    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A bead's worktree as [`Repo::create`] leaves it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Worktree {
@@ -127,6 +138,7 @@ impl Repo {
     /// work from before a restart) and an existing worktree is returned unchanged. A worktree
     /// left half-made by a crash, or whose folder was deleted, is made again from the branch.
     pub fn create(&self, bead: &BeadId, target: &str) -> Result<Worktree, GitError> {
+        let _structure = structure_lock();
         let repo = self.main_repo()?;
         let branch = branch_name(bead);
         let head = match find_branch(&repo, bead)? {
@@ -161,6 +173,7 @@ impl Repo {
     /// worktree a person locked (`git worktree lock`) is refused, and a worktree with the
     /// bead's name outside the worktrees folder is left alone.
     pub fn remove(&self, bead: &BeadId) -> Result<(), GitError> {
+        let _structure = structure_lock();
         let repo = self.main_repo()?;
         let path = self.worktree_path(bead);
         if let Some(wt) = find_worktree(&repo, bead)? {

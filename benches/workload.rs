@@ -1,0 +1,90 @@
+// A deterministic bead store for benchmarks: included by `core.rs` and `daemon.rs`.
+
+#[allow(unused_imports)]
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use catalyst::event::{Event, EventBody};
+use catalyst::id::BeadId;
+use catalyst::model::{Bead, DepType, Dependency, Status};
+use catalyst::time::Timestamp;
+
+/// A deterministic generator so every run builds the same store.
+pub struct Lcg(pub u64);
+impl Lcg {
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+pub fn id(i: u64) -> BeadId {
+    BeadId::new(&format!("cat-{i:x}")).expect("generated ids are valid")
+}
+
+/// `n` beads with `2n` dependencies: each bead after the first few depends on two earlier ones,
+/// one in five of them as a child of its parent, the rest as `blocks`. A third are closed.
+pub fn workload(n: u64) -> Vec<Event> {
+    let mut rng = Lcg(42);
+    let base = Timestamp::parse("2026-01-01T00:00:00Z").expect("valid");
+    let mut events = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let mut bead = Bead::new(id(i), format!("Bead number {i}"), base);
+        bead.description = Some("Something to do, described in a sentence or two.".into());
+        bead.priority = rng.below(5) as u8;
+        bead.labels = vec!["bench".into()];
+        if i >= 10 {
+            for k in 0..2 {
+                let target = rng.below(i);
+                let t = if k == 0 && rng.below(5) == 0 {
+                    DepType::ParentChild
+                } else {
+                    DepType::Blocks
+                };
+                if bead
+                    .dependencies
+                    .iter()
+                    .any(|d| d.depends_on_id == id(target))
+                {
+                    continue;
+                }
+                bead.dependencies
+                    .push(Dependency::new(id(i), id(target), t, base));
+            }
+        }
+        if rng.below(3) == 0 {
+            bead.status = Status::Closed;
+            bead.closed_at = Some(base);
+        }
+        events.push(Event {
+            seq: i + 1,
+            ts: base,
+            more: false,
+            body: EventBody::BeadCreated {
+                bead: Box::new(bead),
+            },
+        });
+    }
+    events
+}
+
+
+/// Writes `events` as a journal file.
+pub fn write_events(path: &Path, events: &[Event]) {
+    let mut w = BufWriter::new(File::create(path).expect("create journal"));
+    for e in events {
+        serde_json::to_writer(&mut w, e).expect("serialize");
+        w.write_all(b"\n").expect("write");
+    }
+    w.flush().expect("flush");
+}
+
+/// Writes a journal describing `n` beads (see [`workload`]).
+#[allow(dead_code)]
+pub fn write_journal(path: &Path, n: u64) {
+    write_events(path, &workload(n));
+}

@@ -15,6 +15,7 @@
 //! - [`router`]: the pure routing table from a step's outcome to the daemon's decision.
 //! - [`worktree`]: git (libgit2): one worktree and branch per bead, daemon commits, resets, fast-forward merges.
 //! - [`agent`]: agent profiles; spawning, supervising and stopping an agent CLI; reading its output.
+//! - [`policy`]: what each role's tools may do: the pure decision behind the `PreToolUse` hook.
 //! - [`config`]: the daemon's `config.toml`, strict, with defaults.
 //! - [`engine`]: the single owner of state: inputs in, events out, effects after durability.
 //! - [`control`]: the control socket's protocol, server and client.
@@ -36,6 +37,7 @@ pub mod formula;
 pub mod fsutil;
 pub mod id;
 pub mod model;
+pub mod policy;
 pub mod prompt;
 pub mod result;
 pub mod router;

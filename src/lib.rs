@@ -16,6 +16,7 @@
 //! - [`worktree`]: git (libgit2): one worktree and branch per bead, daemon commits, resets, fast-forward merges.
 //! - [`agent`]: agent profiles; spawning, supervising and stopping an agent CLI; reading its output.
 //! - [`policy`]: what each role's tools may do: the pure decision behind the `PreToolUse` hook.
+//! - [`hook`]: `catalyst hook <event>`, Claude Code's hook handler, and the `--settings` it runs from.
 //! - [`config`]: the daemon's `config.toml`, strict, with defaults.
 //! - [`engine`]: the single owner of state: inputs in, events out, effects after durability.
 //! - [`control`]: the control socket's protocol, server and client.
@@ -35,6 +36,7 @@ pub mod engine;
 pub mod event;
 pub mod formula;
 pub mod fsutil;
+pub mod hook;
 pub mod id;
 pub mod model;
 pub mod policy;

@@ -11,7 +11,7 @@ use crate::control::protocol::{
 };
 use crate::event::EventBody;
 use crate::id::BeadId;
-use crate::model::{Bead, Comment, CommentId, DepType, Dependency, Phase, Role, Status};
+use crate::model::{Bead, Comment, CommentId, DepType, Dependency, Phase, Status};
 use crate::router::Outcome;
 use crate::time::Timestamp;
 
@@ -20,10 +20,15 @@ use super::{Engine, Handled};
 
 impl Engine {
     pub(super) fn request(&mut self, method: Method) -> Handled {
+        // Agents still running in the shutdown grace period need their hooks answered.
         if self.stopping
             && !matches!(
                 method,
-                Method::Status | Method::Ready | Method::List(_) | Method::Show(_)
+                Method::Status
+                    | Method::Ready
+                    | Method::List(_)
+                    | Method::Show(_)
+                    | Method::Hook(_)
             )
         {
             return Err(RpcError::new(
@@ -51,7 +56,7 @@ impl Engine {
                 .reload()
                 .map(|()| json!({"reloaded": true}))
                 .map_err(RpcError::bad_request),
-            Method::Hook(p) => Ok(self.hook(p)),
+            Method::Hook(p) => self.hook(p),
             Method::Shutdown | Method::Subscribe(_) | Method::Logs(_) => Err(RpcError::internal(
                 "this method is served by the connection, not the engine",
             )),
@@ -550,11 +555,6 @@ impl Engine {
                 }
             }
         }
-    }
-
-    fn hook(&mut self, p: crate::control::protocol::HookParams) -> Value {
-        let _ = (Role::Review, p);
-        json!({"decision": "allow"})
     }
 }
 

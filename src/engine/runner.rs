@@ -163,7 +163,10 @@ impl StepJob {
             .prompts
             .render(template, &vars)
             .map_err(|e| e.to_string())?;
-        let profile = config.profile()?;
+        let mut profile = config.profile()?;
+        if let Some(tools) = config.role_policy(meta.role).tools_for(meta.tools.as_ref()) {
+            profile = profile.with_tools(tools);
+        }
         let env = vec![
             (
                 "CATALYST_SOCKET".to_owned(),

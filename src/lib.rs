@@ -23,9 +23,11 @@
 //! - [`daemon`]: lock, recover, serve and run the engine (what `catalystd` runs).
 //! - [`watch`]: file-system notifications for the inbox, reloads and followed logs.
 //! - [`ctl`]: `catalyst ctl`, the people's and scripts' client.
+//! - [`audit`]: every attempt of a step from its run folder and the journal (`ctl show --runs`).
 //! - [`demo`]: `catalyst demo`, one bead through the fix loop with stub agents.
 
 pub mod agent;
+pub mod audit;
 pub mod config;
 pub mod context;
 pub mod control;

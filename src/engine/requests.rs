@@ -15,7 +15,6 @@ use crate::model::{Bead, Comment, CommentId, DepType, Dependency, Phase, Status}
 use crate::router::Outcome;
 use crate::time::Timestamp;
 
-use super::runner::{REPORT_FILE, RESULT_FILE};
 use super::{Engine, Handled};
 
 impl Engine {
@@ -193,20 +192,10 @@ impl Engine {
         Ok(out)
     }
 
-    /// Every attempt's record, from the run folders.
+    /// Every attempt's record, from the run folders (the journal's part is added by the
+    /// connection, see [`crate::audit`]).
     fn runs(&self, work: &BeadId, step: &str, attempts: u32) -> Vec<Value> {
-        (1..=attempts)
-            .map(|attempt| {
-                let dir = self.paths.run_dir(work, step, attempt);
-                let read = |name: &str| -> Value {
-                    std::fs::read(dir.join(name))
-                        .ok()
-                        .and_then(|b| serde_json::from_slice(&b).ok())
-                        .unwrap_or(Value::Null)
-                };
-                json!({"attempt": attempt, "run_dir": dir, "report": read(REPORT_FILE), "result": read(RESULT_FILE)})
-            })
-            .collect()
+        crate::audit::runs(&self.paths, work, step, attempts)
     }
 
     fn submit(&mut self, inputs: Vec<BeadInput>) -> Handled {

@@ -404,6 +404,7 @@ impl Engine {
             &Outcome::Approved { comment: p.comment },
         ));
         self.apply_decision(&work.id, events);
+        self.durable()?;
         Ok(json!({"approved": step.id}))
     }
 
@@ -416,15 +417,32 @@ impl Engine {
         let meta = step
             .step_meta()
             .ok_or_else(|| RpcError::internal("step without metadata"))?;
-        let events = self.route(
+        // The person's words as a comment; the route's own comment numbers after it.
+        let rejected = self.comment(&work, format!("[rejected] {}", p.reason));
+        let mut work = work;
+        if let EventBody::BeadComment { comment, .. } = &rejected {
+            work.comments.push(comment.clone());
+        }
+        let mut events = vec![rejected];
+        events.extend(self.route(
             &work,
             &step,
             &meta,
             meta.attempts,
             &Outcome::ApprovalRejected { reason: p.reason },
-        );
+        ));
         self.apply_decision(&work.id, events);
+        self.durable()?;
         Ok(json!({"rejected": step.id}))
+    }
+
+    /// Whether the last write reached the journal: a person's decision is confirmed only once
+    /// it is durable.
+    fn durable(&self) -> Handled<()> {
+        match &self.storage_error {
+            None => Ok(()),
+            Some(e) => Err(RpcError::internal(format!("cannot write the journal: {e}"))),
+        }
     }
 
     /// Gives a blocked bead another go: its blocked step starts over with fresh counters.

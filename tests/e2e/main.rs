@@ -3,5 +3,6 @@
 //! and git.
 
 mod control;
+mod guardrails;
 mod support;
 mod workflow;

@@ -454,6 +454,24 @@ pub fn render_event(e: &Value) -> String {
             e["step"]["id"].as_str().unwrap_or(""),
             e["iteration"]
         ),
+        "agent.tool" => format!(
+            "{} {}{}{}",
+            e["tool"].as_str().unwrap_or(""),
+            if e["allowed"] == json!(true) {
+                "allowed"
+            } else {
+                "DENIED"
+            },
+            e["target"]
+                .as_str()
+                .map(|t| format!(" `{t}`"))
+                .unwrap_or_default(),
+            e["reason"]
+                .as_str()
+                .filter(|_| e["allowed"] != json!(true))
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        ),
         "merge.completed" => format!(
             "`{}` {} -> {}",
             e["target"].as_str().unwrap_or(""),
@@ -702,6 +720,21 @@ mod tests {
         assert_eq!(progress_bar(2, 4, 8), "[####----] 2/4");
         assert_eq!(progress_bar(4, 4, 8), "[########] 4/4");
         assert_eq!(progress_bar(0, 0, 4), "[----] 0/0");
+    }
+
+    #[test]
+    fn tool_decisions_read_as_one_line() {
+        let denied = json!({"seq": 7, "ts": "2026-01-01T10:00:00Z", "type": "agent.tool",
+            "bead": "cat-1", "step": "cat-1.review", "tool": "Write", "allowed": false,
+            "target": "notes.txt", "reason": "read-only"});
+        let line = render_event(&denied);
+        assert!(
+            line.ends_with("cat-1.review           Write DENIED `notes.txt`: read-only"),
+            "{line}"
+        );
+        let allowed = json!({"seq": 8, "type": "agent.tool", "step": "cat-1.implement",
+            "tool": "Bash", "allowed": true, "target": "cargo test"});
+        assert!(render_event(&allowed).ends_with("Bash allowed `cargo test`"));
     }
 
     #[test]

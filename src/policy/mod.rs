@@ -21,6 +21,7 @@
 
 pub mod bash;
 pub mod path;
+mod shell;
 
 use std::path::Path;
 

@@ -28,7 +28,8 @@ const WAIT: Duration = Duration::from_secs(600);
 
 /// A formula of one merge step: the agent runs, the daemon commits, fast-forwards the target
 /// and removes the worktree, the same work the floor program does.
-const ONE_STEP: &str = "formula = \"one\"\n[[steps]]\nid = \"merge\"\ntitle = \"Merge\"\nrole = \"merge\"\n";
+const ONE_STEP: &str =
+    "formula = \"one\"\n[[steps]]\nid = \"merge\"\ntitle = \"Merge\"\nrole = \"merge\"\n";
 
 struct Workspace {
     /// Removed on drop, unless `BENCH_KEEP` is set (then kept for a look at the journal).
@@ -47,21 +48,34 @@ impl Workspace {
         catalyst::demo::init_repo(&repo).expect("init");
         let paths = Paths::new(&repo);
         std::fs::create_dir_all(paths.state.join("formulas")).expect("state");
-        std::fs::write(paths.state.join("formulas").join("one.formula.toml"), ONE_STEP).expect("formula");
+        std::fs::write(
+            paths.state.join("formulas").join("one.formula.toml"),
+            ONE_STEP,
+        )
+        .expect("formula");
         std::fs::write(root.join("scenario.toml"), "").expect("scenario");
         let config = catalyst::demo::stub_config(
             &[CATALYST.to_owned(), "__stub-claude".to_owned()],
             &root.join("scenario.toml"),
             &root.join("agents.log"),
         );
-        std::fs::write(paths.config(), format!("{config}\ndefault_formula = \"one\"\n{config_extra}\n")).expect("config");
+        std::fs::write(
+            paths.config(),
+            format!("{config}\ndefault_formula = \"one\"\n{config_extra}\n"),
+        )
+        .expect("config");
         let dir = if std::env::var_os("BENCH_KEEP").is_some() {
             eprintln!("keeping {}", dir.keep().display());
             None
         } else {
             Some(dir)
         };
-        Workspace { _dir: dir, root, repo, paths }
+        Workspace {
+            _dir: dir,
+            root,
+            repo,
+            paths,
+        }
     }
 
     /// Runs the daemon in-process on this workspace.
@@ -95,9 +109,14 @@ async fn connect(paths: &Paths) -> Client {
 async fn subscribe(paths: &Paths, since: u64, types: &[&str]) -> Client {
     let mut c = connect(paths).await;
     let types = (!types.is_empty()).then(|| types.iter().map(|t| t.to_string()).collect());
-    c.call(&Method::Subscribe(SubscribeParams { since: Some(since), bead: None, types, follow: true }))
-        .await
-        .expect("subscribe");
+    c.call(&Method::Subscribe(SubscribeParams {
+        since: Some(since),
+        bead: None,
+        types,
+        follow: true,
+    }))
+    .await
+    .expect("subscribe");
     c
 }
 
@@ -105,7 +124,11 @@ async fn subscribe(paths: &Paths, since: u64, types: &[&str]) -> Client {
 async fn count_events(sub: &mut Client, n: usize, pred: impl Fn(&Value) -> bool) {
     let mut seen = 0;
     while seen < n {
-        let e = sub.next_value().await.expect("events").expect("stream open");
+        let e = sub
+            .next_value()
+            .await
+            .expect("events")
+            .expect("stream open");
         if pred(&e) {
             seen += 1;
         }
@@ -128,12 +151,21 @@ async fn catalyst_run(ws: &Workspace, n: usize, subscribers: usize) -> Duration 
     let mut others = Vec::new();
     for _ in 0..subscribers {
         let mut sub = subscribe(&ws.paths, 0, &[]).await;
-        others.push(tokio::spawn(async move { while let Ok(Some(_)) = sub.next_value().await {} }));
+        others.push(tokio::spawn(async move {
+            while let Ok(Some(_)) = sub.next_value().await {}
+        }));
     }
-    let beads: Vec<BeadInput> = (0..n).map(|i| BeadInput { title: format!("bead {i}"), ..Default::default() }).collect();
+    let beads: Vec<BeadInput> = (0..n)
+        .map(|i| BeadInput {
+            title: format!("bead {i}"),
+            ..Default::default()
+        })
+        .collect();
     let start = Instant::now();
     client.call(&Method::Submit(beads)).await.expect("submit");
-    tokio::time::timeout(WAIT, count_events(&mut done, n, |_| true)).await.expect("all merged");
+    tokio::time::timeout(WAIT, count_events(&mut done, n, |_| true))
+        .await
+        .expect("all merged");
     let took = start.elapsed();
     shutdown.cancel();
     let _ = task.await;
@@ -179,7 +211,16 @@ fn floor_run(ws: &Workspace, n: usize) -> Duration {
                 };
                 let prompt = prompts.render("merge", &vars).expect("prompt");
                 let mut child = Command::new(CATALYST)
-                    .args(["__stub-claude", "-p", "--output-format", "stream-json", "--verbose", "--model", "opus", "--settings"])
+                    .args([
+                        "__stub-claude",
+                        "-p",
+                        "--output-format",
+                        "stream-json",
+                        "--verbose",
+                        "--model",
+                        "opus",
+                        "--settings",
+                    ])
                     .arg(settings)
                     .current_dir(&tree.path)
                     .env("STUB_CLAUDE_SCENARIO", ws.root.join("scenario.toml"))
@@ -197,12 +238,23 @@ fn floor_run(ws: &Workspace, n: usize) -> Duration {
                 }
                 let out = child.wait_with_output().expect("stub output");
                 let text = String::from_utf8_lossy(&out.stdout);
-                let last: Value = serde_json::from_str(text.lines().last().expect("a result line")).expect("json");
-                let result = catalyst::result::parse(last["result"].as_str().expect("result"), Some(catalyst::model::Role::Merge))
-                    .expect("valid block");
-                repo.commit_all(&bead, &format!("{bead} merge: {}", result.summary)).expect("commit");
+                let last: Value = serde_json::from_str(text.lines().last().expect("a result line"))
+                    .expect("json");
+                let result = catalyst::result::parse(
+                    last["result"].as_str().expect("result"),
+                    Some(catalyst::model::Role::Merge),
+                )
+                .expect("valid block");
+                repo.commit_all(&bead, &format!("{bead} merge: {}", result.summary))
+                    .expect("commit");
                 let merged = repo.merge_into_target(&bead, "main").expect("merge");
-                assert!(matches!(merged, MergeOutcome::Merged { .. } | MergeOutcome::AlreadyMerged), "{merged:?}");
+                assert!(
+                    matches!(
+                        merged,
+                        MergeOutcome::Merged { .. } | MergeOutcome::AlreadyMerged
+                    ),
+                    "{merged:?}"
+                );
                 repo.remove(&bead).expect("remove");
             });
         }
@@ -242,12 +294,19 @@ fn chain(quick: bool) {
     let ours = rt.block_on(async {
         let (shutdown, task) = ws.start().await;
         let mut client = connect(&ws.paths).await;
-        client.call(&Method::Pause(PauseParams { model: None })).await.expect("pause");
+        client
+            .call(&Method::Pause(PauseParams { model: None }))
+            .await
+            .expect("pause");
         let beads: Vec<BeadInput> = (0..n)
             .map(|i| BeadInput {
                 id: Some(format!("chain-{i}")),
                 title: format!("link {i}"),
-                after: if i == 0 { vec![] } else { vec![format!("chain-{}", i - 1)] },
+                after: if i == 0 {
+                    vec![]
+                } else {
+                    vec![format!("chain-{}", i - 1)]
+                },
                 ..Default::default()
             })
             .collect();
@@ -255,10 +314,18 @@ fn chain(quick: bool) {
         let mut closed = subscribe(&ws.paths, 0, &["bead.status"]).await;
         let last = format!("chain-{}", n - 1);
         let start = Instant::now();
-        client.call(&Method::Resume(PauseParams { model: None })).await.expect("resume");
-        tokio::time::timeout(WAIT, count_events(&mut closed, 1, |e| e["id"] == last.as_str() && e["status"] == "closed"))
+        client
+            .call(&Method::Resume(PauseParams { model: None }))
             .await
-            .expect("chain done");
+            .expect("resume");
+        tokio::time::timeout(
+            WAIT,
+            count_events(&mut closed, 1, |e| {
+                e["id"] == last.as_str() && e["status"] == "closed"
+            }),
+        )
+        .await
+        .expect("chain done");
         let took = start.elapsed();
         shutdown.cancel();
         let _ = task.await;
@@ -286,15 +353,30 @@ fn pueue_chain(pueue: &Path, pueued: &Path, n: usize) -> Duration {
         ),
     )
     .expect("pueue config");
-    let mut daemon = Command::new(pueued).arg("--config").arg(&config).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("pueued");
+    let mut daemon = Command::new(pueued)
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("pueued");
     let run = |args: &[&str]| {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let out = Command::new(pueue).arg("--config").arg(&config).args(args).output().expect("pueue");
+            let out = Command::new(pueue)
+                .arg("--config")
+                .arg(&config)
+                .args(args)
+                .output()
+                .expect("pueue");
             if out.status.success() {
                 return String::from_utf8_lossy(&out.stdout).trim().to_owned();
             }
-            assert!(Instant::now() < deadline, "pueue {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                Instant::now() < deadline,
+                "pueue {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     };
@@ -345,8 +427,15 @@ fn latency(quick: bool) {
         let mut submit = Vec::new();
         for i in 0..n {
             let id = format!("submit-{i}");
-            let input = BeadInput { id: Some(id.clone()), title: "t".into(), ..Default::default() };
-            client.call(&Method::Submit(vec![input])).await.expect("submit");
+            let input = BeadInput {
+                id: Some(id.clone()),
+                title: "t".into(),
+                ..Default::default()
+            };
+            client
+                .call(&Method::Submit(vec![input]))
+                .await
+                .expect("submit");
             let t = Instant::now();
             count_events(&mut dispatched, 1, |e| e["bead"] == id.as_str()).await;
             submit.push(t.elapsed());
@@ -354,7 +443,10 @@ fn latency(quick: bool) {
         inbox.sort();
         submit.sort();
         let base = percentile(&rtt, 50);
-        for (what, v) in [("inbox file renamed in", &inbox), ("ctl submit answered", &submit)] {
+        for (what, v) in [
+            ("inbox file renamed in", &inbox),
+            ("ctl submit answered", &submit),
+        ] {
             for p in [50, 99] {
                 row(
                     &format!("latency: {what} -> step.dispatched p{p}"),
@@ -377,8 +469,13 @@ fn fanout(quick: bool) {
     rt.block_on(async {
         let (shutdown, task) = ws.start().await;
         let mut client = connect(&ws.paths).await;
-        client.call(&Method::Pause(PauseParams { model: None })).await.expect("pause");
-        let seq = client.call(&Method::Status).await.expect("status")["seq"].as_u64().unwrap_or(0);
+        client
+            .call(&Method::Pause(PauseParams { model: None }))
+            .await
+            .expect("pause");
+        let seq = client.call(&Method::Status).await.expect("status")["seq"]
+            .as_u64()
+            .unwrap_or(0);
         let mut tasks = Vec::new();
         for _ in 0..subscribers {
             let mut sub = subscribe(&ws.paths, seq, &[]).await;
@@ -386,21 +483,33 @@ fn fanout(quick: bool) {
                 let mut lat = Vec::with_capacity(events);
                 while lat.len() < events {
                     let e = sub.next_value().await.expect("event").expect("open");
-                    let ts = catalyst::time::Timestamp::parse(e["ts"].as_str().expect("ts")).expect("ts");
-                    let delay = (chrono::Utc::now() - ts.to_utc()).to_std().unwrap_or_default();
+                    let ts = catalyst::time::Timestamp::parse(e["ts"].as_str().expect("ts"))
+                        .expect("ts");
+                    let delay = (chrono::Utc::now() - ts.to_utc())
+                        .to_std()
+                        .unwrap_or_default();
                     lat.push(delay);
                 }
                 lat
             }));
         }
         for batch in 0..events / 100 {
-            let beads: Vec<BeadInput> =
-                (0..100).map(|i| BeadInput { title: format!("fan {batch}-{i}"), ..Default::default() }).collect();
+            let beads: Vec<BeadInput> = (0..100)
+                .map(|i| BeadInput {
+                    title: format!("fan {batch}-{i}"),
+                    ..Default::default()
+                })
+                .collect();
             client.call(&Method::Submit(beads)).await.expect("submit");
         }
         let mut all = Vec::new();
         for t in tasks {
-            all.extend(tokio::time::timeout(WAIT, t).await.expect("delivered").expect("task"));
+            all.extend(
+                tokio::time::timeout(WAIT, t)
+                    .await
+                    .expect("delivered")
+                    .expect("task"),
+            );
         }
         all.sort();
         let base = percentile(&all, 50);
@@ -416,7 +525,11 @@ fn fanout(quick: bool) {
     });
     let n = if quick { 20 } else { 100 };
     let alone = rt.block_on(catalyst_run(&Workspace::new("max_agents = 2"), n, 0));
-    let watched = rt.block_on(catalyst_run(&Workspace::new("max_agents = 2"), n, subscribers));
+    let watched = rt.block_on(catalyst_run(
+        &Workspace::new("max_agents = 2"),
+        n,
+        subscribers,
+    ));
     row(
         &format!("fan-out: {n} beads dispatched with {subscribers} subscribers"),
         format!("{watched:.2?}"),
@@ -431,7 +544,14 @@ fn proc_kb(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix(field)?.trim().trim_end_matches(" kB").trim().parse().ok())
+        .find_map(|l| {
+            l.strip_prefix(field)?
+                .trim()
+                .trim_end_matches(" kB")
+                .trim()
+                .parse()
+                .ok()
+        })
         .unwrap_or(0)
 }
 
@@ -442,7 +562,10 @@ fn proc_cpu(pid: u32) -> f64 {
     let fields: Vec<&str> = after.split_whitespace().collect();
     let ticks: u64 = fields.get(11).and_then(|f| f.parse().ok()).unwrap_or(0)
         + fields.get(12).and_then(|f| f.parse().ok()).unwrap_or(0);
-    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as f64;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as f64;
     ticks as f64 / hz
 }
 
@@ -455,7 +578,9 @@ fn scale(quick: bool) {
     let idle_secs = if quick { 5 } else { 60 };
     // Beads without a formula label, and no default formula: a store to load, not work to do.
     let ws = Workspace::new("");
-    let config = std::fs::read_to_string(ws.paths.config()).expect("config").replace("default_formula = \"one\"", "default_formula = \"\"");
+    let config = std::fs::read_to_string(ws.paths.config())
+        .expect("config")
+        .replace("default_formula = \"one\"", "default_formula = \"\"");
     std::fs::write(ws.paths.config(), config).expect("config");
     workload::write_journal(&ws.paths.state.join("journal.jsonl"), n);
     let replay = {
@@ -466,7 +591,13 @@ fn scale(quick: bool) {
     };
     let rt = runtime();
     let start = Instant::now();
-    let mut child = Command::new(CATALYSTD).arg("--workspace").arg(&ws.repo).arg("--log-level").arg("warn").spawn().expect("catalystd");
+    let mut child = Command::new(CATALYSTD)
+        .arg("--workspace")
+        .arg(&ws.repo)
+        .arg("--log-level")
+        .arg("warn")
+        .spawn()
+        .expect("catalystd");
     rt.block_on(connect(&ws.paths));
     let startup = start.elapsed();
     let rss = proc_kb(child.id(), "VmRSS:");
@@ -499,16 +630,30 @@ fn scale(quick: bool) {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let rows: Vec<&str> = args.iter().map(String::as_str).filter(|a| !a.starts_with("--")).collect();
+    let rows: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
     let all = rows.is_empty();
     let want = |r: &str| all || rows.contains(&r);
-    println!("catalyst daemon benchmarks{}", if quick { " (quick)" } else { "" });
+    println!(
+        "catalyst daemon benchmarks{}",
+        if quick { " (quick)" } else { "" }
+    );
     if want("overhead") {
         overhead(quick);
     }

@@ -72,7 +72,6 @@ pub fn workload(n: u64) -> Vec<Event> {
     events
 }
 
-
 /// Writes `events` as a journal file.
 pub fn write_events(path: &Path, events: &[Event]) {
     let mut w = BufWriter::new(File::create(path).expect("create journal"));

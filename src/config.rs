@@ -5,13 +5,14 @@
 //! rather than discovered by a running step.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentProfile;
 use crate::model::Role;
+use crate::policy::RolePolicy;
 use crate::router::RouterConfig;
 
 /// The whole configuration with defaults filled in.
@@ -41,7 +42,7 @@ pub struct Config {
     pub stall_timeout_secs: u64,
     /// Seconds between SIGTERM and SIGKILL when stopping an agent or gate.
     pub grace_secs: u64,
-    /// Seconds a gate command may run.
+    /// Seconds a gate's commands may run in all (a formula step's `timeout` replaces it).
     pub gate_timeout_secs: u64,
     /// Seconds running agents get to finish after SIGTERM/SIGINT before they are stopped (the
     /// step is then interrupted and runs again after the restart).
@@ -60,6 +61,12 @@ pub struct Config {
     /// US dollars an agent may spend on one bead (from the cost agents report); the bead is
     /// blocked once it is exceeded. None: no limit.
     pub budget_usd: Option<f64>,
+    /// Tool policies by agent role, replacing the built-in ones (`refine` and `review`
+    /// read-only with `Read Grep Glob`, the others writing inside the worktree).
+    pub tool_policy: BTreeMap<Role, RolePolicy>,
+    /// The `catalyst` binary the agents' hooks run (`catalyst hook …`). None: the `catalyst`
+    /// next to the running executable, else the first on `PATH`.
+    pub catalyst_bin: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +100,8 @@ impl Default for Config {
             dirty_target_retry_secs: 30,
             router: RouterConfig::default(),
             budget_usd: None,
+            tool_policy: BTreeMap::new(),
+            catalyst_bin: None,
         }
     }
 }
@@ -163,6 +172,23 @@ impl Config {
                 .map_err(|e| format!("`profiles.{name}`: {e}"))?;
         }
         self.profile()?;
+        for (role, policy) in &self.tool_policy {
+            if !role.is_agent() {
+                return Err(format!(
+                    "`tool_policy.{role}`: `{role}` steps run no agent, so they have no tool policy"
+                ));
+            }
+            if policy.tools.iter().flatten().any(|t| t.trim().is_empty()) {
+                return Err(format!("`tool_policy.{role}.tools` holds an empty name"));
+            }
+        }
+        if self
+            .catalyst_bin
+            .as_ref()
+            .is_some_and(|b| b.as_os_str().is_empty())
+        {
+            return Err("`catalyst_bin` is empty".into());
+        }
         for timeout in [
             self.agent_timeout_secs,
             self.stall_timeout_secs,
@@ -201,6 +227,37 @@ impl Config {
             .get(model)
             .and_then(|m| m.id.as_deref())
             .unwrap_or(model)
+    }
+
+    /// The tool policy of an agent role: the configured one, else the built-in one.
+    pub fn role_policy(&self, role: Role) -> RolePolicy {
+        self.tool_policy
+            .get(&role)
+            .cloned()
+            .unwrap_or_else(|| RolePolicy::default_for(role))
+    }
+
+    /// The `catalyst` binary for hook commands: `catalyst_bin`, else a `catalyst` next to the
+    /// running executable (`catalystd` and `catalyst` are installed together; the demo runs
+    /// inside `catalyst` itself), else the first `catalyst` on `PATH`, else the bare name.
+    pub fn catalyst_bin(&self) -> PathBuf {
+        if let Some(bin) = &self.catalyst_bin {
+            return bin.clone();
+        }
+        let sibling = std::env::current_exe()
+            .ok()
+            .and_then(|exe| Some(exe.parent()?.join("catalyst")))
+            .filter(|p| p.is_file());
+        let on_path = || {
+            std::env::var_os("PATH").and_then(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|dir| dir.join("catalyst"))
+                    .find(|p| p.is_file())
+            })
+        };
+        sibling
+            .or_else(on_path)
+            .unwrap_or_else(|| PathBuf::from("catalyst"))
     }
 
     /// How many agents of `model` may run at once, if limited.
@@ -269,6 +326,16 @@ mod tests {
             ("agent = \"nope\"", "nope"),
             ("[models.opus]\nmax_concurrent = 0", "max_concurrent"),
             ("stall_timeout_secs = 0", "timeouts"),
+            (
+                "[tool_policy.gate]\naccess = \"worktree\"",
+                "tool_policy.gate",
+            ),
+            (
+                "[tool_policy.review]\naccess = \"read-only\"\ntools = [\"\"]",
+                "empty name",
+            ),
+            ("[tool_policy.review]\naccess = \"sometimes\"", "sometimes"),
+            ("catalyst_bin = \"\"", "catalyst_bin"),
         ] {
             let err = Config::parse(text, "c.toml").unwrap_err().to_string();
             assert!(err.contains(needle), "{text}: {err}");
@@ -287,6 +354,27 @@ mod tests {
         assert_eq!(c.model_id("sonnet"), "claude-sonnet-4-5");
         assert_eq!(c.model_id("opus"), "opus");
         assert_eq!(c.model_limit("sonnet"), Some(1));
+    }
+
+    #[test]
+    fn tool_policies_default_per_role_and_can_be_replaced() {
+        use crate::policy::Access;
+        let c = Config::parse(
+            "[tool_policy.review]\naccess = \"read-only\"\ntools = [\"Read\", \"Bash\"]\n",
+            "c.toml",
+        )
+        .unwrap();
+        let review = c.role_policy(Role::Review);
+        assert_eq!(review.access, Access::ReadOnly);
+        assert_eq!(
+            review.tools_for(None),
+            Some(&["Read".to_string(), "Bash".into()][..])
+        );
+        assert_eq!(
+            c.role_policy(Role::Refine),
+            RolePolicy::default_for(Role::Refine)
+        );
+        assert_eq!(c.role_policy(Role::Fix).access, Access::Worktree);
     }
 
     #[test]

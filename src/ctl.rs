@@ -454,6 +454,24 @@ pub fn render_event(e: &Value) -> String {
             e["step"]["id"].as_str().unwrap_or(""),
             e["iteration"]
         ),
+        "agent.tool" => format!(
+            "{} {}{}{}",
+            e["tool"].as_str().unwrap_or(""),
+            if e["allowed"] == json!(true) {
+                "allowed"
+            } else {
+                "DENIED"
+            },
+            e["target"]
+                .as_str()
+                .map(|t| format!(" `{t}`"))
+                .unwrap_or_default(),
+            e["reason"]
+                .as_str()
+                .filter(|_| e["allowed"] != json!(true))
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        ),
         "merge.completed" => format!(
             "`{}` {} -> {}",
             e["target"].as_str().unwrap_or(""),
@@ -614,18 +632,7 @@ fn render_show(s: &Value) -> String {
             step["summary"].as_str().unwrap_or(""),
         ));
         for run in step["runs"].as_array().into_iter().flatten() {
-            let report = &run["report"];
-            out.push_str(&format!(
-                "    attempt {}: {}  {} ms  cost {}  {}\n",
-                run["attempt"],
-                report["exit"].to_string().trim_matches('"'),
-                report["duration_ms"],
-                report["cost_usd"]
-                    .as_f64()
-                    .map(|c| format!("${c:.4}"))
-                    .unwrap_or_else(|| "-".into()),
-                run["run_dir"].as_str().unwrap_or(""),
-            ));
+            out.push_str(&render_run(run));
         }
     }
     let comments = bead["comments"].as_array().cloned().unwrap_or_default();
@@ -646,6 +653,63 @@ fn render_show(s: &Value) -> String {
     out
 }
 
+/// One attempt of `show --runs`: a line with how it went, then its files.
+fn render_run(run: &Value) -> String {
+    let text = |v: &Value| match v {
+        Value::Null => "-".to_owned(),
+        Value::String(s) => s.clone(),
+        Value::Object(o) => o
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => other.to_string(),
+    };
+    let mut result = text(&run["outcome"]);
+    for key in ["status", "verdict"] {
+        if let Some(v) = run[key].as_str() {
+            result.push(' ');
+            result.push_str(&v.to_uppercase());
+        }
+    }
+    if let Some(why) = run["summary"].as_str().or(run["reason"].as_str()) {
+        let line = why.lines().next().unwrap_or("");
+        result.push_str(&format!(": {line}"));
+    }
+    let mut out = format!(
+        "    attempt {}  model {}  {}  {} ms  cost {}  {}\n",
+        run["attempt"],
+        text(&run["model"]),
+        text(&run["exit"]),
+        text(&run["duration_ms"]),
+        run["cost_usd"]
+            .as_f64()
+            .map(|c| format!("${c:.4}"))
+            .unwrap_or_else(|| "-".into()),
+        result,
+    );
+    render_files(&mut out, "      ", &run["files"]);
+    for command in run["commands"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "      $ {}  ({}, {} ms)\n",
+            text(&command["command"]),
+            text(&command["exit"]),
+            text(&command["duration_ms"]),
+        ));
+        render_files(&mut out, "        ", &command["files"]);
+    }
+    out
+}
+
+/// The files of a run a person looks at, one per line.
+fn render_files(out: &mut String, indent: &str, files: &Value) {
+    for key in ["prompt", "context", "stdout", "stderr", "result"] {
+        if let Some(path) = files[key].as_str() {
+            out.push_str(&format!("{indent}{key:<8} {path}\n"));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -656,5 +720,49 @@ mod tests {
         assert_eq!(progress_bar(2, 4, 8), "[####----] 2/4");
         assert_eq!(progress_bar(4, 4, 8), "[########] 4/4");
         assert_eq!(progress_bar(0, 0, 4), "[----] 0/0");
+    }
+
+    #[test]
+    fn tool_decisions_read_as_one_line() {
+        let denied = json!({"seq": 7, "ts": "2026-01-01T10:00:00Z", "type": "agent.tool",
+            "bead": "cat-1", "step": "cat-1.review", "tool": "Write", "allowed": false,
+            "target": "notes.txt", "reason": "read-only"});
+        let line = render_event(&denied);
+        assert!(
+            line.ends_with("cat-1.review           Write DENIED `notes.txt`: read-only"),
+            "{line}"
+        );
+        let allowed = json!({"seq": 8, "type": "agent.tool", "step": "cat-1.implement",
+            "tool": "Bash", "allowed": true, "target": "cargo test"});
+        assert!(render_event(&allowed).ends_with("Bash allowed `cargo test`"));
+    }
+
+    #[test]
+    fn a_run_shows_its_model_result_and_files() {
+        let run = json!({
+            "attempt": 2, "model": "opus", "exit": "exit code 0", "duration_ms": 1500,
+            "cost_usd": 0.25, "outcome": "finished", "status": "done", "verdict": "rejected",
+            "summary": "needs a test",
+            "files": {"prompt": "/r/2/prompt.md", "context": "/r/2/context.md", "stdout": "/r/2/stdout"},
+        });
+        let text = render_run(&run);
+        assert!(
+            text.starts_with("    attempt 2  model opus  exit code 0  1500 ms  cost $0.2500  finished DONE REJECTED: needs a test\n"),
+            "{text}"
+        );
+        assert!(text.contains("      prompt   /r/2/prompt.md\n"), "{text}");
+        assert!(text.contains("      context  /r/2/context.md\n"), "{text}");
+        assert!(text.contains("      stdout   /r/2/stdout\n"), "{text}");
+        let gate = json!({"attempt": 1, "exit": "exit code 1", "outcome": "gate_failed",
+            "commands": [{"command": "make test", "exit": "exit code 1", "duration_ms": 5,
+                          "files": {"stdout": "/r/1/command-1/stdout"}}]});
+        let text = render_run(&gate);
+        assert!(text.contains("model -  exit code 1"), "{text}");
+        assert!(
+            text.contains(
+                "      $ make test  (exit code 1, 5 ms)\n        stdout   /r/1/command-1/stdout\n"
+            ),
+            "{text}"
+        );
     }
 }

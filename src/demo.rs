@@ -134,10 +134,15 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
     let scenario = root.join("scenario.toml");
     std::fs::write(&scenario, SCENARIO)?;
     let exe = std::env::current_exe()?.display().to_string();
-    let config = stub_config(
-        &[exe, "__stub-claude".into()],
-        &scenario,
-        &root.join("agents.log"),
+    // The agents' hooks run this very binary (`catalyst hook …`), whatever it is called.
+    let config = format!(
+        "catalyst_bin = {}\n{}",
+        toml_string(&exe),
+        stub_config(
+            &[exe.clone(), "__stub-claude".into()],
+            &scenario,
+            &root.join("agents.log"),
+        )
     );
     std::fs::write(paths.config(), config)?;
     writeln!(out, "demo repository: {}", repo_dir.display())?;

@@ -182,6 +182,9 @@ pub enum EventBody {
         allowed: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// What the call was about: the file or the command, on one short line.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
     },
     /// A model reported a usage limit; it gets no new steps until `until`.
     #[serde(rename = "model.paused")]

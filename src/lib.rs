@@ -15,15 +15,19 @@
 //! - [`router`]: the pure routing table from a step's outcome to the daemon's decision.
 //! - [`worktree`]: git (libgit2): one worktree and branch per bead, daemon commits, resets, fast-forward merges.
 //! - [`agent`]: agent profiles; spawning, supervising and stopping an agent CLI; reading its output.
+//! - [`policy`]: what each role's tools may do: the pure decision behind the `PreToolUse` hook.
+//! - [`hook`]: `catalyst hook <event>`, Claude Code's hook handler, and the `--settings` it runs from.
 //! - [`config`]: the daemon's `config.toml`, strict, with defaults.
 //! - [`engine`]: the single owner of state: inputs in, events out, effects after durability.
 //! - [`control`]: the control socket's protocol, server and client.
 //! - [`daemon`]: lock, recover, serve and run the engine (what `catalystd` runs).
 //! - [`watch`]: file-system notifications for the inbox, reloads and followed logs.
 //! - [`ctl`]: `catalyst ctl`, the people's and scripts' client.
+//! - [`audit`]: every attempt of a step from its run folder and the journal (`ctl show --runs`).
 //! - [`demo`]: `catalyst demo`, one bead through the fix loop with stub agents.
 
 pub mod agent;
+pub mod audit;
 pub mod config;
 pub mod context;
 pub mod control;
@@ -34,8 +38,10 @@ pub mod engine;
 pub mod event;
 pub mod formula;
 pub mod fsutil;
+pub mod hook;
 pub mod id;
 pub mod model;
+pub mod policy;
 pub mod prompt;
 pub mod result;
 pub mod router;

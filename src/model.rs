@@ -326,7 +326,8 @@ pub struct StepMeta {
     pub timeout: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_fix_iterations: Option<u32>,
-    /// Tools this step's agent may use, overriding the role's policy.
+    /// Tools offered on this step's agent command line, replacing the role's list (the role's
+    /// access still applies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
     /// For a fix step: the step whose rejection or failure it answers.

@@ -183,6 +183,28 @@ impl AgentProfile {
         }
     }
 
+    /// The profile with `--tools` and `tools` appended to its command, for Claude Code
+    /// profiles (`claude-stream-json`); other formats do not take Claude's flags and are
+    /// returned unchanged. The flag goes last: Claude's list-valued flags take every argument
+    /// up to the next flag, which is why the prompt goes on stdin. An empty list is passed as
+    /// `--tools ""`, Claude Code's spelling of "no tools".
+    pub fn with_tools(mut self, tools: &[String]) -> AgentProfile {
+        if self.format != OutputFormat::ClaudeStreamJson {
+            return self;
+        }
+        self.command.push("--tools".into());
+        if tools.is_empty() {
+            self.command.push(String::new());
+        }
+        // Braces are the template's placeholders; a tool rule cannot contain one literally.
+        self.command.extend(
+            tools
+                .iter()
+                .map(|t| t.replace('{', "{{").replace('}', "}}")),
+        );
+        self
+    }
+
     /// Checks the template: a program, known placeholders, balanced braces, no hook-skipping
     /// flag. Called when a profile is deserialized; [`AgentProfile::argv`] checks again, since
     /// a profile built in code skips deserialization.

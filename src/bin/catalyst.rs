@@ -41,6 +41,13 @@ enum Command {
     /// Work with agents' STEP-RESULT blocks.
     #[command(subcommand)]
     Result(ResultCmd),
+    /// Claude Code's hook handler: reads the hook's JSON on stdin, asks the daemon named by
+    /// `CATALYST_SOCKET` about the step `CATALYST_STEP`, and answers in Claude Code's format.
+    /// A tool call is denied when the daemon cannot be asked.
+    Hook {
+        #[arg(value_enum)]
+        event: catalyst::hook::HookEvent,
+    },
 }
 
 #[derive(Subcommand)]
@@ -79,6 +86,8 @@ enum Outcome {
     Ok,
     /// The command ran and found problems in its input (already reported).
     Problems,
+    /// The command's exit code is part of its answer (`catalyst hook`).
+    Code(u8),
 }
 
 /// The hidden subcommand that makes this binary a stand-in `claude` for the demo and tests.
@@ -94,6 +103,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Problems) => ExitCode::from(1),
+        Ok(Outcome::Code(code)) => ExitCode::from(code),
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("catalyst: {e:#}");
@@ -135,7 +145,29 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
         }
         Command::Formula(FormulaCmd::Check { files, prompts }) => formula_check(&files, prompts),
         Command::Result(ResultCmd::Parse { role }) => result_parse(role),
+        Command::Hook { event } => hook(event).map(Outcome::Code),
     }
+}
+
+/// `catalyst hook`: its exit code is part of its answer (2 denies a tool call or blocks a
+/// stop). A failure before the daemon is asked is an error, which exits 2 as well: a tool
+/// call is then denied.
+fn hook(event: catalyst::hook::HookEvent) -> anyhow::Result<u8> {
+    let mut input = Vec::new();
+    io::stdin()
+        .read_to_end(&mut input)
+        .context("cannot read the hook input")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let env = catalyst::hook::HookEnv::from_process();
+    let out = runtime.block_on(catalyst::hook::run(event, &input, &env));
+    // Claude Code reads the answer from these streams; if they are gone there is no one to
+    // tell, and the exit code still carries the decision.
+    let _ = io::stdout().write_all(out.stdout.as_bytes());
+    let _ = io::stderr().write_all(out.stderr.as_bytes());
+    Ok(out.code)
 }
 
 fn formula_check(files: &[PathBuf], prompts: Option<PathBuf>) -> anyhow::Result<Outcome> {

@@ -484,8 +484,34 @@ pub struct HookParams {
     pub step: String,
     /// `PreToolUse`, `Stop` or `SessionStart`.
     pub event: String,
-    /// The hook's JSON from Claude Code, as received.
+    /// The hook's JSON from Claude Code, with what the daemon does not need left out (file
+    /// contents) and, for `Stop`, the final message filled in from the transcript when the
+    /// agent CLI did not send it.
     pub payload: Value,
+}
+
+/// The daemon's answer to a `hook` request, which `catalyst hook` turns into Claude Code's
+/// hook output.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookAnswer {
+    /// `PreToolUse`: allow or deny the call. `Stop`: allow or block the stop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<HookDecision>,
+    /// Why, for the agent (a denial or block) or for the log (an allow).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// `SessionStart`: text added to the agent's context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional_context: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookDecision {
+    Allow,
+    Deny,
+    Block,
 }
 
 #[cfg(test)]

@@ -212,7 +212,11 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
                 return Ok(());
             }
             method => {
-                let answer = shared.engine.request(method).await;
+                let audit = matches!(&method, Method::Show(p) if p.runs);
+                let mut answer = shared.engine.request(method).await;
+                if audit {
+                    answer = add_dispatches(answer, &shared.paths).await;
+                }
                 let response = match answer {
                     Ok(result) => Response::ok(id, result),
                     Err(error) => Response::err(id, error),
@@ -221,6 +225,19 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
             }
         }
     }
+}
+
+/// Adds each attempt's dispatch (time, model) from the journal to a `show --runs` answer,
+/// outside the engine, which must not wait on a long journal.
+async fn add_dispatches(answer: Result<Value, RpcError>, paths: &Paths) -> Result<Value, RpcError> {
+    let mut result = answer?;
+    let state = paths.state.clone();
+    tokio::task::spawn_blocking(move || {
+        crate::audit::add_dispatches(&mut result, &state);
+        result
+    })
+    .await
+    .map_err(|e| RpcError::internal(format!("reading the journal failed: {e}")))
 }
 
 /// Streams journal events: replay from `since` out of the journal file, then follow it as the

@@ -8,6 +8,7 @@
 //! waits on I/O other than its own journal appends.
 
 mod finish;
+mod hooks;
 mod recovery;
 mod requests;
 mod runner;
@@ -102,6 +103,8 @@ struct Running {
     model: Option<String>,
     started: Instant,
     cancel: CancellationToken,
+    /// Whether the `Stop` hook has sent this attempt's agent back once already.
+    stop_blocked: bool,
 }
 
 /// A model that reported a usage limit.
@@ -377,9 +380,10 @@ impl Engine {
         Ok(())
     }
 
-    /// The `--settings` JSON for an agent of `role`: the hooks that ask the daemon.
+    /// The `--settings` JSON for an agent of `role`: the hooks that ask the daemon. The same
+    /// for every role, since the daemon knows the step's role when a hook asks.
     fn hook_settings(&self, _role: crate::model::Role) -> Value {
-        serde_json::json!({})
+        crate::hook::settings(&self.loaded.config.catalyst_bin())
     }
 }
 

@@ -11,19 +11,23 @@ use crate::control::protocol::{
 };
 use crate::event::EventBody;
 use crate::id::BeadId;
-use crate::model::{Bead, Comment, CommentId, DepType, Dependency, Phase, Role, Status};
+use crate::model::{Bead, Comment, CommentId, DepType, Dependency, Phase, Status};
 use crate::router::Outcome;
 use crate::time::Timestamp;
 
-use super::runner::{REPORT_FILE, RESULT_FILE};
 use super::{Engine, Handled};
 
 impl Engine {
     pub(super) fn request(&mut self, method: Method) -> Handled {
+        // Agents still running in the shutdown grace period need their hooks answered.
         if self.stopping
             && !matches!(
                 method,
-                Method::Status | Method::Ready | Method::List(_) | Method::Show(_)
+                Method::Status
+                    | Method::Ready
+                    | Method::List(_)
+                    | Method::Show(_)
+                    | Method::Hook(_)
             )
         {
             return Err(RpcError::new(
@@ -51,7 +55,7 @@ impl Engine {
                 .reload()
                 .map(|()| json!({"reloaded": true}))
                 .map_err(RpcError::bad_request),
-            Method::Hook(p) => Ok(self.hook(p)),
+            Method::Hook(p) => self.hook(p),
             Method::Shutdown | Method::Subscribe(_) | Method::Logs(_) => Err(RpcError::internal(
                 "this method is served by the connection, not the engine",
             )),
@@ -188,20 +192,10 @@ impl Engine {
         Ok(out)
     }
 
-    /// Every attempt's record, from the run folders.
+    /// Every attempt's record, from the run folders (the journal's part is added by the
+    /// connection, see [`crate::audit`]).
     fn runs(&self, work: &BeadId, step: &str, attempts: u32) -> Vec<Value> {
-        (1..=attempts)
-            .map(|attempt| {
-                let dir = self.paths.run_dir(work, step, attempt);
-                let read = |name: &str| -> Value {
-                    std::fs::read(dir.join(name))
-                        .ok()
-                        .and_then(|b| serde_json::from_slice(&b).ok())
-                        .unwrap_or(Value::Null)
-                };
-                json!({"attempt": attempt, "run_dir": dir, "report": read(REPORT_FILE), "result": read(RESULT_FILE)})
-            })
-            .collect()
+        crate::audit::runs(&self.paths, work, step, attempts)
     }
 
     fn submit(&mut self, inputs: Vec<BeadInput>) -> Handled {
@@ -410,6 +404,7 @@ impl Engine {
             &Outcome::Approved { comment: p.comment },
         ));
         self.apply_decision(&work.id, events);
+        self.durable()?;
         Ok(json!({"approved": step.id}))
     }
 
@@ -422,15 +417,32 @@ impl Engine {
         let meta = step
             .step_meta()
             .ok_or_else(|| RpcError::internal("step without metadata"))?;
-        let events = self.route(
+        // The person's words as a comment; the route's own comment numbers after it.
+        let rejected = self.comment(&work, format!("[rejected] {}", p.reason));
+        let mut work = work;
+        if let EventBody::BeadComment { comment, .. } = &rejected {
+            work.comments.push(comment.clone());
+        }
+        let mut events = vec![rejected];
+        events.extend(self.route(
             &work,
             &step,
             &meta,
             meta.attempts,
             &Outcome::ApprovalRejected { reason: p.reason },
-        );
+        ));
         self.apply_decision(&work.id, events);
+        self.durable()?;
         Ok(json!({"rejected": step.id}))
+    }
+
+    /// Whether the last write reached the journal: a person's decision is confirmed only once
+    /// it is durable.
+    fn durable(&self) -> Handled<()> {
+        match &self.storage_error {
+            None => Ok(()),
+            Some(e) => Err(RpcError::internal(format!("cannot write the journal: {e}"))),
+        }
     }
 
     /// Gives a blocked bead another go: its blocked step starts over with fresh counters.
@@ -550,11 +562,6 @@ impl Engine {
                 }
             }
         }
-    }
-
-    fn hook(&mut self, p: crate::control::protocol::HookParams) -> Value {
-        let _ = (Role::Review, p);
-        json!({"decision": "allow"})
     }
 }
 

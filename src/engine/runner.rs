@@ -163,7 +163,10 @@ impl StepJob {
             .prompts
             .render(template, &vars)
             .map_err(|e| e.to_string())?;
-        let profile = config.profile()?;
+        let mut profile = config.profile()?;
+        if let Some(tools) = config.role_policy(meta.role).tools_for(meta.tools.as_ref()) {
+            profile = profile.with_tools(tools);
+        }
         let env = vec![
             (
                 "CATALYST_SOCKET".to_owned(),
@@ -459,8 +462,30 @@ pub struct GateJob {
 /// The most output of a failed gate command passed on to the fix step.
 const GATE_OUTPUT_TAIL: usize = 16 * 1024;
 
-/// Runs the gate's commands one after the other (`sh -c`), each in its own process group
-/// with the gate's timeout; the first that fails fails the gate with its output.
+/// One gate command's run, in the gate's `result.json`.
+#[derive(Serialize)]
+struct CommandRecord {
+    command: String,
+    /// `command-<n>` in the run folder: its `stdout`, `stderr` and `report.json`.
+    dir: PathBuf,
+    exit: String,
+    duration_ms: u64,
+}
+
+/// What a gate's `result.json` holds.
+#[derive(Serialize)]
+struct GateRecord<'a> {
+    outcome: &'a Option<Outcome>,
+    base: &'a Option<CommitId>,
+    exit: &'a str,
+    duration_ms: u64,
+    commands: &'a [CommandRecord],
+}
+
+/// Runs the gate's commands one after the other (`sh -c`), each in its own process group;
+/// together they may take the gate's timeout, after which the one running is stopped and the
+/// gate fails. The first command that fails fails the gate with its output. Each command's
+/// output and report stay in the run folder, under `command-<n>/`.
 pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone {
     let mut done = StepDone::failed(&job.work, &job.step, Role::Gate, job.attempt, String::new());
     let base =
@@ -483,8 +508,14 @@ pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone 
         env: Default::default(),
         stdin: StdinMode::Null,
     };
-    let mut total_ms = 0;
+    let deadline = tokio::time::Instant::now() + job.timeout;
+    let mut records = Vec::new();
+    let mut outcome = Some(Outcome::GatePassed);
     for (i, command) in job.commands.iter().enumerate() {
+        // At least a second, so a command that starts at the deadline still gets to report.
+        let left = deadline
+            .saturating_duration_since(tokio::time::Instant::now())
+            .max(Duration::from_secs(1));
         let spec = RunSpec {
             profile: profile.clone(),
             model: String::new(),
@@ -497,26 +528,44 @@ pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone 
                 ("CATALYST_ROLE".into(), "gate".into()),
             ],
             settings_path: None,
-            timeout: job.timeout,
-            stall_timeout: job.timeout,
+            timeout: left,
+            stall_timeout: left,
             grace: job.grace,
             output_cap: job.output_cap,
         };
         let report = agent::run(spec.clone(), cancel.clone()).await;
-        total_ms += report.duration_ms;
-        done.duration_ms = total_ms;
+        write_json(&spec.run_dir.join(REPORT_FILE), &report);
+        done.duration_ms += report.duration_ms;
         done.exit = report.exit.to_string();
+        records.push(CommandRecord {
+            command: command.clone(),
+            dir: spec.run_dir.clone(),
+            exit: done.exit.clone(),
+            duration_ms: report.duration_ms,
+        });
         if report.exit == agent::Exit::Cancelled {
-            done.outcome = None;
-            return done;
+            outcome = None;
+            break;
         }
         if report.exit != agent::Exit::Code(0) {
             let output = gate_output(&spec.run_dir, command, &report);
-            done.outcome = Some(Outcome::GateFailed { output });
-            return done;
+            outcome = Some(Outcome::GateFailed { output });
+            break;
         }
     }
-    done.outcome = Some(Outcome::GatePassed);
+    done.outcome = outcome;
+    if done.outcome.is_some() {
+        write_json(
+            &job.run_dir.join(RESULT_FILE),
+            &GateRecord {
+                outcome: &done.outcome,
+                base: &done.base,
+                exit: &done.exit,
+                duration_ms: done.duration_ms,
+                commands: &records,
+            },
+        );
+    }
     done
 }
 

@@ -158,6 +158,7 @@ impl Engine {
                 model: Some(model),
                 started: Instant::now(),
                 cancel: cancel.clone(),
+                stop_blocked: false,
             },
         );
         let tx = self.tx.clone();
@@ -206,6 +207,7 @@ impl Engine {
                 model: None,
                 started: Instant::now(),
                 cancel: cancel.clone(),
+                stop_blocked: false,
             },
         );
         let tx = self.tx.clone();

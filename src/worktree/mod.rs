@@ -61,7 +61,8 @@ fn structure_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     // A panic while holding it leaves nothing half-done that the next caller would trip on:
     // `create` and `remove` repair what they find.
-    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A bead's worktree as [`Repo::create`] leaves it.

@@ -3,6 +3,7 @@
 //! and git.
 
 mod control;
+mod guardrails;
 mod scheduling;
 mod support;
 mod workflow;

@@ -204,7 +204,7 @@ async fn ctl_submits_shows_lists_and_prints_logs() {
     assert!(ok, "{err}");
     assert!(out.contains("[####################] 4/4"), "{out}");
     assert!(
-        out.contains(&format!("{id}.implement")) && out.contains("attempt 1: "),
+        out.contains(&format!("{id}.implement")) && out.contains("attempt 1  model sonnet"),
         "{out}"
     );
     let (ok, out, _) = ctl(&daemon, &["--json", "show", &id], "");

@@ -49,7 +49,9 @@ impl TestDaemon {
             "__stub-claude".to_owned(),
         ];
         let mut config = catalyst::demo::stub_config(&agent, &scenario_path, &log);
-        config = format!("{config}\n{extra}\n");
+        // The daemon runs inside the test binary, so the hooks' `catalyst` is not next to it.
+        let bin = toml::Value::String(env!("CARGO_BIN_EXE_catalyst").to_owned());
+        config = format!("{config}\ncatalyst_bin = {bin}\n{extra}\n");
         std::fs::write(paths.config(), config).expect("config");
         let mut daemon = TestDaemon {
             _dir: dir,

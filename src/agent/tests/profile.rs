@@ -227,3 +227,39 @@ format = "json""#,
         assert!(err.contains(needle), "{bad}: {err}");
     }
 }
+
+#[test]
+fn tool_lists_are_appended_for_claude_profiles_only() {
+    let tools = ["Read".to_string(), "Grep".into(), "Glob".into()];
+    let settings = Some(Path::new("/ws/settings.json"));
+    let argv = strings(
+        AgentProfile::claude()
+            .with_tools(&tools)
+            .argv(&vars(settings))
+            .unwrap(),
+    );
+    assert_eq!(argv[argv.len() - 4..], ["--tools", "Read", "Grep", "Glob"]);
+    let none = strings(
+        AgentProfile::claude()
+            .with_tools(&[])
+            .argv(&vars(settings))
+            .unwrap(),
+    );
+    assert_eq!(
+        none[none.len() - 2..],
+        ["--tools", ""],
+        "an empty list means no tools"
+    );
+    let braces = strings(
+        AgentProfile::claude()
+            .with_tools(&["Bash(echo {x})".to_string()])
+            .argv(&vars(settings))
+            .unwrap(),
+    );
+    assert_eq!(braces.last().map(String::as_str), Some("Bash(echo {x})"));
+    assert_eq!(
+        AgentProfile::codex().with_tools(&tools),
+        AgentProfile::codex(),
+        "codex takes no Claude flags"
+    );
+}

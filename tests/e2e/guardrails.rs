@@ -1,0 +1,754 @@
+//! Guardrails: what each role's agent may do (tool flags, then the hooks that ask the daemon),
+//! the Stop hook's second chance, gate steps, a person's approval across a restart, the audit
+//! trail, and prompts that carry no bead text.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use catalyst::control::protocol::{BeadInput, Method, ShowParams};
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+
+use crate::support::{bead, run_dir, TestDaemon};
+
+const CATALYST: &str = env!("CARGO_BIN_EXE_catalyst");
+
+/// Installs a formula in the workspace and makes the daemon read it.
+async fn add_formula(daemon: &TestDaemon, name: &str, text: &str) {
+    let dir = daemon.paths.state.join("formulas");
+    std::fs::create_dir_all(&dir).expect("formulas dir");
+    std::fs::write(dir.join(format!("{name}.formula.toml")), text).expect("formula");
+    daemon.call(Method::Reload).await;
+}
+
+/// Runs `catalyst ctl --workspace REPO args…` and returns its exit code and stdout.
+async fn ctl(daemon: &TestDaemon, args: &[&str]) -> (i32, String) {
+    let out = tokio::process::Command::new(CATALYST)
+        .arg("ctl")
+        .arg("--workspace")
+        .arg(&daemon.repo)
+        .args(args)
+        .output()
+        .await
+        .expect("run catalyst ctl");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.is_empty() || out.status.success(),
+        "ctl {args:?}: {stderr}"
+    );
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// Runs `sh -c command` with `input` on stdin and the step's environment, as Claude Code runs
+/// a hook; returns exit code, stdout and stderr.
+async fn run_hook(command: &str, input: &Value, socket: &Path) -> (i32, String, String) {
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .env("CATALYST_SOCKET", socket)
+        .env("CATALYST_STEP", "cat-1.implement")
+        .env("CATALYST_ROLE", "implement")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the hook");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(input.to_string().as_bytes())
+        .await
+        .expect("write the hook input");
+    drop(stdin);
+    let out = child.wait_with_output().await.expect("the hook ends");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The `agent.tool` events of one step.
+fn tool_events(events: &[Value], step: &str) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "agent.tool" && e["step"] == step)
+        .cloned()
+        .collect()
+}
+
+fn toml_str(s: &str) -> String {
+    toml::Value::String(s.to_owned()).to_string()
+}
+
+const REVIEW_TRIES_TO_WRITE: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
+
+[[rule]]
+role = "review"
+responses = [{ tools = [{ name = "Write", input = { file_path = "review-notes.txt", content = "notes" } }], verdict = "APPROVED", summary = "looks good" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reviewer_is_offered_only_reading_tools_and_its_write_never_happens() {
+    let daemon = TestDaemon::start(REVIEW_TRIES_TO_WRITE, "").await;
+    let id = daemon.submit(bead("Say hello")).await;
+    daemon.wait_status(&id, "closed").await;
+    let runs = daemon.invocations();
+    let review = runs
+        .iter()
+        .find(|i| i.role() == "review")
+        .expect("the review ran");
+    assert!(
+        review
+            .argv
+            .ends_with(&["--tools", "Read", "Grep", "Glob"].map(String::from)),
+        "the command line offers reading tools only: {:?}",
+        review.argv
+    );
+    let write = &review.tools[0];
+    assert!(!write.allowed, "{write:?}");
+    assert!(
+        write
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("No such tool")),
+        "refused by the tool flags: {write:?}"
+    );
+    let implement = runs
+        .iter()
+        .find(|i| i.role() == "implement")
+        .expect("the implementation ran");
+    assert!(!implement.argv.contains(&"--tools".to_string()));
+    assert_eq!(daemon.file_on_main("review-notes.txt"), None);
+    assert_eq!(daemon.file_on_main("hello.txt").as_deref(), Some("hello\n"));
+    let context = review.additional_context.join("\n");
+    assert!(
+        context.contains(&format!("{id}.review"))
+            && context.contains("role `review`")
+            && context.contains("context.md")
+            && context.contains("read-only"),
+        "SessionStart tells the agent its step, context file and policy: {context}"
+    );
+}
+
+const FEATURE_WITH_TOOLS: &str = r#"
+formula = "toolreview"
+version = 1
+type = "workflow"
+
+[[steps]]
+id = "implement"
+title = "Implement: {{title}}"
+role = "implement"
+
+[[steps]]
+id = "review"
+title = "Review: {{title}}"
+role = "review"
+needs = ["implement"]
+tools = ["Read", "Grep", "Glob", "Write", "Bash"]
+
+[[steps]]
+id = "merge"
+title = "Merge: {{title}}"
+role = "merge"
+needs = ["review"]
+"#;
+
+const REVIEW_TRIES_HARDER: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
+
+[[rule]]
+role = "review"
+responses = [{ tools = [
+  { name = "Write", input = { file_path = "notes.txt", content = "notes" } },
+  { name = "Bash", input = { command = "touch touched.txt" } },
+  { name = "Bash", input = { command = "git diff main...HEAD" } },
+  { name = "Read", input = { file_path = "hello.txt" } },
+], verdict = "APPROVED", summary = "looks good" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reviewer_given_write_by_its_formula_is_still_denied_by_the_hook() {
+    let daemon = TestDaemon::start(REVIEW_TRIES_HARDER, "").await;
+    add_formula(&daemon, "toolreview", FEATURE_WITH_TOOLS).await;
+    let id = daemon
+        .submit(BeadInput {
+            formula: Some("toolreview".into()),
+            ..bead("Say hello")
+        })
+        .await;
+    daemon.wait_status(&id, "closed").await;
+    let review_step = format!("{id}.review");
+    let events = daemon.events().await;
+    let decisions: Vec<(String, bool, String)> = tool_events(&events, &review_step)
+        .iter()
+        .map(|e| {
+            (
+                e["tool"].as_str().unwrap_or_default().to_owned(),
+                e["allowed"] == true,
+                e["target"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            ("Write".into(), false, "notes.txt".into()),
+            ("Bash".into(), false, "touch touched.txt".into()),
+            ("Bash".into(), true, "git diff main...HEAD".into()),
+            ("Read".into(), true, "hello.txt".into()),
+        ],
+        "every call went to the daemon and was recorded"
+    );
+    let denied = &tool_events(&events, &review_step)[0];
+    assert!(
+        denied["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("read-only")),
+        "{denied}"
+    );
+    let review = daemon
+        .invocations()
+        .into_iter()
+        .find(|i| i.role() == "review")
+        .expect("the review ran");
+    assert!(review
+        .argv
+        .ends_with(&["--tools", "Read", "Grep", "Glob", "Write", "Bash"].map(String::from)));
+    assert!(
+        review.tools[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("read-only")),
+        "the agent is told why: {:?}",
+        review.tools[0]
+    );
+    assert_eq!(
+        daemon.file_on_main("notes.txt"),
+        None,
+        "the write never happened"
+    );
+    assert_eq!(daemon.file_on_main("touched.txt"), None);
+    assert!(
+        events.iter().any(|e| e["type"] == "bead.status"
+            && e["id"] == review_step.as_str()
+            && e["status"] == "closed"),
+        "the review still completed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_implementer_cannot_write_outside_its_worktree_or_into_git() {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let absolute: PathBuf =
+        std::env::temp_dir().join(format!("catalyst-guard-{}-{nanos}.txt", std::process::id()));
+    let scenario = format!(
+        r#"
+[[rule]]
+role = "implement"
+responses = [{{ tools = [
+  {{ name = "Write", input = {{ file_path = "../outside.txt", content = "escaped" }} }},
+  {{ name = "Write", input = {{ file_path = {abs}, content = "escaped" }} }},
+  {{ name = "Write", input = {{ file_path = ".git/config", content = "[core]\nhooksPath = /tmp\n" }} }},
+  {{ name = "Bash", input = {{ command = "git push origin HEAD" }} }},
+  {{ name = "Bash", input = {{ command = "echo evil > .git/info/attributes" }} }},
+  {{ name = "Write", input = {{ file_path = "inside.txt", content = "inside\n" }} }},
+], summary = "wrote inside.txt" }}]
+"#,
+        abs = toml_str(&absolute.display().to_string())
+    );
+    let daemon = TestDaemon::start(&scenario, "").await;
+    let id = daemon.submit(bead("Stay inside")).await;
+    daemon.wait_status(&id, "closed").await;
+    let step = format!("{id}.implement");
+    let events = daemon.events().await;
+    let decisions: Vec<(bool, String)> = tool_events(&events, &step)
+        .iter()
+        .map(|e| {
+            (
+                e["allowed"] == true,
+                e["reason"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(decisions.len(), 6, "{decisions:?}");
+    for (i, needle) in [
+        "outside the worktree",
+        "outside the worktree",
+        "`.git`",
+        "git push",
+        "`.git`",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert!(
+            !decisions[i].0 && decisions[i].1.contains(needle),
+            "call {i}: {:?}",
+            decisions[i]
+        );
+    }
+    assert!(decisions[5].0, "the write inside the worktree is allowed");
+    assert!(!daemon.paths.worktrees().join("outside.txt").exists());
+    assert!(!absolute.exists(), "{} was written", absolute.display());
+    let git_dir = daemon.repo.join(".git");
+    let config = std::fs::read_to_string(git_dir.join("config")).expect("git config");
+    assert!(!config.contains("hooksPath"), "{config}");
+    assert!(!git_dir.join("info/attributes").exists());
+    assert_eq!(
+        daemon.file_on_main("inside.txt").as_deref(),
+        Some("inside\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_daemon_stopped_the_hook_denies_a_write() {
+    let mut daemon = TestDaemon::start(GATED, "").await;
+    let id = daemon.submit(bead("Anything")).await;
+    daemon.wait_status(&id, "closed").await;
+    let settings: Value = serde_json::from_slice(
+        &std::fs::read(run_dir(&daemon, &id, "implement", 1).join("settings.json"))
+            .expect("the run's settings.json"),
+    )
+    .expect("settings JSON");
+    daemon.stop().await;
+    let input = json!({
+        "session_id": "s-1", "transcript_path": "/nonexistent", "cwd": daemon.repo,
+        "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Write",
+        "tool_input": {"file_path": "a.txt", "content": "a"}, "tool_use_id": "toolu_1",
+    });
+    let socket = daemon.paths.socket();
+    let direct = format!("'{CATALYST}' hook pre-tool-use");
+    let from_settings = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .expect("the PreToolUse command")
+        .to_owned();
+    assert!(
+        from_settings.contains(CATALYST),
+        "the hook runs this catalyst: {from_settings}"
+    );
+    // A hook that cannot even start must deny too, not fail open.
+    let missing = catalyst::hook::settings(Path::new("/nonexistent/catalyst"))["hooks"]
+        ["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .expect("command")
+        .to_owned();
+    for command in [direct, from_settings, missing] {
+        let (code, stdout, stderr) = run_hook(&command, &input, &socket).await;
+        assert_eq!(
+            code, 2,
+            "{command}: exit 2 denies; stdout {stdout} stderr {stderr}"
+        );
+        assert!(!stdout.contains("allow"), "{command}: {stdout}");
+    }
+    let (_, _, stderr) =
+        run_hook(&format!("'{CATALYST}' hook pre-tool-use"), &input, &socket).await;
+    assert!(
+        stderr.contains("denied") && stderr.contains("not running"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_message_without_a_block_is_sent_back_once_instead_of_retried() {
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "a.txt" = "a\n" }, raw = "I wrote a.txt.", after_stop_block = { text = "I wrote a.txt.", summary = "wrote a.txt" } }]
+"#;
+    let daemon = TestDaemon::start(scenario, "").await;
+    let id = daemon.submit(bead("One chance")).await;
+    daemon.wait_status(&id, "closed").await;
+    let step = format!("{id}.implement");
+    let implement: Vec<_> = daemon
+        .invocations()
+        .into_iter()
+        .filter(|i| i.role() == "implement")
+        .collect();
+    assert_eq!(implement.len(), 1, "exactly one invocation for the step");
+    let blocks = &implement[0].stop_blocks;
+    assert_eq!(blocks.len(), 1, "blocked once, then allowed: {blocks:?}");
+    assert!(
+        blocks[0].contains("---STEP-RESULT---"),
+        "the agent is given the result contract: {}",
+        blocks[0]
+    );
+    let comments = daemon.comments(&id).await;
+    assert!(
+        !comments.iter().any(|c| c.contains("RETRY")),
+        "no retry: {comments:?}"
+    );
+    let events = daemon.events().await;
+    let stops: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "agent.tool" && e["tool"] == "Stop")
+        .collect();
+    assert_eq!(stops.len(), 1, "{stops:?}");
+    assert_eq!(stops[0]["step"], step.as_str());
+    let dispatched = events
+        .iter()
+        .filter(|e| e["type"] == "step.dispatched" && e["step"] == step.as_str())
+        .count();
+    assert_eq!(dispatched, 1);
+    assert_eq!(daemon.file_on_main("a.txt").as_deref(), Some("a\n"));
+}
+
+/// A gated bead whose checks are `command`.
+fn gated(title: &str, command: &str) -> BeadInput {
+    let metadata = json!({"formula_vars": {"test_command": command}});
+    BeadInput {
+        formula: Some("gated".into()),
+        metadata: metadata.as_object().cloned(),
+        ..bead(title)
+    }
+}
+
+const GATED: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "impl.txt" = "impl\n" }, summary = "implemented" }]
+
+[[rule]]
+role = "fix"
+responses = [{ write = { "fixed.txt" = "fixed\n" }, summary = "made the checks pass" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gated_formula_fixes_its_checks_and_waits_for_a_person_across_a_restart() {
+    let mut daemon = TestDaemon::start(GATED, "").await;
+    let id = daemon
+        .submit(gated("Checked work", "test -f fixed.txt"))
+        .await;
+    let checks = format!("{id}.checks");
+    let approve = format!("{id}.approve");
+    let failed = daemon
+        .wait_for("the checks to fail", |e| {
+            e["type"] == "gate.failed" && e["step"] == checks.as_str()
+        })
+        .await;
+    assert!(
+        failed["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("$ test -f fixed.txt") && o.contains("exit code 1")),
+        "{failed}"
+    );
+    daemon
+        .wait_for("the checks to pass after the fix", |e| {
+            e["type"] == "gate.passed" && e["step"] == checks.as_str()
+        })
+        .await;
+    let fix_context = std::fs::read_to_string(run_dir(&daemon, &id, "fix-1", 1).join("context.md"))
+        .expect("the fix's context");
+    assert!(
+        fix_context.contains("test -f fixed.txt"),
+        "the fix sees the failing command: {fix_context}"
+    );
+    let first_checks = run_dir(&daemon, &id, "checks", 1);
+    assert!(first_checks.join("command-1").join("stdout").exists());
+    assert!(first_checks.join("command-1").join("report.json").exists());
+    daemon
+        .wait_for("the approval to wait", |e| {
+            e["type"] == "gate.waiting" && e["step"] == approve.as_str()
+        })
+        .await;
+
+    daemon.stop().await;
+    daemon.restart();
+    let status = daemon.call(Method::Status).await;
+    assert_eq!(
+        status["waiting_approval"],
+        json!([approve]),
+        "the pending approval survived the restart"
+    );
+    let (code, _) = ctl(&daemon, &["approve", &id, "--comment", "ship it"]).await;
+    assert_eq!(code, 0);
+    daemon.wait_status(&id, "closed").await;
+
+    assert_eq!(
+        daemon.roles_of(&id),
+        ["refine", "implement", "fix", "review", "merge"]
+    );
+    assert_eq!(daemon.file_on_main("fixed.txt").as_deref(), Some("fixed\n"));
+    let events = daemon.events().await;
+    let waits = events
+        .iter()
+        .filter(|e| e["type"] == "gate.waiting" && e["step"] == approve.as_str())
+        .count();
+    assert_eq!(waits, 1, "asked once, not again after the restart");
+    assert!(events.iter().any(|e| e["type"] == "gate.passed"
+        && e["step"] == approve.as_str()
+        && e["by"] == "human"));
+    let comments = daemon.comments(&id).await;
+    assert!(
+        comments.iter().any(|c| c == "[approved] ship it"),
+        "{comments:?}"
+    );
+    assert!(
+        comments
+            .iter()
+            .any(|c| c.starts_with("[daemon] FIX_ITERATION: 1 (checks failed at checks")),
+        "{comments:?}"
+    );
+
+    // The audit: every attempt, with its files, model and result.
+    let shown = daemon
+        .call(Method::Show(ShowParams {
+            id: id.clone(),
+            runs: true,
+        }))
+        .await;
+    let step = |name: &str| -> Value {
+        shown["steps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["step"] == name)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let implement = &step("implement")["runs"][0];
+    assert_eq!(implement["model"], "sonnet");
+    assert_eq!(implement["exit"], "exit code 0");
+    assert_eq!(implement["outcome"], "finished");
+    assert_eq!(implement["summary"], "implemented");
+    assert!(implement["duration_ms"].is_u64());
+    for file in ["prompt", "context", "stdout", "stderr", "result"] {
+        let path = implement["files"][file].as_str().unwrap_or_default();
+        assert!(Path::new(path).is_file(), "{file}: {implement}");
+    }
+    assert_eq!(step("review")["runs"][0]["model"], "haiku");
+    let gate_runs = step("checks")["runs"].clone();
+    assert_eq!(gate_runs[0]["outcome"], "gate_failed");
+    assert_eq!(gate_runs[1]["outcome"], "gate_passed");
+    assert!(gate_runs[0]["commands"][0]["files"]["stdout"].is_string());
+    let (code, text) = ctl(&daemon, &["show", &id, "--runs"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        text.contains("model sonnet") && text.contains("prompt ") && text.contains("context "),
+        "{text}"
+    );
+    assert!(text.contains("$ test -f fixed.txt"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_approval_starts_a_fix_with_the_reason_then_asks_again() {
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "impl.txt" = "impl\n" }, summary = "implemented" }]
+
+[[rule]]
+role = "fix"
+responses = [{ write = { "renamed.txt" = "renamed\n" }, summary = "renamed the flag" }]
+"#;
+    let daemon = TestDaemon::start(scenario, "").await;
+    let id = daemon.submit(gated("Needs a person", "true")).await;
+    let approve = format!("{id}.approve");
+    daemon
+        .wait_for("the approval to wait", |e| {
+            e["type"] == "gate.waiting" && e["step"] == approve.as_str()
+        })
+        .await;
+    let reason = "Rename the flag to --fast before this ships";
+    let (code, _) = ctl(&daemon, &["reject", &id, "--reason", reason]).await;
+    assert_eq!(code, 0);
+    let fix = daemon
+        .wait_for("the fix for the rejection", |e| {
+            e["type"] == "fix.created" && e["fixes"] == approve.as_str()
+        })
+        .await;
+    let fix_step = fix["step"]["metadata"]["catalyst"]["step"]
+        .as_str()
+        .expect("the fix's step name")
+        .to_owned();
+    let after = fix["seq"].as_u64().unwrap_or_default();
+    daemon
+        .wait_for("the approval to wait again", |e| {
+            e["type"] == "gate.waiting"
+                && e["step"] == approve.as_str()
+                && e["seq"].as_u64() > Some(after)
+        })
+        .await;
+    let context = std::fs::read_to_string(run_dir(&daemon, &id, &fix_step, 1).join("context.md"))
+        .expect("the fix's context");
+    assert!(context.contains(reason), "{context}");
+    let comments = daemon.comments(&id).await;
+    assert!(
+        comments
+            .iter()
+            .any(|c| c == &format!("[rejected] {reason}")),
+        "{comments:?}"
+    );
+    let shown = daemon.show(&id).await;
+    let ids: BTreeSet<String> = shown["bead"]["comments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| c["id"].to_string())
+        .collect();
+    assert_eq!(ids.len(), comments.len(), "comment ids are unique");
+    let (code, _) = ctl(&daemon, &["approve", &id]).await;
+    assert_eq!(code, 0);
+    daemon.wait_status(&id, "closed").await;
+    assert_eq!(
+        daemon.roles_of(&id),
+        ["refine", "implement", "review", "fix", "merge"]
+    );
+    assert_eq!(
+        daemon.file_on_main("renamed.txt").as_deref(),
+        Some("renamed\n")
+    );
+}
+
+const SLOW_CHECKS: &str = r#"
+formula = "slowchecks"
+version = 1
+type = "workflow"
+
+[[steps]]
+id = "implement"
+title = "Implement: {{title}}"
+role = "implement"
+
+[[steps]]
+id = "checks"
+title = "Checks: {{title}}"
+role = "gate"
+run = ["test -f fixed.txt || sleep 30"]
+needs = ["implement"]
+timeout = 1
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_commands_that_outlive_their_timeout_fail_the_gate() {
+    let daemon = TestDaemon::start(GATED, "").await;
+    add_formula(&daemon, "slowchecks", SLOW_CHECKS).await;
+    let id = daemon
+        .submit(BeadInput {
+            formula: Some("slowchecks".into()),
+            ..bead("Slow checks")
+        })
+        .await;
+    let checks = format!("{id}.checks");
+    let failed = daemon
+        .wait_for("the checks to time out", |e| {
+            e["type"] == "gate.failed" && e["step"] == checks.as_str()
+        })
+        .await;
+    assert!(
+        failed["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("timed out after 1s")),
+        "{failed}"
+    );
+    daemon.wait_status(&id, "closed").await;
+    let context = std::fs::read_to_string(run_dir(&daemon, &id, "fix-1", 1).join("context.md"))
+        .expect("the fix's context");
+    assert!(context.contains("timed out"), "{context}");
+    assert_eq!(daemon.roles_of(&id), ["implement", "fix"]);
+}
+
+const EVERY_ROLE: &str = r#"
+formula = "everyrole"
+version = 1
+type = "workflow"
+
+[[steps]]
+id = "refine"
+title = "Plan: {{title}}"
+role = "refine"
+
+[[steps]]
+id = "implement"
+title = "Implement: {{title}}"
+role = "implement"
+needs = ["refine"]
+
+[[steps]]
+id = "docs"
+title = "Document: {{title}}"
+description = "Write down what changed."
+needs = ["implement"]
+
+[[steps]]
+id = "review"
+title = "Review: {{title}}"
+role = "review"
+needs = ["docs"]
+
+[[steps]]
+id = "merge"
+title = "Merge: {{title}}"
+role = "merge"
+needs = ["review"]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_prompt_holds_the_beads_text_and_every_context_file_does() {
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "a.txt" = "a\n" }, summary = "wrote a.txt" }]
+
+[[rule]]
+role = "review"
+responses = [
+  { verdict = "REJECTED", summary = "needs b", instructions = ["add b.txt"] },
+  { verdict = "APPROVED", summary = "good" },
+]
+
+[[rule]]
+role = "fix"
+responses = [{ write = { "b.txt" = "b\n" }, summary = "added b.txt" }]
+"#;
+    let daemon = TestDaemon::start(scenario, "").await;
+    add_formula(&daemon, "everyrole", EVERY_ROLE).await;
+    let marker = "MARKER-5e1f0c7a-do-not-leak";
+    let id = daemon
+        .submit(BeadInput {
+            formula: Some("everyrole".into()),
+            description: Some(format!("Make it so. {marker}")),
+            ..bead("Context only")
+        })
+        .await;
+    daemon.wait_status(&id, "closed").await;
+    let runs = daemon.invocations();
+    let roles: BTreeSet<String> = runs.iter().map(|i| i.role().to_owned()).collect();
+    let shipped: BTreeSet<String> = catalyst::prompt::PromptSet::builtin()
+        .names()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(roles, shipped, "every shipped template was rendered");
+    for run in &runs {
+        assert!(!run.prompt.is_empty(), "{}: empty prompt", run.role());
+        assert!(
+            !run.prompt.contains(marker),
+            "{}'s prompt holds the bead's text",
+            run.role()
+        );
+    }
+    let mut folders = 0;
+    for step in std::fs::read_dir(daemon.paths.runs().join(&id)).expect("runs") {
+        for attempt in std::fs::read_dir(step.expect("step").path()).expect("attempts") {
+            let dir = attempt.expect("attempt").path();
+            let prompt = std::fs::read_to_string(dir.join("prompt.md")).expect("prompt.md");
+            let context = std::fs::read_to_string(dir.join("context.md")).expect("context.md");
+            assert!(!prompt.contains(marker), "{}", dir.display());
+            assert!(context.contains(marker), "{}", dir.display());
+            folders += 1;
+        }
+    }
+    assert_eq!(folders, runs.len(), "one run folder per agent run");
+}

@@ -17,7 +17,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil::write_atomic;
+use crate::fsutil::write_replace;
 use crate::id::BeadId;
 use crate::model::{Bead, Comment, Role, Status};
 use crate::time::{human, Timestamp};
@@ -160,12 +160,13 @@ impl From<&Comment> for ContextComment {
     }
 }
 
-/// Writes `context.md` and `context.json` into `run_dir`, which must exist, each atomically.
+/// Writes `context.md` and `context.json` into `run_dir`, which must exist, each by a rename
+/// (not fsynced: run-folder records, see [`crate::fsutil::write_replace`]).
 pub fn write_context(run_dir: &Path, ctx: &Context) -> io::Result<()> {
     let mut json = serde_json::to_vec_pretty(ctx).map_err(io::Error::other)?;
     json.push(b'\n');
-    write_atomic(&run_dir.join(CONTEXT_JSON), &json)?;
-    write_atomic(&run_dir.join(CONTEXT_MD), ctx.to_markdown().as_bytes())
+    write_replace(&run_dir.join(CONTEXT_JSON), &json)?;
+    write_replace(&run_dir.join(CONTEXT_MD), ctx.to_markdown().as_bytes())
 }
 
 impl Context {

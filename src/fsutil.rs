@@ -27,6 +27,18 @@ pub fn write_atomic_with(
     sync_dir(dir)
 }
 
+/// Writes `bytes` to `path` by a rename, without fsync: readers never see a partial file, but
+/// after a power cut the file may be missing or empty. For run-folder records (prompts,
+/// context, reports) that the journal does not depend on; never for the journal or snapshot.
+pub fn write_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(parent(path))?;
+    tmp.as_file().write_all(bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
 /// Fsyncs a folder so that a rename or a new file in it is durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()

@@ -184,7 +184,7 @@ async fn start(spec: &RunSpec) -> Result<Running, String> {
 async fn write_prompt(path: &Path, prompt: &str) -> Result<(), String> {
     let target = path.to_owned();
     let bytes = prompt.as_bytes().to_vec();
-    tokio::task::spawn_blocking(move || crate::fsutil::write_atomic(&target, &bytes))
+    tokio::task::spawn_blocking(move || crate::fsutil::write_replace(&target, &bytes))
         .await
         .map_err(|e| e.to_string())
         .and_then(|r| r.map_err(|e| e.to_string()))

@@ -291,12 +291,30 @@ async fn prepare_worktree(
     let reset_to = reset_to.map(str::to_owned);
     git(move || {
         let tree = repo.create(&work, &target)?;
-        let base = match reset_to {
-            Some(commit) => CommitId::parse(&commit)?,
-            None => tree.head,
+        let base = match reset_to.as_deref().map(CommitId::parse) {
+            Some(Ok(commit)) => Some(commit),
+            // A base file from a crash that cannot be read back: start from the tip.
+            Some(Err(e)) => {
+                tracing::warn!(bead = %work, error = %e, "unreadable starting commit; using the branch tip");
+                None
+            }
+            None => None,
         };
-        repo.reset_to(&work, &base)?;
-        Ok(base)
+        match base {
+            Some(base) => {
+                repo.reset_to(&work, &base)?;
+                Ok(base)
+            }
+            // The usual case: the worktree is clean at the tip after the daemon's last commit.
+            // Only leftovers of a failed attempt (or a read-only role's stray writes) need the
+            // reset, which costs a checkout.
+            None => {
+                if repo.changed_since(&work, &tree.head)? {
+                    repo.reset_to(&work, &tree.head)?;
+                }
+                Ok(tree.head)
+            }
+        }
     })
     .await
 }
@@ -375,8 +393,12 @@ async fn judge(job: &StepJob, report: &RunReport, base: &CommitId) -> (Outcome, 
             None,
         );
     };
+    // Only roles that write get their work committed; what a read-only role left behind is
+    // discarded by the next attempt's reset.
     let summary = match &outcome {
-        Outcome::Finished { result, .. } if result.status == ResultStatus::Done => {
+        Outcome::Finished { result, .. }
+            if result.status == ResultStatus::Done && job.role.writes() =>
+        {
             commit_summary(result)
         }
         _ => return (outcome, None),
@@ -421,7 +443,7 @@ fn write_inputs(job: &mut StepJob, base: &CommitId) -> std::io::Result<()> {
     }
     context::write_context(&job.run_dir, &job.context)?;
     let settings = serde_json::to_vec_pretty(&job.settings).map_err(std::io::Error::other)?;
-    fsutil::write_atomic(&job.run_dir.join(SETTINGS_FILE), &settings)?;
+    fsutil::write_replace(&job.run_dir.join(SETTINGS_FILE), &settings)?;
     debug_assert_eq!(job.spec.prompt, job.prompt);
     Ok(())
 }
@@ -437,7 +459,7 @@ fn final_message(run_dir: &Path) -> Option<String> {
 fn write_json<T: Serialize>(path: &Path, value: &T) {
     let written = serde_json::to_vec_pretty(value)
         .map_err(std::io::Error::other)
-        .and_then(|bytes| fsutil::write_atomic(path, &bytes));
+        .and_then(|bytes| fsutil::write_replace(path, &bytes));
     if let Err(e) = written {
         tracing::warn!(path = %path.display(), error = %e, "cannot write a run record");
     }

@@ -345,6 +345,8 @@ fn chain(quick: bool) {
 fn pueue_chain(pueue: &Path, pueued: &Path, n: usize) -> Duration {
     let dir = tempfile::tempdir().expect("dir");
     let config = dir.path().join("pueue.yml");
+    std::fs::create_dir_all(dir.path().join("run")).expect("pueue runtime dir");
+    std::fs::create_dir_all(dir.path().join("data")).expect("pueue data dir");
     std::fs::write(
         &config,
         format!(

@@ -12,6 +12,7 @@ mod recovery;
 mod requests;
 mod runner;
 mod schedule;
+mod summary;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -35,6 +36,7 @@ use crate::store::{Store, StoreError};
 use crate::worktree::Repo;
 
 pub use runner::StepDone;
+pub use summary::Summary;
 
 /// What the engine is told.
 #[derive(Debug)]
@@ -61,6 +63,9 @@ pub enum Input {
     Inbox(PathBuf),
     /// Config, prompts or formulas changed on disk (or SIGHUP).
     Reload,
+    /// Asks for the [`Summary`]. Answered only once recovery is done, so the first answer also
+    /// tells that the daemon is ready.
+    Summary(oneshot::Sender<Summary>),
 }
 
 /// The parts of the engine other tasks hold: where to send inputs, and the last durable seq.
@@ -82,6 +87,13 @@ impl EngineHandle {
         answer
             .await
             .map_err(|_| RpcError::new(ErrorCode::ShuttingDown, "the daemon is stopping"))?
+    }
+
+    /// The engine's [`Summary`]; `None` once the engine has stopped.
+    pub async fn summary(&self) -> Option<Summary> {
+        let (reply, answer) = oneshot::channel();
+        self.tx.send(Input::Summary(reply)).await.ok()?;
+        answer.await.ok()
     }
 }
 
@@ -246,6 +258,9 @@ impl Engine {
                 if let Err(e) = self.reload() {
                     tracing::error!(error = %e, "reload refused; the old files stay in force");
                 }
+            }
+            Input::Summary(reply) => {
+                let _ = reply.send(self.counts());
             }
         }
     }

@@ -22,6 +22,8 @@
 //! - [`watch`]: file-system notifications for the inbox, reloads and followed logs.
 //! - [`ctl`]: `catalyst ctl`, the people's and scripts' client.
 //! - [`demo`]: `catalyst demo`, one bead through the fix loop with stub agents.
+//! - [`init`]: `catalyst init`, a repository's `.catalyst/` set-up.
+//! - [`service`]: `catalyst service`, systemd units and launchd agents from `contrib/`.
 
 pub mod agent;
 pub mod config;
@@ -35,10 +37,12 @@ pub mod event;
 pub mod formula;
 pub mod fsutil;
 pub mod id;
+pub mod init;
 pub mod model;
 pub mod prompt;
 pub mod result;
 pub mod router;
+pub mod service;
 pub mod store;
 pub mod time;
 pub mod watch;

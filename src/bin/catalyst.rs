@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use catalyst::ctl::CtlArgs;
 use catalyst::formula::{Formula, Problem};
@@ -41,6 +41,73 @@ enum Command {
     /// Work with agents' STEP-RESULT blocks.
     #[command(subcommand)]
     Result(ResultCmd),
+    /// Set up a repository for catalystd: `.catalyst/config.toml`, `.git/info/exclude`, and
+    /// which agent CLIs are on PATH.
+    Init {
+        /// The repository (default: the current folder).
+        dir: Option<PathBuf>,
+        /// Also copy the built-in prompts and formulas into `.catalyst/` for editing.
+        #[arg(long)]
+        with_prompts: bool,
+    },
+    /// Run catalystd as a systemd or launchd service.
+    #[command(subcommand)]
+    Service(ServiceCmd),
+    /// Print a shell completion script (`catalyst completions bash > ...`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page, or write one page per subcommand into a folder.
+    Man {
+        /// Write `catalyst.1`, `catalyst-ctl.1`, … into this folder instead.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ServiceCmd {
+    /// Write the service file for this platform (systemd unit or launchd agent) and print the
+    /// command that enables it.
+    Install(ServiceArgs),
+    /// Remove the service file (refused while the service is enabled).
+    Uninstall(ServiceArgs),
+}
+
+#[derive(clap::Args)]
+struct ServiceArgs {
+    /// The workspace the daemon runs on (default: the current folder).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// A per-user service (`systemctl --user`) instead of the system template unit.
+    #[arg(long)]
+    user: bool,
+    /// systemd or launchd (default: launchd on macOS, systemd elsewhere).
+    #[arg(long, value_enum)]
+    platform: Option<catalyst::service::Platform>,
+    /// The catalystd binary (default: next to this one, else on PATH).
+    #[arg(long)]
+    catalystd: Option<PathBuf>,
+    /// Write the file into this folder instead of the service manager's.
+    #[arg(long)]
+    unit_dir: Option<PathBuf>,
+    /// The user a system service runs as (default: the invoking user, `$SUDO_USER` under sudo).
+    #[arg(long)]
+    run_as: Option<String>,
+}
+
+impl ServiceArgs {
+    fn spec(&self) -> anyhow::Result<catalyst::service::Spec> {
+        Ok(catalyst::service::Spec::resolve(
+            self.platform,
+            self.user,
+            self.workspace.as_deref(),
+            self.catalystd.as_deref(),
+            self.unit_dir.as_deref(),
+            self.run_as.as_deref(),
+        )?)
+    }
 }
 
 #[derive(Subcommand)]
@@ -135,6 +202,40 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
         }
         Command::Formula(FormulaCmd::Check { files, prompts }) => formula_check(&files, prompts),
         Command::Result(ResultCmd::Parse { role }) => result_parse(role),
+        Command::Init { dir, with_prompts } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from("."));
+            catalyst::init::run(&dir, with_prompts, &mut io::stdout().lock())?;
+            Ok(Outcome::Ok)
+        }
+        Command::Service(ServiceCmd::Install(args)) => {
+            catalyst::service::install(&args.spec()?, &mut io::stdout().lock())?;
+            Ok(Outcome::Ok)
+        }
+        Command::Service(ServiceCmd::Uninstall(args)) => {
+            catalyst::service::uninstall(&args.spec()?, &mut io::stdout().lock())?;
+            Ok(Outcome::Ok)
+        }
+        Command::Completions { shell } => {
+            // clap_complete panics when its writer fails; a buffer cannot, and a closed pipe
+            // is then an ordinary error (not one at all, see `main`).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "catalyst", &mut script);
+            io::stdout().lock().write_all(&script)?;
+            Ok(Outcome::Ok)
+        }
+        Command::Man { dir } => {
+            match dir {
+                Some(dir) => {
+                    std::fs::create_dir_all(&dir)
+                        .with_context(|| format!("cannot create `{}`", dir.display()))?;
+                    clap_mangen::generate_to(Cli::command(), &dir).with_context(|| {
+                        format!("cannot write man pages into `{}`", dir.display())
+                    })?;
+                }
+                None => clap_mangen::Man::new(Cli::command()).render(&mut io::stdout().lock())?,
+            }
+            Ok(Outcome::Ok)
+        }
     }
 }
 

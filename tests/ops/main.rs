@@ -3,5 +3,6 @@
 //! the real binaries as subprocesses.
 
 mod notify;
+mod setup;
 mod signals;
 mod support;

@@ -1,7 +1,7 @@
 //! Fixtures for the operations tests: a workspace in a temporary git repository, and
 //! `catalystd` run as a real subprocess (signals, sd_notify and exit codes only exist there).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -221,4 +221,29 @@ pub fn bead(title: &str) -> BeadInput {
         title: title.into(),
         ..Default::default()
     }
+}
+/// Whether `tool` is on PATH; tests that need it skip with a message when it is not
+/// (`.ci/install-test-deps` installs it for CI).
+pub fn have(tool: &str) -> bool {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()));
+    if !found {
+        eprintln!("SKIPPED: `{tool}` is not installed (`.ci/install-test-deps` installs it)");
+    }
+    found
+}
+
+/// Runs `catalyst` with `args` in `cwd` and returns (exit code, stdout, stderr).
+pub fn catalyst(cwd: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(CATALYST)
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run catalyst");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

@@ -60,6 +60,8 @@ pub struct Config {
     /// US dollars an agent may spend on one bead (from the cost agents report); the bead is
     /// blocked once it is exceeded. None: no limit.
     pub budget_usd: Option<f64>,
+    /// Following a beads export file and writing statuses back.
+    pub beads: crate::beads::BeadsConfig,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +95,7 @@ impl Default for Config {
             dirty_target_retry_secs: 30,
             router: RouterConfig::default(),
             budget_usd: None,
+            beads: crate::beads::BeadsConfig::default(),
         }
     }
 }
@@ -163,6 +166,7 @@ impl Config {
                 .map_err(|e| format!("`profiles.{name}`: {e}"))?;
         }
         self.profile()?;
+        self.beads.check()?;
         for timeout in [
             self.agent_timeout_secs,
             self.stall_timeout_secs,

@@ -39,7 +39,7 @@ fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -
 pub const AGENT_CLIS: [&str; 2] = ["claude", "codex"];
 
 /// One line of explanation per top-level key, written above the key in the new config.
-const KEY_NOTES: [(&str, &str); 18] = [
+const KEY_NOTES: [(&str, &str); 19] = [
     ("prefix", "new bead ids are <prefix>-<base36>"),
     ("target_branch", "beads merge into this branch"),
     (
@@ -85,6 +85,10 @@ const KEY_NOTES: [(&str, &str); 18] = [
     ),
     ("role_models", "the model per role: review = \"sonnet\""),
     ("router", "retries, escalation and fix limits"),
+    (
+        "beads",
+        "follow a beads export file, taking its open issues with `label` as work",
+    ),
 ];
 
 /// The config `init` writes: the defaults, each line commented out, with notes.
@@ -121,13 +125,10 @@ pub fn commented_config() -> String {
             }
         }
         out.push_str(&format!("# {line}\n"));
+        if trimmed == "[beads]" {
+            out.push_str("# watch = \".beads/issues.jsonl\"  # relative to the workspace\n");
+        }
     }
-    out.push_str(
-        "\n# Follow a beads export file and take its issues labelled `catalyst` as work:\n\
-         # [beads]\n\
-         # watch = \".beads/issues.jsonl\"\n\
-         # label = \"catalyst\"\n",
-    );
     out
 }
 
@@ -261,7 +262,7 @@ mod tests {
         );
         let uncommented: String = text
             .lines()
-            .filter(|l| l.starts_with("# ") && !l.starts_with("# [beads]"))
+            .filter(|l| l.starts_with("# "))
             .map(|l| {
                 let l = &l[2..];
                 // Strip the trailing note.

@@ -22,10 +22,12 @@
 //! - [`watch`]: file-system notifications for the inbox, reloads and followed logs.
 //! - [`ctl`]: `catalyst ctl`, the people's and scripts' client.
 //! - [`demo`]: `catalyst demo`, one bead through the fix loop with stub agents.
+//! - [`beads`]: beads export files: import, export, a followed file and status write-back.
 //! - [`init`]: `catalyst init`, a repository's `.catalyst/` set-up.
 //! - [`service`]: `catalyst service`, systemd units and launchd agents from `contrib/`.
 
 pub mod agent;
+pub mod beads;
 pub mod config;
 pub mod context;
 pub mod control;

@@ -58,6 +58,21 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Add the beads of a beads export file (`bd export`'s JSONL; `-` for stdin) to the store:
+    /// through the daemon when it runs, on the store directly when it does not.
+    Import {
+        file: PathBuf,
+        /// The workspace (default: the current folder).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+    },
+    /// Write every bead of the store as beads export lines (to FILE, or stdout).
+    Export {
+        file: Option<PathBuf>,
+        /// The workspace (default: the current folder).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+    },
     /// Print the man page, or write one page per subcommand into a folder.
     Man {
         /// Write `catalyst.1`, `catalyst-ctl.1`, … into this folder instead.
@@ -215,6 +230,8 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
             catalyst::service::uninstall(&args.spec()?, &mut io::stdout().lock())?;
             Ok(Outcome::Ok)
         }
+        Command::Import { file, workspace } => import(&file, workspace),
+        Command::Export { file, workspace } => export(file, workspace),
         Command::Completions { shell } => {
             // clap_complete panics when its writer fails; a buffer cannot, and a closed pipe
             // is then an ordinary error (not one at all, see `main`).
@@ -237,6 +254,72 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
             Ok(Outcome::Ok)
         }
     }
+}
+
+/// The workspace's paths and its socket.
+fn workspace_paths(workspace: Option<PathBuf>) -> anyhow::Result<catalyst::daemon::Paths> {
+    let dir = match workspace {
+        Some(w) => w,
+        None => std::env::current_dir().context("cannot read the current folder")?,
+    };
+    Ok(catalyst::daemon::Paths::new(&dir))
+}
+
+fn import(file: &std::path::Path, workspace: Option<PathBuf>) -> anyhow::Result<Outcome> {
+    use catalyst::beads::interchange::{import_file, Mode};
+    let paths = workspace_paths(workspace)?;
+    let done = runtime()?.block_on(import_file(&paths, &paths.socket(), file))?;
+    let r = &done.report;
+    let mut out = io::stdout().lock();
+    let how = match done.mode {
+        Mode::Daemon => "through the daemon",
+        Mode::Offline => "into the store (no daemon running)",
+    };
+    writeln!(
+        out,
+        "imported {} beads {how}; {} unchanged",
+        r.created, r.unchanged
+    )?;
+    for (kind, n) in &done.skipped {
+        writeln!(out, "skipped {n} `{kind}` lines")?;
+    }
+    for id in &r.conflicts {
+        writeln!(
+            out,
+            "conflict: `{id}` is already in the store with other content (left as it is)"
+        )?;
+    }
+    for (id, why) in &r.invalid {
+        writeln!(out, "refused `{id}`: {why}")?;
+    }
+    Ok(if r.is_clean() {
+        Outcome::Ok
+    } else {
+        Outcome::Problems
+    })
+}
+
+fn export(file: Option<PathBuf>, workspace: Option<PathBuf>) -> anyhow::Result<Outcome> {
+    let paths = workspace_paths(workspace)?;
+    let (beads, _) = runtime()?.block_on(catalyst::beads::interchange::export(
+        &paths,
+        &paths.socket(),
+    ))?;
+    match file.filter(|f| f.as_os_str() != "-") {
+        Some(file) => {
+            catalyst::fsutil::write_atomic_with(&file, |w| {
+                catalyst::beads::jsonl::write(&beads, w)
+            })
+            .with_context(|| format!("cannot write `{}`", file.display()))?;
+            eprintln!("exported {} beads to {}", beads.len(), file.display());
+        }
+        None => {
+            let mut out = io::BufWriter::new(io::stdout().lock());
+            catalyst::beads::jsonl::write(&beads, &mut out)?;
+            out.flush()?;
+        }
+    }
+    Ok(Outcome::Ok)
 }
 
 fn formula_check(files: &[PathBuf], prompts: Option<PathBuf>) -> anyhow::Result<Outcome> {

@@ -112,7 +112,11 @@ pub async fn run(
     );
     let repo = Repo::open(&paths.workspace, &paths.worktrees())?;
     let tracker = TaskTracker::new();
+    let beads_file = loaded.config.beads.watch.clone();
     let (engine, handle, rx) = Engine::new(paths.clone(), store, loaded, repo, tracker.clone());
+    let _beads_watcher = beads_file.and_then(|file| {
+        crate::beads::follow::start(paths.workspace.join(file), handle.tx.clone())
+    });
     let _watchers = match crate::watch::workspace(&paths, handle.tx.clone()) {
         Ok(w) => w,
         Err(e) => {

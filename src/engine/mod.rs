@@ -7,6 +7,7 @@
 //! effects (agents, gates, git) as tasks that report back with another input. The engine never
 //! waits on I/O other than its own journal appends.
 
+mod beads;
 mod finish;
 mod recovery;
 mod requests;
@@ -66,6 +67,10 @@ pub enum Input {
     /// Asks for the [`Summary`]. Answered only once recovery is done, so the first answer also
     /// tells that the daemon is ready.
     Summary(oneshot::Sender<Summary>),
+    /// The followed beads file was read (see `crate::beads::follow`).
+    BeadsFile(Vec<crate::model::Bead>),
+    /// A write-back command ran (see `crate::beads::writeback`).
+    WriteBack(crate::beads::writeback::Report),
 }
 
 /// The parts of the engine other tasks hold: where to send inputs, and the last durable seq.
@@ -152,6 +157,8 @@ pub struct Engine {
     stop_deadline: Option<Instant>,
     /// The next number for generated ids (0: not yet computed from the store).
     next_number: u64,
+    /// Write-backs to beads, started with the first one.
+    writeback: Option<mpsc::UnboundedSender<crate::beads::writeback::Job>>,
 }
 
 /// A handler's failure: either a refusal for the client or a storage failure.
@@ -194,6 +201,7 @@ impl Engine {
             stopping: false,
             stop_deadline: None,
             next_number: 0,
+            writeback: None,
         };
         (engine, handle, rx)
     }
@@ -206,6 +214,7 @@ impl Engine {
             version: env!("CARGO_PKG_VERSION").into(),
         }]);
         self.recover();
+        self.resume_writebacks();
         self.schedule();
         loop {
             let wake = self.next_wake();
@@ -262,6 +271,8 @@ impl Engine {
             Input::Summary(reply) => {
                 let _ = reply.send(self.counts());
             }
+            Input::BeadsFile(beads) => self.ingest_watched(beads),
+            Input::WriteBack(report) => self.writeback_done(report),
         }
     }
 
@@ -316,6 +327,7 @@ impl Engine {
                     tracing::info!("the journal is writable again; dispatching resumes");
                 }
                 self.seq.send_replace(self.store.state().seq());
+                self.queue_writebacks(&events);
                 Some(events)
             }
             Err(StoreError::Refused(e)) => {

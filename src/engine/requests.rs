@@ -23,7 +23,7 @@ impl Engine {
         if self.stopping
             && !matches!(
                 method,
-                Method::Status | Method::Ready | Method::List(_) | Method::Show(_)
+                Method::Status | Method::Ready | Method::List(_) | Method::Show(_) | Method::Export
             )
         {
             return Err(RpcError::new(
@@ -52,6 +52,8 @@ impl Engine {
                 .map(|()| json!({"reloaded": true}))
                 .map_err(RpcError::bad_request),
             Method::Hook(p) => Ok(self.hook(p)),
+            Method::Import(p) => self.import(p.beads),
+            Method::Export => Ok(self.export()),
             Method::Shutdown | Method::Subscribe(_) | Method::Logs(_) => Err(RpcError::internal(
                 "this method is served by the connection, not the engine",
             )),

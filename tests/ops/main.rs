@@ -2,6 +2,7 @@
 //! `catalyst init`, completions and man page, beads interchange, and `ctl watch`. Most run
 //! the real binaries as subprocesses.
 
+mod beads;
 mod notify;
 mod setup;
 mod signals;

@@ -24,6 +24,7 @@
 //! - [`demo`]: `catalyst demo`, one bead through the fix loop with stub agents.
 //! - [`beads`]: beads export files: import, export, a followed file and status write-back.
 //! - [`init`]: `catalyst init`, a repository's `.catalyst/` set-up.
+//! - [`live`]: `catalyst ctl watch`, a live terminal view folded from the event stream.
 //! - [`service`]: `catalyst service`, systemd units and launchd agents from `contrib/`.
 
 pub mod agent;
@@ -40,6 +41,7 @@ pub mod formula;
 pub mod fsutil;
 pub mod id;
 pub mod init;
+pub mod live;
 pub mod model;
 pub mod prompt;
 pub mod result;

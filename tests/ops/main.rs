@@ -7,3 +7,4 @@ mod notify;
 mod setup;
 mod signals;
 mod support;
+mod watch;

@@ -399,6 +399,11 @@ impl Engine {
                 "`target_branch` changed: beads already poured keep merging into the new one"
             );
         }
+        if loaded.config.beads.watch != self.loaded.config.beads.watch {
+            tracing::warn!(
+                "`beads.watch` changed: the daemon follows the new file after a restart"
+            );
+        }
         self.loaded = loaded;
         tracing::info!("reloaded config, prompts and formulas");
         Ok(())

@@ -196,3 +196,20 @@ async fn logs_are_json_or_plain_text_without_colour() {
         "RUST_LOG=debug wins over --log-level warn: {log}"
     );
 }
+
+/// Regression: `ctl shutdown` stopped the control server but not the engine, so the daemon
+/// never exited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_shutdown_stops_the_daemon() {
+    let ws = Workspace::new("", "");
+    let mut daemon = Daemon::spawn(&ws, &[]);
+    daemon.client().await;
+    let (code, out, err) = crate::support::catalyst(&ws.repo, &["ctl", "shutdown"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let status = daemon.wait_exit().await;
+    assert!(status.success(), "{status}\n{}", daemon.stderr());
+    assert_eq!(
+        ws.journal().last().expect("events")["type"],
+        "daemon.stopping"
+    );
+}

@@ -185,6 +185,11 @@ impl Board {
                 }
             }
             "step.dispatched" => {
+                // The fold marks the step in progress without a `bead.status` of its own.
+                let step = text(&e["step"]);
+                if let Some(owner) = self.owner_of(&step) {
+                    self.add_step(&owner, &step, "in_progress");
+                }
                 let since = e["ts"]
                     .as_str()
                     .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
@@ -314,6 +319,8 @@ mod tests {
         }
         let screen = board.render(now(), 100, 40).join("\n");
         assert!(screen.contains("[#####-----] 1/2"), "{screen}");
+        let line = screen.lines().find(|l| l.starts_with("  cat-1 ")).unwrap();
+        assert!(line.contains(" implement "), "the current step: {line}");
         assert!(
             screen.contains("in_progress"),
             "a replayed seq is ignored: {screen}"

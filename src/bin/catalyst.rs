@@ -227,7 +227,13 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
             Ok(Outcome::Ok)
         }
         Command::Service(ServiceCmd::Uninstall(args)) => {
-            catalyst::service::uninstall(&args.spec()?, &mut io::stdout().lock())?;
+            let spec = catalyst::service::Spec::resolve_for_removal(
+                args.platform,
+                args.user,
+                args.workspace.as_deref(),
+                args.unit_dir.as_deref(),
+            )?;
+            catalyst::service::uninstall(&spec, &mut io::stdout().lock())?;
             Ok(Outcome::Ok)
         }
         Command::Import { file, workspace } => import(&file, workspace),

@@ -86,19 +86,7 @@ impl Spec {
         run_as: Option<&str>,
     ) -> Result<Spec, ServiceError> {
         let platform = platform.unwrap_or_else(Platform::native);
-        let workspace = match workspace {
-            Some(w) => w.to_owned(),
-            None => std::env::current_dir().map_err(|e| ServiceError::Io {
-                action: "cannot read",
-                path: PathBuf::from("."),
-                source: e,
-            })?,
-        };
-        let workspace = workspace.canonicalize().map_err(|e| ServiceError::Io {
-            action: "cannot open the workspace",
-            path: workspace.clone(),
-            source: e,
-        })?;
+        let workspace = absolute_workspace(workspace)?;
         let catalystd = match catalystd {
             Some(p) => p.to_owned(),
             None => find_catalystd().ok_or_else(|| {
@@ -113,6 +101,35 @@ impl Spec {
             path: catalystd.clone(),
             source: e,
         })?;
+        Ok(Spec::with_binary(
+            platform, user, workspace, catalystd, unit_dir, run_as,
+        ))
+    }
+
+    /// [`Spec::resolve`] for uninstalling: the binary may be gone already, and only the
+    /// file's name and place matter.
+    pub fn resolve_for_removal(
+        platform: Option<Platform>,
+        user: bool,
+        workspace: Option<&Path>,
+        unit_dir: Option<&Path>,
+    ) -> Result<Spec, ServiceError> {
+        let platform = platform.unwrap_or_else(Platform::native);
+        let workspace = absolute_workspace(workspace)?;
+        let catalystd = find_catalystd().unwrap_or_else(|| PathBuf::from("catalystd"));
+        Ok(Spec::with_binary(
+            platform, user, workspace, catalystd, unit_dir, None,
+        ))
+    }
+
+    fn with_binary(
+        platform: Platform,
+        user: bool,
+        workspace: PathBuf,
+        catalystd: PathBuf,
+        unit_dir: Option<&Path>,
+        run_as: Option<&str>,
+    ) -> Spec {
         let this_user = std::env::var("SUDO_USER")
             .ok()
             .filter(|u| !u.is_empty())
@@ -126,7 +143,7 @@ impl Spec {
         let home = std::env::var_os("HOME")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/"));
-        Ok(Spec {
+        Spec {
             platform,
             user: user || platform == Platform::Launchd,
             workspace,
@@ -136,7 +153,7 @@ impl Spec {
             path_env: std::env::var("PATH")
                 .unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
             home,
-        })
+        }
     }
 
     /// `<folder name>-<hash of the path>`: readable, and unique per workspace.
@@ -167,6 +184,23 @@ impl Spec {
             Platform::Launchd => Ok(launchd::render(self)),
         }
     }
+}
+
+/// The workspace as an absolute, canonical path (the current folder by default).
+fn absolute_workspace(workspace: Option<&Path>) -> Result<PathBuf, ServiceError> {
+    let workspace = match workspace {
+        Some(w) => w.to_owned(),
+        None => std::env::current_dir().map_err(|e| ServiceError::Io {
+            action: "cannot read",
+            path: PathBuf::from("."),
+            source: e,
+        })?,
+    };
+    workspace.canonicalize().map_err(|e| ServiceError::Io {
+        action: "cannot open the workspace",
+        path: workspace.clone(),
+        source: e,
+    })
 }
 
 fn find_catalystd() -> Option<PathBuf> {

@@ -67,6 +67,8 @@ pub struct Config {
     /// The `catalyst` binary the agents' hooks run (`catalyst hook …`). None: the `catalyst`
     /// next to the running executable, else the first on `PATH`.
     pub catalyst_bin: Option<PathBuf>,
+    /// Following a beads export file and writing statuses back.
+    pub beads: crate::beads::BeadsConfig,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,6 +104,7 @@ impl Default for Config {
             budget_usd: None,
             tool_policy: BTreeMap::new(),
             catalyst_bin: None,
+            beads: crate::beads::BeadsConfig::default(),
         }
     }
 }
@@ -189,6 +192,7 @@ impl Config {
         {
             return Err("`catalyst_bin` is empty".into());
         }
+        self.beads.check()?;
         for timeout in [
             self.agent_timeout_secs,
             self.stall_timeout_secs,

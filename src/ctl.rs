@@ -134,6 +134,9 @@ pub enum CtlCommand {
         #[arg(short, long)]
         follow: bool,
     },
+    /// A live view: beads with progress bars, running agents, waiting approvals and the latest
+    /// events, following the event stream (q or Ctrl-C quits).
+    Watch,
     /// Re-read config, prompts and formulas.
     Reload,
     /// Stop the daemon (running agents get the grace period).
@@ -236,6 +239,15 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
                 follow: *follow,
             };
             return logs(&mut client, out, p).await;
+        }
+        CtlCommand::Watch => {
+            return crate::live::run(client, &args.socket(), out)
+                .await
+                .map_err(|e| match e {
+                    crate::live::WatchError::Client(c) => CtlError::Client(c),
+                    crate::live::WatchError::Io(e) => CtlError::Io(e),
+                    other => CtlError::Input(other.to_string()),
+                });
         }
         other => method_for(other)?,
     };
@@ -348,7 +360,9 @@ fn method_for(command: &CtlCommand) -> Result<Method, CtlError> {
         }),
         CtlCommand::Reload => Method::Reload,
         CtlCommand::Shutdown => Method::Shutdown,
-        CtlCommand::Events { .. } | CtlCommand::Logs { .. } => unreachable!("handled by run"),
+        CtlCommand::Events { .. } | CtlCommand::Logs { .. } | CtlCommand::Watch => {
+            unreachable!("handled by run")
+        }
     })
 }
 

@@ -25,9 +25,14 @@
 //! - [`ctl`]: `catalyst ctl`, the people's and scripts' client.
 //! - [`audit`]: every attempt of a step from its run folder and the journal (`ctl show --runs`).
 //! - [`demo`]: `catalyst demo`, one bead through the fix loop with stub agents.
+//! - [`beads`]: beads export files: import, export, a followed file and status write-back.
+//! - [`init`]: `catalyst init`, a repository's `.catalyst/` set-up.
+//! - [`live`]: `catalyst ctl watch`, a live terminal view folded from the event stream.
+//! - [`service`]: `catalyst service`, systemd units and launchd agents from `contrib/`.
 
 pub mod agent;
 pub mod audit;
+pub mod beads;
 pub mod config;
 pub mod context;
 pub mod control;
@@ -40,11 +45,14 @@ pub mod formula;
 pub mod fsutil;
 pub mod hook;
 pub mod id;
+pub mod init;
+pub mod live;
 pub mod model;
 pub mod policy;
 pub mod prompt;
 pub mod result;
 pub mod router;
+pub mod service;
 pub mod store;
 pub mod time;
 pub mod watch;

@@ -22,7 +22,7 @@ use crate::id::BeadId;
 use crate::model::Role;
 
 /// The built-in prompt file.
-const BUILTIN: &str = include_str!("../agent_prompts.toml");
+pub const BUILTIN: &str = include_str!("../agent_prompts.toml");
 
 /// How the built-in prompt file is named in messages.
 pub const BUILTIN_SOURCE: &str = "<built-in>/agent_prompts.toml";

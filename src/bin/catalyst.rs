@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use catalyst::ctl::CtlArgs;
 use catalyst::formula::{Formula, Problem};
@@ -48,6 +48,88 @@ enum Command {
         #[arg(value_enum)]
         event: catalyst::hook::HookEvent,
     },
+    /// Set up a repository for catalystd: `.catalyst/config.toml`, `.git/info/exclude`, and
+    /// which agent CLIs are on PATH.
+    Init {
+        /// The repository (default: the current folder).
+        dir: Option<PathBuf>,
+        /// Also copy the built-in prompts and formulas into `.catalyst/` for editing.
+        #[arg(long)]
+        with_prompts: bool,
+    },
+    /// Run catalystd as a systemd or launchd service.
+    #[command(subcommand)]
+    Service(ServiceCmd),
+    /// Print a shell completion script (`catalyst completions bash > ...`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Add the beads of a beads export file (`bd export`'s JSONL; `-` for stdin) to the store:
+    /// through the daemon when it runs, on the store directly when it does not.
+    Import {
+        file: PathBuf,
+        /// The workspace (default: the current folder).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+    },
+    /// Write every bead of the store as beads export lines (to FILE, or stdout).
+    Export {
+        file: Option<PathBuf>,
+        /// The workspace (default: the current folder).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+    },
+    /// Print the man page, or write one page per subcommand into a folder.
+    Man {
+        /// Write `catalyst.1`, `catalyst-ctl.1`, … into this folder instead.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ServiceCmd {
+    /// Write the service file for this platform (systemd unit or launchd agent) and print the
+    /// command that enables it.
+    Install(ServiceArgs),
+    /// Remove the service file (refused while the service is enabled).
+    Uninstall(ServiceArgs),
+}
+
+#[derive(clap::Args)]
+struct ServiceArgs {
+    /// The workspace the daemon runs on (default: the current folder).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// A per-user service (`systemctl --user`) instead of the system template unit.
+    #[arg(long)]
+    user: bool,
+    /// systemd or launchd (default: launchd on macOS, systemd elsewhere).
+    #[arg(long, value_enum)]
+    platform: Option<catalyst::service::Platform>,
+    /// The catalystd binary (default: next to this one, else on PATH).
+    #[arg(long)]
+    catalystd: Option<PathBuf>,
+    /// Write the file into this folder instead of the service manager's.
+    #[arg(long)]
+    unit_dir: Option<PathBuf>,
+    /// The user a system service runs as (default: the invoking user, `$SUDO_USER` under sudo).
+    #[arg(long)]
+    run_as: Option<String>,
+}
+
+impl ServiceArgs {
+    fn spec(&self) -> anyhow::Result<catalyst::service::Spec> {
+        Ok(catalyst::service::Spec::resolve(
+            self.platform,
+            self.user,
+            self.workspace.as_deref(),
+            self.catalystd.as_deref(),
+            self.unit_dir.as_deref(),
+            self.run_as.as_deref(),
+        )?)
+    }
 }
 
 #[derive(Subcommand)]
@@ -145,8 +227,59 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
         }
         Command::Formula(FormulaCmd::Check { files, prompts }) => formula_check(&files, prompts),
         Command::Result(ResultCmd::Parse { role }) => result_parse(role),
+        Command::Init { dir, with_prompts } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from("."));
+            catalyst::init::run(&dir, with_prompts, &mut io::stdout().lock())?;
+            Ok(Outcome::Ok)
+        }
+        Command::Service(ServiceCmd::Install(args)) => {
+            catalyst::service::install(&args.spec()?, &mut io::stdout().lock())?;
+            Ok(Outcome::Ok)
+        }
+        Command::Service(ServiceCmd::Uninstall(args)) => {
+            let spec = catalyst::service::Spec::resolve_for_removal(
+                args.platform,
+                args.user,
+                args.workspace.as_deref(),
+                args.unit_dir.as_deref(),
+            )?;
+            catalyst::service::uninstall(&spec, &mut io::stdout().lock())?;
+            Ok(Outcome::Ok)
+        }
+        Command::Import { file, workspace } => import(&file, workspace),
+        Command::Export { file, workspace } => export(file, workspace),
+        Command::Completions { shell } => {
+            // clap_complete panics when its writer fails; a buffer cannot, and a closed pipe
+            // is then an ordinary error (not one at all, see `main`).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "catalyst", &mut script);
+            io::stdout().lock().write_all(&script)?;
+            Ok(Outcome::Ok)
+        }
+        Command::Man { dir } => {
+            match dir {
+                Some(dir) => {
+                    std::fs::create_dir_all(&dir)
+                        .with_context(|| format!("cannot create `{}`", dir.display()))?;
+                    clap_mangen::generate_to(Cli::command(), &dir).with_context(|| {
+                        format!("cannot write man pages into `{}`", dir.display())
+                    })?;
+                }
+                None => clap_mangen::Man::new(Cli::command()).render(&mut io::stdout().lock())?,
+            }
+            Ok(Outcome::Ok)
+        }
         Command::Hook { event } => hook(event).map(Outcome::Code),
     }
+}
+
+/// The workspace's paths and its socket.
+fn workspace_paths(workspace: Option<PathBuf>) -> anyhow::Result<catalyst::daemon::Paths> {
+    let dir = match workspace {
+        Some(w) => w,
+        None => std::env::current_dir().context("cannot read the current folder")?,
+    };
+    Ok(catalyst::daemon::Paths::new(&dir))
 }
 
 /// `catalyst hook`: its exit code is part of its answer (2 denies a tool call or blocks a
@@ -168,6 +301,63 @@ fn hook(event: catalyst::hook::HookEvent) -> anyhow::Result<u8> {
     let _ = io::stdout().write_all(out.stdout.as_bytes());
     let _ = io::stderr().write_all(out.stderr.as_bytes());
     Ok(out.code)
+}
+
+fn import(file: &std::path::Path, workspace: Option<PathBuf>) -> anyhow::Result<Outcome> {
+    use catalyst::beads::interchange::{import_file, Mode};
+    let paths = workspace_paths(workspace)?;
+    let done = runtime()?.block_on(import_file(&paths, &paths.socket(), file))?;
+    let r = &done.report;
+    let mut out = io::stdout().lock();
+    let how = match done.mode {
+        Mode::Daemon => "through the daemon",
+        Mode::Offline => "into the store (no daemon running)",
+    };
+    writeln!(
+        out,
+        "imported {} beads {how}; {} unchanged",
+        r.created, r.unchanged
+    )?;
+    for (kind, n) in &done.skipped {
+        writeln!(out, "skipped {n} `{kind}` lines")?;
+    }
+    for id in &r.conflicts {
+        writeln!(
+            out,
+            "conflict: `{id}` is already in the store with other content (left as it is)"
+        )?;
+    }
+    for (id, why) in &r.invalid {
+        writeln!(out, "refused `{id}`: {why}")?;
+    }
+    Ok(if r.is_clean() {
+        Outcome::Ok
+    } else {
+        Outcome::Problems
+    })
+}
+
+fn export(file: Option<PathBuf>, workspace: Option<PathBuf>) -> anyhow::Result<Outcome> {
+    let paths = workspace_paths(workspace)?;
+    let (beads, _) = runtime()?.block_on(catalyst::beads::interchange::export(
+        &paths,
+        &paths.socket(),
+    ))?;
+    match file.filter(|f| f.as_os_str() != "-") {
+        Some(file) => {
+            catalyst::fsutil::write_atomic_with(&file, |w| {
+                catalyst::beads::jsonl::write(&beads, w)
+            })
+            .with_context(|| format!("cannot write `{}`", file.display()))?;
+            eprintln!("exported {} beads to {}", beads.len(), file.display());
+        }
+        None => {
+            let mut out = io::BufWriter::new(io::stdout().lock());
+            catalyst::beads::jsonl::write(&beads, &mut out)?;
+            out.flush()?;
+        }
+    }
+    Ok(Outcome::Ok)
 }
 
 fn formula_check(files: &[PathBuf], prompts: Option<PathBuf>) -> anyhow::Result<Outcome> {

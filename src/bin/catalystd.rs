@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use catalyst::control::client::Client;
 use catalyst::control::protocol::Method;
+use catalyst::daemon::notify::Notifier;
 use catalyst::daemon::{self, Paths};
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -94,12 +95,18 @@ async fn signals(shutdown: CancellationToken, paths: Paths) {
             _ = term.recv() => break,
             _ = int.recv() => break,
             _ = hup.recv() => {
+                let notifier = Notifier::from_env();
+                notifier.reloading();
                 let reloaded = match Client::connect(&paths.socket()).await {
                     Ok(mut c) => c.call(&Method::Reload).await.map(|_| ()).map_err(|e| e.to_string()),
                     Err(e) => Err(e.to_string()),
                 };
-                if let Err(e) = reloaded {
-                    tracing::error!(error = %e, "SIGHUP: reload refused");
+                match reloaded {
+                    Ok(()) => notifier.reloaded("reloaded config, prompts and formulas"),
+                    Err(e) => {
+                        tracing::error!(error = %e, "SIGHUP: reload refused; the old files stay in force");
+                        notifier.reloaded(&format!("reload refused: {e}"));
+                    }
                 }
             }
         }

@@ -148,10 +148,12 @@ pub enum Method {
     Reload,
     Shutdown,
     Hook(HookParams),
+    Import(ImportParams),
+    Export,
 }
 
 /// The method names, for `unknown_method` errors and completions.
-pub const METHODS: [&str; 20] = [
+pub const METHODS: [&str; 22] = [
     "status",
     "ready",
     "list",
@@ -172,6 +174,8 @@ pub const METHODS: [&str; 20] = [
     "reload",
     "shutdown",
     "hook",
+    "import",
+    "export",
 ];
 
 impl Method {
@@ -197,13 +201,15 @@ impl Method {
             Method::Reload => "reload",
             Method::Shutdown => "shutdown",
             Method::Hook(_) => "hook",
+            Method::Import(_) => "import",
+            Method::Export => "export",
         }
     }
 
     /// The `params` object of this method, for the client side.
     pub fn params(&self) -> Value {
         let v = match self {
-            Method::Status | Method::Ready | Method::Reload | Method::Shutdown => {
+            Method::Status | Method::Ready | Method::Reload | Method::Shutdown | Method::Export => {
                 Ok(Value::Object(JsonMap::new()))
             }
             Method::List(p) => serde_json::to_value(p),
@@ -219,6 +225,7 @@ impl Method {
             Method::Subscribe(p) => serde_json::to_value(p),
             Method::Logs(p) => serde_json::to_value(p),
             Method::Hook(p) => serde_json::to_value(p),
+            Method::Import(p) => serde_json::to_value(p),
         };
         v.unwrap_or(Value::Null)
     }
@@ -286,6 +293,8 @@ fn parse_method(method: &str, params: Value) -> Result<Method, RpcError> {
         "ready" => none(&params).map(|()| Method::Ready)?,
         "reload" => none(&params).map(|()| Method::Reload)?,
         "shutdown" => none(&params).map(|()| Method::Shutdown)?,
+        "export" => none(&params).map(|()| Method::Export)?,
+        "import" => Method::Import(typed(method, params)?),
         "list" => Method::List(typed(method, params)?),
         "show" => Method::Show(typed(method, params)?),
         "submit" => Method::Submit(submit_params(params)?),
@@ -475,6 +484,14 @@ pub struct LogsParams {
     /// Keep the connection open and send what is appended.
     #[serde(default)]
     pub follow: bool,
+}
+
+/// Beads export lines to add to the store (see `beads::import`). A client sends a large file
+/// in several requests, each under [`MAX_LINE`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportParams {
+    pub beads: Vec<crate::model::Bead>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

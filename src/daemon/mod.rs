@@ -5,6 +5,7 @@
 //! demo` run a daemon in-process; `catalystd` adds flags, logging and signals around
 //! [`start`].
 
+pub mod notify;
 pub mod paths;
 
 use std::fs::File;
@@ -111,7 +112,11 @@ pub async fn run(
     );
     let repo = Repo::open(&paths.workspace, &paths.worktrees())?;
     let tracker = TaskTracker::new();
+    let beads_file = loaded.config.beads.watch.clone();
     let (engine, handle, rx) = Engine::new(paths.clone(), store, loaded, repo, tracker.clone());
+    let _beads_watcher = beads_file.and_then(|file| {
+        crate::beads::follow::start(paths.workspace.join(file), handle.tx.clone())
+    });
     let _watchers = match crate::watch::workspace(&paths, handle.tx.clone()) {
         Ok(w) => w,
         Err(e) => {
@@ -130,16 +135,22 @@ pub async fn run(
         serving.clone(),
         tracker.clone(),
     ));
-    // A `shutdown` request arrives through the server, which cancels `shutdown` itself.
+    // A `shutdown` request arrives through the server, which cancels `serving`; the engine
+    // stops on `shutdown`, so pass it on.
     let requests = serving.clone();
     let forward = shutdown.clone();
     tokio::spawn(async move {
         tokio::select! {
             () = forward.cancelled() => {}
-            () = requests.cancelled() => {}
+            () = requests.cancelled() => forward.cancel(),
         }
     });
-    notify_ready();
+    tokio::spawn(notify::run(
+        notify::Notifier::from_env(),
+        handle.clone(),
+        shutdown.clone(),
+    ));
+    tracing::info!("serving");
     engine.run(rx, shutdown.clone()).await;
     serving.cancel();
     let _ = server.await;
@@ -152,9 +163,4 @@ pub async fn run(
     }
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Tells systemd (when it started us with `NOTIFY_SOCKET`) that start-up is done.
-fn notify_ready() {
-    tracing::info!("ready");
 }

@@ -90,7 +90,7 @@ impl Paths {
 }
 
 /// A stable hash (the same in the daemon and in `catalyst ctl`, across builds).
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
     })

@@ -7,12 +7,14 @@
 //! effects (agents, gates, git) as tasks that report back with another input. The engine never
 //! waits on I/O other than its own journal appends.
 
+mod beads;
 mod finish;
 mod hooks;
 mod recovery;
 mod requests;
 mod runner;
 mod schedule;
+mod summary;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -36,6 +38,7 @@ use crate::store::{Store, StoreError};
 use crate::worktree::Repo;
 
 pub use runner::StepDone;
+pub use summary::Summary;
 
 /// What the engine is told.
 #[derive(Debug)]
@@ -62,6 +65,13 @@ pub enum Input {
     Inbox(PathBuf),
     /// Config, prompts or formulas changed on disk (or SIGHUP).
     Reload,
+    /// Asks for the [`Summary`]. Answered only once recovery is done, so the first answer also
+    /// tells that the daemon is ready.
+    Summary(oneshot::Sender<Summary>),
+    /// The followed beads file was read (see `crate::beads::follow`).
+    BeadsFile(Vec<crate::model::Bead>),
+    /// A write-back command ran (see `crate::beads::writeback`).
+    WriteBack(crate::beads::writeback::Report),
 }
 
 /// The parts of the engine other tasks hold: where to send inputs, and the last durable seq.
@@ -83,6 +93,13 @@ impl EngineHandle {
         answer
             .await
             .map_err(|_| RpcError::new(ErrorCode::ShuttingDown, "the daemon is stopping"))?
+    }
+
+    /// The engine's [`Summary`]; `None` once the engine has stopped.
+    pub async fn summary(&self) -> Option<Summary> {
+        let (reply, answer) = oneshot::channel();
+        self.tx.send(Input::Summary(reply)).await.ok()?;
+        answer.await.ok()
     }
 }
 
@@ -143,6 +160,8 @@ pub struct Engine {
     stop_deadline: Option<Instant>,
     /// The next number for generated ids (0: not yet computed from the store).
     next_number: u64,
+    /// Write-backs to beads, started with the first one.
+    writeback: Option<mpsc::UnboundedSender<crate::beads::writeback::Job>>,
 }
 
 /// A handler's failure: either a refusal for the client or a storage failure.
@@ -185,6 +204,7 @@ impl Engine {
             stopping: false,
             stop_deadline: None,
             next_number: 0,
+            writeback: None,
         };
         (engine, handle, rx)
     }
@@ -197,6 +217,7 @@ impl Engine {
             version: env!("CARGO_PKG_VERSION").into(),
         }]);
         self.recover();
+        self.resume_writebacks();
         self.schedule();
         loop {
             let wake = self.next_wake();
@@ -250,6 +271,11 @@ impl Engine {
                     tracing::error!(error = %e, "reload refused; the old files stay in force");
                 }
             }
+            Input::Summary(reply) => {
+                let _ = reply.send(self.counts());
+            }
+            Input::BeadsFile(beads) => self.ingest_watched(beads),
+            Input::WriteBack(report) => self.writeback_done(report),
         }
     }
 
@@ -304,6 +330,7 @@ impl Engine {
                     tracing::info!("the journal is writable again; dispatching resumes");
                 }
                 self.seq.send_replace(self.store.state().seq());
+                self.queue_writebacks(&events);
                 Some(events)
             }
             Err(StoreError::Refused(e)) => {
@@ -373,6 +400,11 @@ impl Engine {
         if loaded.config.target_branch != self.loaded.config.target_branch {
             tracing::warn!(
                 "`target_branch` changed: beads already poured keep merging into the new one"
+            );
+        }
+        if loaded.config.beads.watch != self.loaded.config.beads.watch {
+            tracing::warn!(
+                "`beads.watch` changed: the daemon follows the new file after a restart"
             );
         }
         self.loaded = loaded;

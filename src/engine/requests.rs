@@ -28,6 +28,7 @@ impl Engine {
                     | Method::List(_)
                     | Method::Show(_)
                     | Method::Hook(_)
+                    | Method::Export
             )
         {
             return Err(RpcError::new(
@@ -56,6 +57,8 @@ impl Engine {
                 .map(|()| json!({"reloaded": true}))
                 .map_err(RpcError::bad_request),
             Method::Hook(p) => self.hook(p),
+            Method::Import(p) => self.import(p.beads),
+            Method::Export => Ok(self.export()),
             Method::Shutdown | Method::Subscribe(_) | Method::Logs(_) => Err(RpcError::internal(
                 "this method is served by the connection, not the engine",
             )),

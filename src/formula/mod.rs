@@ -34,7 +34,7 @@ use crate::model::{JsonMap, Role};
 pub use check::MAX_STEP_ID_LEN;
 pub(crate) use parse::toml_error;
 pub use pour::{pour, PourError};
-pub use set::{FormulaSet, BUILTIN_DIR};
+pub use set::{FormulaSet, BUILTIN as BUILTIN_FILES, BUILTIN_DIR};
 pub use vars::{placeholders, substitute, BUILTIN_VARS};
 
 /// The extension of formula files, as in beads.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::{Formula, Problem, FORMULA_EXT};
 
 /// The formulas compiled into catalyst, by file name.
-const BUILTIN: [(&str, &str); 2] = [
+pub const BUILTIN: [(&str, &str); 2] = [
     (
         "feature.formula.toml",
         include_str!("../../formulas/feature.formula.toml"),

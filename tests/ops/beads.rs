@@ -1,0 +1,219 @@
+//! beads interchange: `catalyst import` / `catalyst export` round trips (with and without a
+//! daemon), and a followed beads export file whose labelled issues become work, with the
+//! final status written back through a `bd` test double.
+
+use nix::sys::signal::Signal;
+use serde_json::Value;
+
+use crate::support::{catalyst, Daemon, Workspace};
+
+/// DESIGN §3 appendix's three shapes (a `blocks` dependency with offset timestamps and
+/// microseconds; a closed child with a `parent-child` dependency; labels, an integer comment
+/// id and an unknown field), plus a newer line with `_type`, counts and a string comment id.
+const EXPORT: [&str; 4] = [
+    r#"{"id":"bd-4h3","title":"Add test coverage for the git package","description":"","status":"open","priority":2,"issue_type":"task","created_at":"2025-11-20T21:21:23.497486-05:00","updated_at":"2025-11-20T21:21:23.497486-05:00","dependencies":[{"issue_id":"bd-4h3","depends_on_id":"bd-ge7","type":"blocks","created_at":"2025-11-20T21:21:31.277639-05:00","created_by":"daemon"}]}"#,
+    r#"{"id":"bd-5zf0.1","title":"Child of the CRUD epic","status":"closed","priority":2,"issue_type":"task","owner":"dev@example.com","created_at":"2026-01-26T02:02:08Z","created_by":"mayor","updated_at":"2026-01-26T02:02:13Z","closed_at":"2026-01-26T02:02:13Z","close_reason":"Test completed","dependencies":[{"issue_id":"bd-5zf0.1","depends_on_id":"bd-5zf0","type":"parent-child","created_at":"2026-01-25T18:02:07Z","created_by":"mayor"}]}"#,
+    r#"{"id":"bd-3kbmj","title":"Issue with labels","status":"closed","priority":1,"issue_type":"feature","created_at":"2026-01-12T02:16:02Z","updated_at":"2026-01-27T03:48:41Z","closed_at":"2026-01-27T03:48:41Z","close_reason":"done","labels":["backend","urgent"],"work_type":"mutex","comments":[{"id":1,"issue_id":"bd-3kbmj","author":"crew/giles","text":"Testing markdown","created_at":"2026-01-12T02:16:51Z"}]}"#,
+    r#"{"_type":"issue","id":"bd-9","title":"Newer export","status":"pinned","priority":0,"issue_type":"bug","created_at":"2026-02-01T10:00:00.5+01:00","updated_at":"2026-02-01T10:00:00.5+01:00","dependency_count":0,"dependent_count":3,"comment_count":1,"comments":[{"id":"c-7f","issue_id":"bd-9","author":"a","text":"b","created_at":"2026-02-01T10:00:01Z"}],"metadata":{"k":[1,2]}}"#,
+];
+
+const NOT_AN_ISSUE: &str = r#"{"_type":"memory","id":"m-1","text":"remember this"}"#;
+
+fn export_file(ws: &Workspace) -> std::path::PathBuf {
+    let file = ws.root.join("issues.jsonl");
+    let mut text = String::new();
+    for (i, line) in EXPORT.iter().enumerate() {
+        text.push_str(line);
+        text.push('\n');
+        if i == 1 {
+            text.push_str(NOT_AN_ISSUE);
+            text.push('\n');
+        }
+    }
+    std::fs::write(&file, text).expect("export file");
+    file
+}
+
+fn values(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+fn expected() -> Vec<Value> {
+    EXPORT.iter().map(|l| values(l).remove(0)).collect()
+}
+
+fn round_trip(ws: &Workspace, how: &str) {
+    let file = export_file(ws);
+    let (code, out, err) = catalyst(&ws.repo, &["import", file.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("imported 4 beads {how}")), "{out}");
+    assert!(out.contains("skipped 1 `memory` lines"), "{out}");
+
+    let (code, exported, err) = catalyst(&ws.repo, &["export"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        values(&exported),
+        expected(),
+        "line by line, the same JSON values"
+    );
+
+    let out_file = ws.root.join("out.jsonl");
+    let (code, _, err) = catalyst(&ws.repo, &["export", out_file.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        values(&std::fs::read_to_string(&out_file).expect("exported file")),
+        expected()
+    );
+
+    // Importing again changes nothing; a changed bead is a conflict, left alone.
+    let (code, out, _) = catalyst(&ws.repo, &["import", out_file.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("imported 0 beads") && out.contains("4 unchanged"),
+        "{out}"
+    );
+    let changed = ws.root.join("changed.jsonl");
+    std::fs::write(&changed, EXPORT[2].replace("Issue with labels", "Renamed")).expect("file");
+    let (code, out, _) = catalyst(&ws.repo, &["import", changed.to_str().expect("utf-8")]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("conflict: `bd-3kbmj`"), "{out}");
+}
+
+#[test]
+fn import_then_export_without_a_daemon_gives_the_same_lines() {
+    let ws = Workspace::bare("");
+    round_trip(&ws, "into the store (no daemon running)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_then_export_through_the_daemon_gives_the_same_lines() {
+    // Without a default formula the open bead is not dispatched, so the store keeps it as is.
+    let ws = Workspace::new("", "default_formula = \"\"");
+    let mut daemon = Daemon::spawn(&ws, &[]);
+    daemon.client().await;
+    // The daemon is another process: blocking this test's thread on `catalyst` is fine.
+    round_trip(&ws, "through the daemon");
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit().await.success());
+}
+
+/// A `bd` stand-in: appends its arguments to `calls`, and fails while `fail` exists.
+fn bd_double(ws: &Workspace) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let bd = ws.root.join("bd");
+    let calls = ws.root.join("bd-calls");
+    let fail = ws.root.join("bd-fail");
+    let script = format!(
+        "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nif [ -e '{}' ]; then echo 'database is locked' >&2; exit 1; fi\n",
+        calls.display(),
+        fail.display()
+    );
+    std::fs::write(&bd, script).expect("bd double");
+    std::fs::set_permissions(&bd, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (bd, calls, fail)
+}
+
+/// Replaces the followed file the way `bd export` does: written aside, renamed into place.
+fn publish(file: &std::path::Path, lines: &[String]) {
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, lines.join("\n") + "\n").expect("write");
+    std::fs::rename(&tmp, file).expect("rename");
+}
+
+fn issue(id: &str, status: &str, labels: &[&str]) -> String {
+    serde_json::json!({
+        "id": id, "title": format!("Issue {id}"), "description": "Write a.txt",
+        "status": status, "priority": 2, "issue_type": "task", "labels": labels,
+        "created_at": "2026-01-12T02:16:02Z", "updated_at": "2026-01-12T02:16:02Z",
+    })
+    .to_string()
+}
+
+const IMPLEMENT_WRITES: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "a.txt" = "a\n" }, summary = "wrote a.txt" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_beads_file_feeds_work_and_gets_the_final_status_back() {
+    let ws = Workspace::new(IMPLEMENT_WRITES, "");
+    let (bd, calls, fail) = bd_double(&ws);
+    let watched = ws.root.join("beads").join("issues.jsonl");
+    std::fs::create_dir_all(watched.parent().expect("dir")).expect("beads dir");
+    let config = ws.paths.config();
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str(&format!(
+        "\n[beads]\nwatch = {:?}\nretry_secs = 1\nclose_command = [{:?}, \"close\", \"{{id}}\", \"--reason\", \"{{reason}}\"]\n",
+        watched.display().to_string(),
+        bd.display().to_string()
+    ));
+    std::fs::write(&config, text).expect("config");
+    // The first write-backs fail: the failure is reported and retried, across a restart.
+    std::fs::write(&fail, "").expect("fail");
+
+    let mut daemon = Daemon::spawn(&ws, &[]);
+    daemon.client().await;
+    let old = vec![
+        issue("bd-old", "closed", &["catalyst"]),
+        issue("bd-other", "open", &["backend"]),
+    ];
+    publish(&watched, &old);
+    let mut lines = old.clone();
+    lines.push(issue("bd-new", "open", &["catalyst", "backend"]));
+    publish(&watched, &lines);
+
+    daemon.wait_status("bd-new", "closed").await;
+    daemon
+        .wait_for("the write-back failure on the bead", |e| {
+            e["type"] == "bead.comment"
+                && e["id"] == "bd-new"
+                && e["comment"]["text"].as_str().is_some_and(|t| {
+                    t.contains("WRITE-BACK FAILED") && t.contains("database is locked")
+                })
+        })
+        .await;
+    for id in ["bd-old", "bd-other"] {
+        let mut client = daemon.client().await;
+        let shown = client
+            .call(&catalyst::control::protocol::Method::Show(
+                catalyst::control::protocol::ShowParams {
+                    id: id.into(),
+                    runs: false,
+                },
+            ))
+            .await;
+        assert!(
+            shown.is_err(),
+            "`{id}` (closed, or not labelled) is not taken"
+        );
+    }
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit().await.success());
+
+    std::fs::remove_file(&fail).expect("let bd succeed");
+    let mut daemon = Daemon::spawn_with(&ws, &[], &[], "catalystd-2.stderr");
+    let written = daemon
+        .wait_for("the write-back's record", |e| {
+            e["type"] == "bead.updated"
+                && e["id"] == "bd-new"
+                && e["patch"]["metadata"]["catalyst_beads"]["written"] == "closed"
+        })
+        .await;
+    assert_eq!(
+        written["patch"]["metadata"]["catalyst_beads"]["source"],
+        watched.display().to_string()
+    );
+    let calls = std::fs::read_to_string(&calls).expect("bd was called");
+    let last = calls.lines().last().expect("a call");
+    assert!(last.starts_with("close bd-new --reason "), "{calls}");
+    assert!(calls.lines().count() >= 2, "failed, then retried: {calls}");
+    assert!(
+        calls.lines().all(|l| l.starts_with("close bd-new")),
+        "only the taken issue is written back: {calls}"
+    );
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit().await.success());
+}

@@ -1,0 +1,215 @@
+//! Signals to `catalystd`: SIGTERM stops it gracefully and a restart resumes; SIGHUP reloads
+//! config, prompts and formulas, refusing broken files. Also the log formats.
+
+use nix::sys::signal::Signal;
+
+use crate::support::{bead, Daemon, Workspace};
+
+/// An implement step that waits for `<root>/go` (released by the test) the first time and
+/// runs straight through any later time.
+fn waiting_implement(ws: &Workspace) -> std::path::PathBuf {
+    let go = ws.root.join("go");
+    let scenario = format!(
+        "[[rule]]\nrole = \"implement\"\nresponses = [\n  {{ wait_for = {:?}, write = {{ \"a.txt\" = \"a\\n\" }}, summary = \"wrote a\" }},\n  {{ write = {{ \"a.txt\" = \"a again\\n\" }}, summary = \"wrote a again\" }},\n]\n",
+        go.display().to_string()
+    );
+    std::fs::write(&ws.scenario, scenario).expect("scenario");
+    go
+}
+
+fn roles(ws: &Workspace, id: &str) -> Vec<String> {
+    stub_claude::invocations(&ws.log)
+        .expect("stub log")
+        .into_iter()
+        .filter(|i| i.bead.as_deref() == Some(id))
+        .map(|i| i.role().to_owned())
+        .collect()
+}
+
+async fn implement_running(daemon: &mut Daemon, id: &str) {
+    let step = format!("{id}.implement");
+    daemon
+        .wait_for("the implement step to start", |e| {
+            e["type"] == "step.dispatched" && e["step"] == step.as_str()
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_the_running_agent_finish_and_a_restart_completes_the_bead() {
+    let ws = Workspace::new("", "shutdown_grace_secs = 30");
+    let go = waiting_implement(&ws);
+    let mut daemon = Daemon::spawn(&ws, &[]);
+    let id = daemon.submit(bead("Write a")).await;
+    implement_running(&mut daemon, &id).await;
+
+    daemon.signal(Signal::SIGTERM);
+    daemon.wait_log("stopping: no new steps").await;
+    std::fs::write(&go, "").expect("release the agent");
+    let status = daemon.wait_exit().await;
+    assert!(status.success(), "{status}\n{}", daemon.stderr());
+
+    let journal = ws.journal();
+    let last = journal.last().expect("events");
+    assert_eq!(last["type"], "daemon.stopping", "{last}");
+    let step = format!("{id}.implement");
+    assert!(
+        journal
+            .iter()
+            .any(|e| e["type"] == "step.result" && e["step"] == step.as_str()),
+        "the attempt that finished in the grace period counts"
+    );
+    assert!(
+        !journal.iter().any(|e| e["type"] == "step.interrupted"),
+        "nothing was interrupted"
+    );
+
+    let mut daemon = Daemon::spawn_with(&ws, &[], &[], "catalystd-2.stderr");
+    daemon.wait_status(&id, "closed").await;
+    assert_eq!(roles(&ws, &id), ["refine", "implement", "review", "merge"]);
+    daemon.signal(Signal::SIGINT);
+    assert!(daemon.wait_exit().await.success(), "SIGINT stops it too");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_an_agent_that_outlasts_the_grace_period() {
+    let ws = Workspace::new("", "shutdown_grace_secs = 1");
+    waiting_implement(&ws);
+    let mut daemon = Daemon::spawn(&ws, &[]);
+    let id = daemon.submit(bead("Write a")).await;
+    implement_running(&mut daemon, &id).await;
+
+    daemon.signal(Signal::SIGTERM);
+    let status = daemon.wait_exit().await;
+    assert!(status.success(), "{status}\n{}", daemon.stderr());
+    let journal = ws.journal();
+    assert!(
+        journal.iter().any(|e| e["type"] == "step.interrupted"),
+        "the stopped attempt is recorded as interrupted"
+    );
+    assert_eq!(journal.last().expect("events")["type"], "daemon.stopping");
+
+    let mut daemon = Daemon::spawn_with(&ws, &[], &[], "catalystd-2.stderr");
+    daemon.wait_status(&id, "closed").await;
+    assert_eq!(
+        roles(&ws, &id),
+        ["refine", "implement", "implement", "review", "merge"],
+        "the interrupted step ran again after the restart"
+    );
+}
+
+const ONE_STEP: &str = r#"
+formula = "feature"
+description = "One step instead of four."
+version = 1
+type = "workflow"
+
+[[steps]]
+id = "only"
+title = "Do it: {{title}}"
+role = "task"
+"#;
+
+/// The step names of the molecule poured for `id`.
+async fn poured_steps(daemon: &mut Daemon, id: &str) -> Vec<String> {
+    let poured = daemon
+        .wait_for("the molecule", |e| {
+            e["type"] == "molecule.poured" && e["bead"] == id
+        })
+        .await;
+    poured["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| {
+            s["metadata"]["catalyst"]["step"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_a_changed_formula_and_refuses_a_broken_one() {
+    let ws = Workspace::new("", "");
+    let mut daemon = Daemon::spawn(&ws, &[]);
+    let first = daemon.submit(bead("Before")).await;
+    assert_eq!(
+        poured_steps(&mut daemon, &first).await,
+        ["refine", "implement", "review", "merge"]
+    );
+
+    // The folder did not exist when the daemon started, so only SIGHUP makes it look.
+    let dir = ws.paths.state.join("formulas");
+    std::fs::create_dir_all(&dir).expect("formulas dir");
+    std::fs::write(dir.join("feature.formula.toml"), ONE_STEP).expect("formula");
+    daemon.signal(Signal::SIGHUP);
+    daemon
+        .wait_log("reloaded config, prompts and formulas")
+        .await;
+    let second = daemon.submit(bead("After")).await;
+    assert_eq!(poured_steps(&mut daemon, &second).await, ["only"]);
+
+    std::fs::write(dir.join("broken.formula.toml"), "formula = \n").expect("broken");
+    daemon.signal(Signal::SIGHUP);
+    let refused = daemon.wait_log("reload refused").await;
+    assert!(refused.contains("broken.formula.toml"), "{refused}");
+    let third = daemon.submit(bead("Still")).await;
+    assert_eq!(
+        poured_steps(&mut daemon, &third).await,
+        ["only"],
+        "the old formulas stay in force"
+    );
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_are_json_or_plain_text_without_colour() {
+    let ws = Workspace::new("", "");
+    let mut json = Daemon::spawn_with(&ws, &[], &["--log-format", "json"], "json.stderr");
+    json.client().await;
+    json.wait_log("serving").await;
+    json.signal(Signal::SIGTERM);
+    assert!(json.wait_exit().await.success());
+    for line in json.stderr().lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(v["level"].is_string() && v["fields"].is_object(), "{line}");
+    }
+
+    let mut text = Daemon::spawn_with(
+        &ws,
+        &[("RUST_LOG", "debug")],
+        &["--log-level", "warn"],
+        "text.stderr",
+    );
+    text.client().await;
+    text.wait_log("serving").await;
+    text.signal(Signal::SIGTERM);
+    assert!(text.wait_exit().await.success());
+    let log = text.stderr();
+    assert!(!log.contains('\u{1b}'), "no colour when stderr is a file");
+    assert!(
+        log.contains(" INFO "),
+        "RUST_LOG=debug wins over --log-level warn: {log}"
+    );
+}
+
+/// Regression: `ctl shutdown` stopped the control server but not the engine, so the daemon
+/// never exited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_shutdown_stops_the_daemon() {
+    let ws = Workspace::new("", "");
+    let mut daemon = Daemon::spawn(&ws, &[]);
+    daemon.client().await;
+    let (code, out, err) = crate::support::catalyst(&ws.repo, &["ctl", "shutdown"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let status = daemon.wait_exit().await;
+    assert!(status.success(), "{status}\n{}", daemon.stderr());
+    assert_eq!(
+        ws.journal().last().expect("events")["type"],
+        "daemon.stopping"
+    );
+}

@@ -1,0 +1,193 @@
+//! `ctl watch` in a real terminal: tmux runs it, capture-pane reads the screen.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use crate::support::{bead, have, Daemon, Workspace, CATALYST, TIMEOUT};
+
+/// A tmux server of our own (its own socket), killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(cwd: &Path) -> Tmux {
+        let tmux = Tmux {
+            socket: format!("catalyst-ops-{}", std::process::id()),
+        };
+        tmux.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "-c",
+            cwd.to_str().expect("utf-8"),
+            "sh",
+        ]);
+        tmux
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .env_remove("TMUX")
+            .output()
+            .expect("tmux");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn type_line(&self, line: &str) {
+        self.run(&["send-keys", "-t", "t", "-l", line]);
+        self.run(&["send-keys", "-t", "t", "Enter"]);
+    }
+
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "t"])
+    }
+
+    /// Waits until the screen shows `needle` (tmux has no notification for that; the screen
+    /// is read again every 50 ms, within one timeout).
+    async fn wait_screen(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        loop {
+            let screen = self.screen();
+            if pred(&screen) {
+                return screen;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}; the screen:\n{screen}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_watch_follows_a_run_and_restores_the_terminal() {
+    if !have("tmux") {
+        return;
+    }
+    let ws = Workspace::new("", "");
+    let go = ws.root.join("go");
+    let scenario = format!(
+        "[[rule]]\nrole = \"implement\"\nresponses = [{{ wait_for = {:?}, write = {{ \"a.txt\" = \"a\\n\" }}, summary = \"wrote a\" }}]\n",
+        go.display().to_string()
+    );
+    std::fs::write(&ws.scenario, scenario).expect("scenario");
+    let mut daemon = Daemon::spawn(&ws, &[]);
+    daemon.client().await;
+
+    let tmux = Tmux::start(&ws.root);
+    let before = ws.root.join("stty-before");
+    let after = ws.root.join("stty-after");
+    tmux.type_line(&format!(
+        "echo shell-before-watch; stty -g > {}; {CATALYST} ctl watch --workspace {}; echo watch-exited-$?; stty -g > {}",
+        before.display(),
+        ws.repo.display(),
+        after.display()
+    ));
+    tmux.wait_screen("the watch view", |s| {
+        s.contains("RUNNING (0)") && s.contains("BEADS (0)")
+    })
+    .await;
+    assert_eq!(
+        tmux.run(&["display", "-p", "-t", "t", "#{alternate_on}"])
+            .trim(),
+        "1"
+    );
+
+    let id = daemon.submit(bead("Write a")).await;
+    let running = tmux
+        .wait_screen("the implement step running at 1/4", |s| {
+            s.contains("1/4") && s.contains(&format!("{id}.implement")) && s.contains("sonnet")
+        })
+        .await;
+    assert!(running.contains("[###-------] 1/4"), "{running}");
+    assert!(
+        running.contains("RUNNING (1)") && running.contains("attempt 1"),
+        "{running}"
+    );
+    // The elapsed time is a display timer: it moves while nothing else happens.
+    tmux.wait_screen("the elapsed time to tick", |s| {
+        s.contains("0:01") || s.contains("0:02")
+    })
+    .await;
+
+    std::fs::write(&go, "").expect("release the agent");
+    let done = tmux
+        .wait_screen("the bead closed at 4/4", |s| {
+            s.contains("[##########] 4/4") && s.contains("closed")
+        })
+        .await;
+    assert!(
+        done.contains("merge.completed")
+            || done.contains("worktree.removed")
+            || done.contains("bead.status"),
+        "{done}"
+    );
+
+    tmux.run(&["send-keys", "-t", "t", "q"]);
+    let back = tmux
+        .wait_screen("the shell again", |s| s.contains("watch-exited-0"))
+        .await;
+    assert!(
+        back.contains("shell-before-watch"),
+        "the screen from before is back:\n{back}"
+    );
+    assert!(!back.contains("RUNNING"), "{back}");
+    assert_eq!(
+        tmux.run(&["display", "-p", "-t", "t", "#{alternate_on}"])
+            .trim(),
+        "0"
+    );
+    assert_eq!(
+        tmux.run(&["display", "-p", "-t", "t", "#{cursor_flag}"])
+            .trim(),
+        "1"
+    );
+    tmux.wait_screen("stty to run", |_| after.exists()).await;
+    assert_eq!(
+        std::fs::read_to_string(&before).expect("before"),
+        std::fs::read_to_string(&after).expect("after"),
+        "the terminal modes are as they were"
+    );
+
+    // Ctrl-C quits too, in raw mode as outside it.
+    tmux.type_line(&format!(
+        "{CATALYST} ctl watch --workspace {}; echo second-exit-$?",
+        ws.repo.display()
+    ));
+    tmux.wait_screen("the watch view", |s| {
+        s.contains("EVENTS") && !s.contains("second-exit")
+    })
+    .await;
+    tmux.run(&["send-keys", "-t", "t", "C-c"]);
+    tmux.wait_screen("the shell again", |s| s.contains("second-exit-0"))
+        .await;
+
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit().await.success());
+}

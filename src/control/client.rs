@@ -120,6 +120,12 @@ impl Client {
         self.writer.write_all(&bytes).await.map_err(|e| self.io(e))
     }
 
+    /// The connection's remaining lines, unparsed (for readers that need only a field or two of
+    /// each event), and its writing half: dropping that hangs up, which ends a subscription.
+    pub fn into_lines(self) -> (tokio::io::Lines<BufReader<OwnedReadHalf>>, OwnedWriteHalf) {
+        (self.reader.lines(), self.writer)
+    }
+
     /// The next line from the daemon as JSON; `None` when it closed the connection.
     pub async fn next_value(&mut self) -> Result<Option<Value>, ClientError> {
         let mut line = String::new();

@@ -278,9 +278,12 @@ async fn subscribe(
             let pass = caught_up && bead.is_none() && types.is_none();
             if pass || wanted(&full, since, bead.as_deref(), types.as_deref()) {
                 caught_up = true;
-                conn.send(full.trim_end().to_owned()).await?;
+                // Buffered: one write per batch of lines rather than one per event, which is
+                // what lets many subscribers keep up with a burst.
+                conn.feed(full.trim_end().to_owned()).await?;
             }
         }
+        conn.flush().await?;
         if !p.follow {
             let last = *seq.borrow();
             return send(&mut conn, &json!({"type": "end", "seq": last})).await;

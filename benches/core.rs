@@ -44,6 +44,10 @@ fn row(name: &str, value: Duration, target: Option<Duration>, baseline: (&str, D
     );
 }
 
+/// The same allocator as `catalystd`, so replay is measured as the daemon does it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod workload {
     include!("workload.rs");
 }

@@ -22,6 +22,10 @@ use catalyst::worktree::{MergeOutcome, Repo};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+/// The same allocator as `catalystd` (the scale row compares its start-up with `Store::open`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const CATALYST: &str = env!("CARGO_BIN_EXE_catalyst");
 const CATALYSTD: &str = env!("CARGO_BIN_EXE_catalystd");
 const WAIT: Duration = Duration::from_secs(600);
@@ -484,7 +488,9 @@ fn fanout(quick: bool) {
             // the bench machine's two cores with the daemon, so the clients' own JSON parsing
             // would otherwise be what is measured.
             let sub = subscribe(&ws.paths, seq, &[]).await;
-            tasks.push(tokio::spawn(async move { lean_latencies(sub, events).await }));
+            tasks.push(tokio::spawn(
+                async move { lean_latencies(sub, events).await },
+            ));
         }
         for batch in 0..events / 100 {
             let beads: Vec<BeadInput> = (0..100)

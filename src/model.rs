@@ -129,8 +129,8 @@ impl<'de> Deserialize<'de> for DepType {
     }
 }
 
-/// `issue_id` depends on `depends_on_id`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// `issue_id` depends on `depends_on_id`. Deserialized by hand, like [`Bead`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Dependency {
     pub issue_id: BeadId,
     pub depends_on_id: BeadId,
@@ -176,6 +176,8 @@ pub struct Comment {
     pub extra: JsonMap,
 }
 
+mod de;
+
 fn default_priority() -> u8 {
     2
 }
@@ -187,8 +189,9 @@ fn default_issue_type() -> String {
 /// A work item in the beads schema.
 ///
 /// Optional text fields are `Option` so that an absent field and an empty one are written back
-/// as they were read.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// as they were read. Deserialized by hand (see `de.rs`): with `#[serde(flatten)]` serde would
+/// buffer every bead once more, which was a quarter of a large journal's replay.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Bead {
     pub id: BeadId,
     pub title: String,

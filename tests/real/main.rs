@@ -7,8 +7,10 @@
 
 mod anthropic;
 mod claude;
+mod codex;
 mod http;
 mod isolate;
+mod openai;
 #[path = "../e2e/support.rs"]
 #[allow(dead_code)]
 mod support;

@@ -13,7 +13,7 @@ use crate::support::{run_dir, TestDaemon};
 
 /// The shipped Claude profile with the installed binary, pointed at `mock` with a throwaway
 /// HOME; `extra` (top-level keys only, dotted keys for tables) goes before it.
-fn config(root: &Path, mock: &MockAnthropic, extra: &str) -> String {
+fn config(root: &Path, mock: &MockAnthropic, extra: &str, args: &[String]) -> String {
     let home = root.join("home");
     std::fs::create_dir_all(&home).expect("home");
     let mut profile = AgentProfile::claude();
@@ -21,6 +21,7 @@ fn config(root: &Path, mock: &MockAnthropic, extra: &str) -> String {
         .expect("claude is installed")
         .display()
         .to_string();
+    profile.command.extend(args.iter().cloned());
     for (k, v) in [
         ("HOME", home.display().to_string()),
         ("ANTHROPIC_BASE_URL", mock.url.clone()),
@@ -50,12 +51,22 @@ fn config(root: &Path, mock: &MockAnthropic, extra: &str) -> String {
     )
 }
 
-async fn start(mock: &MockAnthropic, extra: &str) -> TestDaemon {
-    let (mock, extra) = (mock.clone(), extra.to_owned());
-    TestDaemon::start_with(move |root| config(root, &mock, &extra)).await
+pub(crate) async fn start(mock: &MockAnthropic, extra: &str) -> TestDaemon {
+    start_with_args(mock, extra, &[]).await
 }
 
-fn done(summary: &str) -> Turn {
+/// [`start`], with `args` appended to the profile's command.
+pub(crate) async fn start_with_args(
+    mock: &MockAnthropic,
+    extra: &str,
+    args: &[&str],
+) -> TestDaemon {
+    let (mock, extra) = (mock.clone(), extra.to_owned());
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    TestDaemon::start_with(move |root| config(root, &mock, &extra, &args)).await
+}
+
+pub(crate) fn done(summary: &str) -> Turn {
     Turn::done("Done.", summary, &[])
 }
 
@@ -68,7 +79,7 @@ fn approve() -> Turn {
 }
 
 /// An implementer that writes `hello.txt` with the Write tool, then reports.
-fn write_hello() -> Vec<Turn> {
+pub(crate) fn write_hello() -> Vec<Turn> {
     vec![
         Turn::tool(
             "Write",
@@ -100,7 +111,7 @@ fn tool_results(request: &Value) -> Vec<(bool, String)> {
         .collect()
 }
 
-fn step_events<'a>(events: &'a [Value], kind: &str, step: &str) -> Vec<&'a Value> {
+pub(crate) fn step_events<'a>(events: &'a [Value], kind: &str, step: &str) -> Vec<&'a Value> {
     events
         .iter()
         .filter(|e| e["type"] == kind && e["step"].as_str().is_some_and(|s| s.ends_with(step)))

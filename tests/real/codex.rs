@@ -13,7 +13,7 @@ use crate::support::{bead, run_dir, TestDaemon};
 
 /// The shipped Codex profile with the installed binary and a throwaway `CODEX_HOME` whose
 /// config points the model provider at `mock`; every role's model maps to `gpt-5`.
-fn config(root: &Path, mock: &MockOpenAi) -> String {
+pub(crate) fn config(root: &Path, mock: &MockOpenAi) -> String {
     let home = root.join("home");
     let codex_home = root.join("codex-home");
     std::fs::create_dir_all(&home).expect("home");
@@ -21,7 +21,7 @@ fn config(root: &Path, mock: &MockOpenAi) -> String {
     // `OPENAI_BASE_URL` alone does not move Codex 0.169 off api.openai.com (it tries a
     // WebSocket there first); a model provider in its config does.
     let provider = format!(
-        "model_provider = \"mock\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = {}\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n",
+        "model_provider = \"mock\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = {}\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\nsupports_websockets = false\n",
         toml::Value::String(mock.url.clone())
     );
     std::fs::write(codex_home.join("config.toml"), provider).expect("codex config");

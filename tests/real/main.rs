@@ -8,6 +8,7 @@
 mod anthropic;
 mod claude;
 mod codex;
+mod failures;
 mod http;
 mod isolate;
 mod openai;

@@ -125,3 +125,37 @@ fn a_codex_turn_failed_is_a_failure_that_is_retried() {
         );
     });
 }
+
+#[test]
+fn a_429_to_codex_pauses_the_model() {
+    if !in_netns("failures::a_429_to_codex_pauses_the_model", "codex") {
+        return;
+    }
+    runtime().block_on(async {
+        let mock = MockOpenAi::start(vec![(
+            "refine",
+            vec![CodexTurn::Error(429, "rate_limit_exceeded".into())],
+        )])
+        .await;
+        let daemon = {
+            let mock = mock.clone();
+            TestDaemon::start_with(move |root| {
+                format!("pause_secs = 3600\n{}", crate::codex::config(root, &mock))
+            })
+            .await
+        };
+        let id = daemon.submit(bead("Limited")).await;
+        let paused = daemon
+            .wait_for("the model's pause", |e| e["type"] == "model.paused")
+            .await;
+        assert_eq!(paused["model"], "sonnet", "{paused}");
+        let events = daemon.events().await;
+        let results = step_events(&events, "step.result", ".refine");
+        assert!(
+            matches!(&results[..], [r] if r["outcome"] == "usage_limit"),
+            "{results:?}"
+        );
+        let shown = daemon.show(&id).await;
+        assert_ne!(shown["bead"]["status"], "blocked", "{shown}");
+    });
+}

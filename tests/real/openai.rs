@@ -23,6 +23,8 @@ pub enum Turn {
     Exec(String),
     /// The response fails (`response.failed`) with this message.
     Fail(String),
+    /// An HTTP error: status and the API's error code (`rate_limit_exceeded`, …).
+    Error(u16, String),
 }
 
 #[derive(Default)]
@@ -126,6 +128,14 @@ fn answer(state: &State, req: &Request) -> Response {
     let id = format!("resp_{n}");
     let mut events = vec![json!({"type": "response.created", "response": {"id": id}})];
     let item = match turn {
+        Turn::Error(status, code) => {
+            let mut r = Response::json(
+                status,
+                &json!({"error": {"type": code, "code": code, "message": "mock: try again later"}}),
+            );
+            r.headers.push(("retry-after", "0".into()));
+            return r;
+        }
         Turn::Fail(message) => {
             events.push(json!({"type": "response.failed", "response": {"id": id,
                 "error": {"code": "server_error", "message": message}}}));

@@ -133,7 +133,25 @@ fn feature_formula_end_to_end() {
                     &[],
                 )],
             ),
-            ("implement", write_hello()),
+            (
+                "implement",
+                vec![
+                    Turn::tool(
+                        "Write",
+                        json!({"file_path": "{worktree}/hello.txt", "content": "hello\n"}),
+                    ),
+                    Turn::tool(
+                        "Edit",
+                        json!({"file_path": "{worktree}/hello.txt", "old_string": "hello",
+                            "new_string": "hello world"}),
+                    ),
+                    Turn::tool(
+                        "Bash",
+                        json!({"command": "cat hello.txt", "description": "show it"}),
+                    ),
+                    done("wrote hello.txt"),
+                ],
+            ),
             (
                 "review",
                 vec![
@@ -154,13 +172,13 @@ fn feature_formula_end_to_end() {
             })
             .await;
         daemon.wait_status(&id, "closed").await;
-        assert_eq!(daemon.file_on_main("hello.txt").as_deref(), Some("hello\n"));
+        assert_eq!(
+            daemon.file_on_main("hello.txt").as_deref(),
+            Some("hello world\n")
+        );
 
         let implement = mock.conversation("implement");
-        assert!(
-            implement.len() >= 2,
-            "a tool turn and a final turn: {implement:?}"
-        );
+        assert_eq!(implement.len(), 4, "three tool turns and a final turn");
         let prompt = user_text(&implement[0].body);
         assert!(
             prompt.contains("You are the implementation step of an automated software workflow"),
@@ -174,6 +192,16 @@ fn feature_formula_end_to_end() {
         assert!(
             matches!(&written[..], [(false, text)] if text.contains("hello.txt")),
             "the Write went through: {written:?}"
+        );
+        let edited = tool_results(&implement[2].body);
+        assert!(
+            matches!(&edited[..], [(false, _)]),
+            "the Edit went through: {edited:?}"
+        );
+        let ran = tool_results(&implement[3].body);
+        assert!(
+            matches!(&ran[..], [(false, text)] if text.contains("hello world")),
+            "the Bash command ran without a prompt: {ran:?}"
         );
         let review = mock.conversation("review");
         let read = tool_results(&review[1].body);

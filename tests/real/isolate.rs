@@ -20,6 +20,14 @@ pub fn agent_bin(name: &str) -> Option<PathBuf> {
 /// why, when `agent` is not installed or namespaces are unavailable.
 pub fn in_netns(name: &str, agent: &str) -> bool {
     if std::env::var_os(INSIDE).is_some() {
+        // The process's own namespace (sysfs would show the one it was mounted in).
+        let dev = std::fs::read_to_string("/proc/self/net/dev").expect("read /proc/self/net/dev");
+        let links: Vec<&str> = dev
+            .lines()
+            .skip(2)
+            .filter_map(|l| Some(l.split(':').next()?.trim()))
+            .collect();
+        assert_eq!(links, ["lo"], "only loopback inside the namespace");
         return true;
     }
     if agent_bin(agent).is_none() {

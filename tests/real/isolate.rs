@@ -36,13 +36,14 @@ pub fn in_netns(name: &str, agent: &str) -> bool {
         );
         return false;
     }
-    let unshare = if quiet("unshare", &["-n", "true"]) {
+    let up = ["--", "sh", "-c", "ip link set lo up"];
+    let unshare = if quiet("unshare", &[&["-n"][..], &up].concat()) {
         vec!["-n"]
-    } else if quiet("unshare", &["-rn", "true"]) {
+    } else if quiet("unshare", &[&["-rn"][..], &up].concat()) {
         vec!["-rn"]
     } else {
         eprintln!(
-            "skipped {name}: network namespaces are unavailable (`unshare -n` failed), and these tests never run with the network reachable"
+            "skipped {name}: network namespaces are unavailable (`unshare -n` or `ip link set lo up` failed), and these tests never run with the network reachable"
         );
         return false;
     };

@@ -3,7 +3,7 @@
 //! One JSON object per line: a `system` event (`init`, and `api_retry` while the API is
 //! retried), `assistant` and `user` events carrying the conversation (tool calls and their
 //! results), and a final `result` event with `subtype`, `is_error`, `result` (the final message),
-//! `total_cost_usd` and `usage`. Only the last `result` event is the run's answer: a result block
+//! `total_cost_usd`, `usage` and (since 2.1) `api_error_status`. Only the last `result` event is the run's answer: a result block
 //! quoted in an assistant message or returned by a tool is conversation, not the final message.
 
 use serde::Deserialize;
@@ -37,6 +37,10 @@ struct Event {
     /// On a `system`/`api_retry` event: the HTTP status being retried.
     #[serde(default)]
     error_status: Option<Value>,
+    /// On a `result` (Claude Code 2.1): the HTTP status of the API error that ended the run,
+    /// `null` when there was none.
+    #[serde(default)]
+    api_error_status: Option<Value>,
 }
 
 /// The last `result` event, as far as catalyst cares.
@@ -45,6 +49,7 @@ struct Final {
     is_error: bool,
     result: Option<String>,
     errors: Option<String>,
+    api_error_status: Option<u64>,
     cost_usd: Option<f64>,
     usage: Option<Value>,
 }
@@ -79,6 +84,7 @@ impl Claude {
                     is_error: event.is_error.unwrap_or(false),
                     result: event.result,
                     errors: errors.filter(|e| !e.is_empty()),
+                    api_error_status: event.api_error_status.as_ref().and_then(Value::as_u64),
                     cost_usd: event.total_cost_usd,
                     usage: event.usage,
                 });
@@ -131,7 +137,18 @@ impl Claude {
                 .or(last.subtype.as_deref())
                 .unwrap_or("no details")
                 .to_owned();
-            let limit = limits::in_error_text(&text).or(self.pending_limit);
+            // A 429 or 529 ended the run whatever its message says (a proxy or a newer API may
+            // word it without "rate limit").
+            let by_status = match last.api_error_status {
+                Some(status @ (429 | 529)) => Some(format!(
+                    "the API answered {status}: {}",
+                    limits::one_line(&text)
+                )),
+                _ => None,
+            };
+            let limit = limits::in_error_text(&text)
+                .or(by_status)
+                .or(self.pending_limit);
             (Some(limits::one_line(&text)), limit)
         } else {
             let limit = last.result.as_deref().and_then(limits::in_bare_notice);

@@ -137,7 +137,11 @@ pub struct Vars<'a> {
 
 impl AgentProfile {
     /// Claude Code in print mode with streamed JSON, the prompt on stdin and the daemon's hook
-    /// settings. Never `--bare` or `--safe-mode`: they skip hooks.
+    /// settings. Never `--bare` or `--safe-mode`: they skip hooks. No `--permission-mode` and
+    /// no `--dangerously-skip-permissions` (refused as root, like `bypassPermissions`): in
+    /// print mode the PreToolUse hook's explicit `allow` is what lets a writing role edit files
+    /// and run commands without a prompt, as root or not (checked against Claude Code 2.1.197
+    /// by the tests in `tests/real`).
     pub fn claude() -> AgentProfile {
         AgentProfile {
             command: [
@@ -160,7 +164,9 @@ impl AgentProfile {
     }
 
     /// `codex exec` with JSON events, sandboxed to the worktree, the prompt as its last argument
-    /// and stdin closed (codex reads a prompt from stdin only when given `-`).
+    /// and stdin `/dev/null`: codex 0.169 appends whatever its stdin holds to the prompt when
+    /// stdin is not a terminal ("Reading additional input from stdin..."), so an inherited
+    /// stdin would hang it or leak into the prompt.
     pub fn codex() -> AgentProfile {
         AgentProfile {
             command: [

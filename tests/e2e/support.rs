@@ -27,6 +27,24 @@ pub struct TestDaemon {
 impl TestDaemon {
     /// Starts a daemon whose agents follow `scenario`, with `extra` appended to its config.
     pub async fn start(scenario: &str, extra: &str) -> TestDaemon {
+        let (scenario, extra) = (scenario.to_owned(), extra.to_owned());
+        TestDaemon::start_with(move |root| {
+            let scenario_path = root.join("scenario.toml");
+            std::fs::write(&scenario_path, scenario).expect("scenario");
+            let agent = [
+                env!("CARGO_BIN_EXE_catalyst").to_owned(),
+                "__stub-claude".to_owned(),
+            ];
+            let config =
+                catalyst::demo::stub_config(&agent, &scenario_path, &root.join("agents.log"));
+            format!("{config}\n{extra}\n")
+        })
+        .await
+    }
+
+    /// Starts a daemon whose config is `config(root)`, `root` being the fixture's temporary
+    /// folder (the repository is `root/repo`), plus the `catalyst_bin` of this build.
+    pub async fn start_with(config: impl FnOnce(&Path) -> String) -> TestDaemon {
         let _ = tracing_subscriber::fmt()
             .with_test_writer()
             .with_env_filter(
@@ -41,17 +59,10 @@ impl TestDaemon {
         catalyst::demo::init_repo(&repo).expect("init repo");
         let paths = Paths::new(&repo);
         std::fs::create_dir_all(&paths.state).expect("state dir");
-        let scenario_path = root.join("scenario.toml");
-        std::fs::write(&scenario_path, scenario).expect("scenario");
         let log = root.join("agents.log");
-        let agent = [
-            env!("CARGO_BIN_EXE_catalyst").to_owned(),
-            "__stub-claude".to_owned(),
-        ];
-        let mut config = catalyst::demo::stub_config(&agent, &scenario_path, &log);
         // The daemon runs inside the test binary, so the hooks' `catalyst` is not next to it.
         let bin = toml::Value::String(env!("CARGO_BIN_EXE_catalyst").to_owned());
-        config = format!("{config}\ncatalyst_bin = {bin}\n{extra}\n");
+        let config = format!("catalyst_bin = {bin}\n{}\n", config(&root));
         std::fs::write(paths.config(), config).expect("config");
         let mut daemon = TestDaemon {
             _dir: dir,

@@ -168,6 +168,31 @@ fn claude_structured_limit_signals_count_only_if_nothing_recovered() {
 }
 
 #[test]
+fn claude_api_error_status_decides_between_limit_and_failure() {
+    // As Claude Code 2.1.197 ends a run on an API error: `subtype: success`, `is_error: true`,
+    // the status in `api_error_status`, a message that need not name the limit.
+    let ended = |status: u64, text: &str| {
+        json!({"type": "result", "subtype": "success", "is_error": true,
+            "api_error_status": status, "result": text, "total_cost_usd": 0})
+        .to_string()
+    };
+    let parsed = claude(&[
+        init(),
+        ended(429, "API Error: Request rejected (429) · try again later"),
+    ]);
+    assert!(parsed.is_error);
+    assert!(parsed.usage_limit.unwrap().contains("429"));
+    let parsed = claude(&[init(), ended(529, "API Error: Repeated 529")]);
+    assert!(parsed.usage_limit.unwrap().contains("529"));
+    let parsed = claude(&[init(), ended(401, "API Error: 401 · invalid x-api-key")]);
+    assert!(parsed.is_error);
+    assert_eq!(
+        parsed.usage_limit, None,
+        "a bad key is a failure, not a limit"
+    );
+}
+
+#[test]
 fn codex_final_message_is_the_last_agent_message() {
     let answer = block("DONE", None, "codex did it");
     let parsed = codex(&[

@@ -49,6 +49,7 @@ impl Repo {
     /// If a crash falls between the checkout and the ref move, the checkout's index and files
     /// already equal the bead's tip; a repeat recognizes that and only moves the ref.
     pub fn merge_into_target(&self, bead: &BeadId, target: &str) -> Result<MergeOutcome, GitError> {
+        let _shared = self.exclusive();
         let repo = self.main_repo()?;
         let tip = branch_tip(&repo, bead)?;
         let current = target_tip(&repo, target)?.id();
@@ -94,6 +95,13 @@ impl Repo {
         })
     }
 
+    /// The tip of the local branch `target`.
+    pub fn target_head(&self, target: &str) -> Result<CommitId, GitError> {
+        let repo = self.main_repo()?;
+        let tip = target_tip(&repo, target)?.id();
+        Ok(tip.into())
+    }
+
     /// Whether the bead's branch tip is the target's tip or one of its ancestors.
     pub fn is_merged(&self, bead: &BeadId, target: &str) -> Result<bool, GitError> {
         let repo = self.main_repo()?;
@@ -106,7 +114,7 @@ impl Repo {
     /// The checkout whose HEAD is `refname`: the main working directory or a linked worktree.
     /// A bare repository's HEAD names a branch too, but has no files to update, so it is
     /// skipped.
-    fn checkout_of(
+    pub(super) fn checkout_of(
         &self,
         repo: &Repository,
         refname: &str,
@@ -157,11 +165,11 @@ fn contains(repo: &Repository, target: Oid, tip: Oid) -> Result<bool, git2::Erro
 fn update_checkout(checkout: &Repository, tip_tree: Oid) -> Result<Vec<String>, git2::Error> {
     let dirty = tracked_changes(checkout)?;
     if !dirty.is_empty() {
-        return if already_checked_out(checkout, tip_tree)? {
-            Ok(Vec::new())
-        } else {
-            Ok(dirty.into_iter().map(|(path, _)| path).collect())
-        };
+        if already_checked_out(checkout, tip_tree)? {
+            return Ok(Vec::new());
+        }
+        let paths = dirty.into_iter().map(|(path, _)| path).collect();
+        return finish_interrupted(checkout, tip_tree, paths);
     }
     // Looked up through the checkout's own handle: libgit2 refuses objects of another handle.
     let tree = checkout.find_tree(tip_tree)?;
@@ -184,8 +192,51 @@ fn update_checkout(checkout: &Repository, tip_tree: Oid) -> Result<Vec<String>, 
     };
     match result {
         Ok(()) => Ok(Vec::new()),
-        Err(e) if e.code() == ErrorCode::Conflict && !blocked.is_empty() => Ok(blocked),
+        Err(e) if e.code() == ErrorCode::Conflict && !blocked.is_empty() => {
+            finish_interrupted(checkout, tip_tree, blocked)
+        }
         Err(e) => Err(e),
+    }
+}
+
+/// Finishes a checkout that a killed daemon left half-done. libgit2 writes the files first and
+/// the index last, so a kill in between leaves files that already hold the bead's version while
+/// the index still says the old tip: modified tracked files, and new files in the way of
+/// themselves. When every file that stops the checkout (`paths`) already has exactly the content
+/// `tip_tree` gives it (or is gone where `tip_tree` has no such file), writing the tip over them
+/// loses nothing, and the checkout is finished by force. Otherwise the files that differ are
+/// someone's changes: they are returned, and the daemon waits.
+fn finish_interrupted(
+    checkout: &Repository,
+    tip_tree: Oid,
+    paths: Vec<String>,
+) -> Result<Vec<String>, git2::Error> {
+    let tree = checkout.find_tree(tip_tree)?;
+    let Some(workdir) = checkout.workdir() else {
+        return Ok(paths);
+    };
+    let differing: Vec<String> = paths
+        .into_iter()
+        .filter(|path| !holds_tip_version(&tree, &workdir.join(path), path))
+        .collect();
+    if !differing.is_empty() {
+        return Ok(differing);
+    }
+    info!(path = %workdir.display(), "finishing a checkout of the target that was interrupted");
+    let mut opts = CheckoutBuilder::new();
+    opts.force().overwrite_ignored(false);
+    checkout.checkout_tree(tree.as_object(), Some(&mut opts))?;
+    Ok(Vec::new())
+}
+
+/// Whether the file at `file` (`path` relative to the checkout) is what `tree` says it is.
+fn holds_tip_version(tree: &git2::Tree<'_>, file: &std::path::Path, path: &str) -> bool {
+    match tree.get_path(std::path::Path::new(path)) {
+        Ok(entry) => {
+            entry.kind() == Some(git2::ObjectType::Blob)
+                && Oid::hash_file(git2::ObjectType::Blob, file).is_ok_and(|id| id == entry.id())
+        }
+        Err(_) => std::fs::symlink_metadata(file).is_err(),
     }
 }
 

@@ -669,6 +669,49 @@ fn merge_finishes_after_a_crash_between_checkout_and_ref_move() {
 }
 
 #[test]
+fn merge_finishes_a_checkout_killed_after_writing_files_and_before_the_index() {
+    // libgit2 writes the files first and the index last: a daemon killed in between leaves
+    // the bead's new file untracked (in the way of itself) and a modified tracked file, with
+    // the index still at the old tip. Those files hold exactly the bead's version, so the next
+    // merge finishes the checkout instead of waiting for a person forever.
+    let f = fixture();
+    let b = bead("cat-1");
+    let wt = f.repo.create(&b, "main").expect("create");
+    write(&wt.path.join("hello.txt"), "hi\n");
+    write(&wt.path.join("old.txt"), "changed by the bead\n");
+    let done = f
+        .repo
+        .commit_all(&b, "msg")
+        .expect("commit")
+        .expect("a change");
+    write(&f.ws.join("hello.txt"), "hi\n");
+    write(&f.ws.join("old.txt"), "changed by the bead\n");
+
+    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    assert!(
+        matches!(outcome, MergeOutcome::Merged { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(CommitId::from(tip(&f.ws, "main")), done);
+    assert_eq!(tracked_changes(&f.ws), Vec::<String>::new());
+
+    // A file in the way with other content is a person's: never overwritten.
+    let c = bead("cat-2");
+    let wt = f.repo.create(&c, "main").expect("create");
+    write(&wt.path.join("new.txt"), "from the bead\n");
+    f.repo.commit_all(&c, "msg").expect("commit");
+    write(&f.ws.join("new.txt"), "a person's\n");
+    let outcome = f.repo.merge_into_target(&c, "main").expect("merge");
+    assert_eq!(
+        outcome,
+        MergeOutcome::TargetDirty {
+            files: vec!["new.txt".into()]
+        }
+    );
+    assert_eq!(read(&f.ws.join("new.txt")), "a person's\n");
+}
+
+#[test]
 fn remove_deletes_the_folder_and_branch_and_is_idempotent() {
     let f = fixture();
     let b = bead("cat-1");

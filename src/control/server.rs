@@ -16,7 +16,8 @@ use tokio::fs::File;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncSeekExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
-use tokio_util::codec::{Framed, LinesCodec, LinesCodecError};
+use tokio_util::bytes::BytesMut;
+use tokio_util::codec::{Decoder, Encoder, Framed, LinesCodec, LinesCodecError};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -78,7 +79,10 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
+                    // Out of file descriptors (EMFILE) fails every accept until a connection
+                    // closes: pause instead of spinning on it.
                     tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     continue;
                 }
             },
@@ -92,7 +96,62 @@ pub async fn serve(
     }
 }
 
-type Conn = Framed<UnixStream, LinesCodec>;
+type Conn = Framed<UnixStream, RequestLines>;
+
+/// One line read from a client: a request line, or a line that cannot be one.
+#[derive(Debug, PartialEq, Eq)]
+enum Line {
+    Text(String),
+    /// Longer than [`MAX_LINE`]; its bytes were dropped up to its newline.
+    TooLong,
+    NotUtf8,
+}
+
+/// `LinesCodec` with [`MAX_LINE`], except that a line too long or not UTF-8 is an item, not
+/// an error: `Framed` ends the stream after a decoder error (and does not decode lines already
+/// buffered behind it until more bytes arrive), while a bad line must get an error reply and
+/// leave the connection usable (DESIGN §9).
+struct RequestLines(LinesCodec);
+
+impl RequestLines {
+    fn new() -> RequestLines {
+        RequestLines(LinesCodec::new_with_max_length(MAX_LINE))
+    }
+
+    fn map(
+        decoded: Result<Option<String>, LinesCodecError>,
+    ) -> Result<Option<Line>, LinesCodecError> {
+        match decoded {
+            Ok(line) => Ok(line.map(Line::Text)),
+            Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(Line::TooLong)),
+            Err(LinesCodecError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                Ok(Some(Line::NotUtf8))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Decoder for RequestLines {
+    type Item = Line;
+    type Error = LinesCodecError;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Line>, LinesCodecError> {
+        RequestLines::map(self.0.decode(buf))
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Line>, LinesCodecError> {
+        RequestLines::map(self.0.decode_eof(buf))
+    }
+}
+
+impl Encoder<String> for RequestLines {
+    type Error = LinesCodecError;
+
+    fn encode(&mut self, line: String, buf: &mut BytesMut) -> Result<(), LinesCodecError> {
+        self.0.encode(line, buf)
+    }
+}
 
 async fn send(conn: &mut Conn, value: &impl serde::Serialize) -> std::io::Result<()> {
     let line = serde_json::to_string(value).map_err(std::io::Error::other)?;
@@ -108,7 +167,7 @@ fn codec_io(e: LinesCodecError) -> std::io::Error {
 
 async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
     let peer = stream.peer_cred()?.uid();
-    let mut conn = Framed::new(stream, LinesCodec::new_with_max_length(MAX_LINE));
+    let mut conn = Framed::new(stream, RequestLines::new());
     if peer != shared.uid {
         let error = RpcError::new(
             ErrorCode::Forbidden,
@@ -127,8 +186,8 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
         };
         let line = match line {
             None => return Ok(()),
-            Some(Ok(line)) => line,
-            Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
+            Some(Ok(Line::Text(line))) => line,
+            Some(Ok(Line::TooLong)) => {
                 let error = RpcError::new(
                     ErrorCode::TooLarge,
                     format!("a request line may be at most {MAX_LINE} bytes"),
@@ -136,14 +195,12 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
                 send(&mut conn, &Response::err(Value::Null, error)).await?;
                 continue;
             }
-            Some(Err(LinesCodecError::Io(e))) => {
-                if e.kind() == std::io::ErrorKind::InvalidData {
-                    let error = RpcError::bad_request("a request line must be UTF-8");
-                    send(&mut conn, &Response::err(Value::Null, error)).await?;
-                    continue;
-                }
-                return Err(e);
+            Some(Ok(Line::NotUtf8)) => {
+                let error = RpcError::bad_request("a request line must be UTF-8");
+                send(&mut conn, &Response::err(Value::Null, error)).await?;
+                continue;
             }
+            Some(Err(e)) => return Err(codec_io(e)),
         };
         if line.trim().is_empty() {
             continue;

@@ -409,7 +409,9 @@ impl Engine {
             meta.attempts,
             &Outcome::Approved { comment: p.comment },
         ));
-        self.apply_decision(&work.id, events);
+        if !self.apply_decision(&work.id, events) {
+            return Err(self.not_written());
+        }
         Ok(json!({"approved": step.id}))
     }
 
@@ -429,7 +431,9 @@ impl Engine {
             meta.attempts,
             &Outcome::ApprovalRejected { reason: p.reason },
         );
-        self.apply_decision(&work.id, events);
+        if !self.apply_decision(&work.id, events) {
+            return Err(self.not_written());
+        }
         Ok(json!({"rejected": step.id}))
     }
 
@@ -495,7 +499,9 @@ impl Engine {
             self.cancelling.insert(work.id.clone(), p.reason);
             return Ok(json!({"cancelling": work.id}));
         }
-        self.finish_cancel(&work, p.reason, Vec::new());
+        if !self.finish_cancel(&work, p.reason, Vec::new()) {
+            return Err(self.not_written());
+        }
         Ok(json!({"cancelled": work.id}))
     }
 
@@ -508,7 +514,6 @@ impl Engine {
                     super::Pause {
                         until: tokio::time::Instant::now()
                             + std::time::Duration::from_secs(365 * 24 * 3600),
-                        secs: 0,
                     },
                 );
             }
@@ -528,8 +533,15 @@ impl Engine {
         if !path.is_file() {
             return;
         }
+        let failures = self.write_failures;
         let result =
             read_bead_file(path).and_then(|inputs| self.submit(inputs).map_err(|e| e.message));
+        if self.write_failures != failures {
+            // Not the file's fault: it stays in the inbox and is read again once the journal
+            // can be written (`Engine::handle` keeps the input).
+            tracing::warn!(file = %path.display(), "cannot record a bead file yet; it stays in the inbox");
+            return;
+        }
         match result {
             Ok(answer) => {
                 tracing::info!(file = %path.display(), ids = %answer["ids"], "ingested a bead file");

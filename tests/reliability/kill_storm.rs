@@ -5,8 +5,9 @@
 //! worktree may outlive its purpose.
 //!
 //! `kill_storm_10` runs in the normal suite; `kill_storm_100` is the long version:
-//! `cargo test --test reliability kill_storm_100 -- --ignored --nocapture`. Both print their
-//! seed; `CATALYST_KILL_SEED=<seed>` replays the same kill moments.
+//! `cargo test --test reliability kill_storm_100 -- --ignored --nocapture` (`CATALYST_KILLS=N`
+//! for another count). Both print their seed; `CATALYST_KILL_SEED=<seed>` replays the same kill
+//! moments.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -438,5 +439,9 @@ async fn kill_storm_10() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long: 100 kills; run with `cargo test --test reliability kill_storm_100 -- --ignored --nocapture`"]
 async fn kill_storm_100() {
-    storm(100).await;
+    let kills = std::env::var("CATALYST_KILLS")
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(100);
+    storm(kills).await;
 }

@@ -482,12 +482,18 @@ impl Engine {
         result: Result<MergeOutcome, MergeFailure>,
     ) {
         self.merging.remove(&work);
-        // The checkout is no longer half-updated by this merge (whatever its outcome); if the
-        // outcome below is not recorded, the bead stays in phase `merging` and merges again.
-        let marker = self.paths.state.join(super::schedule::MERGING_FILE);
-        if let Err(e) = std::fs::remove_file(&marker) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(path = %marker.display(), error = %e, "cannot remove the merge marker");
+        // A merge that must wait keeps its marker (it goes first when it is tried again, and
+        // files an interrupted checkout cut short stay recognizable); any other outcome ends
+        // the merge. If the outcome is not recorded, the bead stays in phase `merging` and
+        // merges again; a stale marker is dropped by `start_merges`.
+        let waits = matches!(result, Ok(MergeOutcome::TargetDirty { .. }))
+            || matches!(&result, Err(e) if e.transient);
+        if !waits {
+            let marker = self.paths.state.join(super::schedule::MERGING_FILE);
+            if let Err(e) = std::fs::remove_file(&marker) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(path = %marker.display(), error = %e, "cannot remove the merge marker");
+                }
             }
         }
         let state = self.store.state();

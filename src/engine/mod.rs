@@ -170,6 +170,8 @@ pub struct Engine {
     stop_deadline: Option<Instant>,
     /// The next number for generated ids (0: not yet computed from the store).
     next_number: u64,
+    /// When this daemon started: state files older than this were left by an earlier one.
+    started: std::time::SystemTime,
 }
 
 /// A handler's failure: either a refusal for the client or a storage failure.
@@ -216,6 +218,7 @@ impl Engine {
             stopping: false,
             stop_deadline: None,
             next_number: 0,
+            started: std::time::SystemTime::now(),
         };
         (engine, handle, rx)
     }

@@ -305,9 +305,11 @@ impl Engine {
     ///
     /// Merges run one at a time: they all move the same target and update the same checkout
     /// of it, which `Repo::merge_into_target` requires to be serialized. The bead whose merge
-    /// is in flight is written to [`MERGING_FILE`] first; a daemon killed half-way through
-    /// updating the checkout leaves files that only that bead's merge recognizes as its own,
-    /// so after a restart that bead's merge goes first.
+    /// is in flight is written to [`MERGING_FILE`] first, and the marker stays until that
+    /// merge's outcome is recorded (a merge that must wait keeps it). A daemon killed half-way
+    /// through updating the checkout leaves files that only that bead's merge recognizes as
+    /// its own, so that bead merges first, as a resumed merge (`resume_merge_into_target`)
+    /// that also overwrites files the kill cut short.
     fn start_merges(&mut self) {
         if !self.merging.is_empty() || self.dirty_retry.is_some() {
             return;
@@ -331,17 +333,30 @@ impl Engine {
         }
         waiting.sort();
         let marker = self.paths.state.join(MERGING_FILE);
-        let interrupted = std::fs::read_to_string(&marker)
-            .ok()
-            .map(|s| s.trim().to_owned());
-        let pick = waiting
-            .iter()
-            .position(|(_, _, w, _)| interrupted.as_deref() == Some(w.as_str()))
-            .unwrap_or(0);
+        let marked = std::fs::read_to_string(&marker).ok().and_then(|bead| {
+            let since = std::fs::metadata(&marker).and_then(|m| m.modified()).ok()?;
+            let at = waiting
+                .iter()
+                .position(|(_, _, w, _)| w.as_str() == bead.trim());
+            if at.is_none() {
+                // That merge's outcome is recorded: the marker only outlived it.
+                let _ = std::fs::remove_file(&marker);
+            }
+            Some((at?, since))
+        });
+        let pick = marked.map_or(0, |(at, _)| at);
+        // A marker written before this daemon started is a merge a kill interrupted: what it
+        // may have cut short was written between then and this start.
+        let interrupted = marked
+            .map(|(_, since)| since)
+            .filter(|since| *since < self.started)
+            .map(|since| (since, self.started));
         let (_, _, work, step) = waiting.swap_remove(pick);
-        if let Err(e) = crate::fsutil::write_atomic(&marker, work.as_str().as_bytes()) {
-            tracing::error!(path = %marker.display(), error = %e, "cannot record the merge about to start; not merging");
-            return;
+        if marked.is_none() {
+            if let Err(e) = crate::fsutil::write_atomic(&marker, work.as_str().as_bytes()) {
+                tracing::error!(path = %marker.display(), error = %e, "cannot record the merge about to start; not merging");
+                return;
+            }
         }
         self.merging.insert(work.clone());
         let repo = self.repo.clone();
@@ -349,19 +364,21 @@ impl Engine {
         let tx = self.tx.clone();
         self.tracker.spawn(async move {
             let bead = work.clone();
-            let result =
-                tokio::task::spawn_blocking(move || repo.merge_into_target(&bead, &target))
-                    .await
-                    .map_err(|e| MergeFailure {
-                        message: e.to_string(),
-                        transient: false,
-                    })
-                    .and_then(|r| {
-                        r.map_err(|e| MergeFailure {
-                            message: e.to_string(),
-                            transient: e.is_transient(),
-                        })
-                    });
+            let result = tokio::task::spawn_blocking(move || match interrupted {
+                Some(window) => repo.resume_merge_into_target(&bead, &target, window),
+                None => repo.merge_into_target(&bead, &target),
+            })
+            .await
+            .map_err(|e| MergeFailure {
+                message: e.to_string(),
+                transient: false,
+            })
+            .and_then(|r| {
+                r.map_err(|e| MergeFailure {
+                    message: e.to_string(),
+                    transient: e.is_transient(),
+                })
+            });
             let _ = tx.send(Input::MergeDone { work, step, result }).await;
         });
     }

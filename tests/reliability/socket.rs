@@ -341,6 +341,10 @@ async fn the_socket_is_private_and_another_uid_is_refused() {
     ws.call(&mut daemon, Method::Status).await;
     assert_eq!(std::fs::read(&journal).expect("journal"), before);
     stop(&mut daemon);
+    println!(
+        "uid 65534: refused by the 0600 socket in its 0700 folder (EACCES); with both opened, answered `{}`",
+        stderr.trim()
+    );
 }
 
 fn stop(daemon: &mut Catalystd) {

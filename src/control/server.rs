@@ -16,7 +16,8 @@ use tokio::fs::File;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncSeekExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
-use tokio_util::codec::{Framed, LinesCodec, LinesCodecError};
+use tokio_util::bytes::BytesMut;
+use tokio_util::codec::{Decoder, Encoder, Framed, LinesCodec, LinesCodecError};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -78,7 +79,10 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
+                    // Out of file descriptors (EMFILE) fails every accept until a connection
+                    // closes: pause instead of spinning on it.
                     tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     continue;
                 }
             },
@@ -92,59 +96,66 @@ pub async fn serve(
     }
 }
 
-type Conn = Framed<UnixStream, Lines>;
+type Conn = Framed<UnixStream, RequestLines>;
 
-/// A line, or why a line was dropped.
-#[derive(Debug)]
+/// One line read from a client: a request line, or a line that cannot be one.
+#[derive(Debug, PartialEq, Eq)]
 enum Line {
     Text(String),
+    /// Longer than [`MAX_LINE`]; its bytes were dropped up to its newline.
     TooLong,
     NotUtf8,
 }
 
-/// `LinesCodec` that reports a too long or non-UTF-8 line as an item instead of an error:
-/// a `Framed` stream ends after its codec's first error, and a bad line must not end the
-/// connection.
-struct Lines(LinesCodec);
+/// `LinesCodec` with [`MAX_LINE`], except that a line too long or not UTF-8 is an item, not
+/// an error: `Framed` ends the stream after a decoder error (and does not decode lines already
+/// buffered behind it until more bytes arrive), while a bad line must get an error reply and
+/// leave the connection usable (DESIGN §9).
+struct RequestLines(LinesCodec);
 
-impl tokio_util::codec::Decoder for Lines {
-    type Item = Line;
-    type Error = std::io::Error;
-
-    fn decode(&mut self, buf: &mut bytes::BytesMut) -> Result<Option<Line>, std::io::Error> {
-        match self.0.decode(buf) {
-            Ok(line) => Ok(line.map(Line::Text)),
-            Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(Line::TooLong)),
-            Err(LinesCodecError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
-                Ok(Some(Line::NotUtf8))
-            }
-            Err(LinesCodecError::Io(e)) => Err(e),
-        }
+impl RequestLines {
+    fn new() -> RequestLines {
+        RequestLines(LinesCodec::new_with_max_length(MAX_LINE))
     }
 
-    fn decode_eof(&mut self, buf: &mut bytes::BytesMut) -> Result<Option<Line>, std::io::Error> {
-        match self.0.decode_eof(buf) {
+    fn map(
+        decoded: Result<Option<String>, LinesCodecError>,
+    ) -> Result<Option<Line>, LinesCodecError> {
+        match decoded {
             Ok(line) => Ok(line.map(Line::Text)),
             Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(Line::TooLong)),
             Err(LinesCodecError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
                 Ok(Some(Line::NotUtf8))
             }
-            Err(LinesCodecError::Io(e)) => Err(e),
+            Err(e) => Err(e),
         }
     }
 }
 
-impl tokio_util::codec::Encoder<String> for Lines {
-    type Error = std::io::Error;
+impl Decoder for RequestLines {
+    type Item = Line;
+    type Error = LinesCodecError;
 
-    fn encode(&mut self, line: String, buf: &mut bytes::BytesMut) -> Result<(), std::io::Error> {
-        self.0.encode(line, buf).map_err(codec_io)
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Line>, LinesCodecError> {
+        RequestLines::map(self.0.decode(buf))
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Line>, LinesCodecError> {
+        RequestLines::map(self.0.decode_eof(buf))
+    }
+}
+
+impl Encoder<String> for RequestLines {
+    type Error = LinesCodecError;
+
+    fn encode(&mut self, line: String, buf: &mut BytesMut) -> Result<(), LinesCodecError> {
+        self.0.encode(line, buf)
     }
 }
 
 async fn send(conn: &mut Conn, value: &impl serde::Serialize) -> std::io::Result<()> {
     let line = serde_json::to_string(value).map_err(std::io::Error::other)?;
-    conn.send(line).await
+    conn.send(line).await.map_err(codec_io)
 }
 
 fn codec_io(e: LinesCodecError) -> std::io::Error {
@@ -156,7 +167,7 @@ fn codec_io(e: LinesCodecError) -> std::io::Error {
 
 async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
     let peer = stream.peer_cred()?.uid();
-    let mut conn = Framed::new(stream, Lines(LinesCodec::new_with_max_length(MAX_LINE)));
+    let mut conn = Framed::new(stream, RequestLines::new());
     if peer != shared.uid {
         let error = RpcError::new(
             ErrorCode::Forbidden,
@@ -189,7 +200,7 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
                 send(&mut conn, &Response::err(Value::Null, error)).await?;
                 continue;
             }
-            Some(Err(e)) => return Err(e),
+            Some(Err(e)) => return Err(codec_io(e)),
         };
         if line.trim().is_empty() {
             continue;
@@ -280,10 +291,12 @@ async fn subscribe(
                 caught_up = true;
                 // Buffered: one write per batch of lines rather than one per event, which is
                 // what lets many subscribers keep up with a burst.
-                conn.feed(full.trim_end().to_owned()).await?;
+                conn.feed(full.trim_end().to_owned())
+                    .await
+                    .map_err(codec_io)?;
             }
         }
-        conn.flush().await?;
+        conn.flush().await.map_err(codec_io)?;
         if !p.follow {
             let last = *seq.borrow();
             return send(&mut conn, &json!({"type": "end", "seq": last})).await;

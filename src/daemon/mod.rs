@@ -63,22 +63,48 @@ pub fn lock(paths: &Paths) -> Result<Lock, DaemonError> {
         .truncate(false)
         .open(&path)
         .map_err(|e| io("cannot open", e))?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let mut pid = String::new();
-            let _ = file.read_to_string(&mut pid);
-            return Err(DaemonError::Locked {
-                pid: pid.trim().to_owned(),
-                workspace: paths.workspace.display().to_string(),
-            });
+    // The lock belongs to the open file, which a child shares from `fork` until its `exec`
+    // closes it: a daemon killed while it was starting an agent leaves the lock held for the
+    // moment that child takes to exec or die. So a lock whose recorded holder is gone is
+    // waited for, briefly; a lock whose holder lives is refused at once.
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut pid = String::new();
+                let _ = file.rewind().and_then(|()| file.read_to_string(&mut pid));
+                let pid = pid.trim().to_owned();
+                if alive(&pid) || std::time::Instant::now() >= deadline {
+                    return Err(DaemonError::Locked {
+                        pid,
+                        workspace: paths.workspace.display().to_string(),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io("cannot lock", e)),
         }
-        Err(std::fs::TryLockError::Error(e)) => return Err(io("cannot lock", e)),
     }
     file.set_len(0).map_err(|e| io("cannot write", e))?;
     file.rewind().map_err(|e| io("cannot write", e))?;
     writeln!(file, "{}", std::process::id()).map_err(|e| io("cannot write", e))?;
     Ok(Lock { _file: file })
+}
+
+/// How long a lock whose recorded holder is gone may stay held (see [`lock`]).
+const LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// Whether the process `pid` (as written in the lock file) exists.
+fn alive(pid: &str) -> bool {
+    let Ok(pid) = pid.parse::<i32>() else {
+        return false;
+    };
+    pid > 0
+        && matches!(
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+            Ok(()) | Err(nix::errno::Errno::EPERM)
+        )
 }
 
 /// Locks the workspace, binds its socket and runs the daemon until `shutdown` fires.

@@ -13,20 +13,21 @@ use crate::router::{self, BlockCause, Counters, Decision, FixSource, Outcome};
 use crate::time::Timestamp;
 use crate::worktree::MergeOutcome;
 
-use super::runner::StepDone;
-use super::{Engine, Pause};
+use super::runner::{StepDone, TARGET_FILE};
+use super::{Engine, MergeFailure, Pause};
 
 /// The author of the daemon's comments.
 pub const DAEMON: &str = "catalyst";
 
 impl Engine {
     pub(super) fn step_done(&mut self, done: StepDone) {
+        let mut model = None;
         if self
             .running
             .get(&done.work)
             .is_some_and(|r| r.step == done.step && r.attempt == done.attempt)
         {
-            self.running.remove(&done.work);
+            model = self.running.remove(&done.work).and_then(|r| r.model);
         }
         let state = self.store.state();
         let (Some(step), Some(work)) = (
@@ -37,6 +38,13 @@ impl Engine {
             return;
         };
         let Some(meta) = step.step_meta() else { return };
+        // Only the attempt the journal says is running may end: an attempt whose end is
+        // already recorded (handled again after a failed write) is not recorded twice.
+        if !matches!(meta.phase, Some(Phase::Running { attempt, .. }) if attempt == done.attempt) {
+            tracing::debug!(step = %done.step, attempt = done.attempt, "the attempt's end is already recorded");
+            self.over_budget(&done.work);
+            return;
+        }
         let finished = EventBody::StepFinished {
             bead: done.work.clone(),
             step: done.step.clone(),
@@ -46,8 +54,10 @@ impl Engine {
             cost_usd: done.cost_usd,
             commit: done.commit.as_ref().map(|c| c.to_string()),
         };
-        if let Some(reason) = self.cancelling.remove(&done.work) {
-            self.finish_cancel(&work, reason, vec![finished]);
+        if let Some(reason) = self.cancelling.get(&done.work).cloned() {
+            if self.finish_cancel(&work, reason, vec![finished]) {
+                self.cancelling.remove(&done.work);
+            }
             return;
         }
         let Some(outcome) = done.outcome else {
@@ -67,6 +77,11 @@ impl Engine {
             ]);
             return;
         };
+        if !matches!(outcome, Outcome::UsageLimit { .. }) {
+            if let Some(model) = &model {
+                self.model_backoff.remove(model);
+            }
+        }
         if step.status != Status::InProgress || work.status != Status::InProgress {
             // A person closed, reopened or blocked it meanwhile: record the attempt only.
             self.record(vec![finished]);
@@ -74,8 +89,9 @@ impl Engine {
         }
         let mut events = vec![finished];
         events.extend(self.route(&work, &step, &meta, done.attempt, &outcome));
-        self.apply_decision(&work.id, events);
-        self.over_budget(&work.id);
+        if self.apply_decision(&work.id, events) {
+            self.over_budget(&work.id);
+        }
     }
 
     /// The router's decision for an outcome, as events.
@@ -225,10 +241,11 @@ impl Engine {
         events
     }
 
-    /// Writes a decision's events and keeps the engine's indexes in step with them.
-    pub(super) fn apply_decision(&mut self, work: &BeadId, events: Vec<EventBody>) {
+    /// Writes a decision's events and keeps the engine's indexes in step with them. Returns
+    /// whether the events were written.
+    pub(super) fn apply_decision(&mut self, work: &BeadId, events: Vec<EventBody>) -> bool {
         if self.record(events).is_none() {
-            return;
+            return false;
         }
         let status = self
             .store
@@ -247,6 +264,7 @@ impl Engine {
                 self.active.remove(work);
             }
         }
+        true
     }
 
     /// Whether the bead's merge step (if it has one) completed: only then may its branch go.
@@ -408,20 +426,22 @@ impl Engine {
         }
     }
 
-    /// Pauses a model after a usage limit, doubling the pause on each repeat.
+    /// Pauses a model after a usage limit. The pause doubles each time the model hits its
+    /// limit again before one of its runs went through (exponential backoff, capped at
+    /// `max_pause_secs`); such a run starts the next pause from `pause_secs` again.
     fn pause_model(&mut self, model: &str, reason: &str) -> Vec<EventBody> {
         let config = &self.loaded.config;
-        let secs = match self.paused_models.get(model) {
-            Some(p) => (p.secs * 2).min(config.max_pause_secs),
+        let secs = match self.model_backoff.get(model) {
+            Some(last) => last.saturating_mul(2).min(config.max_pause_secs),
             None => config.pause_secs,
         };
+        self.model_backoff.insert(model.to_owned(), secs);
         let until =
             Timestamp::from_utc(chrono::Utc::now() + chrono::Duration::seconds(secs as i64));
         self.paused_models.insert(
             model.to_owned(),
             Pause {
                 until: Instant::now() + Duration::from_secs(secs),
-                secs,
             },
         );
         vec![EventBody::ModelPaused {
@@ -459,9 +479,23 @@ impl Engine {
         &mut self,
         work: BeadId,
         step: BeadId,
-        result: Result<MergeOutcome, String>,
+        result: Result<MergeOutcome, MergeFailure>,
     ) {
         self.merging.remove(&work);
+        // A merge that must wait keeps its marker (it goes first when it is tried again, and
+        // files an interrupted checkout cut short stay recognizable); any other outcome ends
+        // the merge. If the outcome is not recorded, the bead stays in phase `merging` and
+        // merges again; a stale marker is dropped by `start_merges`.
+        let waits = matches!(result, Ok(MergeOutcome::TargetDirty { .. }))
+            || matches!(&result, Err(e) if e.transient);
+        if !waits {
+            let marker = self.paths.state.join(super::schedule::MERGING_FILE);
+            if let Err(e) = std::fs::remove_file(&marker) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(path = %marker.display(), error = %e, "cannot remove the merge marker");
+                }
+            }
+        }
         let state = self.store.state();
         let (Some(bead), Some(step_bead)) = (
             state.get(work.as_str()).cloned(),
@@ -483,12 +517,42 @@ impl Engine {
                 self.finish_merge(&bead, &step_bead, target, head.clone(), head);
             }
             Ok(MergeOutcome::NotUpToDate { target: t, branch }) => {
-                let reason = format!(
-                    "`{target}` ({t}) is not an ancestor of the bead's branch ({branch}): the merge step must bring the branch up to date"
-                );
                 let Some(meta) = step_bead.step_meta() else {
                     return;
                 };
+                let run_dir = self.paths.run_dir(&work, &meta.step, meta.attempts);
+                let at_start = std::fs::read_to_string(run_dir.join(TARGET_FILE)).ok();
+                if at_start.is_some_and(|s| s.trim() != t.as_str()) {
+                    // Another bead's merge moved the target after this merge agent began: it
+                    // lost a race, it did not fail. It runs again, not counted.
+                    let reason = format!(
+                        "`{target}` moved on to {t} while the merge agent worked; bringing the branch up to date again"
+                    );
+                    let events = vec![
+                        EventBody::MergeConflict {
+                            bead: work.clone(),
+                            target,
+                            reason: reason.clone(),
+                        },
+                        EventBody::StepRetry {
+                            bead: work.clone(),
+                            step: step.clone(),
+                            reason,
+                            counted: false,
+                            manual: false,
+                        },
+                        EventBody::BeadStatus {
+                            id: step.clone(),
+                            status: Status::Open,
+                            reason: None,
+                        },
+                    ];
+                    self.apply_decision(&work, events);
+                    return;
+                }
+                let reason = format!(
+                    "`{target}` ({t}) is not an ancestor of the bead's branch ({branch}): the merge step must bring the branch up to date"
+                );
                 let mut events = vec![EventBody::MergeConflict {
                     bead: work.clone(),
                     target,
@@ -517,8 +581,22 @@ impl Engine {
                     reason,
                 }]);
             }
+            Err(e) if e.transient => {
+                let secs = self.loaded.config.dirty_target_retry_secs;
+                self.dirty_retry = Some(Instant::now() + Duration::from_secs(secs));
+                let reason = format!(
+                    "cannot move `{target}` yet: {}; trying again in {secs}s",
+                    e.message
+                );
+                tracing::warn!(bead = %work, "{reason}");
+                self.record(vec![EventBody::MergeConflict {
+                    bead: work,
+                    target,
+                    reason,
+                }]);
+            }
             Err(e) => {
-                let reason = format!("cannot move `{target}`: {e}");
+                let reason = format!("cannot move `{target}`: {}", e.message);
                 tracing::error!(bead = %work, "{reason}");
                 self.block_bead(&work, Some(&step), &reason);
             }
@@ -548,13 +626,14 @@ impl Engine {
         self.apply_decision(&work.id, events);
     }
 
-    /// Closes a cancelled bead once its agent has stopped, and removes its worktree.
+    /// Closes a cancelled bead once its agent has stopped, and removes its worktree. Returns
+    /// whether the cancellation was written.
     pub(super) fn finish_cancel(
         &mut self,
         work: &Bead,
         reason: Option<String>,
         mut events: Vec<EventBody>,
-    ) {
+    ) -> bool {
         let reason = format!(
             "cancelled{}",
             reason.map(|r| format!(": {r}")).unwrap_or_default()
@@ -564,10 +643,12 @@ impl Engine {
             status: Status::Closed,
             reason: Some(reason),
         });
-        if self.record(events).is_some() {
-            self.active.remove(&work.id);
-            self.start_removal(&work.id);
+        if self.record(events).is_none() {
+            return false;
         }
+        self.active.remove(&work.id);
+        self.start_removal(&work.id);
+        true
     }
 }
 

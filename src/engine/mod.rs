@@ -54,7 +54,7 @@ pub enum Input {
     MergeDone {
         work: BeadId,
         step: BeadId,
-        result: Result<crate::worktree::MergeOutcome, String>,
+        result: Result<crate::worktree::MergeOutcome, MergeFailure>,
     },
     /// A bead's worktree and branch were removed (or could not be).
     Removed {
@@ -72,6 +72,15 @@ pub enum Input {
     BeadsFile(Vec<crate::model::Bead>),
     /// A write-back command ran (see `crate::beads::writeback`).
     WriteBack(crate::beads::writeback::Report),
+}
+
+/// Why the daemon's fast-forward of the target failed.
+#[derive(Debug)]
+pub struct MergeFailure {
+    pub message: String,
+    /// Trying again later may work (the target moved at that instant, a git lock is held):
+    /// the bead waits instead of being blocked.
+    pub transient: bool,
 }
 
 /// The parts of the engine other tasks hold: where to send inputs, and the last durable seq.
@@ -124,13 +133,24 @@ struct Running {
     stop_blocked: bool,
 }
 
-/// A model that reported a usage limit.
+/// A model that reported a usage limit (or a person paused).
 #[derive(Debug, Clone, Copy)]
 struct Pause {
     until: Instant,
-    /// The pause length used last, doubled on the next limit.
-    secs: u64,
 }
+
+/// Work the engine could not record because the journal could not be written.
+#[derive(Debug)]
+enum Deferred {
+    /// An input whose events failed to write; handling it again is safe (see `handle`).
+    Input(Input),
+    /// Start-up recovery's events (interrupted steps) failed to write.
+    Recover,
+}
+
+/// The first wait before looking again at a journal that could not be written, and the most.
+const STORAGE_RETRY_FIRST: Duration = Duration::from_secs(1);
+const STORAGE_RETRY_MAX: Duration = Duration::from_secs(15);
 
 pub struct Engine {
     paths: Paths,
@@ -151,10 +171,20 @@ pub struct Engine {
     cancelling: HashMap<BeadId, Option<String>>,
     paused: bool,
     paused_models: HashMap<String, Pause>,
+    /// The pause length last used per model, kept after the pause ends so that a model that
+    /// hits its limit again soon after waits twice as long; forgotten after a run of the model
+    /// that did not hit it.
+    model_backoff: HashMap<String, u64>,
     /// When to try again to merge into a target whose checkout is dirty.
     dirty_retry: Option<Instant>,
     /// Set while the journal cannot be written: nothing is dispatched until a write succeeds.
     storage_error: Option<String>,
+    /// While `storage_error` is set: when to look again, and the wait after that.
+    storage_retry: Option<(Instant, Duration)>,
+    /// Inputs whose events could not be written, handled again once the journal is writable.
+    deferred: Vec<Deferred>,
+    /// Failed journal writes so far: a handler that raised it hit the storage error.
+    write_failures: u64,
     stopping: bool,
     /// When the shutdown grace period ends.
     stop_deadline: Option<Instant>,
@@ -162,6 +192,8 @@ pub struct Engine {
     next_number: u64,
     /// Write-backs to beads, started with the first one.
     writeback: Option<mpsc::UnboundedSender<crate::beads::writeback::Job>>,
+    /// When this daemon started: state files older than this were left by an earlier one.
+    started: std::time::SystemTime,
 }
 
 /// A handler's failure: either a refusal for the client or a storage failure.
@@ -199,12 +231,17 @@ impl Engine {
             cancelling: HashMap::new(),
             paused: false,
             paused_models: HashMap::new(),
+            model_backoff: HashMap::new(),
             dirty_retry: None,
             storage_error: None,
+            storage_retry: None,
+            deferred: Vec::new(),
+            write_failures: 0,
             stopping: false,
             stop_deadline: None,
             next_number: 0,
             writeback: None,
+            started: std::time::SystemTime::now(),
         };
         (engine, handle, rx)
     }
@@ -216,7 +253,9 @@ impl Engine {
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").into(),
         }]);
-        self.recover();
+        if !self.recover() {
+            self.deferred.push(Deferred::Recover);
+        }
         self.resume_writebacks();
         self.schedule();
         loop {
@@ -243,21 +282,41 @@ impl Engine {
         self.agents.cancel();
     }
 
+    /// Handles one input. An input whose events could not be written (the journal's disk is
+    /// full, an I/O error) is kept and handled again once writes succeed: a finished attempt
+    /// is never lost, and an inbox file stays in the inbox. Requests are not kept: their
+    /// client gets the error and decides. Merges need no keeping: a merge step stays in phase
+    /// `merging` until its completion is recorded, so the daemon merges again (a no-op the
+    /// second time) and records it then.
     fn handle(&mut self, input: Input) {
+        let failures = self.write_failures;
         match input {
             Input::Request { method, reply } => {
                 let answer = self.request(method);
                 // A client that hung up does not need its answer.
                 let _ = reply.send(answer);
             }
-            Input::StepDone(done) => self.step_done(*done),
+            Input::StepDone(done) => {
+                self.step_done((*done).clone());
+                if self.write_failures != failures {
+                    self.deferred.push(Deferred::Input(Input::StepDone(done)));
+                }
+            }
             Input::MergeDone { work, step, result } => self.merge_done(work, step, result),
             Input::Removed { work, result } => {
                 self.removing.remove(&work);
                 match result {
                     Ok(()) => {
-                        if self.store.state().contains(work.as_str()) {
-                            self.record(vec![EventBody::WorktreeRemoved { bead: work }]);
+                        if self.store.state().contains(work.as_str())
+                            && self
+                                .record(vec![EventBody::WorktreeRemoved { bead: work.clone() }])
+                                .is_none()
+                            && self.write_failures != failures
+                        {
+                            self.deferred.push(Deferred::Input(Input::Removed {
+                                work,
+                                result: Ok(()),
+                            }));
                         }
                     }
                     Err(e) => {
@@ -265,7 +324,12 @@ impl Engine {
                     }
                 }
             }
-            Input::Inbox(path) => self.ingest(&path),
+            Input::Inbox(path) => {
+                self.ingest(&path);
+                if self.write_failures != failures {
+                    self.deferred.push(Deferred::Input(Input::Inbox(path)));
+                }
+            }
             Input::Reload => {
                 if let Err(e) = self.reload() {
                     tracing::error!(error = %e, "reload refused; the old files stay in force");
@@ -294,7 +358,8 @@ impl Engine {
     fn next_wake(&self) -> Option<Instant> {
         let pauses = self.paused_models.values().map(|p| p.until);
         let defer = self.next_defer();
-        [self.dirty_retry, self.stop_deadline, defer]
+        let storage = self.storage_retry.map(|(at, _)| at);
+        [self.dirty_retry, self.stop_deadline, defer, storage]
             .into_iter()
             .flatten()
             .chain(pauses)
@@ -315,11 +380,43 @@ impl Engine {
             );
             self.agents.cancel();
         }
+        if self.storage_retry.is_some_and(|(at, _)| at <= now) {
+            self.retry_storage();
+        }
+    }
+
+    /// The storage retry timer: once the state folder takes a write again, the storage error
+    /// is lifted, what could not be recorded is handled again, and scheduling resumes (its
+    /// first dispatch is itself a journal write, so nothing starts unless that succeeds).
+    fn retry_storage(&mut self) {
+        let Some((_, wait)) = self.storage_retry.take() else {
+            return;
+        };
+        if let Err(e) = self.store.probe() {
+            let next = (wait * 2).min(STORAGE_RETRY_MAX);
+            tracing::debug!(error = %e, retry_in = ?wait, "the state folder still takes no writes");
+            self.storage_retry = Some((Instant::now() + wait, next));
+            return;
+        }
+        if let Some(error) = self.storage_error.take() {
+            tracing::info!(%error, "the state folder takes writes again; resuming");
+        }
+        for deferred in std::mem::take(&mut self.deferred) {
+            match deferred {
+                Deferred::Input(input) => self.handle(input),
+                Deferred::Recover => {
+                    if !self.record_interruptions(false) {
+                        self.deferred.push(Deferred::Recover);
+                    }
+                }
+            }
+        }
     }
 
     /// Writes a group of events and publishes the new seq. A refused group is a bug (events
     /// are built from the state they are checked against) and is logged; a failed write sets
-    /// the storage error, which stops dispatching until a later write succeeds.
+    /// the storage error, which stops dispatching and arms a timer that looks again (DESIGN
+    /// §5: nothing happens that is not recorded first).
     fn record(&mut self, bodies: Vec<EventBody>) -> Option<Vec<Event>> {
         if bodies.is_empty() {
             return Some(Vec::new());
@@ -338,8 +435,19 @@ impl Engine {
                 None
             }
             Err(e) => {
-                tracing::error!(error = %e, "cannot write the journal; dispatching stops");
+                self.write_failures += 1;
+                if self.storage_error.is_none() {
+                    tracing::error!(error = %e, "cannot write the journal; dispatching stops until it can");
+                } else {
+                    tracing::debug!(error = %e, "cannot write the journal");
+                }
                 self.storage_error = Some(e.to_string());
+                if self.storage_retry.is_none() {
+                    self.storage_retry = Some((
+                        Instant::now() + STORAGE_RETRY_FIRST,
+                        STORAGE_RETRY_FIRST * 2,
+                    ));
+                }
                 None
             }
         }
@@ -359,12 +467,15 @@ impl Engine {
                 }
                 other => RpcError::bad_request(other.to_string()),
             })?;
-        self.record(bodies).ok_or_else(|| {
-            RpcError::internal(format!(
-                "cannot write the journal: {}",
-                self.storage_error.as_deref().unwrap_or("refused")
-            ))
-        })
+        self.record(bodies).ok_or_else(|| self.not_written())
+    }
+
+    /// The client's error when its request's events could not be written: nothing was done.
+    fn not_written(&self) -> RpcError {
+        RpcError::internal(format!(
+            "cannot write the journal, nothing was changed: {}",
+            self.storage_error.as_deref().unwrap_or("refused")
+        ))
     }
 }
 

@@ -11,7 +11,21 @@ use super::Engine;
 use crate::agent::PID_FILE;
 
 impl Engine {
-    pub(super) fn recover(&mut self) {
+    /// Records the steps that were running when the previous daemon stopped as interrupted
+    /// (killing their leftover process groups first) and sweeps worktrees nobody needs.
+    /// Returns whether the interruptions were recorded; when the journal cannot be written
+    /// they are recorded later by [`Engine::record_interruptions`].
+    pub(super) fn recover(&mut self) -> bool {
+        self.clear_interrupted_merge();
+        let recorded = self.record_interruptions(true);
+        self.sweep();
+        recorded
+    }
+
+    /// Builds and records the interruption of every step whose phase is still `running`.
+    /// `kill` kills their leftover groups: only on the first try, since a group id can be
+    /// taken by a stranger once the old group is gone.
+    pub(super) fn record_interruptions(&mut self, kill: bool) -> bool {
         let state = self.store.state();
         let active: Vec<_> = state
             .beads()
@@ -32,7 +46,7 @@ impl Engine {
                     continue;
                 };
                 let run_dir = self.paths.run_dir(work, &meta.step, attempt);
-                if let Some(pgid) = read_number(&run_dir.join(PID_FILE)) {
+                if let Some(pgid) = read_number(&run_dir.join(PID_FILE)).filter(|_| kill) {
                     match crate::agent::kill_leftover_group(pgid) {
                         Ok(true) => {
                             tracing::info!(step = %step.id, pgid, "killed a leftover agent")
@@ -63,8 +77,21 @@ impl Engine {
             }
         }
         self.active.extend(active);
-        self.record(events);
-        self.sweep();
+        self.record(events).is_some()
+    }
+
+    /// A merge marker left by the previous daemon means it was killed during a merge: the
+    /// lock files that merge held on the target are stale. (The bead itself merges first
+    /// again, see `start_merges`.)
+    fn clear_interrupted_merge(&mut self) {
+        let marker = self.paths.state.join(super::schedule::MERGING_FILE);
+        let Ok(since) = std::fs::metadata(&marker).and_then(|m| m.modified()) else {
+            return;
+        };
+        let target = self.loaded.config.target_branch.clone();
+        if let Err(e) = self.repo.clear_interrupted_merge_locks(&target, since) {
+            tracing::warn!(error = %e, "cannot clear the locks of an interrupted merge");
+        }
     }
 
     /// Removes worktrees and branches of beads that are closed and merged (or cancelled). A

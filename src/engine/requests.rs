@@ -406,8 +406,9 @@ impl Engine {
             meta.attempts,
             &Outcome::Approved { comment: p.comment },
         ));
-        self.apply_decision(&work.id, events);
-        self.durable()?;
+        if !self.apply_decision(&work.id, events) {
+            return Err(self.not_written());
+        }
         Ok(json!({"approved": step.id}))
     }
 
@@ -434,18 +435,10 @@ impl Engine {
             meta.attempts,
             &Outcome::ApprovalRejected { reason: p.reason },
         ));
-        self.apply_decision(&work.id, events);
-        self.durable()?;
-        Ok(json!({"rejected": step.id}))
-    }
-
-    /// Whether the last write reached the journal: a person's decision is confirmed only once
-    /// it is durable.
-    fn durable(&self) -> Handled<()> {
-        match &self.storage_error {
-            None => Ok(()),
-            Some(e) => Err(RpcError::internal(format!("cannot write the journal: {e}"))),
+        if !self.apply_decision(&work.id, events) {
+            return Err(self.not_written());
         }
+        Ok(json!({"rejected": step.id}))
     }
 
     /// Gives a blocked bead another go: its blocked step starts over with fresh counters.
@@ -510,7 +503,9 @@ impl Engine {
             self.cancelling.insert(work.id.clone(), p.reason);
             return Ok(json!({"cancelling": work.id}));
         }
-        self.finish_cancel(&work, p.reason, Vec::new());
+        if !self.finish_cancel(&work, p.reason, Vec::new()) {
+            return Err(self.not_written());
+        }
         Ok(json!({"cancelled": work.id}))
     }
 
@@ -523,7 +518,6 @@ impl Engine {
                     super::Pause {
                         until: tokio::time::Instant::now()
                             + std::time::Duration::from_secs(365 * 24 * 3600),
-                        secs: 0,
                     },
                 );
             }
@@ -536,15 +530,44 @@ impl Engine {
 
     /// Ingests a bead file from the inbox, or moves it aside with a note saying why.
     pub(super) fn ingest(&mut self, path: &Path) {
-        let name = match path.file_name().and_then(|n| n.to_str()) {
-            Some(n) if !n.starts_with('.') && !n.ends_with(".tmp") => n.to_owned(),
-            _ => return,
-        };
-        if !path.is_file() {
+        let Some(raw) = path.file_name() else { return };
+        let name = raw.to_string_lossy();
+        if name.starts_with('.') || name.ends_with(".tmp") || !path.is_file() {
             return;
         }
-        let result =
-            read_bead_file(path).and_then(|inputs| self.submit(inputs).map_err(|e| e.message));
+        let identity = inbox_identity(path, &name);
+        if let Some(identity) = &identity {
+            if self.ingested(identity) {
+                // The daemon stopped after recording this file's beads and before removing it.
+                tracing::info!(file = %path.display(), "already ingested; removing it");
+                if let Err(e) = std::fs::remove_file(path) {
+                    tracing::warn!(file = %path.display(), error = %e, "cannot remove an ingested file");
+                }
+                return;
+            }
+        }
+        let failures = self.write_failures;
+        let result = match raw.to_str() {
+            // Nothing in the file is read: a name that is not text is refused on its own.
+            None => Err("the file name is not UTF-8".to_owned()),
+            Some(_) => read_bead_file(path).and_then(|mut inputs| {
+                if let Some(identity) = &identity {
+                    for input in &mut inputs {
+                        input
+                            .metadata
+                            .get_or_insert_with(Default::default)
+                            .insert(INBOX_KEY.into(), Value::String(identity.clone()));
+                    }
+                }
+                self.submit(inputs).map_err(|e| e.message)
+            }),
+        };
+        if self.write_failures != failures {
+            // Not the file's fault: it stays in the inbox and is read again once the journal
+            // can be written (`Engine::handle` keeps the input).
+            tracing::warn!(file = %path.display(), "cannot record a bead file yet; it stays in the inbox");
+            return;
+        }
         match result {
             Ok(answer) => {
                 tracing::info!(file = %path.display(), ids = %answer["ids"], "ingested a bead file");
@@ -555,17 +578,47 @@ impl Engine {
             Err(why) => {
                 tracing::warn!(file = %path.display(), reason = %why, "refused a bead file");
                 let dir = self.paths.rejected();
+                let mut why_name = raw.to_owned();
+                why_name.push(".why");
                 let moved = std::fs::create_dir_all(&dir)
-                    .and_then(|()| std::fs::rename(path, dir.join(&name)))
-                    .and_then(|()| {
-                        std::fs::write(dir.join(format!("{name}.why")), format!("{why}\n"))
-                    });
+                    .and_then(|()| std::fs::rename(path, dir.join(raw)))
+                    .and_then(|()| std::fs::write(dir.join(why_name), format!("{why}\n")));
                 if let Err(e) = moved {
                     tracing::error!(file = %path.display(), error = %e, "cannot move a refused bead file aside");
                 }
             }
         }
     }
+
+    /// Whether a bead was created from the inbox file `identity` names.
+    fn ingested(&self, identity: &str) -> bool {
+        self.store.state().beads().any(|b| {
+            b.metadata
+                .as_ref()
+                .and_then(|m| m.get(INBOX_KEY))
+                .is_some_and(|v| v == identity)
+        })
+    }
+}
+
+/// The metadata key recording which inbox file a bead came from (see [`inbox_identity`]).
+pub const INBOX_KEY: &str = "catalyst_inbox";
+
+/// An inbox file as it is on disk: its name, device, inode, modification time and size. The
+/// beads made from it record this, so that a file the daemon recorded but did not get to
+/// remove (it was killed in between) is recognized instead of submitted twice, while a file
+/// dropped again later (a new inode) is a new submission.
+fn inbox_identity(path: &Path, name: &str) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(format!(
+        "{name} {}:{}:{}.{:09}:{}",
+        m.dev(),
+        m.ino(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.size()
+    ))
 }
 
 /// A bead file: JSON or TOML, one bead's fields or `beads = [...]`.

@@ -25,6 +25,10 @@ use super::Engine;
 
 /// The starting commit of an attempt, in its run folder (crash recovery reads it back).
 pub const BASE_FILE: &str = "base";
+/// The target branch's tip when a merge step's attempt started, in its run folder: if the
+/// target has moved on by the time the daemon fast-forwards it, the attempt lost a race with
+/// another bead's merge, which is not the agent's failure.
+pub const TARGET_FILE: &str = "target";
 /// The parsed result and outcome of an attempt, in its run folder.
 pub const RESULT_FILE: &str = "result.json";
 /// The agent's run report, in its run folder.
@@ -53,7 +57,7 @@ pub struct StepJob {
 }
 
 /// How an attempt ended, for the engine.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct StepDone {
     pub work: BeadId,
     pub step: BeadId,
@@ -336,7 +340,17 @@ pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken) -> Step
             }
         };
     done.base = Some(base.clone());
-    if let Err(e) = write_inputs(&mut job, &base) {
+    let written = write_inputs(&mut job, &base).and_then(|()| match job.role {
+        Role::Merge => {
+            let tip = job
+                .repo
+                .target_head(&job.target)
+                .map_err(std::io::Error::other)?;
+            fsutil::write_atomic(&job.run_dir.join(TARGET_FILE), tip.as_str().as_bytes())
+        }
+        _ => Ok(()),
+    });
+    if let Err(e) = written {
         return StepDone {
             base: Some(base),
             ..StepDone::failed(

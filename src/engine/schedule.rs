@@ -16,15 +16,19 @@ use crate::model::{Bead, Phase, Role, Status, StepMeta};
 use crate::time::Timestamp;
 
 use super::runner::{self, GateJob, StepJob};
-use super::{Engine, Input, Running};
+use super::{Engine, Input, MergeFailure, Running};
 
 /// Metadata key of a work bead's formula variables (an object of strings).
 pub const VARS_KEY: &str = "formula_vars";
 
+/// The bead whose merge into the target is in flight, in the state folder.
+pub const MERGING_FILE: &str = "merging";
+
 impl Engine {
-    /// Starts whatever can start now.
+    /// Starts whatever can start now. Nothing starts while the journal cannot be written:
+    /// the storage retry timer resumes scheduling once it can.
     pub(super) fn schedule(&mut self) {
-        if self.paused || self.stopping {
+        if self.paused || self.stopping || self.storage_error.is_some() {
             return;
         }
         self.start_merges();
@@ -301,42 +305,86 @@ impl Engine {
         true
     }
 
-    /// Starts the fast-forward of the target for merge steps whose agent is done.
+    /// Starts the fast-forward of the target for one merge step whose agent is done.
+    ///
+    /// Merges run one at a time: they all move the same target and update the same checkout
+    /// of it, which `Repo::merge_into_target` requires to be serialized. The bead whose merge
+    /// is in flight is written to [`MERGING_FILE`] first, and the marker stays until that
+    /// merge's outcome is recorded (a merge that must wait keeps it). A daemon killed half-way
+    /// through updating the checkout leaves files that only that bead's merge recognizes as
+    /// its own, so that bead merges first, as a resumed merge (`resume_merge_into_target`)
+    /// that also overwrites files the kill cut short.
     fn start_merges(&mut self) {
-        let waiting: Vec<(BeadId, BeadId)> = self
-            .active
-            .iter()
-            .filter(|w| !self.merging.contains(*w) && !self.running.contains_key(*w))
-            .flat_map(|w| {
-                self.store
-                    .state()
-                    .steps(w.as_str())
-                    .filter(|s| {
-                        s.status == Status::InProgress
-                            && s.step_meta().and_then(|m| m.phase) == Some(Phase::Merging)
-                    })
-                    .map(|s| (w.clone(), s.id.clone()))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        if waiting.is_empty() || self.dirty_retry.is_some() {
+        if !self.merging.is_empty() || self.dirty_retry.is_some() {
             return;
         }
-        for (work, step) in waiting {
-            self.merging.insert(work.clone());
-            let repo = self.repo.clone();
-            let target = self.loaded.config.target_branch.clone();
-            let tx = self.tx.clone();
-            self.tracker.spawn(async move {
-                let bead = work.clone();
-                let result =
-                    tokio::task::spawn_blocking(move || repo.merge_into_target(&bead, &target))
-                        .await
-                        .map_err(|e| e.to_string())
-                        .and_then(|r| r.map_err(|e| e.to_string()));
-                let _ = tx.send(Input::MergeDone { work, step, result }).await;
-            });
+        let state = self.store.state();
+        let mut waiting: Vec<(u8, Timestamp, BeadId, BeadId)> = self
+            .active
+            .iter()
+            .filter(|w| !self.running.contains_key(*w))
+            .filter_map(|w| {
+                let step = state.steps(w.as_str()).find(|s| {
+                    s.status == Status::InProgress
+                        && s.step_meta().and_then(|m| m.phase) == Some(Phase::Merging)
+                })?;
+                let work = state.get(w.as_str())?;
+                Some((work.priority, work.created_at, w.clone(), step.id.clone()))
+            })
+            .collect();
+        if waiting.is_empty() {
+            return;
         }
+        waiting.sort();
+        let marker = self.paths.state.join(MERGING_FILE);
+        let marked = std::fs::read_to_string(&marker).ok().and_then(|bead| {
+            let since = std::fs::metadata(&marker).and_then(|m| m.modified()).ok()?;
+            let at = waiting
+                .iter()
+                .position(|(_, _, w, _)| w.as_str() == bead.trim());
+            if at.is_none() {
+                // That merge's outcome is recorded: the marker only outlived it.
+                let _ = std::fs::remove_file(&marker);
+            }
+            Some((at?, since))
+        });
+        let pick = marked.map_or(0, |(at, _)| at);
+        // A marker written before this daemon started is a merge a kill interrupted: what it
+        // may have cut short was written between then and this start.
+        let interrupted = marked
+            .map(|(_, since)| since)
+            .filter(|since| *since < self.started)
+            .map(|since| (since, self.started));
+        let (_, _, work, step) = waiting.swap_remove(pick);
+        if marked.is_none() {
+            if let Err(e) = crate::fsutil::write_atomic(&marker, work.as_str().as_bytes()) {
+                tracing::error!(path = %marker.display(), error = %e, "cannot record the merge about to start; not merging");
+                return;
+            }
+        }
+        self.merging.insert(work.clone());
+        let repo = self.repo.clone();
+        let target = self.loaded.config.target_branch.clone();
+        let tx = self.tx.clone();
+        self.tracker.spawn(async move {
+            let bead = work.clone();
+            let result = tokio::task::spawn_blocking(move || match interrupted {
+                Some(window) => repo.resume_merge_into_target(&bead, &target, window),
+                None => repo.merge_into_target(&bead, &target),
+            })
+            .await
+            .map_err(|e| MergeFailure {
+                message: e.to_string(),
+                transient: false,
+            })
+            .and_then(|r| {
+                r.map_err(|e| MergeFailure {
+                    message: e.to_string(),
+                    transient: e.is_transient(),
+                })
+            });
+            let _ = tx.send(Input::MergeDone { work, step, result }).await;
+        });
     }
 
     /// Removes a closed bead's worktree and branch in the background.

@@ -16,6 +16,10 @@ pub struct Journal {
     next_seq: u64,
     /// Bytes known to be durable; a failed write is cut back to this length.
     len: u64,
+    /// A failed append could not be cut back: the file may hold a partial group past `len`,
+    /// which must go before anything else is appended (else it would sit in the middle of the
+    /// journal, where replay calls it corruption).
+    cut_pending: bool,
 }
 
 impl Journal {
@@ -37,6 +41,7 @@ impl Journal {
             path: path.to_owned(),
             next_seq,
             len,
+            cut_pending: false,
         };
         journal.file.seek(SeekFrom::Start(len))?;
         Ok(journal)
@@ -72,19 +77,34 @@ impl Journal {
         if events.is_empty() {
             return Ok(events);
         }
+        if self.cut_pending {
+            self.cut_back()?;
+        }
         let written = self
             .file
             .write_all(&buf)
             .and_then(|()| self.file.sync_data());
         if let Err(e) = written {
-            // Best effort: if even this fails, replay drops the partial group as torn.
-            let _ = self.file.set_len(self.len);
-            let _ = self.file.seek(SeekFrom::Start(self.len));
+            // If even this fails, replay drops the partial group as torn, and the next append
+            // tries the cut again before writing.
+            if self.cut_back().is_err() {
+                self.cut_pending = true;
+            }
             return Err(e);
         }
         self.len += buf.len() as u64;
         self.next_seq += count as u64;
         Ok(events)
+    }
+}
+
+impl Journal {
+    /// Cuts the file back to its durable length and puts the write position there.
+    fn cut_back(&mut self) -> io::Result<()> {
+        self.file.set_len(self.len)?;
+        self.file.seek(SeekFrom::Start(self.len))?;
+        self.cut_pending = false;
+        Ok(())
     }
 }
 

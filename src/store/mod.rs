@@ -29,6 +29,8 @@ pub use state::{ApplyError, State};
 
 pub const JOURNAL_FILE: &str = "journal.jsonl";
 pub const SNAPSHOT_FILE: &str = "snapshot.jsonl";
+/// The file [`Store::probe`] writes and removes.
+const PROBE_FILE: &str = ".write-probe";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -151,6 +153,16 @@ impl Store {
             }
         }
         Ok(events)
+    }
+
+    /// Checks that the state folder takes a durable write again after a failed append: writes,
+    /// syncs and removes a small file next to the journal. The engine's storage retry timer
+    /// calls it before handling again what it could not record.
+    pub fn probe(&self) -> Result<(), StoreError> {
+        let path = self.dir.join(PROBE_FILE);
+        let written = fsutil::write_atomic(&path, &[b'\n'; 4096]);
+        let _ = fs::remove_file(&path);
+        written.map_err(StoreError::io("cannot write", &path))
     }
 
     /// Writes a snapshot of the current state and starts a new journal segment. The old

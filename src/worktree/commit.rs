@@ -100,11 +100,14 @@ impl Repo {
     /// that are not ignored (`git reset --hard <commit> && git clean -fd`, sparing
     /// `.catalyst/`). Used when a step was interrupted and must start again from its starting
     /// commit, so it also repairs what an interrupted agent may have left: a HEAD switched
-    /// away from the branch, a merge in progress, a deleted worktree folder or branch.
+    /// away from the branch, a merge in progress, a deleted worktree folder or branch, and
+    /// the lock files of a git command killed half-way.
     ///
     /// Ignored files (build output, caches) are kept, as `git clean` without `-x` keeps them.
     pub fn reset_to(&self, bead: &BeadId, commit: &CommitId) -> Result<(), GitError> {
+        let shared = self.exclusive();
         let main = self.main_repo()?;
+        self.clear_bead_locks(&main, bead);
         let oid = commit.oid()?;
         let target = main
             .find_commit(oid)
@@ -115,6 +118,7 @@ impl Repo {
                 .ctx(|| format!("creating branch `{branch}` at `{commit}`"))?;
         }
         self.ensure_worktree(&main, bead)?;
+        drop(shared);
 
         let repo = self.open_worktree(bead)?;
         let what = || format!("resetting the worktree of bead `{bead}` to `{commit}`");

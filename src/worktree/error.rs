@@ -76,6 +76,17 @@ impl<T> Context<T> for Result<T, git2::Error> {
 }
 
 impl GitError {
+    /// Whether trying again later may succeed without anyone changing anything: the target
+    /// moved at the same instant, or a git lock file is held (by a git command running now,
+    /// or left by one that was killed, which a person must remove).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            GitError::TargetMoved { .. } => true,
+            GitError::Git { source, .. } => source.code() == git2::ErrorCode::Locked,
+            _ => false,
+        }
+    }
+
     pub(super) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,

@@ -3,6 +3,7 @@
 //! target's history or overwriting uncommitted work in a checkout of the target.
 
 use std::path::PathBuf;
+use std::time::SystemTime;
 
 use git2::{
     build::CheckoutBuilder, CheckoutNotificationType, ErrorCode, Oid, Repository, Status,
@@ -47,8 +48,36 @@ impl Repo {
     /// The ref moves by compare-and-swap against the tip that was checked, so a target that a
     /// person moves at the same instant gives [`GitError::TargetMoved`], never a rewrite.
     /// If a crash falls between the checkout and the ref move, the checkout's index and files
-    /// already equal the bead's tip; a repeat recognizes that and only moves the ref.
+    /// already equal the bead's tip; a repeat recognizes that and only moves the ref. A crash
+    /// in the middle of the checkout leaves some files written; those that already hold the
+    /// bead's version are recognized too (see [`Repo::resume_merge_into_target`] for files
+    /// the crash cut short).
     pub fn merge_into_target(&self, bead: &BeadId, target: &str) -> Result<MergeOutcome, GitError> {
+        self.merge(bead, target, None)
+    }
+
+    /// [`Repo::merge_into_target`] for a merge that a killed daemon had started: `window` is
+    /// (when that merge started, when the next daemon started). Besides files that already
+    /// hold the bead's version, a file the checkout writes that changed within the window is
+    /// taken for that checkout's own, cut short by the kill (an empty or half-written file),
+    /// and overwritten. Only a person who created or edited, within that window, a file the
+    /// bead adds or changes could lose an edit this way.
+    pub fn resume_merge_into_target(
+        &self,
+        bead: &BeadId,
+        target: &str,
+        window: (SystemTime, SystemTime),
+    ) -> Result<MergeOutcome, GitError> {
+        self.merge(bead, target, Some(window))
+    }
+
+    fn merge(
+        &self,
+        bead: &BeadId,
+        target: &str,
+        interrupted: Option<(SystemTime, SystemTime)>,
+    ) -> Result<MergeOutcome, GitError> {
+        let _shared = self.exclusive();
         let repo = self.main_repo()?;
         let tip = branch_tip(&repo, bead)?;
         let current = target_tip(&repo, target)?.id();
@@ -69,7 +98,7 @@ impl Repo {
 
         let refname = format!("refs/heads/{target}");
         if let Some(checkout) = self.checkout_of(&repo, &refname)? {
-            let files = update_checkout(&checkout, tip.tree_id())
+            let files = update_checkout(&checkout, tip.tree_id(), interrupted)
                 .ctx(|| format!("updating the checkout of `{target}` to `{}`", tip.id()))?;
             if !files.is_empty() {
                 info!(%bead, %target, ?files, "target is checked out with uncommitted changes; not merging");
@@ -94,6 +123,13 @@ impl Repo {
         })
     }
 
+    /// The tip of the local branch `target`.
+    pub fn target_head(&self, target: &str) -> Result<CommitId, GitError> {
+        let repo = self.main_repo()?;
+        let tip = target_tip(&repo, target)?.id();
+        Ok(tip.into())
+    }
+
     /// Whether the bead's branch tip is the target's tip or one of its ancestors.
     pub fn is_merged(&self, bead: &BeadId, target: &str) -> Result<bool, GitError> {
         let repo = self.main_repo()?;
@@ -106,7 +142,7 @@ impl Repo {
     /// The checkout whose HEAD is `refname`: the main working directory or a linked worktree.
     /// A bare repository's HEAD names a branch too, but has no files to update, so it is
     /// skipped.
-    fn checkout_of(
+    pub(super) fn checkout_of(
         &self,
         repo: &Repository,
         refname: &str,
@@ -154,14 +190,18 @@ fn contains(repo: &Repository, target: Oid, tip: Oid) -> Result<bool, git2::Erro
 /// Brings a clean checkout of the target (HEAD still at the target's old tip) to `tip_tree`.
 /// Returns the files that stop it (uncommitted changes, or files in the way); empty means
 /// the index and files now match `tip_tree`.
-fn update_checkout(checkout: &Repository, tip_tree: Oid) -> Result<Vec<String>, git2::Error> {
+fn update_checkout(
+    checkout: &Repository,
+    tip_tree: Oid,
+    interrupted: Option<(SystemTime, SystemTime)>,
+) -> Result<Vec<String>, git2::Error> {
     let dirty = tracked_changes(checkout)?;
     if !dirty.is_empty() {
-        return if already_checked_out(checkout, tip_tree)? {
-            Ok(Vec::new())
-        } else {
-            Ok(dirty.into_iter().map(|(path, _)| path).collect())
-        };
+        if already_checked_out(checkout, tip_tree)? {
+            return Ok(Vec::new());
+        }
+        let paths = dirty.into_iter().map(|(path, _)| path).collect();
+        return finish_interrupted(checkout, tip_tree, paths, interrupted);
     }
     // Looked up through the checkout's own handle: libgit2 refuses objects of another handle.
     let tree = checkout.find_tree(tip_tree)?;
@@ -184,8 +224,72 @@ fn update_checkout(checkout: &Repository, tip_tree: Oid) -> Result<Vec<String>, 
     };
     match result {
         Ok(()) => Ok(Vec::new()),
-        Err(e) if e.code() == ErrorCode::Conflict && !blocked.is_empty() => Ok(blocked),
+        Err(e) if e.code() == ErrorCode::Conflict && !blocked.is_empty() => {
+            finish_interrupted(checkout, tip_tree, blocked, interrupted)
+        }
         Err(e) => Err(e),
+    }
+}
+
+/// Finishes a checkout that a killed daemon left half-done. libgit2 writes the files first and
+/// the index last, so a kill in between leaves files that already hold the bead's version while
+/// the index still says the old tip: modified tracked files, and new files in the way of
+/// themselves. When every file that stops the checkout (`paths`) already has exactly the content
+/// `tip_tree` gives it (or is gone where `tip_tree` has no such file), writing the tip over them
+/// loses nothing, and the checkout is finished by force. Otherwise the files that differ are
+/// someone's changes: they are returned, and the daemon waits. With `interrupted` (the
+/// window in which a killed merge was writing), a file the checkout writes that changed within
+/// it counts as the checkout's own as well: the kill may have cut its write short.
+fn finish_interrupted(
+    checkout: &Repository,
+    tip_tree: Oid,
+    paths: Vec<String>,
+    interrupted: Option<(SystemTime, SystemTime)>,
+) -> Result<Vec<String>, git2::Error> {
+    let tree = checkout.find_tree(tip_tree)?;
+    let head = checkout.head()?.peel_to_tree()?;
+    let Some(workdir) = checkout.workdir() else {
+        return Ok(paths);
+    };
+    let cut_short = |path: &str, file: &std::path::Path| {
+        let Some((since, until)) = interrupted else {
+            return false;
+        };
+        let written = std::fs::symlink_metadata(file)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t >= since && t <= until);
+        let entry = |tree: &git2::Tree<'_>| {
+            tree.get_path(std::path::Path::new(path))
+                .ok()
+                .map(|e| e.id())
+        };
+        written && entry(&tree) != entry(&head)
+    };
+    let differing: Vec<String> = paths
+        .into_iter()
+        .filter(|path| {
+            let file = workdir.join(path);
+            !holds_tip_version(&tree, &file, path) && !cut_short(path, &file)
+        })
+        .collect();
+    if !differing.is_empty() {
+        return Ok(differing);
+    }
+    info!(path = %workdir.display(), "finishing a checkout of the target that was interrupted");
+    let mut opts = CheckoutBuilder::new();
+    opts.force().overwrite_ignored(false);
+    checkout.checkout_tree(tree.as_object(), Some(&mut opts))?;
+    Ok(Vec::new())
+}
+
+/// Whether the file at `file` (`path` relative to the checkout) is what `tree` says it is.
+fn holds_tip_version(tree: &git2::Tree<'_>, file: &std::path::Path, path: &str) -> bool {
+    match tree.get_path(std::path::Path::new(path)) {
+        Ok(entry) => {
+            entry.kind() == Some(git2::ObjectType::Blob)
+                && Oid::hash_file(git2::ObjectType::Blob, file).is_ok_and(|id| id == entry.id())
+        }
+        Err(_) => std::fs::symlink_metadata(file).is_err(),
     }
 }
 

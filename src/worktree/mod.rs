@@ -11,6 +11,9 @@
 //! - **Blocking and synchronous.** The daemon calls these from `spawn_blocking`. Calls for
 //!   different beads may run in parallel; calls for the same bead, and merges into the same
 //!   target, are serialized by the caller (the engine runs one step per bead at a time).
+//!   Changes to git's shared records (adding and pruning worktrees, creating and deleting
+//!   branches, moving the target) take a lock inside [`Repo`], since libgit2 does not make
+//!   them safe against each other.
 //! - **Safe to repeat after `kill -9` at any instant** (DESIGN §1.2): creating an existing
 //!   worktree returns it, a half-made worktree is made again, merging a merged bead answers
 //!   [`MergeOutcome::AlreadyMerged`], removing a removed bead succeeds.
@@ -27,6 +30,7 @@ mod tests;
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use git2::{BranchType, Commit, ErrorCode, Repository, WorktreeAddOptions, WorktreePruneOptions};
 use tracing::{info, warn};
@@ -53,18 +57,6 @@ fn branch_ref(bead: &BeadId) -> String {
     format!("refs/heads/{BRANCH_PREFIX}{bead}")
 }
 
-/// Serializes adding and removing worktrees in this process. libgit2 checks whether a branch
-/// is checked out by reading every worktree's metadata, and a sibling worktree being written
-/// at that moment makes `git_worktree_add` fail ("already checked out"): seen with two beads'
-/// first steps starting at once. Other operations on different beads still run in parallel.
-fn structure_lock() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    // A panic while holding it leaves nothing half-done that the next caller would trip on:
-    // `create` and `remove` repair what they find.
-    LOCK.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// A bead's worktree as [`Repo::create`] leaves it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Worktree {
@@ -88,6 +80,12 @@ pub struct Repo {
     worktrees_dir: PathBuf,
     author_name: String,
     author_email: String,
+    /// Held while git's shared records change: worktrees added, pruned or listed, branches
+    /// created or deleted, the target moved. libgit2 takes no lock of its own across them:
+    /// adding a worktree while another is pruned fails with "already checked out", and two
+    /// ref deletions race on `packed-refs`. Work inside one bead's worktree (commits, status)
+    /// does not take it.
+    shared: Arc<Mutex<()>>,
 }
 
 impl Repo {
@@ -117,7 +115,14 @@ impl Repo {
             worktrees_dir,
             author_name: DEFAULT_AUTHOR.0.to_owned(),
             author_email: DEFAULT_AUTHOR.1.to_owned(),
+            shared: Arc::new(Mutex::new(())),
         })
+    }
+
+    /// Takes [`Repo::shared`] (a panic that poisoned it left git's files as a crash would,
+    /// which every operation here repairs).
+    fn exclusive(&self) -> MutexGuard<'_, ()> {
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Sets the author and committer of the commits [`Repo::commit_all`] makes.
@@ -139,8 +144,9 @@ impl Repo {
     /// work from before a restart) and an existing worktree is returned unchanged. A worktree
     /// left half-made by a crash, or whose folder was deleted, is made again from the branch.
     pub fn create(&self, bead: &BeadId, target: &str) -> Result<Worktree, GitError> {
-        let _structure = structure_lock();
+        let _shared = self.exclusive();
         let repo = self.main_repo()?;
+        self.clear_bead_locks(&repo, bead);
         let branch = branch_name(bead);
         let head = match find_branch(&repo, bead)? {
             Some(tip) => tip.id(),
@@ -174,8 +180,9 @@ impl Repo {
     /// worktree a person locked (`git worktree lock`) is refused, and a worktree with the
     /// bead's name outside the worktrees folder is left alone.
     pub fn remove(&self, bead: &BeadId) -> Result<(), GitError> {
-        let _structure = structure_lock();
+        let _shared = self.exclusive();
         let repo = self.main_repo()?;
+        self.clear_bead_locks(&repo, bead);
         let path = self.worktree_path(bead);
         if let Some(wt) = find_worktree(&repo, bead)? {
             let ours = same_path(wt.path(), &path);
@@ -206,6 +213,7 @@ impl Repo {
     /// folder) or a `catalyst/*` branch, sorted, for the daemon's start-up sweep. Names that
     /// are not valid bead ids are skipped: catalyst never made them.
     pub fn list(&self) -> Result<Vec<BeadId>, GitError> {
+        let _shared = self.exclusive();
         let repo = self.main_repo()?;
         let mut beads = BTreeSet::new();
         let names = repo
@@ -327,6 +335,67 @@ impl Repo {
         })?;
         info!(%bead, path = %path.display(), "created bead worktree");
         Ok(path)
+    }
+}
+
+impl Repo {
+    /// Removes the lock files a killed git command left in the bead's own records: its
+    /// worktree's git folder (`index.lock`, `HEAD.lock`, …) and its branch's ref. Only the
+    /// daemon and the bead's agents write there, and this runs when no agent of the bead is
+    /// running (before an attempt starts, when the worktree goes), so a lock found there is
+    /// stale. git never removes a stale lock by itself, and every later git command on the
+    /// bead would fail on it.
+    fn clear_bead_locks(&self, repo: &Repository, bead: &BeadId) {
+        let common = repo.commondir();
+        let mut locks: Vec<PathBuf> = vec![common
+            .join("refs/heads")
+            .join(format!("{}.lock", branch_name(bead)))];
+        if let Ok(entries) = fs::read_dir(common.join("worktrees").join(bead.as_str())) {
+            locks.extend(
+                entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "lock") && p.is_file()),
+            );
+        }
+        for lock in locks {
+            match fs::remove_file(&lock) {
+                Ok(()) => warn!(%bead, path = %lock.display(), "removed a stale git lock file"),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    warn!(%bead, path = %lock.display(), error = %e, "cannot remove a stale git lock file")
+                }
+            }
+        }
+    }
+
+    /// Removes lock files on the target (its checkout's `index.lock`, its ref's lock) created
+    /// at or after `since`: what a daemon killed in the middle of its merge leaves, when the
+    /// daemon recorded at `since` that this merge was starting. Older locks are someone
+    /// else's and stay. Returns the files removed.
+    pub fn clear_interrupted_merge_locks(
+        &self,
+        target: &str,
+        since: std::time::SystemTime,
+    ) -> Result<Vec<PathBuf>, GitError> {
+        let _shared = self.exclusive();
+        let repo = self.main_repo()?;
+        let refname = format!("refs/heads/{target}");
+        let mut locks = vec![repo.commondir().join(format!("{refname}.lock"))];
+        if let Some(checkout) = self.checkout_of(&repo, &refname)? {
+            locks.push(checkout.path().join("index.lock"));
+        }
+        let mut removed = Vec::new();
+        for lock in locks {
+            let recent = fs::metadata(&lock)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t >= since);
+            if recent && fs::remove_file(&lock).is_ok() {
+                warn!(path = %lock.display(), "removed the lock file of an interrupted merge");
+                removed.push(lock);
+            }
+        }
+        Ok(removed)
     }
 }
 

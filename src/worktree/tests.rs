@@ -669,6 +669,97 @@ fn merge_finishes_after_a_crash_between_checkout_and_ref_move() {
 }
 
 #[test]
+fn merge_finishes_a_checkout_killed_after_writing_files_and_before_the_index() {
+    // libgit2 writes the files first and the index last: a daemon killed in between leaves
+    // the bead's new file untracked (in the way of itself) and a modified tracked file, with
+    // the index still at the old tip. Those files hold exactly the bead's version, so the next
+    // merge finishes the checkout instead of waiting for a person forever.
+    let f = fixture();
+    let b = bead("cat-1");
+    let wt = f.repo.create(&b, "main").expect("create");
+    write(&wt.path.join("hello.txt"), "hi\n");
+    write(&wt.path.join("old.txt"), "changed by the bead\n");
+    let done = f
+        .repo
+        .commit_all(&b, "msg")
+        .expect("commit")
+        .expect("a change");
+    write(&f.ws.join("hello.txt"), "hi\n");
+    write(&f.ws.join("old.txt"), "changed by the bead\n");
+
+    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    assert!(
+        matches!(outcome, MergeOutcome::Merged { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(CommitId::from(tip(&f.ws, "main")), done);
+    assert_eq!(tracked_changes(&f.ws), Vec::<String>::new());
+
+    // A file in the way with other content is a person's: never overwritten.
+    let c = bead("cat-2");
+    let wt = f.repo.create(&c, "main").expect("create");
+    write(&wt.path.join("new.txt"), "from the bead\n");
+    f.repo.commit_all(&c, "msg").expect("commit");
+    write(&f.ws.join("new.txt"), "a person's\n");
+    let outcome = f.repo.merge_into_target(&c, "main").expect("merge");
+    assert_eq!(
+        outcome,
+        MergeOutcome::TargetDirty {
+            files: vec!["new.txt".into()]
+        }
+    );
+    assert_eq!(read(&f.ws.join("new.txt")), "a person's\n");
+}
+
+#[test]
+fn a_resumed_merge_overwrites_a_file_the_kill_cut_short_and_nothing_else() {
+    // Killed in the middle of writing a file, the checkout leaves it empty or half-written:
+    // neither the old version nor the bead's. Only a merge that knows when the killed one was
+    // writing may take such a file for its own.
+    let f = fixture();
+    let b = bead("cat-1");
+    let wt = f.repo.create(&b, "main").expect("create");
+    write(&wt.path.join("new.txt"), "the whole content\n");
+    let done = f
+        .repo
+        .commit_all(&b, "msg")
+        .expect("commit")
+        .expect("a change");
+    let before_kill = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
+    write(&f.ws.join("new.txt"), "");
+    let restart = std::time::SystemTime::now() + std::time::Duration::from_secs(1);
+
+    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    assert_eq!(
+        outcome,
+        MergeOutcome::TargetDirty {
+            files: vec!["new.txt".into()]
+        },
+        "an ordinary merge does not know the file"
+    );
+    let later = (restart, restart + std::time::Duration::from_secs(60));
+    let outcome = f
+        .repo
+        .resume_merge_into_target(&b, "main", later)
+        .expect("merge");
+    assert!(
+        matches!(outcome, MergeOutcome::TargetDirty { .. }),
+        "a file changed outside the window is someone's: {outcome:?}"
+    );
+    let outcome = f
+        .repo
+        .resume_merge_into_target(&b, "main", (before_kill, restart))
+        .expect("merge");
+    assert!(
+        matches!(outcome, MergeOutcome::Merged { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(CommitId::from(tip(&f.ws, "main")), done);
+    assert_eq!(read(&f.ws.join("new.txt")), "the whole content\n");
+    assert_eq!(tracked_changes(&f.ws), Vec::<String>::new());
+}
+
+#[test]
 fn remove_deletes_the_folder_and_branch_and_is_idempotent() {
     let f = fixture();
     let b = bead("cat-1");

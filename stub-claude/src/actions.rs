@@ -84,6 +84,10 @@ pub fn wait_for(path: &str, cwd: &Path, cap: Duration) -> Result<(), Error> {
 /// Dies by `signal`. Returns only if the signal did not end the process (it is ignored or
 /// handled, e.g. when embedded), with the exit code a shell reports for that signal.
 pub fn die_by(signal: Signal) -> i32 {
+    // The Rust runtime handles SIGSEGV and SIGBUS itself (to report stack overflows); a
+    // crash must die by the signal as a C program would, so the default action comes back.
+    // SAFETY: restoring the default disposition installs no handler and runs no code.
+    let _ = unsafe { nix::sys::signal::signal(signal, nix::sys::signal::SigHandler::SigDfl) };
     let _ = raise(signal);
     // Give an asynchronous delivery the moment it needs before falling back.
     std::thread::sleep(Duration::from_millis(100));

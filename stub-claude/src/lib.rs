@@ -26,6 +26,9 @@
 //! role = "review"       # matchers, all optional, `*` is a wildcard: role, step, bead, model
 //! step = "review"       # the full step id (`cat-1.review`) or the part after the bead
 //! per_bead = false      # true: each bead gets its own count (its own run through the list)
+//! unless_exists = "FIXED" # only when this file is not in the worktree (`if_exists`: only when
+//!                       # it is): answers that follow the worktree, not a count, stay the same
+//!                       # when an interrupted step runs again
 //! responses = [
 //!   { verdict = "REJECTED", summary = "needs a test", instructions = ["add a test"] },
 //!   { verdict = "APPROVED", summary = "looks good" },
@@ -50,7 +53,8 @@
 //!   `usage_limit` (`true`, or the message to use; see below), `cost_usd`.
 //! - noise: `stderr` (text for stderr), `flood_bytes` (filler before the result), `non_utf8 =
 //!   true` (invalid UTF-8 before the result), `fake_block_in_tool_result = true` (an earlier
-//!   tool result quoting a contradicting result block: only the final message counts).
+//!   tool result quoting a contradicting result block: only the final message counts),
+//!   `fake_block_in_earlier_turn = true` (an earlier assistant turn ending in such a block).
 //! - `after_stop_block`: the response acted out when a `Stop` hook blocks the first answer;
 //!   its final message replaces the first. Without it, the first answer stands. Stop runs
 //!   again with `stop_hook_active: true`, and a second block is ignored.

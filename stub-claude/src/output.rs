@@ -254,26 +254,36 @@ impl Emitter {
     /// text otherwise (exactly `total` bytes).
     pub fn flood(&mut self, total: u64) {
         const CHUNK: usize = 8 * 1024;
+        // Every filler event is the same line: encoded once, so that a gibibyte takes the
+        // time of writing it, not of encoding it.
+        let event = self.streaming().then(|| {
+            let mut line = json!({
+                "type": "assistant",
+                "message": {
+                    "type": "message",
+                    "role": "assistant",
+                    "model": self.model,
+                    "content": [{"type": "text", "text": "flood ".repeat(CHUNK / 6)}],
+                },
+                "parent_tool_use_id": null,
+                "session_id": self.session_id,
+            })
+            .to_string()
+            .into_bytes();
+            line.push(b'\n');
+            line
+        });
         let mut written: u64 = 0;
         while written < total && !self.broken {
-            let mut bytes = if self.streaming() {
-                let event = json!({
-                    "type": "assistant",
-                    "message": {
-                        "type": "message",
-                        "role": "assistant",
-                        "model": self.model,
-                        "content": [{"type": "text", "text": "flood ".repeat(CHUNK / 6)}],
-                    },
-                    "parent_tool_use_id": null,
-                    "session_id": self.session_id,
-                });
-                event.to_string().into_bytes()
-            } else {
-                let n = (total - written).min(CHUNK as u64) as usize;
-                vec![b'x'; n.saturating_sub(1)]
+            let bytes = match &event {
+                Some(line) => line.clone(),
+                None => {
+                    let n = (total - written).min(CHUNK as u64) as usize;
+                    let mut text = vec![b'x'; n.saturating_sub(1)];
+                    text.push(b'\n');
+                    text
+                }
             };
-            bytes.push(b'\n');
             written += bytes.len() as u64;
             self.write_bytes(&bytes);
         }

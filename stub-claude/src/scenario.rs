@@ -32,6 +32,12 @@ pub struct Rule {
     /// whole sequence (e.g. every bead's review rejects once, then approves).
     #[serde(default)]
     pub per_bead: bool,
+    /// Matches only when this path (relative to the worktree) exists, or with
+    /// `unless_exists` only when it does not: a rule that answers from the worktree's content
+    /// instead of a count gives the same answer when an interrupted step runs again (a review
+    /// that approves once the fix's file is there).
+    pub if_exists: Option<String>,
+    pub unless_exists: Option<String>,
     pub responses: Vec<Response>,
 }
 
@@ -62,6 +68,7 @@ pub struct Response {
     pub stderr: Option<String>,
     pub non_utf8: bool,
     pub fake_block_in_tool_result: bool,
+    pub fake_block_in_earlier_turn: bool,
 }
 
 /// A tool call made through the `--settings` hooks, as the model would make it.
@@ -123,6 +130,8 @@ pub struct Facts {
     pub step: String,
     pub bead: String,
     pub model: String,
+    /// The working directory, for `if_exists` / `unless_exists`.
+    pub cwd: PathBuf,
 }
 
 impl Facts {
@@ -164,6 +173,9 @@ impl Scenario {
             if rule.responses.is_empty() {
                 return Err(format!("rule {i} has no responses"));
             }
+            for path in rule.if_exists.iter().chain(&rule.unless_exists) {
+                relative_path(path).map_err(|m| format!("rule {i}: {m}"))?;
+            }
             for (j, response) in rule.responses.iter().enumerate() {
                 response
                     .check()
@@ -188,7 +200,10 @@ impl Rule {
             .step
             .as_deref()
             .is_none_or(|p| glob(p, &facts.step) || glob(p, facts.short_step()));
-        role && bead && model && step
+        let exists = |p: &str| facts.cwd.join(p).exists();
+        let present = self.if_exists.as_deref().is_none_or(exists);
+        let absent = self.unless_exists.as_deref().is_none_or(|p| !exists(p));
+        role && bead && model && step && present && absent
     }
 }
 
@@ -265,6 +280,7 @@ mod tests {
             step: step.into(),
             bead: bead.into(),
             model: model.into(),
+            cwd: PathBuf::new(),
         }
     }
 
@@ -315,6 +331,33 @@ mod tests {
     }
 
     #[test]
+    fn rules_can_follow_the_worktree_content() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let scenario: Scenario = toml::from_str(
+            r#"
+            [[rule]]
+            role = "review"
+            unless_exists = "FIXED"
+            responses = [{ verdict = "REJECTED", summary = "not yet" }]
+            [[rule]]
+            role = "review"
+            if_exists = "FIXED"
+            responses = [{ summary = "fixed" }]
+            "#,
+        )
+        .expect("scenario");
+        scenario.check().expect("valid");
+        let mut f = facts("review", "cat-1.review", "cat-1", "haiku");
+        f.cwd = dir.path().to_path_buf();
+        assert_eq!(scenario.matching_rule(&f).map(|(i, _)| i), Some(0));
+        std::fs::write(dir.path().join("FIXED"), "").expect("write");
+        assert_eq!(scenario.matching_rule(&f).map(|(i, _)| i), Some(1));
+        let escaping: Scenario =
+            toml::from_str("[[rule]]\nif_exists = \"../x\"\nresponses = [{}]").expect("parse");
+        assert!(escaping.check().is_err());
+    }
+
+    #[test]
     fn unknown_keys_and_escaping_paths_are_refused() {
         assert!(toml::from_str::<Scenario>("[[rule]]\nresponses = [{ sumary = \"x\" }]").is_err());
         for bad in ["/etc/passwd", "../x", "a/../../x", ""] {
@@ -325,6 +368,8 @@ mod tests {
                     bead: None,
                     model: None,
                     per_bead: false,
+                    if_exists: None,
+                    unless_exists: None,
                     responses: vec![Response {
                         delete: vec![bad.into()],
                         ..Response::default()

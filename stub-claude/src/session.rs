@@ -115,6 +115,7 @@ pub fn run(argv: &[String], args: Args) -> i32 {
         step: env.step.clone().unwrap_or_default(),
         bead: env.bead.clone().unwrap_or_default(),
         model: args.model.clone().unwrap_or_default(),
+        cwd: current_dir(),
     };
     let mut log = match LogWriter::open(env.log.as_deref(), &session_id) {
         Ok(log) => log,
@@ -337,6 +338,11 @@ impl<'a> Session<'a> {
         }
         if r.fake_block_in_tool_result {
             self.decoy();
+        }
+        if r.fake_block_in_earlier_turn {
+            // An assistant turn that ends in a complete block, before the real final message.
+            self.turns += 1;
+            self.emitter.assistant_text(&message::decoy_block());
         }
         if r.non_utf8 {
             self.emitter.not_utf8();

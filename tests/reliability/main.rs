@@ -1,0 +1,15 @@
+//! Reliability tests (issue 4): what a daemon left running unattended for days must survive.
+//! Each module tries to break one promise: nothing recorded is lost or done twice, and nothing
+//! the daemon reads can take it over.
+//!
+//! Every test runs `catalystd` as a real subprocess (`daemon`): it is killed, flooded,
+//! starved of disk and raced, as it would be on a machine left alone for days.
+
+mod agents;
+mod daemon;
+mod disk;
+mod ids;
+mod kill_storm;
+mod limits;
+mod lock;
+mod socket;

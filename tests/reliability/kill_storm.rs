@@ -293,6 +293,26 @@ fn check_run(
         );
     }
 
+    // An interrupted attempt runs again from its starting commit: the next attempt starts
+    // where the interrupted one started (its `base` file), whatever the interrupted agent or
+    // the daemon's unrecorded commit had left on the branch.
+    for e in events.iter().filter(|e| e["type"] == "step.interrupted") {
+        let Some(reset_to) = e["reset_to"].as_str() else {
+            continue;
+        };
+        let key = attempt_key(e);
+        let (step_dir, attempt) = key.rsplit_once('/').expect("bead/step/attempt");
+        let next: u32 = attempt.parse::<u32>().expect("attempt") + 1;
+        let base = runs.join(step_dir).join(next.to_string()).join("base");
+        if let Ok(started) = std::fs::read_to_string(&base) {
+            assert_eq!(
+                started.trim(),
+                reset_to,
+                "{step_dir}: attempt {next} did not start where interrupted attempt {attempt} began"
+            );
+        }
+    }
+
     // Each merged bead's work is on `main` exactly once.
     let log = ws.main_log();
     let mut implement_commits = BTreeMap::new();

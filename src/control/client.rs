@@ -113,6 +113,26 @@ impl Client {
         }
     }
 
+    /// Every event after `since` that the journal holds now (a `subscribe` without `follow`).
+    /// The connection is used up: the daemon closes it after the replay.
+    pub async fn replay(mut self, since: u64) -> Result<Vec<Value>, ClientError> {
+        let params = super::protocol::SubscribeParams {
+            since: Some(since),
+            bead: None,
+            types: None,
+            follow: false,
+        };
+        self.call(&Method::Subscribe(params)).await?;
+        let mut events = Vec::new();
+        while let Some(event) = self.next_value().await? {
+            if event["type"] == "end" {
+                break;
+            }
+            events.push(event);
+        }
+        Ok(events)
+    }
+
     /// Sends one raw line (for tests of malformed input).
     pub async fn send_line(&mut self, line: &str) -> Result<(), ClientError> {
         let mut bytes = line.as_bytes().to_vec();

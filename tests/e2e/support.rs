@@ -189,25 +189,11 @@ impl TestDaemon {
 
     /// Every event so far.
     pub async fn events(&self) -> Vec<Value> {
-        let mut client = self.client().await;
-        let params = SubscribeParams {
-            since: Some(0),
-            bead: None,
-            types: None,
-            follow: false,
-        };
-        client
-            .call(&Method::Subscribe(params))
+        self.client()
             .await
-            .expect("subscribe");
-        let mut out = Vec::new();
-        while let Some(e) = client.next_value().await.expect("events") {
-            if e["type"] == "end" {
-                break;
-            }
-            out.push(e);
-        }
-        out
+            .replay(0)
+            .await
+            .expect("replay the journal")
     }
 
     /// The agents that ran, in start order.

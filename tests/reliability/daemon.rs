@@ -128,25 +128,11 @@ impl Workspace {
 
     /// Every event in the journal, through `subscribe` without `follow`.
     pub async fn events(&self, daemon: &mut Catalystd) -> Vec<Value> {
-        let mut client = self.client(daemon).await;
-        let params = SubscribeParams {
-            since: Some(0),
-            bead: None,
-            types: None,
-            follow: false,
-        };
-        client
-            .call(&Method::Subscribe(params))
+        self.client(daemon)
             .await
-            .expect("subscribe");
-        let mut out = Vec::new();
-        while let Some(e) = client.next_value().await.expect("events") {
-            if e["type"] == "end" {
-                break;
-            }
-            out.push(e);
-        }
-        out
+            .replay(0)
+            .await
+            .expect("replay the journal")
     }
 
     /// Follows the event stream from the start until `done` says the events so far are

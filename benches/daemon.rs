@@ -86,8 +86,10 @@ impl Workspace {
     async fn start(&self) -> (CancellationToken, tokio::task::JoinHandle<()>) {
         let shutdown = CancellationToken::new();
         let (paths, token) = (self.paths.clone(), shutdown.clone());
+        // Bound before the task starts, so the bench's clients connect without retrying.
+        let bound = daemon::bind(&paths).expect("lock and bind");
         let task = tokio::spawn(async move {
-            if let Err(e) = daemon::start(paths, token).await {
+            if let Err(e) = bound.run(token, paths).await {
                 eprintln!("daemon failed: {e}");
             }
         });

@@ -148,9 +148,10 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
     writeln!(out, "demo repository: {}", repo_dir.display())?;
 
     let shutdown = CancellationToken::new();
-    let daemon = tokio::spawn(daemon::start(paths.clone(), shutdown.clone()));
-    let mut client = connect(&paths).await?;
-    let mut events = connect(&paths).await?;
+    let bound = daemon::bind(&paths)?;
+    let daemon = tokio::spawn(bound.run(shutdown.clone(), paths.clone()));
+    let mut client = Client::connect(&paths.socket()).await?;
+    let mut events = Client::connect(&paths.socket()).await?;
     events
         .call(&Method::Subscribe(SubscribeParams {
             since: Some(0),
@@ -208,18 +209,6 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
         return Err(DemoError::Setup(format!("the bead ended {status}")));
     }
     Ok(())
-}
-
-async fn connect(paths: &Paths) -> Result<Client, DemoError> {
-    // The daemon binds its socket as soon as it has recovered; wait for it, briefly.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        match Client::connect(&paths.socket()).await {
-            Ok(c) => return Ok(c),
-            Err(e) if tokio::time::Instant::now() > deadline => return Err(e.into()),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
 }
 
 /// Prints events until the bead closes or blocks; returns its final status.

@@ -107,18 +107,49 @@ fn alive(pid: &str) -> bool {
         )
 }
 
-/// Locks the workspace, binds its socket and runs the daemon until `shutdown` fires.
-pub async fn start(paths: Paths, shutdown: CancellationToken) -> Result<(), DaemonError> {
-    let _lock = lock(&paths)?;
+/// A workspace locked for this process, with its control socket bound. Clients may connect as
+/// soon as this exists (the kernel queues them until the daemon greets them), so whoever starts
+/// a daemon in-process needs no retry loop.
+#[derive(Debug)]
+pub struct Bound {
+    _lock: Lock,
+    listener: UnixListener,
+    socket: std::path::PathBuf,
+}
+
+/// Takes the workspace's lock and binds its control socket.
+pub fn bind(paths: &Paths) -> Result<Bound, DaemonError> {
+    let lock = lock(paths)?;
     let socket = paths.socket();
     let listener = server::bind(&socket).map_err(|source| DaemonError::Io {
         action: "cannot bind the control socket",
         path: socket.display().to_string(),
         source,
     })?;
-    let result = run(listener, shutdown, paths).await;
-    let _ = std::fs::remove_file(&socket);
-    result
+    Ok(Bound {
+        _lock: lock,
+        listener,
+        socket,
+    })
+}
+
+impl Bound {
+    /// Runs the daemon until `shutdown` fires, then removes the socket and releases the lock.
+    pub async fn run(self, shutdown: CancellationToken, paths: Paths) -> Result<(), DaemonError> {
+        let Bound {
+            _lock,
+            listener,
+            socket,
+        } = self;
+        let result = run(listener, shutdown, paths).await;
+        let _ = std::fs::remove_file(&socket);
+        result
+    }
+}
+
+/// Locks the workspace, binds its socket and runs the daemon until `shutdown` fires.
+pub async fn start(paths: Paths, shutdown: CancellationToken) -> Result<(), DaemonError> {
+    bind(&paths)?.run(shutdown, paths).await
 }
 
 /// Runs the daemon on an already bound listener. Returns when `shutdown` has fired and the

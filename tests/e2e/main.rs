@@ -4,6 +4,8 @@
 
 mod control;
 mod guardrails;
+#[path = "../common/repo.rs"]
+mod repo;
 mod scheduling;
 mod support;
 mod workflow;

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::repo;
 use catalyst::control::client::Client;
 use catalyst::control::protocol::{BeadInput, Method, ShowParams, SubscribeParams};
 use catalyst::daemon::{self, Paths};
@@ -81,8 +82,9 @@ impl TestDaemon {
     fn spawn(&mut self) {
         self.shutdown = CancellationToken::new();
         let (paths, shutdown) = (self.paths.clone(), self.shutdown.clone());
+        let bound = daemon::bind(&paths).expect("lock the workspace and bind its socket");
         self.task = Some(tokio::spawn(async move {
-            let result = daemon::start(paths, shutdown).await;
+            let result = bound.run(shutdown, paths).await;
             if let Err(e) = &result {
                 eprintln!("daemon failed: {e}");
             }
@@ -106,17 +108,13 @@ impl TestDaemon {
         }
     }
 
+    /// A new connection. The socket is bound before the daemon task starts, so this connects
+    /// at once; a daemon that failed to start closes it, and the panic says so.
     pub async fn client(&self) -> Client {
-        let deadline = tokio::time::Instant::now() + TIMEOUT;
-        loop {
-            match Client::connect(&self.paths.socket()).await {
-                Ok(c) => return c,
-                Err(e) if tokio::time::Instant::now() > deadline => panic!("cannot connect: {e}"),
-                Err(e) if self.task.as_ref().is_some_and(|t| t.is_finished()) => {
-                    panic!("the daemon is not running ({e}); see its error in the log above")
-                }
-                // The socket appears once the daemon has recovered its store.
-                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        match Client::connect(&self.paths.socket()).await {
+            Ok(c) => c,
+            Err(e) => {
+                panic!("cannot connect ({e}); if the daemon failed, its error is in the log above")
             }
         }
     }
@@ -212,35 +210,16 @@ impl TestDaemon {
 
     /// The file `path` on the `main` branch, if present.
     pub fn file_on_main(&self, path: &str) -> Option<String> {
-        let repo = git2::Repository::open(&self.repo).expect("open repo");
-        let tree = repo
-            .revparse_single("refs/heads/main")
-            .ok()?
-            .peel_to_tree()
-            .ok()?;
-        let entry = tree.get_path(Path::new(path)).ok()?;
-        let blob = repo.find_blob(entry.id()).ok()?;
-        Some(String::from_utf8_lossy(blob.content()).into_owned())
+        repo::file_on_main(&self.repo, path)
     }
 
-    /// Subjects of the commits on `main`, newest first.
+    /// Commit messages on `main`, newest first.
     pub fn main_log(&self) -> Vec<String> {
-        let repo = git2::Repository::open(&self.repo).expect("open repo");
-        let mut walk = repo.revwalk().expect("revwalk");
-        walk.push_ref("refs/heads/main").expect("main");
-        walk.map(|oid| {
-            let commit = repo.find_commit(oid.expect("oid")).expect("commit");
-            commit.message().unwrap_or("").to_owned()
-        })
-        .collect()
+        repo::main_log(&self.repo)
     }
 
     pub fn branch_exists(&self, bead: &str) -> bool {
-        let repo = git2::Repository::open(&self.repo).expect("open repo");
-        let exists = repo
-            .find_branch(&format!("catalyst/{bead}"), git2::BranchType::Local)
-            .is_ok();
-        exists
+        repo::branch_exists(&self.repo, bead)
     }
 
     pub fn worktree_exists(&self, bead: &str) -> bool {

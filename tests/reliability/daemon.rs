@@ -5,6 +5,7 @@
 //! (`catalyst __stub-claude`) following a scenario; [`Workspace::spawn`] starts `catalystd` on
 //! it, with its stderr appended to `daemon.log` next to the repository.
 
+use crate::repo;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -263,42 +264,16 @@ impl Workspace {
 
     /// Commit messages on `main`, newest first.
     pub fn main_log(&self) -> Vec<String> {
-        let repo = git2::Repository::open(&self.repo).expect("open repo");
-        let mut walk = repo.revwalk().expect("revwalk");
-        walk.push_ref("refs/heads/main").expect("main");
-        walk.map(|oid| {
-            let commit = repo.find_commit(oid.expect("oid")).expect("commit");
-            commit.message().unwrap_or("").to_owned()
-        })
-        .collect()
+        repo::main_log(&self.repo)
     }
 
     /// Every file on `main` with its content, sorted by path.
     pub fn files_on_main(&self) -> Vec<(String, String)> {
-        let repo = git2::Repository::open(&self.repo).expect("open repo");
-        let tree = repo
-            .revparse_single("refs/heads/main")
-            .and_then(|o| o.peel_to_tree())
-            .expect("main's tree");
-        let mut files = Vec::new();
-        tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
-            if let Ok(blob) = entry.to_object(&repo).and_then(|o| o.peel_to_blob()) {
-                let name = format!("{dir}{}", entry.name().unwrap_or(""));
-                files.push((name, String::from_utf8_lossy(blob.content()).into_owned()));
-            }
-            git2::TreeWalkResult::Ok
-        })
-        .expect("walk main");
-        files.sort();
-        files
+        repo::files_on_main(&self.repo)
     }
 
     pub fn branch_exists(&self, bead: &str) -> bool {
-        let repo = git2::Repository::open(&self.repo).expect("open repo");
-        let exists = repo
-            .find_branch(&format!("catalyst/{bead}"), git2::BranchType::Local)
-            .is_ok();
-        exists
+        repo::branch_exists(&self.repo, bead)
     }
 
     pub fn worktree_exists(&self, bead: &str) -> bool {

@@ -12,4 +12,6 @@ mod ids;
 mod kill_storm;
 mod limits;
 mod lock;
+#[path = "../common/repo.rs"]
+mod repo;
 mod socket;

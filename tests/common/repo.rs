@@ -1,0 +1,61 @@
+//! What the test fixtures read from a workspace's git repository: `main`'s history and files,
+//! and the beads' branches. Shared by the `e2e` and `reliability` test binaries.
+#![allow(dead_code)]
+
+use std::path::Path;
+
+fn open(repo: &Path) -> git2::Repository {
+    git2::Repository::open(repo).expect("open the test repository")
+}
+
+/// Commit messages on `main`, newest first.
+pub fn main_log(repo: &Path) -> Vec<String> {
+    let repo = open(repo);
+    let mut walk = repo.revwalk().expect("revwalk");
+    walk.push_ref("refs/heads/main").expect("main");
+    walk.map(|oid| {
+        let commit = repo.find_commit(oid.expect("oid")).expect("commit");
+        commit.message().unwrap_or("").to_owned()
+    })
+    .collect()
+}
+
+/// The file `path` on `main`, if present.
+pub fn file_on_main(repo: &Path, path: &str) -> Option<String> {
+    let repo = open(repo);
+    let tree = repo
+        .revparse_single("refs/heads/main")
+        .ok()?
+        .peel_to_tree()
+        .ok()?;
+    let entry = tree.get_path(Path::new(path)).ok()?;
+    let blob = repo.find_blob(entry.id()).ok()?;
+    Some(String::from_utf8_lossy(blob.content()).into_owned())
+}
+
+/// Every file on `main` with its content, sorted by path.
+pub fn files_on_main(repo: &Path) -> Vec<(String, String)> {
+    let git = open(repo);
+    let tree = git
+        .revparse_single("refs/heads/main")
+        .and_then(|o| o.peel_to_tree())
+        .expect("main's tree");
+    let mut files = Vec::new();
+    tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+        if let Ok(blob) = entry.to_object(&git).and_then(|o| o.peel_to_blob()) {
+            let name = format!("{dir}{}", entry.name().unwrap_or(""));
+            files.push((name, String::from_utf8_lossy(blob.content()).into_owned()));
+        }
+        git2::TreeWalkResult::Ok
+    })
+    .expect("walk main");
+    files.sort();
+    files
+}
+
+/// Whether the bead's branch `catalyst/<bead>` exists.
+pub fn branch_exists(repo: &Path, bead: &str) -> bool {
+    open(repo)
+        .find_branch(&format!("catalyst/{bead}"), git2::BranchType::Local)
+        .is_ok()
+}

@@ -7,10 +7,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use catalyst::event::{Event, EventBody};
-use catalyst::model::{Role, Status};
-use catalyst::store::{State, Store, JOURNAL_FILE};
-use catalyst::time::Timestamp;
+use catalyst::daemon::store::{State, Store, JOURNAL_FILE};
+use catalyst::domain::event::{Event, EventBody};
+use catalyst::domain::model::{Role, Status};
 
 /// Median of `runs` timings of `f`.
 fn median(runs: usize, mut f: impl FnMut() -> Duration) -> Duration {
@@ -97,7 +96,7 @@ fn main() {
         state.apply(e).expect("apply");
     }
     let full = median(5, || timed(|| state.recompute_readiness()));
-    let now = Timestamp::now();
+    let now = catalyst::daemon::clock::now();
     let mut rng = Lcg(9);
     let mut one_change = Vec::new();
     for seq in n + 1..=n + 1001 {
@@ -169,7 +168,7 @@ fn main() {
     let parse = median(5, || {
         timed(|| {
             for m in &messages {
-                black_box(catalyst::result::parse(m, Some(Role::Review)).expect("valid"));
+                black_box(catalyst::domain::result::parse(m, Some(Role::Review)).expect("valid"));
             }
         })
     });

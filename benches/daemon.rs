@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use catalyst::control::client::Client;
-use catalyst::control::protocol::{BeadInput, Method, PauseParams, SubscribeParams};
+use catalyst::cli::client::Client;
+use catalyst::daemon::worktree::{MergeOutcome, Repo};
 use catalyst::daemon::{self, Paths};
-use catalyst::id::BeadId;
-use catalyst::prompt::{PromptSet, PromptVars};
-use catalyst::worktree::{MergeOutcome, Repo};
+use catalyst::domain::id::BeadId;
+use catalyst::domain::prompt::{PromptSet, PromptVars};
+use catalyst::protocol::{BeadInput, Method, PauseParams, SubscribeParams};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -49,7 +49,7 @@ impl Workspace {
         let root = dir.path().canonicalize().expect("canonical");
         let repo = root.join("repo");
         std::fs::create_dir_all(&repo).expect("repo");
-        catalyst::demo::init_repo(&repo).expect("init");
+        catalyst::cli::demo::init_repo(&repo).expect("init");
         let paths = Paths::new(&repo);
         std::fs::create_dir_all(paths.state.join("formulas")).expect("state");
         std::fs::write(
@@ -58,7 +58,7 @@ impl Workspace {
         )
         .expect("formula");
         std::fs::write(root.join("scenario.toml"), "").expect("scenario");
-        let config = catalyst::demo::stub_config(
+        let config = catalyst::cli::demo::stub_config(
             &[CATALYST.to_owned(), "__stub-claude".to_owned()],
             &root.join("scenario.toml"),
             &root.join("agents.log"),
@@ -203,7 +203,7 @@ fn floor_run(ws: &Workspace, n: usize) -> Duration {
                     bead_id: bead.clone(),
                     step_id: bead.step("merge").expect("step"),
                     step: "merge".into(),
-                    role: catalyst::model::Role::Merge,
+                    role: catalyst::domain::model::Role::Merge,
                     model: "opus".into(),
                     attempt: 1,
                     iteration: 0,
@@ -246,9 +246,9 @@ fn floor_run(ws: &Workspace, n: usize) -> Duration {
                 let text = String::from_utf8_lossy(&out.stdout);
                 let last: Value = serde_json::from_str(text.lines().last().expect("a result line"))
                     .expect("json");
-                let result = catalyst::result::parse(
+                let result = catalyst::domain::result::parse(
                     last["result"].as_str().expect("result"),
-                    Some(catalyst::model::Role::Merge),
+                    Some(catalyst::domain::model::Role::Merge),
                 )
                 .expect("valid block");
                 repo.commit_all(&bead, &format!("{bead} merge: {}", result.summary))
@@ -552,7 +552,7 @@ async fn lean_latencies(sub: Client, events: usize) -> Vec<Duration> {
             .and_then(|(_, rest)| rest.split_once('"'))
             .map(|(ts, _)| ts)
             .expect("ts");
-        let ts = catalyst::time::Timestamp::parse(ts).expect("ts");
+        let ts = catalyst::domain::time::Timestamp::parse(ts).expect("ts");
         lat.push((now - ts.to_utc()).to_std().unwrap_or_default());
     }
     lat
@@ -604,7 +604,7 @@ fn scale(quick: bool) {
     workload::write_journal(&ws.paths.state.join("journal.jsonl"), n);
     let replay = {
         let t = Instant::now();
-        let (store, _) = catalyst::store::Store::open(&ws.paths.state).expect("open");
+        let (store, _) = catalyst::daemon::store::Store::open(&ws.paths.state).expect("open");
         assert_eq!(store.state().len() as u64, n);
         t.elapsed()
     };

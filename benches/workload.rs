@@ -5,10 +5,10 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use catalyst::event::{Event, EventBody};
-use catalyst::id::BeadId;
-use catalyst::model::{Bead, DepType, Dependency, Status};
-use catalyst::time::Timestamp;
+use catalyst::domain::event::{Event, EventBody};
+use catalyst::domain::id::BeadId;
+use catalyst::domain::model::{Bead, DepType, Dependency, Status};
+use catalyst::domain::time::Timestamp;
 
 /// A deterministic generator so every run builds the same store.
 pub struct Lcg(pub u64);

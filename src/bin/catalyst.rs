@@ -8,10 +8,10 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{CommandFactory, Parser, Subcommand};
 
-use catalyst::ctl::CtlArgs;
-use catalyst::formula::{Formula, Problem};
-use catalyst::model::Role;
-use catalyst::prompt::PromptSet;
+use catalyst::cli::ctl::CtlArgs;
+use catalyst::domain::formula::{Formula, Problem};
+use catalyst::domain::model::Role;
+use catalyst::domain::prompt::PromptSet;
 
 #[derive(Parser)]
 #[command(
@@ -46,7 +46,7 @@ enum Command {
     /// A tool call is denied when the daemon cannot be asked.
     Hook {
         #[arg(value_enum)]
-        event: catalyst::hook::HookEvent,
+        event: catalyst::cli::hook::HookEvent,
     },
     /// Set up a repository for catalystd: `.catalyst/config.toml`, `.git/info/exclude`, and
     /// which agent CLIs are on PATH.
@@ -107,7 +107,7 @@ struct ServiceArgs {
     user: bool,
     /// systemd or launchd (default: launchd on macOS, systemd elsewhere).
     #[arg(long, value_enum)]
-    platform: Option<catalyst::service::Platform>,
+    platform: Option<catalyst::cli::service::Platform>,
     /// The catalystd binary (default: next to this one, else on PATH).
     #[arg(long)]
     catalystd: Option<PathBuf>,
@@ -120,8 +120,8 @@ struct ServiceArgs {
 }
 
 impl ServiceArgs {
-    fn spec(&self) -> anyhow::Result<catalyst::service::Spec> {
-        Ok(catalyst::service::Spec::resolve(
+    fn spec(&self) -> anyhow::Result<catalyst::cli::service::Spec> {
+        Ok(catalyst::cli::service::Spec::resolve(
             self.platform,
             self.user,
             self.workspace.as_deref(),
@@ -212,7 +212,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Ctl(args) => {
-            runtime()?.block_on(catalyst::ctl::run(*args, &mut io::stdout().lock()))?;
+            runtime()?.block_on(catalyst::cli::ctl::run(*args, &mut io::stdout().lock()))?;
             Ok(Outcome::Ok)
         }
         Command::Demo { keep } => {
@@ -222,28 +222,28 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
                     .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
                     .init();
             }
-            runtime()?.block_on(catalyst::demo::run(&mut io::stdout().lock(), keep))?;
+            runtime()?.block_on(catalyst::cli::demo::run(&mut io::stdout().lock(), keep))?;
             Ok(Outcome::Ok)
         }
         Command::Formula(FormulaCmd::Check { files, prompts }) => formula_check(&files, prompts),
         Command::Result(ResultCmd::Parse { role }) => result_parse(role),
         Command::Init { dir, with_prompts } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from("."));
-            catalyst::init::run(&dir, with_prompts, &mut io::stdout().lock())?;
+            catalyst::cli::init::run(&dir, with_prompts, &mut io::stdout().lock())?;
             Ok(Outcome::Ok)
         }
         Command::Service(ServiceCmd::Install(args)) => {
-            catalyst::service::install(&args.spec()?, &mut io::stdout().lock())?;
+            catalyst::cli::service::install(&args.spec()?, &mut io::stdout().lock())?;
             Ok(Outcome::Ok)
         }
         Command::Service(ServiceCmd::Uninstall(args)) => {
-            let spec = catalyst::service::Spec::resolve_for_removal(
+            let spec = catalyst::cli::service::Spec::resolve_for_removal(
                 args.platform,
                 args.user,
                 args.workspace.as_deref(),
                 args.unit_dir.as_deref(),
             )?;
-            catalyst::service::uninstall(&spec, &mut io::stdout().lock())?;
+            catalyst::cli::service::uninstall(&spec, &mut io::stdout().lock())?;
             Ok(Outcome::Ok)
         }
         Command::Import { file, workspace } => import(&file, workspace),
@@ -285,7 +285,7 @@ fn workspace_paths(workspace: Option<PathBuf>) -> anyhow::Result<catalyst::daemo
 /// `catalyst hook`: its exit code is part of its answer (2 denies a tool call or blocks a
 /// stop). A failure before the daemon is asked is an error, which exits 2 as well: a tool
 /// call is then denied.
-fn hook(event: catalyst::hook::HookEvent) -> anyhow::Result<u8> {
+fn hook(event: catalyst::cli::hook::HookEvent) -> anyhow::Result<u8> {
     let mut input = Vec::new();
     io::stdin()
         .read_to_end(&mut input)
@@ -294,8 +294,8 @@ fn hook(event: catalyst::hook::HookEvent) -> anyhow::Result<u8> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let env = catalyst::hook::HookEnv::from_process();
-    let out = runtime.block_on(catalyst::hook::run(event, &input, &env));
+    let env = catalyst::cli::hook::HookEnv::from_process();
+    let out = runtime.block_on(catalyst::cli::hook::run(event, &input, &env));
     // Claude Code reads the answer from these streams; if they are gone there is no one to
     // tell, and the exit code still carries the decision.
     let _ = io::stdout().write_all(out.stdout.as_bytes());
@@ -304,7 +304,7 @@ fn hook(event: catalyst::hook::HookEvent) -> anyhow::Result<u8> {
 }
 
 fn import(file: &std::path::Path, workspace: Option<PathBuf>) -> anyhow::Result<Outcome> {
-    use catalyst::beads::interchange::{import_file, Mode};
+    use catalyst::cli::beads::{import_file, Mode};
     let paths = workspace_paths(workspace)?;
     let done = runtime()?.block_on(import_file(&paths, &paths.socket(), file))?;
     let r = &done.report;
@@ -339,21 +339,18 @@ fn import(file: &std::path::Path, workspace: Option<PathBuf>) -> anyhow::Result<
 
 fn export(file: Option<PathBuf>, workspace: Option<PathBuf>) -> anyhow::Result<Outcome> {
     let paths = workspace_paths(workspace)?;
-    let (beads, _) = runtime()?.block_on(catalyst::beads::interchange::export(
-        &paths,
-        &paths.socket(),
-    ))?;
+    let (beads, _) = runtime()?.block_on(catalyst::cli::beads::export(&paths, &paths.socket()))?;
     match file.filter(|f| f.as_os_str() != "-") {
         Some(file) => {
-            catalyst::fsutil::write_atomic_with(&file, |w| {
-                catalyst::beads::jsonl::write(&beads, w)
+            catalyst::daemon::fsutil::write_atomic_with(&file, |w| {
+                catalyst::domain::beads::jsonl::write(&beads, w)
             })
             .with_context(|| format!("cannot write `{}`", file.display()))?;
             eprintln!("exported {} beads to {}", beads.len(), file.display());
         }
         None => {
             let mut out = io::BufWriter::new(io::stdout().lock());
-            catalyst::beads::jsonl::write(&beads, &mut out)?;
+            catalyst::domain::beads::jsonl::write(&beads, &mut out)?;
             out.flush()?;
         }
     }
@@ -395,7 +392,7 @@ fn result_parse(role: Option<Role>) -> anyhow::Result<Outcome> {
         .context("cannot read the message from stdin")?;
     // Agents can print anything; invalid UTF-8 is replaced rather than refused.
     let message = String::from_utf8_lossy(&bytes);
-    match catalyst::result::parse(&message, role) {
+    match catalyst::domain::result::parse(&message, role) {
         Ok(result) => {
             let mut out = io::stdout().lock();
             serde_json::to_writer_pretty(&mut out, &result)?;

@@ -7,10 +7,10 @@ use clap::{Parser, ValueEnum};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
-use catalyst::control::client::Client;
-use catalyst::control::protocol::Method;
-use catalyst::daemon::notify::Notifier;
+use catalyst::cli::client::Client;
+use catalyst::daemon::sdnotify::Notifier;
 use catalyst::daemon::{self, Paths};
+use catalyst::protocol::Method;
 
 /// Replaying a large journal is allocation-bound (every bead is a handful of small strings and
 /// vectors); mimalloc makes start-up about a quarter faster than glibc's allocator.

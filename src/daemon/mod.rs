@@ -5,8 +5,18 @@
 //! demo` run a daemon in-process; `catalystd` adds flags, logging and signals around
 //! [`start`].
 
-pub mod notify;
+pub mod agent;
+pub mod audit;
+pub mod beads;
+pub mod clock;
+pub mod engine;
+pub mod fsutil;
+pub mod fswatch;
 pub mod paths;
+pub mod sdnotify;
+pub mod server;
+pub mod store;
+pub mod worktree;
 
 use std::fs::File;
 use std::io::{Read, Seek, Write};
@@ -16,10 +26,9 @@ use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::control::server;
-use crate::engine::{Engine, Input, Loaded};
-use crate::store::Store;
-use crate::worktree::Repo;
+use crate::daemon::engine::{Engine, Input, Loaded};
+use crate::daemon::store::Store;
+use crate::daemon::worktree::Repo;
 
 pub use paths::Paths;
 
@@ -36,9 +45,9 @@ pub enum DaemonError {
     #[error("{0}")]
     Config(String),
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] crate::daemon::store::StoreError),
     #[error(transparent)]
-    Git(#[from] crate::worktree::GitError),
+    Git(#[from] crate::daemon::worktree::GitError),
 }
 
 /// Holds the workspace lock (`catalystd.lock`) for as long as it lives.
@@ -55,7 +64,7 @@ pub fn lock(paths: &Paths) -> Result<Lock, DaemonError> {
         path: path.display().to_string(),
         source,
     };
-    crate::fsutil::create_dir_durable(&paths.state).map_err(|e| io("cannot create", e))?;
+    crate::daemon::fsutil::create_dir_durable(&paths.state).map_err(|e| io("cannot create", e))?;
     let mut file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -172,16 +181,16 @@ pub async fn run(
     let beads_file = loaded.config.beads.watch.clone();
     let (engine, handle, rx) = Engine::new(paths.clone(), store, loaded, repo, tracker.clone());
     let _beads_watcher = beads_file.and_then(|file| {
-        crate::beads::follow::start(paths.workspace.join(file), handle.tx.clone())
+        crate::daemon::beads::follow::start(paths.workspace.join(file), handle.tx.clone())
     });
-    let _watchers = match crate::watch::workspace(&paths, handle.tx.clone()) {
+    let _watchers = match crate::daemon::fswatch::workspace(&paths, handle.tx.clone()) {
         Ok(w) => w,
         Err(e) => {
             tracing::error!(error = %e, "cannot watch the workspace: the inbox and reloads need a restart");
             Vec::new()
         }
     };
-    for file in crate::watch::inbox_files(&paths.inbox()) {
+    for file in crate::daemon::fswatch::inbox_files(&paths.inbox()) {
         let _ = handle.tx.send(Input::Inbox(file)).await;
     }
     let serving = CancellationToken::new();
@@ -202,8 +211,8 @@ pub async fn run(
             () = requests.cancelled() => forward.cancel(),
         }
     });
-    tokio::spawn(notify::run(
-        notify::Notifier::from_env(),
+    tokio::spawn(sdnotify::run(
+        sdnotify::Notifier::from_env(),
         handle.clone(),
         shutdown.clone(),
     ));

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::id::BeadId;
+use crate::domain::id::BeadId;
 
 /// The state folder's name inside a workspace.
 pub const STATE_DIR: &str = ".catalyst";

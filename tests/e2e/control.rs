@@ -24,7 +24,7 @@ fn seqs(events: &[Value]) -> Vec<(u64, String)> {
         .collect()
 }
 
-async fn read_until(client: &mut catalyst::control::client::Client, last: u64) -> Vec<Value> {
+async fn read_until(client: &mut catalyst::cli::client::Client, last: u64) -> Vec<Value> {
     let mut out = Vec::new();
     while let Some(e) = client.next_value().await.expect("stream") {
         let seq = e["seq"].as_u64().unwrap_or(0);
@@ -79,9 +79,7 @@ async fn early_late_and_after_the_fact_subscribers_see_the_same_events() {
 async fn a_bead_dropped_in_the_inbox_is_dispatched() {
     let daemon = TestDaemon::start(SLOW_IMPLEMENT, "").await;
     // The daemon is up once it answers.
-    daemon
-        .call(catalyst::control::protocol::Method::Status)
-        .await;
+    daemon.call(catalyst::protocol::Method::Status).await;
     let inbox = daemon.paths.inbox();
     let tmp = inbox.join(".incoming.tmp");
     std::fs::write(&tmp, r#"{"id": "cat-inbox", "title": "From the inbox"}"#).expect("write");
@@ -101,9 +99,7 @@ async fn a_bead_dropped_in_the_inbox_is_dispatched() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_inbox_file_is_moved_aside_with_the_reason() {
     let daemon = TestDaemon::start("", "").await;
-    daemon
-        .call(catalyst::control::protocol::Method::Status)
-        .await;
+    daemon.call(catalyst::protocol::Method::Status).await;
     let inbox = daemon.paths.inbox();
     std::fs::write(inbox.join(".x.tmp"), r#"{"id": "../evil", "title": "x"}"#).expect("write");
     std::fs::rename(inbox.join(".x.tmp"), inbox.join("evil.json")).expect("rename");

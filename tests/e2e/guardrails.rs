@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use catalyst::control::protocol::{BeadInput, Method, ShowParams};
+use catalyst::protocol::{BeadInput, Method, ShowParams};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
@@ -340,7 +340,7 @@ async fn with_the_daemon_stopped_the_hook_denies_a_write() {
         "the hook runs this catalyst: {from_settings}"
     );
     // A hook that cannot even start must deny too, not fail open.
-    let missing = catalyst::hook::settings(Path::new("/nonexistent/catalyst"))["hooks"]
+    let missing = catalyst::cli::hook::settings(Path::new("/nonexistent/catalyst"))["hooks"]
         ["PreToolUse"][0]["hooks"][0]["command"]
         .as_str()
         .expect("command")
@@ -726,7 +726,7 @@ responses = [{ write = { "b.txt" = "b\n" }, summary = "added b.txt" }]
     daemon.wait_status(&id, "closed").await;
     let runs = daemon.invocations();
     let roles: BTreeSet<String> = runs.iter().map(|i| i.role().to_owned()).collect();
-    let shipped: BTreeSet<String> = catalyst::prompt::PromptSet::builtin()
+    let shipped: BTreeSet<String> = catalyst::domain::prompt::PromptSet::builtin()
         .names()
         .map(str::to_owned)
         .collect();

@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 
 use crate::support::{bead, TestDaemon};
-use catalyst::control::protocol::{BeadInput, Method, PauseParams};
+use catalyst::protocol::{BeadInput, Method, PauseParams};
 use serde_json::Value;
 
 const WRITES: &str = r#"

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::repo;
-use catalyst::control::client::Client;
-use catalyst::control::protocol::{BeadInput, Method, ShowParams, SubscribeParams};
+use catalyst::cli::client::Client;
 use catalyst::daemon::{self, Paths};
+use catalyst::protocol::{BeadInput, Method, ShowParams, SubscribeParams};
 use serde_json::Value;
 use stub_claude::Invocation;
 use tokio_util::sync::CancellationToken;
@@ -37,7 +37,7 @@ impl TestDaemon {
                 "__stub-claude".to_owned(),
             ];
             let config =
-                catalyst::demo::stub_config(&agent, &scenario_path, &root.join("agents.log"));
+                catalyst::cli::demo::stub_config(&agent, &scenario_path, &root.join("agents.log"));
             format!("{config}\n{extra}\n")
         })
         .await
@@ -57,7 +57,7 @@ impl TestDaemon {
         let root = dir.path().canonicalize().expect("canonical temp dir");
         let repo = root.join("repo");
         std::fs::create_dir_all(&repo).expect("repo dir");
-        catalyst::demo::init_repo(&repo).expect("init repo");
+        catalyst::cli::demo::init_repo(&repo).expect("init repo");
         let paths = Paths::new(&repo);
         std::fs::create_dir_all(&paths.state).expect("state dir");
         let log = root.join("agents.log");

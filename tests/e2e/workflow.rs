@@ -2,7 +2,7 @@
 //! escalation, dependencies between beads, and concurrency limits.
 
 use crate::support::{bead, run_dir, TestDaemon};
-use catalyst::control::protocol::BeadInput;
+use catalyst::protocol::BeadInput;
 
 const IMPLEMENT_WRITES: &str = r#"
 [[rule]]

@@ -178,8 +178,8 @@ async fn a_followed_beads_file_feeds_work_and_gets_the_final_status_back() {
     for id in ["bd-old", "bd-other"] {
         let mut client = daemon.client().await;
         let shown = client
-            .call(&catalyst::control::protocol::Method::Show(
-                catalyst::control::protocol::ShowParams {
+            .call(&catalyst::protocol::Method::Show(
+                catalyst::protocol::ShowParams {
                     id: id.into(),
                     runs: false,
                 },

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use catalyst::control::client::Client;
-use catalyst::control::protocol::Method;
+use catalyst::cli::client::Client;
+use catalyst::protocol::Method;
 use nix::sys::signal::Signal;
 use tokio::net::UnixDatagram;
 

@@ -158,7 +158,7 @@ fn systemd_units_pass_systemd_analyze_verify() {
 
     install(&ws, &units, &[]);
     let template = units.join("catalystd@.service");
-    let escaped = catalyst::service::escape_path(ws.repo.to_str().expect("utf-8"));
+    let escaped = catalyst::cli::service::escape_path(ws.repo.to_str().expect("utf-8"));
     if have("systemd-escape") {
         let out = std::process::Command::new("systemd-escape")
             .arg("--path")

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use catalyst::control::client::Client;
-use catalyst::control::protocol::{BeadInput, Method, SubscribeParams};
+use catalyst::cli::client::Client;
 use catalyst::daemon::Paths;
+use catalyst::protocol::{BeadInput, Method, SubscribeParams};
 use serde_json::Value;
 use tokio::process::{Child, Command};
 
@@ -34,7 +34,7 @@ impl Workspace {
         let root = dir.path().canonicalize().expect("canonical temp dir");
         let repo = root.join("repo");
         std::fs::create_dir_all(&repo).expect("repo dir");
-        catalyst::demo::init_repo(&repo).expect("init repo");
+        catalyst::cli::demo::init_repo(&repo).expect("init repo");
         let scenario_path = root.join("scenario.toml");
         std::fs::write(&scenario_path, scenario).expect("scenario");
         Workspace {
@@ -59,7 +59,7 @@ impl Workspace {
     /// The config keys that make stub-claude the agent.
     pub fn stub_config(&self) -> String {
         let agent = [CATALYST.to_owned(), "__stub-claude".to_owned()];
-        catalyst::demo::stub_config(&agent, &self.scenario, &self.log)
+        catalyst::cli::demo::stub_config(&agent, &self.scenario, &self.log)
     }
 
     pub fn journal(&self) -> Vec<Value> {

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use catalyst::agent::AgentProfile;
-use catalyst::control::protocol::BeadInput;
+use catalyst::domain::agent::profile::AgentProfile;
+use catalyst::protocol::BeadInput;
 use serde_json::{json, Value};
 
 use crate::anthropic::{user_text, MockAnthropic, Turn, Usage};

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use catalyst::agent::AgentProfile;
+use catalyst::domain::agent::profile::AgentProfile;
 use serde_json::Value;
 
 use crate::anthropic::Turn as Answer;

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use catalyst::control::protocol::{LogsParams, Method};
+use catalyst::protocol::{LogsParams, Method};
 use serde_json::Value;
 
 use crate::daemon::{vm_kb, Workspace};

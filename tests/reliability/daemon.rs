@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use catalyst::control::client::Client;
-use catalyst::control::protocol::{Method, SubscribeParams};
+use catalyst::cli::client::Client;
 use catalyst::daemon::Paths;
+use catalyst::protocol::{Method, SubscribeParams};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
@@ -53,7 +53,7 @@ impl Workspace {
     pub fn at(repo_parent: &Path, files: &Path, scenario: &str, extra: &str) -> Workspace {
         let repo = repo_parent.join("repo");
         std::fs::create_dir_all(&repo).expect("repo dir");
-        catalyst::demo::init_repo(&repo).expect("init repo");
+        catalyst::cli::demo::init_repo(&repo).expect("init repo");
         let paths = Paths::new(&repo);
         std::fs::create_dir_all(&paths.state).expect("state dir");
         let scenario_path = files.join("scenario.toml");
@@ -63,7 +63,7 @@ impl Workspace {
             env!("CARGO_BIN_EXE_catalyst").to_owned(),
             "__stub-claude".to_owned(),
         ];
-        let config = catalyst::demo::stub_config(&agent, &scenario_path, &log);
+        let config = catalyst::cli::demo::stub_config(&agent, &scenario_path, &log);
         std::fs::write(paths.config(), merge_config(extra, &config)).expect("config");
         Workspace {
             _dir: None,
@@ -199,7 +199,7 @@ impl Workspace {
 
     /// Submits one bead with id `id`.
     pub async fn submit(&self, daemon: &mut Catalystd, id: &str) {
-        let bead = catalyst::control::protocol::BeadInput {
+        let bead = catalyst::protocol::BeadInput {
             id: Some(id.to_owned()),
             title: format!("bead {id}"),
             ..Default::default()

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use catalyst::control::protocol::{BeadInput, ListParams, Method, PauseParams};
+use catalyst::protocol::{BeadInput, ListParams, Method, PauseParams};
 use serde_json::Value;
 
 use crate::daemon::{Workspace, TIMEOUT};

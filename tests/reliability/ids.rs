@@ -9,9 +9,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use catalyst::control::protocol::{
-    BeadInput, CloseParams, CommentParams, LogsParams, Method, ShowParams,
-};
+use catalyst::protocol::{BeadInput, CloseParams, CommentParams, LogsParams, Method, ShowParams};
 use serde_json::Value;
 
 use crate::daemon::Workspace;

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use catalyst::control::protocol::{BeadInput, ListParams, Method};
+use catalyst::protocol::{BeadInput, ListParams, Method};
 use serde_json::Value;
 
 use crate::daemon::{Lcg, Workspace, TIMEOUT};

@@ -2,7 +2,7 @@
 //! step no attempt and pauses its model, longer each time it happens again; a bead whose
 //! agents report spending more than the budget is blocked with a comment saying so.
 
-use catalyst::control::protocol::{Method, ShowParams};
+use catalyst::protocol::{Method, ShowParams};
 use chrono::DateTime;
 use serde_json::Value;
 

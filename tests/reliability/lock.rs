@@ -4,8 +4,8 @@
 
 use std::process::Command;
 
-use catalyst::control::client::Client;
-use catalyst::control::protocol::Method;
+use catalyst::cli::client::Client;
+use catalyst::protocol::Method;
 
 use crate::daemon::Workspace;
 

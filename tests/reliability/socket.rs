@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use catalyst::control::client::Client;
-use catalyst::control::protocol::{BeadInput, ListParams, Method, ShowParams};
+use catalyst::cli::client::Client;
+use catalyst::protocol::{BeadInput, ListParams, Method, ShowParams};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;

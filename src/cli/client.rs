@@ -1,0 +1,164 @@
+//! The client side of the control socket, used by `catalyst ctl`, `catalyst hook` and the
+//! demo.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::UnixStream;
+
+use crate::protocol::{Hello, Method, Response, RpcError, PROTOCOL};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("catalystd is not running (no socket at `{}`); start it with `catalystd --workspace DIR`", .0.display())]
+    NotRunning(PathBuf),
+    #[error("cannot talk to catalystd at `{path}`: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("catalystd closed the connection")]
+    Closed,
+    #[error("catalystd sent something unexpected: {0}")]
+    Protocol(String),
+    #[error("{}: {}", serde_json::to_value(.0.code).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(), .0.message)]
+    Rpc(RpcError),
+}
+
+/// A connection to the daemon.
+#[derive(Debug)]
+pub struct Client {
+    path: PathBuf,
+    reader: BufReader<OwnedReadHalf>,
+    writer: OwnedWriteHalf,
+    next_id: u64,
+    pub hello: Hello,
+}
+
+impl Client {
+    /// Connects and reads the hello line.
+    pub async fn connect(path: &Path) -> Result<Client, ClientError> {
+        let stream = match UnixStream::connect(path).await {
+            Ok(s) => s,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                ) =>
+            {
+                return Err(ClientError::NotRunning(path.to_owned()))
+            }
+            Err(source) => {
+                return Err(ClientError::Io {
+                    path: path.to_owned(),
+                    source,
+                })
+            }
+        };
+        let (read, writer) = stream.into_split();
+        let mut client = Client {
+            path: path.to_owned(),
+            reader: BufReader::new(read),
+            writer,
+            next_id: 1,
+            hello: Hello::new(),
+        };
+        let first = client.next_value().await?.ok_or(ClientError::Closed)?;
+        if let Ok(response) = serde_json::from_value::<Response>(first.clone()) {
+            if let Some(error) = response.error {
+                return Err(ClientError::Rpc(error));
+            }
+        }
+        client.hello = serde_json::from_value(first)
+            .map_err(|e| ClientError::Protocol(format!("bad hello: {e}")))?;
+        if client.hello.protocol != PROTOCOL {
+            return Err(ClientError::Protocol(format!(
+                "the daemon speaks protocol {}, this client {PROTOCOL}",
+                client.hello.protocol
+            )));
+        }
+        Ok(client)
+    }
+
+    fn io(&self, source: std::io::Error) -> ClientError {
+        ClientError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Sends a request and waits for its response.
+    pub async fn call(&mut self, method: &Method) -> Result<Value, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line =
+            json!({"id": id, "method": method.name(), "params": method.params()}).to_string();
+        self.send_line(&line).await?;
+        loop {
+            let value = self.next_value().await?.ok_or(ClientError::Closed)?;
+            let response: Response =
+                serde_json::from_value(value).map_err(|e| ClientError::Protocol(e.to_string()))?;
+            if response.id != json!(id) {
+                continue;
+            }
+            return match (response.result, response.error) {
+                (_, Some(error)) => Err(ClientError::Rpc(error)),
+                (Some(result), None) => Ok(result),
+                (None, None) => Err(ClientError::Protocol(
+                    "a response with neither result nor error".into(),
+                )),
+            };
+        }
+    }
+
+    /// Every event after `since` that the journal holds now (a `subscribe` without `follow`).
+    /// The connection is used up: the daemon closes it after the replay.
+    pub async fn replay(mut self, since: u64) -> Result<Vec<Value>, ClientError> {
+        let params = crate::protocol::SubscribeParams {
+            since: Some(since),
+            bead: None,
+            types: None,
+            follow: false,
+        };
+        self.call(&Method::Subscribe(params)).await?;
+        let mut events = Vec::new();
+        while let Some(event) = self.next_value().await? {
+            if event["type"] == "end" {
+                break;
+            }
+            events.push(event);
+        }
+        Ok(events)
+    }
+
+    /// Sends one raw line (for tests of malformed input).
+    pub async fn send_line(&mut self, line: &str) -> Result<(), ClientError> {
+        let mut bytes = line.as_bytes().to_vec();
+        bytes.push(b'\n');
+        self.writer.write_all(&bytes).await.map_err(|e| self.io(e))
+    }
+
+    /// The connection's remaining lines, unparsed (for readers that need only a field or two of
+    /// each event), and its writing half: dropping that hangs up, which ends a subscription.
+    pub fn into_lines(self) -> (tokio::io::Lines<BufReader<OwnedReadHalf>>, OwnedWriteHalf) {
+        (self.reader.lines(), self.writer)
+    }
+
+    /// The next line from the daemon as JSON; `None` when it closed the connection.
+    pub async fn next_value(&mut self) -> Result<Option<Value>, ClientError> {
+        let mut line = String::new();
+        let n = self
+            .reader
+            .read_line(&mut line)
+            .await
+            .map_err(|e| self.io(e))?;
+        if n == 0 {
+            return Ok(None);
+        }
+        serde_json::from_str(&line)
+            .map(Some)
+            .map_err(|e| ClientError::Protocol(format!("not JSON: {e}")))
+    }
+}

@@ -1,0 +1,453 @@
+//! `catalyst hook <event>`: Claude Code's hook handler (DESIGN §10), and the `--settings` JSON
+//! that installs it for an agent.
+//!
+//! Claude Code runs the handler with the hook's JSON on stdin and the agent's environment,
+//! which carries `CATALYST_SOCKET` and `CATALYST_STEP`. The handler asks the daemon (`hook`
+//! method), which decides and records, and answers in Claude Code's terms:
+//! - `PreToolUse`: `hookSpecificOutput.permissionDecision` `allow` or `deny` with its reason on
+//!   stdout (exit 0). When the daemon cannot be asked, exit code 2 with the reason on stderr,
+//!   which denies the call: a guardrail that fails open is none. The settings add
+//!   `|| exit 2` to the command, so a handler that cannot even start denies too.
+//! - `Stop`: exit code 2 with the reason on stderr sends the agent back to write a valid
+//!   result block (once; the daemon allows the next stop). When the daemon cannot be asked,
+//!   the stop is allowed: the daemon judges the final message anyway.
+//! - `SessionStart`: `hookSpecificOutput.additionalContext` with the step, role, context file
+//!   and tool policy; from the environment alone when the daemon cannot be asked.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+
+use crate::cli::client::Client;
+use crate::protocol::{HookAnswer, HookDecision, HookParams, Method};
+
+/// The hook events catalyst handles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HookEvent {
+    PreToolUse,
+    Stop,
+    SessionStart,
+}
+
+impl HookEvent {
+    /// Claude Code's name of the event, which is also the `hook` method's `event`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::Stop => "Stop",
+            HookEvent::SessionStart => "SessionStart",
+        }
+    }
+
+    /// The argument of `catalyst hook`.
+    pub fn arg(self) -> &'static str {
+        match self {
+            HookEvent::PreToolUse => "pre-tool-use",
+            HookEvent::Stop => "stop",
+            HookEvent::SessionStart => "session-start",
+        }
+    }
+}
+
+/// What the handler prints and exits with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HookOutput {
+    pub code: u8,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// The agent's environment, as far as the handler reads it.
+#[derive(Clone, Debug, Default)]
+pub struct HookEnv {
+    pub socket: Option<PathBuf>,
+    pub step: Option<String>,
+    pub role: Option<String>,
+    pub context: Option<PathBuf>,
+}
+
+impl HookEnv {
+    pub fn from_process() -> HookEnv {
+        let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+        HookEnv {
+            socket: var("CATALYST_SOCKET").map(PathBuf::from),
+            step: var("CATALYST_STEP").map(|s| s.to_string_lossy().into_owned()),
+            role: var("CATALYST_ROLE").map(|s| s.to_string_lossy().into_owned()),
+            context: var("CATALYST_CONTEXT").map(PathBuf::from),
+        }
+    }
+}
+
+/// How long the daemon may take to answer; Claude Code's own timeout for the hook is longer
+/// (see [`settings`]), so the handler always gets to answer.
+const ASK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Claude Code's timeout for each hook command, in seconds.
+const HOOK_TIMEOUT_SECS: u64 = 60;
+
+/// The end of a final message sent to the daemon: the result block is at the end, and the
+/// request must stay under the protocol's line limit.
+const MESSAGE_TAIL: usize = 256 * 1024;
+
+/// Tool input keys that carry file contents: the policy never reads them, and a large file
+/// would not fit in a request line.
+const CONTENT_KEYS: [&str; 5] = ["content", "old_string", "new_string", "new_source", "edits"];
+
+/// Handles one hook call: `input` is the hook's JSON from stdin.
+pub async fn run(event: HookEvent, input: &[u8], env: &HookEnv) -> HookOutput {
+    let asked = match serde_json::from_slice::<Value>(input) {
+        Ok(value) => ask(event, payload(event, value), env).await,
+        Err(e) => Err(format!("the hook input is not JSON: {e}")),
+    };
+    answer(event, asked, env)
+}
+
+/// Asks the daemon about one hook call.
+async fn ask(event: HookEvent, payload: Value, env: &HookEnv) -> Result<HookAnswer, String> {
+    let socket = env
+        .socket
+        .as_deref()
+        .ok_or("`CATALYST_SOCKET` is not set: not running under catalyst")?;
+    let step = env
+        .step
+        .clone()
+        .ok_or("`CATALYST_STEP` is not set: not running under catalyst")?;
+    let method = Method::Hook(HookParams {
+        step,
+        event: event.name().into(),
+        payload,
+    });
+    let call = async {
+        let mut client = Client::connect(socket).await.map_err(|e| e.to_string())?;
+        client.call(&method).await.map_err(|e| e.to_string())
+    };
+    let value = tokio::time::timeout(ASK_TIMEOUT, call)
+        .await
+        .map_err(|_| format!("catalystd did not answer within {}s", ASK_TIMEOUT.as_secs()))??;
+    serde_json::from_value(value).map_err(|e| format!("catalystd's answer is not understood: {e}"))
+}
+
+/// What the daemon is sent of a hook's input: what it decides on, without file contents.
+fn payload(event: HookEvent, input: Value) -> Value {
+    let mut out = Map::new();
+    let keep = |out: &mut Map<String, Value>, key: &str| {
+        if let Some(v) = input.get(key) {
+            out.insert(key.to_owned(), v.clone());
+        }
+    };
+    keep(&mut out, "cwd");
+    match event {
+        HookEvent::PreToolUse => {
+            keep(&mut out, "tool_name");
+            keep(&mut out, "tool_use_id");
+            let mut tool_input = input.get("tool_input").cloned().unwrap_or(Value::Null);
+            if let Some(map) = tool_input.as_object_mut() {
+                map.retain(|k, _| !CONTENT_KEYS.contains(&k.as_str()));
+            }
+            out.insert("tool_input".into(), tool_input);
+        }
+        HookEvent::Stop => {
+            keep(&mut out, "stop_hook_active");
+            let message = input
+                .get("last_assistant_message")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| {
+                    let path = input.get("transcript_path")?.as_str()?;
+                    last_assistant_text(Path::new(path))
+                });
+            if let Some(message) = message {
+                out.insert("last_assistant_message".into(), tail(&message).into());
+            }
+        }
+        HookEvent::SessionStart => keep(&mut out, "source"),
+    }
+    Value::Object(out)
+}
+
+/// The last [`MESSAGE_TAIL`] bytes of `text`, cut at a character boundary.
+fn tail(text: &str) -> &str {
+    let mut start = text.len().saturating_sub(MESSAGE_TAIL);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+/// The text of the last assistant message in a Claude Code transcript (JSONL), for CLIs older
+/// than the `last_assistant_message` field. Lines it cannot read are skipped.
+pub fn last_assistant_text(transcript: &Path) -> Option<String> {
+    let file = std::fs::File::open(transcript).ok()?;
+    let mut last = None;
+    for line in std::io::BufReader::new(file).lines() {
+        let Ok(line) = line else { break };
+        let Ok(entry) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if entry["type"] != "assistant" {
+            continue;
+        }
+        let text: Vec<&str> = entry["message"]["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["type"] == "text")
+            .filter_map(|c| c["text"].as_str())
+            .collect();
+        if !text.is_empty() {
+            last = Some(text.join("\n"));
+        }
+    }
+    last
+}
+
+/// Turns the daemon's answer (or the failure to get one) into Claude Code's hook output.
+pub fn answer(event: HookEvent, asked: Result<HookAnswer, String>, env: &HookEnv) -> HookOutput {
+    match (event, asked) {
+        (HookEvent::PreToolUse, Ok(a)) => {
+            let decision = match a.decision {
+                Some(HookDecision::Allow) => "allow",
+                _ => "deny",
+            };
+            let reason = a.reason.unwrap_or_else(|| match decision {
+                "allow" => "allowed by catalyst".into(),
+                _ => "denied by catalyst".into(),
+            });
+            let out = json!({"hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": decision,
+                "permissionDecisionReason": reason,
+            }});
+            HookOutput {
+                code: 0,
+                stdout: format!("{out}\n"),
+                stderr: String::new(),
+            }
+        }
+        (HookEvent::PreToolUse, Err(why)) => HookOutput {
+            code: 2,
+            stdout: String::new(),
+            stderr: format!("catalyst denied this tool call: it cannot ask catalystd ({why})\n"),
+        },
+        (HookEvent::Stop, Ok(a)) if a.decision == Some(HookDecision::Block) => HookOutput {
+            code: 2,
+            stdout: String::new(),
+            stderr: format!(
+                "{}\n",
+                a.reason
+                    .unwrap_or_else(|| "end your final message with a result block".into())
+            ),
+        },
+        (HookEvent::Stop, Ok(_)) => HookOutput::default(),
+        (HookEvent::Stop, Err(why)) => HookOutput {
+            code: 0,
+            stdout: String::new(),
+            stderr: format!("catalyst: cannot ask catalystd about the result ({why})\n"),
+        },
+        (HookEvent::SessionStart, asked) => {
+            let context = match asked {
+                Ok(a) => a.additional_context.unwrap_or_default(),
+                Err(_) => fallback_context(env),
+            };
+            if context.is_empty() {
+                return HookOutput::default();
+            }
+            let out = json!({"hookSpecificOutput": {
+                "hookEventName": "SessionStart",
+                "additionalContext": context,
+            }});
+            HookOutput {
+                code: 0,
+                stdout: format!("{out}\n"),
+                stderr: String::new(),
+            }
+        }
+    }
+}
+
+/// The session context from the environment alone, when the daemon cannot be asked.
+fn fallback_context(env: &HookEnv) -> String {
+    let Some(step) = &env.step else {
+        return String::new();
+    };
+    let mut text = format!(
+        "catalyst step `{step}` (role `{}`).",
+        env.role.as_deref().unwrap_or("?")
+    );
+    if let Some(context) = &env.context {
+        text.push_str(&format!(
+            " Read the context file first: {}.",
+            context.display()
+        ));
+    }
+    text.push_str(" Your final message must end with a ---STEP-RESULT--- block.");
+    text
+}
+
+/// The `--settings` JSON for an agent: the three hooks, each running `bin hook <event>`.
+/// `PreToolUse` matches every tool and fails closed (`|| exit 2`).
+pub fn settings(bin: &Path) -> Value {
+    let exe = shell_quote(&bin.to_string_lossy());
+    let command = |event: HookEvent, fail_closed: bool| {
+        let mut c = format!("{exe} hook {}", event.arg());
+        if fail_closed {
+            c.push_str(" || exit 2");
+        }
+        json!([{"type": "command", "command": c, "timeout": HOOK_TIMEOUT_SECS}])
+    };
+    json!({"hooks": {
+        "PreToolUse": [{"matcher": "*", "hooks": command(HookEvent::PreToolUse, true)}],
+        "Stop": [{"hooks": command(HookEvent::Stop, false)}],
+        "SessionStart": [{"hooks": command(HookEvent::SessionStart, false)}],
+    }})
+}
+
+/// `text` as one single-quoted shell word.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> HookEnv {
+        HookEnv {
+            socket: Some("/nonexistent/catalystd.sock".into()),
+            step: Some("cat-1.review".into()),
+            role: Some("review".into()),
+            context: Some("/ws/.catalyst/runs/cat-1/review/1/context.md".into()),
+        }
+    }
+
+    fn json_of(out: &HookOutput) -> Value {
+        serde_json::from_str(&out.stdout).expect("JSON on stdout")
+    }
+
+    #[test]
+    fn answers_speak_claude_codes_hook_format() {
+        let deny = HookAnswer {
+            decision: Some(HookDecision::Deny),
+            reason: Some("read-only".into()),
+            ..Default::default()
+        };
+        let out = answer(HookEvent::PreToolUse, Ok(deny), &env());
+        assert_eq!(out.code, 0);
+        let v = json_of(&out);
+        assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+        assert_eq!(
+            v["hookSpecificOutput"]["permissionDecisionReason"],
+            "read-only"
+        );
+
+        let allow = HookAnswer {
+            decision: Some(HookDecision::Allow),
+            ..Default::default()
+        };
+        let v = json_of(&answer(HookEvent::PreToolUse, Ok(allow), &env()));
+        assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "allow");
+
+        let unreachable = answer(HookEvent::PreToolUse, Err("gone".into()), &env());
+        assert_eq!(unreachable.code, 2, "no daemon: denied");
+        assert!(unreachable.stderr.contains("gone"));
+
+        let block = HookAnswer {
+            decision: Some(HookDecision::Block),
+            reason: Some("missing `STATUS`".into()),
+            ..Default::default()
+        };
+        let out = answer(HookEvent::Stop, Ok(block), &env());
+        assert_eq!((out.code, out.stderr.trim()), (2, "missing `STATUS`"));
+        assert_eq!(answer(HookEvent::Stop, Err("gone".into()), &env()).code, 0);
+
+        let context = HookAnswer {
+            additional_context: Some("step cat-1.review".into()),
+            ..Default::default()
+        };
+        let v = json_of(&answer(HookEvent::SessionStart, Ok(context), &env()));
+        assert_eq!(
+            v["hookSpecificOutput"]["additionalContext"],
+            "step cat-1.review"
+        );
+        let v = json_of(&answer(HookEvent::SessionStart, Err("gone".into()), &env()));
+        let text = v["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            text.contains("cat-1.review") && text.contains("context.md"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn payloads_leave_file_contents_out() {
+        let input = json!({
+            "session_id": "s", "transcript_path": "/t", "cwd": "/wt", "hook_event_name": "PreToolUse",
+            "tool_name": "MultiEdit", "tool_use_id": "t1",
+            "tool_input": {"file_path": "a.rs", "edits": [{"old_string": "x", "new_string": "y"}]},
+        });
+        let sent = payload(HookEvent::PreToolUse, input);
+        assert_eq!(
+            sent,
+            json!({"cwd": "/wt", "tool_name": "MultiEdit", "tool_use_id": "t1", "tool_input": {"file_path": "a.rs"}})
+        );
+    }
+
+    #[test]
+    fn the_final_message_comes_from_the_transcript_when_the_input_lacks_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let transcript = dir.path().join("t.jsonl");
+        let lines = [
+            json!({"type": "user", "message": {"role": "user", "content": "do it"}}),
+            json!({"type": "assistant", "message": {"content": [{"type": "text", "text": "first"}]}}),
+            json!({"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Read"}]}}),
+            json!({"type": "assistant", "message": {"content": [{"type": "text", "text": "the end"}]}}),
+        ];
+        let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+        std::fs::write(&transcript, text.join("\n") + "\nnot json\n").expect("write");
+        let input = json!({"stop_hook_active": false, "transcript_path": transcript});
+        let sent = payload(HookEvent::Stop, input);
+        assert_eq!(sent["last_assistant_message"], "the end");
+        assert_eq!(sent["stop_hook_active"], false);
+        let given = json!({"last_assistant_message": "given", "transcript_path": transcript});
+        assert_eq!(
+            payload(HookEvent::Stop, given)["last_assistant_message"],
+            "given"
+        );
+    }
+
+    #[test]
+    fn settings_run_this_binary_for_each_hook() {
+        let s = settings(Path::new("/opt/it's/catalyst"));
+        let pre = s["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(pre, r"'/opt/it'\''s/catalyst' hook pre-tool-use || exit 2");
+        assert_eq!(s["hooks"]["PreToolUse"][0]["matcher"], "*");
+        assert!(s["hooks"]["Stop"][0]["hooks"][0]["command"]
+            .as_str()
+            .is_some_and(|c| c.ends_with("hook stop")));
+        assert!(s["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+            .as_str()
+            .is_some_and(|c| c.ends_with("hook session-start")));
+    }
+
+    #[tokio::test]
+    async fn without_a_daemon_a_tool_call_is_denied() {
+        let input = json!({"tool_name": "Write", "tool_input": {"file_path": "a", "content": "x"}});
+        let out = run(HookEvent::PreToolUse, input.to_string().as_bytes(), &env()).await;
+        assert_eq!(out.code, 2);
+        assert!(out.stderr.contains("not running"), "{}", out.stderr);
+        let outside = HookEnv::default();
+        let out = run(
+            HookEvent::PreToolUse,
+            input.to_string().as_bytes(),
+            &outside,
+        )
+        .await;
+        assert_eq!(out.code, 2);
+        assert!(out.stderr.contains("CATALYST_SOCKET"), "{}", out.stderr);
+    }
+}

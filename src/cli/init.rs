@@ -1,0 +1,309 @@
+//! `catalyst init [DIR]`: everything a repository needs before `catalystd` runs on it, and
+//! nothing it does not. Safe to run again: files that exist are kept, never overwritten.
+//!
+//! - `.catalyst/config.toml` with every key commented out at its default, so the file
+//!   documents the keys without pinning today's defaults.
+//! - `.catalyst/` in `.git/info/exclude` (the common dir's, so linked worktrees share it):
+//!   the state folder must never be committed, and `.gitignore` belongs to the project.
+//! - With `--with-prompts`, the built-in prompts and formulas copied for editing.
+//! - Which agent CLIs are on PATH, since the default profile needs `claude`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::daemon::paths::STATE_DIR;
+use crate::daemon::Paths;
+use crate::domain::config::Config;
+
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    #[error("`{0}` is not the top folder of a git repository (run `git init` there first)")]
+    NotARepo(PathBuf),
+    #[error("{action} `{path}`: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> InitError + 'a {
+    move |source| InitError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// The agent CLIs catalyst has profiles for.
+pub const AGENT_CLIS: [&str; 2] = ["claude", "codex"];
+
+/// One line of explanation per top-level key, written above the key in the new config.
+const KEY_NOTES: [(&str, &str); 19] = [
+    ("prefix", "new bead ids are <prefix>-<base36>"),
+    ("target_branch", "beads merge into this branch"),
+    (
+        "default_formula",
+        "for beads without a `formula:<name>` label (\"\": such beads wait)",
+    ),
+    ("max_agents", "agents running at once"),
+    (
+        "agent",
+        "the profile steps run with: claude, codex or one of [profiles]",
+    ),
+    ("agent_timeout_secs", "per attempt"),
+    (
+        "stall_timeout_secs",
+        "no output for this long counts as a failed attempt",
+    ),
+    (
+        "grace_secs",
+        "SIGTERM -> SIGKILL for a stopped agent's process group",
+    ),
+    ("gate_timeout_secs", "per gate command"),
+    (
+        "shutdown_grace_secs",
+        "running agents may finish this long after SIGTERM",
+    ),
+    ("output_cap_bytes", "of each agent output stream kept"),
+    (
+        "pause_secs",
+        "a model that reports a usage limit pauses this long, doubling up to max_pause_secs",
+    ),
+    ("max_pause_secs", ""),
+    (
+        "dirty_target_retry_secs",
+        "wait before merging into a checkout with uncommitted changes",
+    ),
+    (
+        "profiles",
+        "your own agent profiles: [profiles.mine] command = [...]",
+    ),
+    (
+        "models",
+        "per model: [models.opus] id = \"claude-opus-4-1\", max_concurrent = 1",
+    ),
+    ("role_models", "the model per role: review = \"sonnet\""),
+    ("router", "retries, escalation and fix limits"),
+    (
+        "beads",
+        "follow a beads export file, taking its open issues with `label` as work",
+    ),
+];
+
+/// The config `init` writes: the defaults, each line commented out, with notes.
+pub fn commented_config() -> String {
+    let mut out = String::from(
+        "# catalyst daemon configuration (see the README for every key).\n\
+         # Every key is optional: the values below are the built-in defaults, commented out.\n\
+         # Uncomment a line to change it. The daemon reloads this file when it changes and\n\
+         # on SIGHUP; a broken edit is refused and the old config stays in force.\n\n\
+         # budget_usd = 5.0            # block a bead once its agents report spending more\n",
+    );
+    let defaults = Config::commented_default();
+    for line in defaults.lines() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            if trimmed.is_empty() {
+                out.push('\n');
+            }
+            continue;
+        }
+        let key = trimmed
+            .trim_start_matches('[')
+            .split(['=', ']'])
+            .next()
+            .unwrap_or("")
+            .trim();
+        if let Some((_, note)) = KEY_NOTES.iter().find(|(k, _)| *k == key) {
+            if !note.is_empty() && !trimmed.starts_with('[') {
+                out.push_str(&format!("# {line:<30} # {note}\n"));
+                continue;
+            }
+            if !note.is_empty() {
+                out.push_str(&format!("# {note}\n"));
+            }
+        }
+        out.push_str(&format!("# {line}\n"));
+        if trimmed == "[beads]" {
+            out.push_str("# watch = \".beads/issues.jsonl\"  # relative to the workspace\n");
+        }
+    }
+    out
+}
+
+/// What `init` found and did, one line each, for people.
+pub fn run(dir: &Path, with_prompts: bool, out: &mut impl Write) -> Result<(), InitError> {
+    let dir = dir.canonicalize().map_err(io("cannot open", dir))?;
+    let repo = git2::Repository::open(&dir).map_err(|_| InitError::NotARepo(dir.clone()))?;
+    if repo.is_bare()
+        || repo
+            .workdir()
+            .and_then(|w| w.canonicalize().ok())
+            .is_none_or(|w| w != dir)
+    {
+        return Err(InitError::NotARepo(dir));
+    }
+    let paths = Paths::new(&dir);
+    let say = |out: &mut dyn Write, line: String| -> Result<(), InitError> {
+        writeln!(out, "{line}").map_err(io("cannot write to", Path::new("stdout")))
+    };
+    crate::daemon::fsutil::create_dir_durable(&paths.state)
+        .map_err(io("cannot create", &paths.state))?;
+    write_new(&paths.config(), commented_config().as_bytes(), out)?;
+
+    let exclude = repo.commondir().join("info").join("exclude");
+    if add_exclude(&exclude)? {
+        say(
+            out,
+            format!("added `{STATE_DIR}/` to {}", exclude.display()),
+        )?;
+    } else {
+        say(
+            out,
+            format!("`{STATE_DIR}/` is already in {}", exclude.display()),
+        )?;
+    }
+
+    if with_prompts {
+        write_new(
+            &paths.prompts(),
+            crate::domain::prompt::BUILTIN.as_bytes(),
+            out,
+        )?;
+        let formulas = paths.state.join("formulas");
+        std::fs::create_dir_all(&formulas).map_err(io("cannot create", &formulas))?;
+        for (name, text) in crate::domain::formula::BUILTIN_FILES {
+            write_new(&formulas.join(name), text.as_bytes(), out)?;
+        }
+    }
+
+    let mut default_found = false;
+    for cli in AGENT_CLIS {
+        match find_on_path(cli) {
+            Some(path) => {
+                default_found |= cli == "claude";
+                say(out, format!("found `{cli}` at {}", path.display()))?;
+            }
+            None => say(out, format!("`{cli}` is not on PATH"))?,
+        }
+    }
+    if !default_found {
+        say(
+            out,
+            "the default agent profile runs `claude`: install Claude Code, or set `agent` in \
+             .catalyst/config.toml"
+                .into(),
+        )?;
+    }
+    say(
+        out,
+        format!(
+            "next: `catalystd --workspace {0}`, or `catalyst service install --workspace {0} --user`",
+            dir.display()
+        ),
+    )?;
+    Ok(())
+}
+
+/// Writes `path` atomically unless it exists, and says which.
+fn write_new(path: &Path, bytes: &[u8], out: &mut impl Write) -> Result<(), InitError> {
+    let shown = path.display();
+    let line = if path.exists() {
+        format!("kept {shown}")
+    } else {
+        crate::daemon::fsutil::write_atomic(path, bytes).map_err(io("cannot write", path))?;
+        format!("wrote {shown}")
+    };
+    writeln!(out, "{line}").map_err(io("cannot write to", Path::new("stdout")))
+}
+
+/// Appends `.catalyst/` to a git exclude file unless a line already excludes it. Returns
+/// whether it added the line.
+fn add_exclude(exclude: &Path) -> Result<bool, InitError> {
+    let text = match std::fs::read_to_string(exclude) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(io("cannot read", exclude)(e)),
+    };
+    let wanted = [".catalyst", ".catalyst/", "/.catalyst", "/.catalyst/"];
+    if text.lines().any(|l| wanted.contains(&l.trim())) {
+        return Ok(false);
+    }
+    let mut new = text;
+    if !new.is_empty() && !new.ends_with('\n') {
+        new.push('\n');
+    }
+    new.push_str(&format!("{STATE_DIR}/\n"));
+    if let Some(dir) = exclude.parent() {
+        std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
+    }
+    crate::daemon::fsutil::write_atomic(exclude, new.as_bytes())
+        .map_err(io("cannot write", exclude))?;
+    Ok(true)
+}
+
+/// The first executable file called `name` in a PATH folder.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_commented_config_parses_to_the_defaults_and_uncommented_lines_do_too() {
+        let text = commented_config();
+        assert_eq!(
+            Config::parse(&text, "c.toml").unwrap(),
+            Config::default(),
+            "all commented out"
+        );
+        let uncommented: String = text
+            .lines()
+            .filter(|l| l.starts_with("# "))
+            .map(|l| {
+                let l = &l[2..];
+                // Strip the trailing note.
+                let l = l.split(" # ").next().unwrap_or(l);
+                format!("{l}\n")
+            })
+            .filter(|l| {
+                let t = l.trim();
+                t.starts_with('[') && !t.contains(' ')
+                    || t.split_once(" = ").is_some_and(|(k, _)| !k.contains(' '))
+            })
+            .filter(|l| {
+                !l.starts_with("watch") && !l.starts_with("label") && !l.starts_with("budget")
+            })
+            .collect();
+        assert_eq!(
+            Config::parse(&uncommented, "c.toml").unwrap(),
+            Config::default(),
+            "{uncommented}"
+        );
+    }
+
+    #[test]
+    fn the_exclude_line_is_added_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("info").join("exclude");
+        assert!(add_exclude(&file).unwrap());
+        assert!(!add_exclude(&file).unwrap());
+        std::fs::write(&file, "# git's own comment\n/.catalyst").unwrap();
+        assert!(!add_exclude(&file).unwrap());
+        std::fs::write(&file, "target/").unwrap();
+        assert!(add_exclude(&file).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "target/\n.catalyst/\n"
+        );
+    }
+}

@@ -1,0 +1,11 @@
+//! The interfaces people and scripts use: the client, `catalyst ctl` and its live view, the
+//! hook handler agents run, and the one-shot commands (init, demo, service, import/export).
+
+pub mod beads;
+pub mod client;
+pub mod ctl;
+pub mod demo;
+pub mod hook;
+pub mod init;
+pub mod live;
+pub mod service;

@@ -1,0 +1,166 @@
+//! Claude Code's `--output-format stream-json --verbose` events.
+//!
+//! One JSON object per line: a `system` event (`init`, and `api_retry` while the API is
+//! retried), `assistant` and `user` events carrying the conversation (tool calls and their
+//! results), and a final `result` event with `subtype`, `is_error`, `result` (the final message),
+//! `total_cost_usd`, `usage` and (since 2.1) `api_error_status`. Only the last `result` event is the run's answer: a result block
+//! quoted in an assistant message or returned by a tool is conversation, not the final message.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::events::Parsed;
+use crate::domain::agent::limits;
+
+/// The fields catalyst reads; everything else (the whole `message` of conversation events) is
+/// skipped by serde without being kept.
+#[derive(Deserialize)]
+struct Event {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    subtype: Option<String>,
+    #[serde(default)]
+    is_error: Option<bool>,
+    #[serde(default)]
+    result: Option<String>,
+    #[serde(default)]
+    total_cost_usd: Option<f64>,
+    #[serde(default)]
+    usage: Option<Value>,
+    /// On an `assistant` event: the API error the message stands for (`rate_limit`, …).
+    #[serde(default)]
+    error: Option<Value>,
+    /// On an error `result`: what went wrong, when there is no `result` text.
+    #[serde(default)]
+    errors: Option<Vec<Value>>,
+    /// On a `system`/`api_retry` event: the HTTP status being retried.
+    #[serde(default)]
+    error_status: Option<Value>,
+    /// On a `result` (Claude Code 2.1): the HTTP status of the API error that ended the run,
+    /// `null` when there was none.
+    #[serde(default)]
+    api_error_status: Option<Value>,
+}
+
+/// The last `result` event, as far as catalyst cares.
+struct Final {
+    subtype: Option<String>,
+    is_error: bool,
+    result: Option<String>,
+    errors: Option<String>,
+    api_error_status: Option<u64>,
+    cost_usd: Option<f64>,
+    usage: Option<Value>,
+}
+
+#[derive(Default)]
+pub(crate) struct Claude {
+    last: Option<Final>,
+    /// A limit signalled by structure, not text (an `api_retry` on 429 or 529, an assistant
+    /// message standing for a `rate_limit` error) and not yet followed by a normal assistant
+    /// message. It counts only if the run then fails.
+    pending_limit: Option<String>,
+}
+
+impl Claude {
+    pub(crate) fn line(&mut self, line: &str) {
+        let Ok(event) = serde_json::from_str::<Event>(line) else {
+            return;
+        };
+        match event.kind.as_str() {
+            "result" => {
+                let errors = event.errors.map(|errs| {
+                    errs.iter()
+                        .map(|e| match e {
+                            Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        })
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                });
+                self.last = Some(Final {
+                    subtype: event.subtype,
+                    is_error: event.is_error.unwrap_or(false),
+                    result: event.result,
+                    errors: errors.filter(|e| !e.is_empty()),
+                    api_error_status: event.api_error_status.as_ref().and_then(Value::as_u64),
+                    cost_usd: event.total_cost_usd,
+                    usage: event.usage,
+                });
+            }
+            "system" if event.subtype.as_deref() == Some("api_retry") => {
+                if let Some(status @ (429 | 529)) =
+                    event.error_status.as_ref().and_then(Value::as_u64)
+                {
+                    self.pending_limit = Some(format!(
+                        "the API answered {status} ({}) and Claude Code was retrying",
+                        if status == 429 {
+                            "rate limited"
+                        } else {
+                            "overloaded"
+                        }
+                    ));
+                }
+            }
+            "assistant" => match event.error.as_ref().and_then(Value::as_str) {
+                Some(kind @ ("rate_limit" | "overloaded" | "billing_error")) => {
+                    self.pending_limit = Some(format!("Claude Code reported `{kind}`"));
+                }
+                _ => self.pending_limit = None,
+            },
+            _ => {}
+        }
+    }
+
+    pub(crate) fn finish(self) -> Parsed {
+        let Some(last) = self.last else {
+            // No result at all: the run failed, and a limit being retried is the likely cause.
+            return Parsed {
+                usage_limit: self.pending_limit,
+                ..Parsed::default()
+            };
+        };
+        // An `error_*` subtype (`error_max_turns`, `error_during_execution`) is a failure even
+        // if `is_error` were missing; `is_error: true` is one even with `subtype: success`.
+        let is_error = last.is_error
+            || last
+                .subtype
+                .as_deref()
+                .is_some_and(|s| s.starts_with("error"));
+        let (error, usage_limit) = if is_error {
+            let text = last
+                .result
+                .as_deref()
+                .filter(|r| !r.trim().is_empty())
+                .or(last.errors.as_deref())
+                .or(last.subtype.as_deref())
+                .unwrap_or("no details")
+                .to_owned();
+            // A 429 or 529 ended the run whatever its message says (a proxy or a newer API may
+            // word it without "rate limit").
+            let by_status = match last.api_error_status {
+                Some(status @ (429 | 529)) => Some(format!(
+                    "the API answered {status}: {}",
+                    limits::one_line(&text)
+                )),
+                _ => None,
+            };
+            let limit = limits::in_error_text(&text)
+                .or(by_status)
+                .or(self.pending_limit);
+            (Some(limits::one_line(&text)), limit)
+        } else {
+            let limit = last.result.as_deref().and_then(limits::in_bare_notice);
+            (None, limit)
+        };
+        Parsed {
+            final_message: last.result,
+            is_error,
+            error,
+            usage_limit,
+            cost_usd: last.cost_usd,
+            usage: last.usage,
+        }
+    }
+}

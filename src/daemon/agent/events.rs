@@ -1,0 +1,148 @@
+//! What is read from an agent's streams while it runs: its stdout parsed per
+//! [`OutputFormat`], and its stderr scanned for a limit notice.
+//!
+//! Both keep only what the report needs, so memory stays bounded whatever the agent prints:
+//! one line at most [`MAX_LINE`] long, the last `result` (Claude) or `agent_message` (Codex),
+//! and for `text` a bounded tail.
+
+use serde_json::Value;
+
+use super::claude::Claude;
+use super::codex::Codex;
+use super::output::{Consumer, LineSplitter, Tail};
+use crate::domain::agent::limits;
+use crate::domain::agent::profile::OutputFormat;
+
+/// The longest stdout line parsed. A longer line is skipped: no real event is that large, and
+/// buffering it whole would let output size decide memory use.
+pub const MAX_LINE: usize = 8 * 1024 * 1024;
+
+/// The longest stderr line scanned for a limit notice.
+const MAX_STDERR_LINE: usize = 64 * 1024;
+
+/// The most of a `text` agent's output kept in memory for when its output passes the cap.
+pub const TEXT_TAIL: usize = 1024 * 1024;
+
+/// What an agent's stdout said about how its run went.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Parsed {
+    pub final_message: Option<String>,
+    pub is_error: bool,
+    /// The agent's own words about what failed, on one line.
+    pub error: Option<String>,
+    pub usage_limit: Option<String>,
+    pub cost_usd: Option<f64>,
+    pub usage: Option<Value>,
+}
+
+/// Reads stdout as it arrives.
+pub(crate) enum StdoutParser {
+    Claude(LineSplitter, Claude),
+    Codex(LineSplitter, Codex),
+    /// The final message is read back from the stdout file at the end; the tail stands in
+    /// when the file was cut at the cap.
+    Text(Tail),
+}
+
+impl StdoutParser {
+    pub(crate) fn new(format: OutputFormat, cap: u64) -> StdoutParser {
+        match format {
+            OutputFormat::ClaudeStreamJson => {
+                StdoutParser::Claude(LineSplitter::new(MAX_LINE), Claude::default())
+            }
+            OutputFormat::CodexJson => {
+                StdoutParser::Codex(LineSplitter::new(MAX_LINE), Codex::default())
+            }
+            OutputFormat::Text => {
+                let max = usize::try_from(cap).unwrap_or(usize::MAX).min(TEXT_TAIL);
+                StdoutParser::Text(Tail::new(max))
+            }
+        }
+    }
+
+    /// What the JSON formats found. For `text`, `Parsed` is empty and the tail is returned for
+    /// the caller to use when the stdout file was truncated.
+    pub(crate) fn finish(self) -> (Parsed, Option<Tail>) {
+        match self {
+            StdoutParser::Claude(lines, claude) => {
+                log_oversized(&lines);
+                (claude.finish(), None)
+            }
+            StdoutParser::Codex(lines, codex) => {
+                log_oversized(&lines);
+                (codex.finish(), None)
+            }
+            StdoutParser::Text(tail) => (Parsed::default(), Some(tail)),
+        }
+    }
+}
+
+fn log_oversized(lines: &LineSplitter) {
+    if lines.oversized > 0 {
+        tracing::warn!(
+            lines = lines.oversized,
+            max = MAX_LINE,
+            "skipped agent output lines too long to parse"
+        );
+    }
+}
+
+impl Consumer for StdoutParser {
+    fn feed(&mut self, chunk: &[u8]) {
+        match self {
+            StdoutParser::Claude(lines, claude) => {
+                lines.feed(chunk, &mut |l| claude.line(&String::from_utf8_lossy(l)));
+            }
+            StdoutParser::Codex(lines, codex) => {
+                lines.feed(chunk, &mut |l| codex.line(&String::from_utf8_lossy(l)));
+            }
+            StdoutParser::Text(tail) => tail.feed(chunk),
+        }
+    }
+
+    fn end(&mut self) {
+        match self {
+            StdoutParser::Claude(lines, claude) => {
+                lines.end(&mut |l| claude.line(&String::from_utf8_lossy(l)));
+            }
+            StdoutParser::Codex(lines, codex) => {
+                lines.end(&mut |l| codex.line(&String::from_utf8_lossy(l)));
+            }
+            StdoutParser::Text(_) => {}
+        }
+    }
+}
+
+/// Watches stderr for a limit notice: agent CLIs that fail before producing events (an
+/// exhausted quota at start-up) say why there.
+pub(crate) struct StderrScanner {
+    lines: LineSplitter,
+    pub(crate) usage_limit: Option<String>,
+}
+
+impl StderrScanner {
+    pub(crate) fn new() -> StderrScanner {
+        StderrScanner {
+            lines: LineSplitter::new(MAX_STDERR_LINE),
+            usage_limit: None,
+        }
+    }
+}
+
+impl Consumer for StderrScanner {
+    fn feed(&mut self, chunk: &[u8]) {
+        let limit = &mut self.usage_limit;
+        self.lines.feed(chunk, &mut |l| scan(limit, l));
+    }
+
+    fn end(&mut self) {
+        let limit = &mut self.usage_limit;
+        self.lines.end(&mut |l| scan(limit, l));
+    }
+}
+
+fn scan(limit: &mut Option<String>, line: &[u8]) {
+    if let Some(reason) = limits::in_error_text(&String::from_utf8_lossy(line)) {
+        *limit = Some(reason);
+    }
+}

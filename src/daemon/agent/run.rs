@@ -1,0 +1,369 @@
+//! Running one agent to its end: prepare the run folder, spawn, watch the clocks, stop the
+//! group, and put the report together.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, Command};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::events::{Parsed, StderrScanner, StdoutParser};
+use super::group::{signal_group, GroupGuard};
+use super::output::{pump, CappedFile, StreamStats};
+use super::{spawn, RunSpec, PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
+use crate::daemon::clock;
+use crate::domain::agent::profile::{OutputFormat, ProfileError, StdinMode, Vars};
+use crate::domain::agent::report::{Exit, RunReport};
+
+/// How long the output readers may go on after the group is killed. Killed processes close
+/// their pipes at once; only a process that left the group can keep one open, and its output
+/// is not waited for longer than this.
+const MIN_DRAIN: Duration = Duration::from_secs(2);
+
+/// An agent that has been spawned.
+struct Running {
+    child: Child,
+    pgid: Pid,
+    group: GroupGuard,
+    stdin: Option<JoinHandle<()>>,
+    stdout: JoinHandle<(StreamStats, StdoutParser)>,
+    stderr: JoinHandle<(StreamStats, StderrScanner)>,
+    activity: Arc<Notify>,
+    drain: CancellationToken,
+}
+
+/// Why supervision ended.
+enum Ended {
+    Exited(std::io::Result<ExitStatus>),
+    Stopped(Exit),
+}
+
+pub(super) async fn run(spec: RunSpec, cancel: CancellationToken) -> RunReport {
+    let started = crate::daemon::clock::now();
+    let clock = Instant::now();
+    if cancel.is_cancelled() {
+        // Shutting down already: starting an agent only to stop it would waste its grace.
+        return RunReport::empty(Exit::Cancelled, clock::now());
+    }
+    let mut report = match start(&spec).await {
+        Ok(running) => supervise(running, &spec, cancel).await,
+        Err(reason) => {
+            tracing::warn!(worktree = %spec.worktree.display(), %reason, "cannot start agent");
+            RunReport::empty(Exit::SpawnFailed(reason), clock::now())
+        }
+    };
+    report.started = started;
+    report.duration_ms = u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
+    report
+}
+
+/// Writes the prompt, opens the output files and spawns the agent with its readers.
+async fn start(spec: &RunSpec) -> Result<Running, String> {
+    if !spec.worktree.is_dir() {
+        return Err(format!(
+            "worktree `{}` is not a directory",
+            spec.worktree.display()
+        ));
+    }
+    let run_dir = &spec.run_dir;
+    tokio::fs::create_dir_all(run_dir)
+        .await
+        .map_err(|e| format!("cannot create run folder `{}`: {e}", run_dir.display()))?;
+    let prompt_file = run_dir.join(PROMPT_FILE);
+    write_prompt(&prompt_file, &spec.prompt).await?;
+
+    let argv = spec
+        .profile
+        .argv(&Vars {
+            model: &spec.model,
+            settings: spec.settings_path.as_deref(),
+            worktree: &spec.worktree,
+            run_dir,
+            prompt_file: &prompt_file,
+            prompt: &spec.prompt,
+        })
+        .map_err(|e| e.to_string())?;
+    let Some((program_arg, args)) = argv.split_first() else {
+        return Err(ProfileError::EmptyCommand.to_string());
+    };
+    let program = program_arg.to_string_lossy().into_owned();
+
+    let stdout_file = open_capped(&run_dir.join(STDOUT_FILE), spec.output_cap).await?;
+    let stderr_file = open_capped(&run_dir.join(STDERR_FILE), spec.output_cap).await?;
+
+    let prompt_on_stdin = spec.profile.stdin == StdinMode::Prompt;
+    let mut command = Command::new(program_arg);
+    command
+        .args(args)
+        .current_dir(&spec.worktree)
+        .envs(&spec.profile.env)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(if prompt_on_stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    spawn::die_with_parent(&mut command);
+
+    let mut child = spawn::spawn(command).await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            format!("cannot run `{program}`: not found (is it installed and on PATH?)")
+        }
+        _ => format!("cannot run `{program}`: {e}"),
+    })?;
+    let pid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .ok_or_else(|| format!("`{program}` exited before its pid could be read"))?;
+    let pgid = Pid::from_raw(pid);
+    let group = GroupGuard::new(pgid);
+    tracing::info!(pid, program = %program, model = %spec.model, "agent started");
+    // A daemon that dies now leaves this group running; the next start reads the pid file
+    // and kills the group before it re-runs the step.
+    if let Err(e) = crate::daemon::fsutil::write_atomic(
+        &spec.run_dir.join(super::PID_FILE),
+        format!("{pid}\n").as_bytes(),
+    ) {
+        tracing::warn!(error = %e, "cannot write the agent's pid file");
+    }
+
+    let stdin = match child.stdin.take() {
+        Some(mut pipe) if prompt_on_stdin => {
+            let prompt = spec.prompt.clone();
+            Some(tokio::spawn(async move {
+                // An agent may exit without reading all of its stdin; that is its business.
+                if let Err(e) = pipe.write_all(prompt.as_bytes()).await {
+                    tracing::debug!(error = %e, "agent did not read the whole prompt");
+                }
+            }))
+        }
+        _ => None,
+    };
+    let activity = Arc::new(Notify::new());
+    let drain = CancellationToken::new();
+    let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err("the agent's output pipes were not set up".into());
+    };
+    let stdout = tokio::spawn(pump(
+        out,
+        stdout_file,
+        StdoutParser::new(spec.profile.format, spec.output_cap),
+        activity.clone(),
+        drain.clone(),
+    ));
+    let stderr = tokio::spawn(pump(
+        err,
+        stderr_file,
+        StderrScanner::new(),
+        activity.clone(),
+        drain.clone(),
+    ));
+    Ok(Running {
+        child,
+        pgid,
+        group,
+        stdin,
+        stdout,
+        stderr,
+        activity,
+        drain,
+    })
+}
+
+async fn write_prompt(path: &Path, prompt: &str) -> Result<(), String> {
+    let target = path.to_owned();
+    let bytes = prompt.as_bytes().to_vec();
+    tokio::task::spawn_blocking(move || crate::daemon::fsutil::write_replace(&target, &bytes))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+        .map_err(|e| format!("cannot write `{}`: {e}", path.display()))
+}
+
+async fn open_capped(path: &Path, cap: u64) -> Result<CappedFile, String> {
+    CappedFile::create(path, cap)
+        .await
+        .map_err(|e| format!("cannot create `{}`: {e}", path.display()))
+}
+
+/// Waits for the agent to exit, or stops it on a timeout, a stall or cancellation; then kills
+/// what is left of its group and collects its output.
+async fn supervise(mut r: Running, spec: &RunSpec, cancel: CancellationToken) -> RunReport {
+    let deadline = tokio::time::Instant::now() + spec.timeout;
+    let mut stall_at = tokio::time::Instant::now() + spec.stall_timeout;
+    let ended = loop {
+        tokio::select! {
+            biased;
+            status = r.child.wait() => break Ended::Exited(status),
+            () = cancel.cancelled() => break Ended::Stopped(Exit::Cancelled),
+            () = tokio::time::sleep_until(deadline) => {
+                break Ended::Stopped(Exit::TimedOut { after_ms: millis(spec.timeout) });
+            }
+            () = tokio::time::sleep_until(stall_at) => {
+                break Ended::Stopped(Exit::Stalled { after_ms: millis(spec.stall_timeout) });
+            }
+            () = r.activity.notified() => {
+                stall_at = tokio::time::Instant::now() + spec.stall_timeout;
+            }
+        }
+    };
+    let exit = match ended {
+        Ended::Exited(Ok(status)) => exit_of(status),
+        Ended::Exited(Err(e)) => Exit::WaitFailed(e.to_string()),
+        Ended::Stopped(why) => {
+            tracing::info!(pgid = r.pgid.as_raw(), reason = %why, "stopping agent");
+            stop(&mut r.child, r.pgid, spec.grace).await;
+            why
+        }
+    };
+    // The leader is gone, but what it started may not be: a background server or test runner
+    // would keep the worktree busy (and the output pipes open) into the next step. The group id
+    // stays reserved while any member lives; once none does, this finds no group (ESRCH).
+    r.group.kill();
+    if let Some(stdin) = r.stdin.take() {
+        stdin.abort();
+    }
+    let drain = spec.grace.max(MIN_DRAIN);
+    let stop_readers = r.drain.clone();
+    let (stdout, stderr) = (r.stdout, r.stderr);
+    let readers = async move { tokio::join!(stdout, stderr) };
+    tokio::pin!(readers);
+    let (out, err) = match tokio::time::timeout(drain, &mut readers).await {
+        Ok(done) => done,
+        Err(_) => {
+            tracing::warn!(
+                pgid = r.pgid.as_raw(),
+                "agent output still open after its group was killed; a process left the group"
+            );
+            stop_readers.cancel();
+            readers.await
+        }
+    };
+    let pid = u32::try_from(r.pgid.as_raw()).unwrap_or(0);
+    report(spec, exit, pid, out, err).await
+}
+
+/// SIGTERM to the group, `grace` to exit, then SIGKILL.
+async fn stop(child: &mut Child, pgid: Pid, grace: Duration) {
+    if let Err(e) = signal_group(pgid, Signal::SIGTERM) {
+        tracing::warn!(pgid = pgid.as_raw(), error = %e, "cannot send SIGTERM to the agent's group");
+    }
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        tracing::info!(
+            pgid = pgid.as_raw(),
+            "agent ignored SIGTERM; sending SIGKILL"
+        );
+        if let Err(e) = signal_group(pgid, Signal::SIGKILL) {
+            tracing::warn!(pgid = pgid.as_raw(), error = %e, "cannot send SIGKILL to the agent's group");
+        }
+        if let Err(e) = child.wait().await {
+            tracing::warn!(pgid = pgid.as_raw(), error = %e, "cannot reap the agent");
+        }
+    }
+}
+
+type Reader<T> = Result<(StreamStats, T), tokio::task::JoinError>;
+
+async fn report(
+    spec: &RunSpec,
+    exit: Exit,
+    pid: u32,
+    out: Reader<StdoutParser>,
+    err: Reader<StderrScanner>,
+) -> RunReport {
+    let (out_stats, parser) = match out {
+        Ok((stats, parser)) => (stats, Some(parser)),
+        Err(e) => {
+            tracing::error!(error = %e, "agent stdout reader failed");
+            (StreamStats::default(), None)
+        }
+    };
+    let (err_stats, stderr_limit) = match err {
+        Ok((stats, scanner)) => (stats, scanner.usage_limit),
+        Err(e) => {
+            tracing::error!(error = %e, "agent stderr reader failed");
+            (StreamStats::default(), None)
+        }
+    };
+    let (mut parsed, tail) = parser.map(StdoutParser::finish).unwrap_or_default();
+    if spec.profile.format == OutputFormat::Text {
+        parsed.final_message = text_message(spec, out_stats, tail).await;
+    }
+    // A CLI that gave up on its own (a non-zero exit or a reported error) may have said why on
+    // stderr only; a run that was killed or exited 0 is not judged by its stderr.
+    let gave_up = matches!(exit, Exit::Code(c) if c != 0) || parsed.is_error;
+    if parsed.usage_limit.is_none() && gave_up {
+        parsed.usage_limit = stderr_limit;
+    }
+    let Parsed {
+        final_message,
+        is_error,
+        error,
+        usage_limit,
+        cost_usd,
+        usage,
+    } = parsed;
+    RunReport {
+        pid,
+        final_message,
+        is_error,
+        error,
+        usage_limit,
+        cost_usd,
+        usage,
+        stdout_bytes: out_stats.total,
+        stderr_bytes: err_stats.total,
+        truncated: out_stats.truncated || err_stats.truncated,
+        // `run` sets the clock fields.
+        ..RunReport::empty(exit, clock::now())
+    }
+}
+
+/// A `text` agent's final message: its whole stdout, read back from the file, or the last
+/// [`super::events::TEXT_TAIL`] bytes when the file was cut at the cap (a result block is at
+/// the end). `None` when it printed nothing.
+async fn text_message(
+    spec: &RunSpec,
+    stats: StreamStats,
+    tail: Option<super::output::Tail>,
+) -> Option<String> {
+    let text = match tail {
+        Some(tail) if stats.truncated => tail.into_text(),
+        _ => {
+            let path = spec.run_dir.join(STDOUT_FILE);
+            match tokio::fs::read(&path).await {
+                Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot read back agent output");
+                    return None;
+                }
+            }
+        }
+    };
+    (!text.trim().is_empty()).then_some(text)
+}
+
+fn exit_of(status: ExitStatus) -> Exit {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Exit::Code(code),
+        (None, Some(signal)) => Exit::Signal(signal),
+        // Neither a code nor a signal cannot happen for a reaped process on Unix.
+        (None, None) => Exit::WaitFailed(format!("unknown exit status {status}")),
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,181 @@
+//! The `hook` method: the daemon's side of `catalyst hook` (DESIGN §10). The daemon decides,
+//! records, and only then answers, so every tool decision is in the journal before the agent
+//! acts on it.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::domain::event::EventBody;
+use crate::domain::id::BeadId;
+use crate::domain::model::{Bead, StepMeta};
+use crate::domain::policy::{self, Access, Permission, Scope};
+use crate::protocol::{HookAnswer, HookDecision, HookParams, RpcError};
+
+use super::{Engine, Handled};
+
+/// The `tool` of the `agent.tool` event that records a blocked stop.
+pub const STOP_TOOL: &str = "Stop";
+
+impl Engine {
+    pub(super) fn hook(&mut self, p: HookParams) -> Handled {
+        let id = BeadId::new(&p.step).map_err(|e| RpcError::bad_request(e.to_string()))?;
+        let step = self
+            .store
+            .state()
+            .get(id.as_str())
+            .cloned()
+            .ok_or_else(|| RpcError::not_found(format!("step `{id}` does not exist")))?;
+        let meta = step
+            .step_meta()
+            .ok_or_else(|| RpcError::bad_request(format!("`{id}` is not a step")))?;
+        let answer = match p.event.as_str() {
+            "PreToolUse" => self.hook_tool(&step, &meta, &p.payload)?,
+            "Stop" => self.hook_stop(&step, &meta, &p.payload)?,
+            "SessionStart" => self.hook_session(&step, &meta),
+            other => {
+                return Err(RpcError::bad_request(format!(
+                    "unknown hook event `{other}` (PreToolUse, Stop, SessionStart)"
+                )))
+            }
+        };
+        serde_json::to_value(answer).map_err(|e| RpcError::internal(e.to_string()))
+    }
+
+    /// Whether `step` is the step running for its bead now: hooks of an agent that outlived
+    /// its attempt (a stopped run's straggler) get no permissions.
+    fn is_running(&self, step: &Bead, meta: &StepMeta) -> bool {
+        self.running
+            .get(&meta.bead)
+            .is_some_and(|r| r.step == step.id)
+    }
+
+    fn hook_tool(&mut self, step: &Bead, meta: &StepMeta, payload: &Value) -> Handled<HookAnswer> {
+        let tool = payload["tool_name"].as_str().unwrap_or_default().to_owned();
+        let input = &payload["tool_input"];
+        let verdict = if tool.is_empty() {
+            Permission::Deny("the hook input names no tool".into())
+        } else if !self.is_running(step, meta) {
+            Permission::Deny(format!(
+                "step `{}` is not running: its agent may not use tools",
+                step.id
+            ))
+        } else {
+            let config = &self.loaded.config;
+            let worktree = self.repo.worktree_path(&meta.bead);
+            let scope = Scope {
+                access: config.role_policy(meta.role).access,
+                worktree: &worktree,
+                target_branch: &config.target_branch,
+            };
+            let cwd = payload["cwd"].as_str().map(Path::new);
+            policy::decide(&scope, &tool, input, cwd)
+        };
+        self.record_for_client(vec![EventBody::AgentTool {
+            bead: meta.bead.clone(),
+            step: step.id.clone(),
+            tool: tool.clone(),
+            allowed: verdict.is_allowed(),
+            reason: verdict.reason().map(str::to_owned),
+            target: policy::target(&tool, input),
+        }])?;
+        Ok(HookAnswer {
+            decision: Some(match verdict {
+                Permission::Allow => HookDecision::Allow,
+                Permission::Deny(_) => HookDecision::Deny,
+            }),
+            reason: Some(match verdict {
+                Permission::Allow => format!("allowed by catalyst's `{}` policy", meta.role),
+                Permission::Deny(reason) => format!("catalyst: {reason}"),
+            }),
+            additional_context: None,
+        })
+    }
+
+    /// Sends the agent back once per attempt when its final message has no valid result
+    /// block, so it corrects itself instead of costing a retry.
+    fn hook_stop(&mut self, step: &Bead, meta: &StepMeta, payload: &Value) -> Handled<HookAnswer> {
+        let allow = HookAnswer {
+            decision: Some(HookDecision::Allow),
+            ..Default::default()
+        };
+        if payload["stop_hook_active"].as_bool() == Some(true) {
+            return Ok(allow);
+        }
+        // Once per attempt, and only for the attempt running now.
+        let blocked_before = self
+            .running
+            .get(&meta.bead)
+            .filter(|r| r.step == step.id)
+            .is_none_or(|r| r.stop_blocked);
+        // Without the message there is nothing to judge; the daemon reads the result anyway.
+        let Some(message) = payload["last_assistant_message"].as_str() else {
+            return Ok(allow);
+        };
+        if blocked_before {
+            return Ok(allow);
+        }
+        let Err(malformed) = crate::domain::result::parse(message, Some(meta.role)) else {
+            return Ok(allow);
+        };
+        let reason = format!(
+            "catalyst cannot use your final message: {malformed}. Do not redo the work: send \
+             your final message again, ending with a valid result block as described below.\n{}",
+            self.loaded.prompts.contract()
+        );
+        self.record_for_client(vec![EventBody::AgentTool {
+            bead: meta.bead.clone(),
+            step: step.id.clone(),
+            tool: STOP_TOOL.into(),
+            allowed: false,
+            reason: Some(format!("no valid result block: {malformed}")),
+            target: None,
+        }])?;
+        if let Some(running) = self.running.get_mut(&meta.bead) {
+            running.stop_blocked = true;
+        }
+        Ok(HookAnswer {
+            decision: Some(HookDecision::Block),
+            reason: Some(reason),
+            additional_context: None,
+        })
+    }
+
+    /// The step, its files and its tool policy, added to the agent's context at start.
+    fn hook_session(&self, step: &Bead, meta: &StepMeta) -> HookAnswer {
+        let config = &self.loaded.config;
+        let attempt = self
+            .running
+            .get(&meta.bead)
+            .filter(|r| r.step == step.id)
+            .map_or(meta.attempts, |r| r.attempt);
+        let run_dir = self.paths.run_dir(&meta.bead, &meta.step, attempt);
+        let worktree = self.repo.worktree_path(&meta.bead);
+        let policy = match config.role_policy(meta.role).access {
+            Access::ReadOnly => "read-only: catalyst denies tools that change files, and \
+                 allows only read-only shell commands (ls, cat, grep, rg, find, git \
+                 status/diff/log/show, ...)"
+                .to_owned(),
+            Access::Worktree => format!(
+                "write only inside the worktree, never under `.git/` or `.catalyst/`; no `git \
+                 push`, and do not check out `{}`: catalyst commits and merges",
+                config.target_branch
+            ),
+        };
+        let text = format!(
+            "catalyst step `{}` of bead `{}`: role `{}`, attempt {attempt}.\n\
+             Worktree: {}\nRead the context file first: {}\nTool policy: {policy}.\n\
+             Your final message must end with a ---STEP-RESULT--- block.",
+            step.id,
+            meta.bead,
+            meta.role,
+            worktree.display(),
+            run_dir.join(crate::domain::context::CONTEXT_MD).display(),
+        );
+        HookAnswer {
+            decision: None,
+            reason: None,
+            additional_context: Some(text),
+        }
+    }
+}

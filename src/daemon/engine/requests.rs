@@ -1,0 +1,656 @@
+//! Control requests: one handler per method. Each validates its input, builds events, writes
+//! them, and answers only once they are durable.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use crate::domain::event::EventBody;
+use crate::domain::id::BeadId;
+use crate::domain::model::{Bead, Comment, CommentId, DepType, Dependency, Phase, Status};
+use crate::domain::router::Outcome;
+use crate::domain::time::Timestamp;
+use crate::protocol::{
+    ApproveParams, BeadInput, CloseParams, CommentParams, ErrorCode, IdParams, ListParams, Method,
+    PauseParams, RejectParams, RpcError, ShowParams, UpdateParams,
+};
+
+use super::{Engine, Handled};
+
+impl Engine {
+    pub(super) fn request(&mut self, method: Method) -> Handled {
+        // Agents still running in the shutdown grace period need their hooks answered.
+        if self.stopping
+            && !matches!(
+                method,
+                Method::Status
+                    | Method::Ready
+                    | Method::List(_)
+                    | Method::Show(_)
+                    | Method::Hook(_)
+                    | Method::Export
+            )
+        {
+            return Err(RpcError::new(
+                ErrorCode::ShuttingDown,
+                "the daemon is stopping",
+            ));
+        }
+        match method {
+            Method::Status => Ok(self.status()),
+            Method::Ready => Ok(self.ready_list()),
+            Method::List(p) => Ok(self.list(&p)),
+            Method::Show(p) => self.show(&p),
+            Method::Submit(beads) => self.submit(beads),
+            Method::Update(p) => self.update(*p),
+            Method::Comment(p) => self.add_comment(p),
+            Method::Close(p) => self.close(p),
+            Method::Reopen(p) => self.reopen(&p),
+            Method::Approve(p) => self.approve(p),
+            Method::Reject(p) => self.reject(p),
+            Method::Retry(p) => self.retry(&p),
+            Method::Cancel(p) => self.cancel(p),
+            Method::Pause(p) => Ok(self.pause(p, true)),
+            Method::Resume(p) => Ok(self.pause(p, false)),
+            Method::Reload => self
+                .reload()
+                .map(|()| json!({"reloaded": true}))
+                .map_err(RpcError::bad_request),
+            Method::Hook(p) => self.hook(p),
+            Method::Import(p) => self.import(p.beads),
+            Method::Export => Ok(self.export()),
+            Method::Shutdown | Method::Subscribe(_) | Method::Logs(_) => Err(RpcError::internal(
+                "this method is served by the connection, not the engine",
+            )),
+        }
+    }
+
+    fn bead(&self, id: &str) -> Handled<Bead> {
+        BeadId::new(id).map_err(|e| RpcError::bad_request(e.to_string()))?;
+        self.store
+            .state()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| RpcError::not_found(format!("bead `{id}` does not exist")))
+    }
+
+    fn status(&self) -> Value {
+        let mut counts = serde_json::Map::new();
+        let mut steps = 0usize;
+        for bead in self.store.state().beads() {
+            if bead.is_step() {
+                steps += 1;
+                continue;
+            }
+            let n = counts.entry(bead.status.to_string()).or_insert(json!(0));
+            *n = json!(n.as_u64().unwrap_or(0) + 1);
+        }
+        let running: Vec<Value> = self
+            .running
+            .iter()
+            .map(|(work, r)| {
+                json!({
+                    "bead": work, "step": r.step, "attempt": r.attempt, "model": r.model,
+                    "elapsed_ms": r.started.elapsed().as_millis() as u64,
+                })
+            })
+            .collect();
+        let waiting: Vec<Value> = self
+            .active
+            .iter()
+            .flat_map(|w| self.store.state().steps(w.as_str()))
+            .filter(|s| s.step_meta().and_then(|m| m.phase) == Some(Phase::WaitingApproval))
+            .map(|s| json!(s.id))
+            .collect();
+        json!({
+            "pid": std::process::id(),
+            "version": env!("CARGO_PKG_VERSION"),
+            "workspace": self.paths.workspace,
+            "seq": self.store.state().seq(),
+            "beads": counts,
+            "steps": steps,
+            "ready": self.store.state().ready(crate::daemon::clock::now()).count(),
+            "running": running,
+            "waiting_approval": waiting,
+            "paused": self.paused,
+            "paused_models": self.paused_models.keys().collect::<Vec<_>>(),
+            "storage_error": self.storage_error,
+            "stopping": self.stopping,
+            "active": self.list(&ListParams { status: Some("in_progress".into()), steps: false })["beads"],
+        })
+    }
+
+    /// One line of `list`: the bead and its molecule's progress.
+    fn summary(&self, bead: &Bead) -> Value {
+        let steps: Vec<&Bead> = self.store.state().steps(bead.id.as_str()).collect();
+        let done = steps.iter().filter(|s| s.status == Status::Closed).count();
+        let current = steps
+            .iter()
+            .find(|s| s.status == Status::InProgress || s.status == Status::Blocked)
+            .and_then(|s| s.step_meta())
+            .map(|m| m.step);
+        let running = self.running.get(&bead.id).map(|r| {
+            json!({"step": r.step, "attempt": r.attempt, "model": r.model,
+                   "elapsed_ms": r.started.elapsed().as_millis() as u64})
+        });
+        json!({
+            "id": bead.id, "title": bead.title, "status": bead.status, "priority": bead.priority,
+            "formula": self.formula_name(bead), "done": done, "total": steps.len(),
+            "current": current, "running": running,
+            "created_at": bead.created_at, "closed_at": bead.closed_at, "close_reason": bead.close_reason,
+        })
+    }
+
+    fn ready_list(&self) -> Value {
+        let beads: Vec<Value> = self
+            .store
+            .state()
+            .ready(crate::daemon::clock::now())
+            .map(|b| self.summary(b))
+            .collect();
+        json!({ "beads": beads })
+    }
+
+    fn list(&self, p: &ListParams) -> Value {
+        let beads: Vec<Value> = self
+            .store
+            .state()
+            .beads()
+            .filter(|b| p.steps || !b.is_step())
+            .filter(|b| p.status.as_deref().is_none_or(|s| b.status.as_str() == s))
+            .map(|b| self.summary(b))
+            .collect();
+        json!({ "beads": beads })
+    }
+
+    fn show(&self, p: &ShowParams) -> Handled {
+        let bead = self.bead(&p.id)?;
+        let steps: Vec<Value> = self
+            .store
+            .state()
+            .steps(bead.id.as_str())
+            .map(|s| {
+                let meta = s.step_meta();
+                let mut v = json!({"id": s.id, "title": s.title, "status": s.status});
+                if let Some(m) = meta {
+                    v["step"] = json!(m.step);
+                    v["role"] = json!(m.role);
+                    v["attempts"] = json!(m.attempts);
+                    v["summary"] = json!(m.summary);
+                    v["phase"] = json!(m.phase);
+                    v["model"] = json!(m
+                        .model
+                        .clone()
+                        .or_else(|| self.loaded.config.role_model(m.role)));
+                    if p.runs {
+                        v["runs"] = json!(self.runs(&bead.id, &m.step, m.attempts));
+                    }
+                }
+                v
+            })
+            .collect();
+        let mut out = self.summary(&bead);
+        out["bead"] = json!(bead);
+        out["steps"] = json!(steps);
+        Ok(out)
+    }
+
+    /// Every attempt's record, from the run folders (the journal's part is added by the
+    /// connection, see [`crate::daemon::audit`]).
+    fn runs(&self, work: &BeadId, step: &str, attempts: u32) -> Vec<Value> {
+        crate::daemon::audit::runs(&self.paths, work, step, attempts)
+    }
+
+    fn submit(&mut self, inputs: Vec<BeadInput>) -> Handled {
+        let now = crate::daemon::clock::now();
+        let mut beads = Vec::with_capacity(inputs.len());
+        let mut taken = std::collections::HashSet::new();
+        for input in inputs {
+            let bead = self.bead_from_input(input, now, &taken)?;
+            taken.insert(bead.id.clone());
+            beads.push(bead);
+        }
+        let ids: Vec<BeadId> = beads.iter().map(|b| b.id.clone()).collect();
+        let events = beads
+            .into_iter()
+            .map(|b| EventBody::BeadCreated { bead: Box::new(b) })
+            .collect();
+        let written = self.record_for_client(events)?;
+        Ok(json!({"ids": ids, "seq": written.last().map(|e| e.seq)}))
+    }
+
+    /// Checks a submitted bead and fills in what the daemon owns: id, timestamps, status.
+    fn bead_from_input(
+        &mut self,
+        input: BeadInput,
+        now: Timestamp,
+        taken: &std::collections::HashSet<BeadId>,
+    ) -> Handled<Bead> {
+        let bad = |m: String| RpcError::bad_request(m);
+        if input.title.trim().is_empty() {
+            return Err(bad("a bead needs a title".into()));
+        }
+        let id = match &input.id {
+            Some(id) => {
+                let id = BeadId::new(id).map_err(|e| bad(e.to_string()))?;
+                if self.store.state().contains(id.as_str()) || taken.contains(&id) {
+                    return Err(RpcError::conflict(format!("bead `{id}` already exists")));
+                }
+                id
+            }
+            None => self.new_id(taken)?,
+        };
+        let mut bead = Bead::new(id.clone(), input.title, now);
+        bead.description = input.description;
+        bead.design = input.design;
+        bead.acceptance_criteria = input.acceptance_criteria;
+        bead.notes = input.notes;
+        if let Some(p) = input.priority {
+            if p > crate::domain::model::MAX_PRIORITY {
+                return Err(bad(format!("priority {p} is not 0–4")));
+            }
+            bead.priority = p;
+        }
+        if let Some(t) = input.issue_type {
+            bead.issue_type = t;
+        }
+        bead.assignee = input.assignee;
+        bead.labels = input.labels;
+        if let Some(formula) = input.formula {
+            if self.loaded.formulas.get(&formula).is_none() {
+                let known: Vec<&str> = self.loaded.formulas.names().collect();
+                return Err(bad(format!(
+                    "unknown formula `{formula}` (known: {})",
+                    known.join(", ")
+                )));
+            }
+            bead.labels.retain(|l| !l.starts_with("formula:"));
+            bead.labels.push(format!("formula:{formula}"));
+        }
+        bead.metadata = input.metadata;
+        for after in input.after {
+            let target = BeadId::new(&after).map_err(|e| bad(e.to_string()))?;
+            if !self.store.state().contains(target.as_str()) && !taken.contains(&target) {
+                return Err(RpcError::not_found(format!(
+                    "`after` names bead `{target}`, which does not exist"
+                )));
+            }
+            bead.dependencies
+                .push(Dependency::new(id.clone(), target, DepType::Blocks, now));
+        }
+        Ok(bead)
+    }
+
+    /// `<prefix>-<n in base 36>`, one more than the highest such id in the store.
+    fn new_id(&mut self, taken: &std::collections::HashSet<BeadId>) -> Handled<BeadId> {
+        let prefix = format!("{}-", self.loaded.config.prefix);
+        if self.next_number == 0 {
+            self.next_number = self
+                .store
+                .state()
+                .beads()
+                .filter_map(|b| u64::from_str_radix(b.id.as_str().strip_prefix(&prefix)?, 36).ok())
+                .max()
+                .unwrap_or(0)
+                + 1;
+        }
+        loop {
+            let id = BeadId::new(&format!("{prefix}{}", base36(self.next_number)))
+                .map_err(|e| RpcError::internal(e.to_string()))?;
+            self.next_number += 1;
+            if !self.store.state().contains(id.as_str()) && !taken.contains(&id) {
+                return Ok(id);
+            }
+        }
+    }
+
+    fn update(&mut self, p: UpdateParams) -> Handled {
+        let bead = self.bead(&p.id)?;
+        self.record_for_client(vec![EventBody::BeadUpdated {
+            id: bead.id,
+            patch: Box::new(p.set),
+        }])?;
+        Ok(json!({"updated": p.id}))
+    }
+
+    fn add_comment(&mut self, p: CommentParams) -> Handled {
+        let bead = self.bead(&p.id)?;
+        let id = bead
+            .comments
+            .iter()
+            .filter_map(|c| match c.id {
+                CommentId::Int(n) => Some(n),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+            + 1;
+        let comment = Comment {
+            id: CommentId::Int(id),
+            issue_id: bead.id.clone(),
+            author: p.author.unwrap_or_else(|| "human".into()),
+            text: p.text,
+            created_at: crate::daemon::clock::now(),
+            extra: Default::default(),
+        };
+        self.record_for_client(vec![EventBody::BeadComment {
+            id: bead.id,
+            comment,
+        }])?;
+        Ok(json!({"comment": id}))
+    }
+
+    fn set_status(&mut self, id: &BeadId, status: Status, reason: Option<String>) -> Handled {
+        self.record_for_client(vec![EventBody::BeadStatus {
+            id: id.clone(),
+            status: status.clone(),
+            reason,
+        }])?;
+        Ok(json!({"id": id, "status": status}))
+    }
+
+    fn close(&mut self, p: CloseParams) -> Handled {
+        let bead = self.bead(&p.id)?;
+        if self.running.contains_key(&bead.id) {
+            return Err(RpcError::conflict(format!(
+                "`{}` has a step running; use `cancel` to stop it",
+                bead.id
+            )));
+        }
+        let answer = self.set_status(&bead.id, Status::Closed, p.reason)?;
+        self.active.remove(&bead.id);
+        Ok(answer)
+    }
+
+    fn reopen(&mut self, p: &IdParams) -> Handled {
+        let bead = self.bead(&p.id)?;
+        if bead.status != Status::Closed {
+            return Err(RpcError::conflict(format!(
+                "`{}` is {}, not closed",
+                bead.id, bead.status
+            )));
+        }
+        self.set_status(&bead.id, Status::Open, None)
+    }
+
+    /// The step of `work` that waits for a person.
+    fn waiting_approval(&self, work: &Bead) -> Handled<Bead> {
+        self.store
+            .state()
+            .steps(work.id.as_str())
+            .find(|s| s.step_meta().and_then(|m| m.phase) == Some(Phase::WaitingApproval))
+            .cloned()
+            .ok_or_else(|| {
+                RpcError::conflict(format!("`{}` is not waiting for an approval", work.id))
+            })
+    }
+
+    fn approve(&mut self, p: ApproveParams) -> Handled {
+        let work = self.bead(&p.id)?;
+        let step = self.waiting_approval(&work)?;
+        let meta = step
+            .step_meta()
+            .ok_or_else(|| RpcError::internal("step without metadata"))?;
+        let mut events = vec![EventBody::GatePassed {
+            bead: work.id.clone(),
+            step: step.id.clone(),
+            by: Some("human".into()),
+        }];
+        if let Some(text) = &p.comment {
+            events.push(self.comment(&work, format!("[approved] {text}")));
+        }
+        events.extend(self.route(
+            &work,
+            &step,
+            &meta,
+            meta.attempts,
+            &Outcome::Approved { comment: p.comment },
+        ));
+        if !self.apply_decision(&work.id, events) {
+            return Err(self.not_written());
+        }
+        Ok(json!({"approved": step.id}))
+    }
+
+    fn reject(&mut self, p: RejectParams) -> Handled {
+        if p.reason.trim().is_empty() {
+            return Err(RpcError::bad_request("a rejection needs a reason"));
+        }
+        let work = self.bead(&p.id)?;
+        let step = self.waiting_approval(&work)?;
+        let meta = step
+            .step_meta()
+            .ok_or_else(|| RpcError::internal("step without metadata"))?;
+        // The person's words as a comment; the route's own comment numbers after it.
+        let rejected = self.comment(&work, format!("[rejected] {}", p.reason));
+        let mut work = work;
+        if let EventBody::BeadComment { comment, .. } = &rejected {
+            work.comments.push(comment.clone());
+        }
+        let mut events = vec![rejected];
+        events.extend(self.route(
+            &work,
+            &step,
+            &meta,
+            meta.attempts,
+            &Outcome::ApprovalRejected { reason: p.reason },
+        ));
+        if !self.apply_decision(&work.id, events) {
+            return Err(self.not_written());
+        }
+        Ok(json!({"rejected": step.id}))
+    }
+
+    /// Gives a blocked bead another go: its blocked step starts over with fresh counters.
+    fn retry(&mut self, p: &IdParams) -> Handled {
+        let work = self.bead(&p.id)?;
+        if work.status != Status::Blocked {
+            return Err(RpcError::conflict(format!(
+                "`{}` is {}, not blocked",
+                work.id, work.status
+            )));
+        }
+        let mut events = Vec::new();
+        let has_steps = self.store.state().steps(work.id.as_str()).next().is_some();
+        for step in self
+            .store
+            .state()
+            .steps(work.id.as_str())
+            .filter(|s| s.status == Status::Blocked)
+        {
+            events.push(EventBody::StepRetry {
+                bead: work.id.clone(),
+                step: step.id.clone(),
+                reason: "a person asked to retry".into(),
+                counted: false,
+                manual: true,
+            });
+            events.push(EventBody::BeadStatus {
+                id: step.id.clone(),
+                status: Status::Open,
+                reason: None,
+            });
+        }
+        let status = if has_steps {
+            Status::InProgress
+        } else {
+            Status::Open
+        };
+        events.push(EventBody::BeadStatus {
+            id: work.id.clone(),
+            status,
+            reason: None,
+        });
+        self.record_for_client(events)?;
+        if has_steps {
+            self.active.insert(work.id.clone());
+        }
+        Ok(json!({"retried": work.id}))
+    }
+
+    /// Stops a bead for good: its agent is stopped, the bead closed as cancelled, and its
+    /// worktree and branch removed (the one case where an unmerged branch goes).
+    fn cancel(&mut self, p: CloseParams) -> Handled {
+        let work = self.bead(&p.id)?;
+        if work.status == Status::Closed {
+            return Err(RpcError::conflict(format!(
+                "`{}` is already closed",
+                work.id
+            )));
+        }
+        if let Some(running) = self.running.get(&work.id) {
+            running.cancel.cancel();
+            self.cancelling.insert(work.id.clone(), p.reason);
+            return Ok(json!({"cancelling": work.id}));
+        }
+        if !self.finish_cancel(&work, p.reason, Vec::new()) {
+            return Err(self.not_written());
+        }
+        Ok(json!({"cancelled": work.id}))
+    }
+
+    fn pause(&mut self, p: PauseParams, pause: bool) -> Value {
+        match p.model {
+            None => self.paused = pause,
+            Some(model) if pause => {
+                self.paused_models.insert(
+                    model,
+                    super::Pause {
+                        until: tokio::time::Instant::now()
+                            + std::time::Duration::from_secs(365 * 24 * 3600),
+                    },
+                );
+            }
+            Some(model) => {
+                self.paused_models.remove(&model);
+            }
+        }
+        json!({"paused": self.paused, "paused_models": self.paused_models.keys().collect::<Vec<_>>()})
+    }
+
+    /// Ingests a bead file from the inbox, or moves it aside with a note saying why.
+    pub(super) fn ingest(&mut self, path: &Path) {
+        let Some(raw) = path.file_name() else { return };
+        let name = raw.to_string_lossy();
+        if name.starts_with('.') || name.ends_with(".tmp") || !path.is_file() {
+            return;
+        }
+        let identity = inbox_identity(path, &name);
+        if let Some(identity) = &identity {
+            if self.ingested(identity) {
+                // The daemon stopped after recording this file's beads and before removing it.
+                tracing::info!(file = %path.display(), "already ingested; removing it");
+                if let Err(e) = std::fs::remove_file(path) {
+                    tracing::warn!(file = %path.display(), error = %e, "cannot remove an ingested file");
+                }
+                return;
+            }
+        }
+        let failures = self.write_failures;
+        let result = match raw.to_str() {
+            // Nothing in the file is read: a name that is not text is refused on its own.
+            None => Err("the file name is not UTF-8".to_owned()),
+            Some(_) => read_bead_file(path).and_then(|mut inputs| {
+                if let Some(identity) = &identity {
+                    for input in &mut inputs {
+                        input
+                            .metadata
+                            .get_or_insert_with(Default::default)
+                            .insert(INBOX_KEY.into(), Value::String(identity.clone()));
+                    }
+                }
+                self.submit(inputs).map_err(|e| e.message)
+            }),
+        };
+        if self.write_failures != failures {
+            // Not the file's fault: it stays in the inbox and is read again once the journal
+            // can be written (`Engine::handle` keeps the input).
+            tracing::warn!(file = %path.display(), "cannot record a bead file yet; it stays in the inbox");
+            return;
+        }
+        match result {
+            Ok(answer) => {
+                tracing::info!(file = %path.display(), ids = %answer["ids"], "ingested a bead file");
+                if let Err(e) = std::fs::remove_file(path) {
+                    tracing::warn!(file = %path.display(), error = %e, "cannot remove an ingested file");
+                }
+            }
+            Err(why) => {
+                tracing::warn!(file = %path.display(), reason = %why, "refused a bead file");
+                let dir = self.paths.rejected();
+                let mut why_name = raw.to_owned();
+                why_name.push(".why");
+                let moved = std::fs::create_dir_all(&dir)
+                    .and_then(|()| std::fs::rename(path, dir.join(raw)))
+                    .and_then(|()| std::fs::write(dir.join(why_name), format!("{why}\n")));
+                if let Err(e) = moved {
+                    tracing::error!(file = %path.display(), error = %e, "cannot move a refused bead file aside");
+                }
+            }
+        }
+    }
+
+    /// Whether a bead was created from the inbox file `identity` names.
+    fn ingested(&self, identity: &str) -> bool {
+        self.store.state().beads().any(|b| {
+            b.metadata
+                .as_ref()
+                .and_then(|m| m.get(INBOX_KEY))
+                .is_some_and(|v| v == identity)
+        })
+    }
+}
+
+/// The metadata key recording which inbox file a bead came from (see [`inbox_identity`]).
+pub const INBOX_KEY: &str = "catalyst_inbox";
+
+/// An inbox file as it is on disk: its name, device, inode, modification time and size. The
+/// beads made from it record this, so that a file the daemon recorded but did not get to
+/// remove (it was killed in between) is recognized instead of submitted twice, while a file
+/// dropped again later (a new inode) is a new submission.
+fn inbox_identity(path: &Path, name: &str) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(format!(
+        "{name} {}:{}:{}.{:09}:{}",
+        m.dev(),
+        m.ino(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.size()
+    ))
+}
+
+/// A bead file: JSON or TOML, one bead's fields or `beads = [...]`.
+fn read_bead_file(path: &Path) -> Result<Vec<BeadInput>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+    let value: Value = if path.extension().is_some_and(|e| e == "toml") {
+        toml::from_str(&text).map_err(|e| format!("not valid TOML: {}", e.to_string().trim()))?
+    } else {
+        serde_json::from_str(&text).map_err(|e| format!("not valid JSON: {e}"))?
+    };
+    let method = crate::protocol::parse_request(
+        json!({"id": 0, "method": "submit", "params": value})
+            .to_string()
+            .as_bytes(),
+    )
+    .map_err(|(_, e)| e.message)?;
+    match method.method {
+        Method::Submit(beads) => Ok(beads),
+        _ => Err("not a bead".into()),
+    }
+}
+
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}

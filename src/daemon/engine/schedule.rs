@@ -1,0 +1,441 @@
+//! Scheduling: pouring ready work beads, dispatching ready steps within the concurrency
+//! limits, and starting the daemon's own git work (merges, worktree removal).
+//!
+//! Order: steps of molecules already in progress first (finishing work beats starting it),
+//! then new beads; both by priority, then age. One step runs at a time per bead since the
+//! bead's steps share its worktree.
+
+use std::collections::BTreeMap;
+
+use tokio::time::Instant;
+
+use crate::domain::event::EventBody;
+use crate::domain::formula::pour;
+use crate::domain::id::BeadId;
+use crate::domain::model::{Bead, Phase, Role, Status, StepMeta};
+use crate::domain::time::Timestamp;
+
+use super::runner::{self, GateJob, StepJob};
+use super::{Engine, Input, MergeFailure, Running};
+
+/// Metadata key of a work bead's formula variables (an object of strings).
+pub const VARS_KEY: &str = "formula_vars";
+
+/// The bead whose merge into the target is in flight, in the state folder.
+pub const MERGING_FILE: &str = "merging";
+
+impl Engine {
+    /// Starts whatever can start now. Nothing starts while the journal cannot be written:
+    /// the storage retry timer resumes scheduling once it can.
+    pub(super) fn schedule(&mut self) {
+        if self.paused || self.stopping || self.storage_error.is_some() {
+            return;
+        }
+        self.start_merges();
+        self.dispatch_active();
+        self.pour_ready();
+    }
+
+    fn agents_running(&self) -> usize {
+        self.running.values().filter(|r| r.model.is_some()).count()
+    }
+
+    fn agent_slot_free(&self) -> bool {
+        self.agents_running() < self.loaded.config.max_agents
+    }
+
+    /// Whether one more agent of `model` may start now.
+    fn model_free(&self, model: &str) -> bool {
+        if self.paused_models.contains_key(model) {
+            return false;
+        }
+        match self.loaded.config.model_limit(model) {
+            Some(limit) => {
+                self.running
+                    .values()
+                    .filter(|r| r.model.as_deref() == Some(model))
+                    .count()
+                    < limit
+            }
+            None => true,
+        }
+    }
+
+    /// The model name a step's next attempt runs with.
+    pub(super) fn model_for(&self, meta: &StepMeta) -> String {
+        meta.next_model
+            .clone()
+            .or_else(|| meta.model.clone())
+            .or_else(|| self.loaded.config.role_model(meta.role))
+            .unwrap_or_else(|| "sonnet".into())
+    }
+
+    fn dispatch_active(&mut self) {
+        let state = self.store.state();
+        let mut order: Vec<(u8, Timestamp, BeadId)> = self
+            .active
+            .iter()
+            .filter(|w| !self.running.contains_key(*w) && !self.merging.contains(*w))
+            .filter_map(|w| state.get(w.as_str()))
+            .filter(|b| b.status == Status::InProgress)
+            .map(|b| (b.priority, b.created_at, b.id.clone()))
+            .collect();
+        order.sort();
+        for (_, _, work) in order {
+            if !self.dispatch_next_step(&work) && !self.agent_slot_free() {
+                break;
+            }
+        }
+    }
+
+    /// Starts the next ready step of `work`'s molecule if it can run now. Returns whether
+    /// something started.
+    fn dispatch_next_step(&mut self, work: &BeadId) -> bool {
+        let Some(step) = self
+            .store
+            .state()
+            .ready_steps(work.as_str())
+            .next()
+            .cloned()
+        else {
+            return false;
+        };
+        let Some(meta) = step.step_meta() else {
+            return false;
+        };
+        match meta.role {
+            Role::Approval => {
+                self.wait_for_approval(work, &step);
+                false
+            }
+            Role::Gate => self.start_gate(work, &step, &meta),
+            _ => {
+                let model = self.model_for(&meta);
+                if !self.agent_slot_free() || !self.model_free(&model) {
+                    return false;
+                }
+                self.start_agent(work, &step, &meta, model)
+            }
+        }
+    }
+
+    fn wait_for_approval(&mut self, work: &BeadId, step: &Bead) {
+        self.record(vec![
+            EventBody::BeadStatus {
+                id: step.id.clone(),
+                status: Status::InProgress,
+                reason: None,
+            },
+            EventBody::GateWaiting {
+                bead: work.clone(),
+                step: step.id.clone(),
+            },
+        ]);
+    }
+
+    fn start_agent(&mut self, work: &BeadId, step: &Bead, meta: &StepMeta, model: String) -> bool {
+        let attempt = meta.attempts + 1;
+        let dispatched = EventBody::StepDispatched {
+            bead: work.clone(),
+            step: step.id.clone(),
+            attempt,
+            model: Some(model.clone()),
+        };
+        if self.record(vec![dispatched]).is_none() {
+            return false;
+        }
+        let job = match self.step_job(work, step, meta, attempt, &model) {
+            Ok(job) => job,
+            Err(e) => {
+                tracing::error!(step = %step.id, error = %e, "cannot prepare the step");
+                let done = runner::StepDone::failed(work, &step.id, meta.role, attempt, e);
+                self.step_done(done);
+                return false;
+            }
+        };
+        let cancel = self.agents.child_token();
+        self.running.insert(
+            work.clone(),
+            Running {
+                step: step.id.clone(),
+                attempt,
+                model: Some(model),
+                started: Instant::now(),
+                cancel: cancel.clone(),
+                stop_blocked: false,
+            },
+        );
+        let tx = self.tx.clone();
+        self.tracker.spawn(async move {
+            let done = runner::run_agent_step(job, cancel).await;
+            // The engine is gone only when the daemon is stopping; the journal then says the
+            // step was running, and the next start re-runs it.
+            let _ = tx.send(Input::StepDone(Box::new(done))).await;
+        });
+        true
+    }
+
+    fn start_gate(&mut self, work: &BeadId, step: &Bead, meta: &StepMeta) -> bool {
+        let attempt = meta.attempts + 1;
+        let dispatched = EventBody::StepDispatched {
+            bead: work.clone(),
+            step: step.id.clone(),
+            attempt,
+            model: None,
+        };
+        if self.record(vec![dispatched]).is_none() {
+            return false;
+        }
+        let config = &self.loaded.config;
+        let job = GateJob {
+            work: work.clone(),
+            step: step.id.clone(),
+            attempt,
+            commands: meta.run.clone(),
+            repo: self.repo.clone(),
+            target: config.target_branch.clone(),
+            run_dir: self.paths.run_dir(work, &meta.step, attempt),
+            timeout: std::time::Duration::from_secs(
+                meta.timeout.unwrap_or(config.gate_timeout_secs),
+            ),
+            grace: config.grace(),
+            output_cap: config.output_cap_bytes,
+            reset_to: meta.reset_to.clone(),
+        };
+        let cancel = self.agents.child_token();
+        self.running.insert(
+            work.clone(),
+            Running {
+                step: step.id.clone(),
+                attempt,
+                model: None,
+                started: Instant::now(),
+                cancel: cancel.clone(),
+                stop_blocked: false,
+            },
+        );
+        let tx = self.tx.clone();
+        self.tracker.spawn(async move {
+            let done = runner::run_gate_step(job, cancel).await;
+            let _ = tx.send(Input::StepDone(Box::new(done))).await;
+        });
+        true
+    }
+
+    /// Pours ready work beads while there is room for their first step.
+    fn pour_ready(&mut self) {
+        let free = self
+            .loaded
+            .config
+            .max_agents
+            .saturating_sub(self.agents_running());
+        if free == 0 {
+            return;
+        }
+        // One pass over the ready list: beads without a formula are not catalyst's work and
+        // are passed over; a bead that does not pour is blocked and leaves the list.
+        let now = crate::daemon::clock::now();
+        let candidates: Vec<(Bead, String)> = self
+            .store
+            .state()
+            .ready(now)
+            .filter(|b| !self.running.contains_key(&b.id))
+            .filter_map(|b| Some((b.clone(), self.formula_name(b)?)))
+            .take(free)
+            .collect();
+        for (bead, name) in candidates {
+            if !self.agent_slot_free() {
+                return;
+            }
+            self.pour_bead(&bead, &name);
+        }
+    }
+
+    /// The formula a work bead runs: its `formula:<name>` label, else the configured default.
+    pub(super) fn formula_name(&self, bead: &Bead) -> Option<String> {
+        bead.formula_label()
+            .map(str::to_owned)
+            .or_else(|| Some(self.loaded.config.default_formula.clone()).filter(|d| !d.is_empty()))
+    }
+
+    /// Pours `bead`'s formula and dispatches its first step. A bead whose formula is unknown
+    /// or does not pour is blocked with the reason.
+    fn pour_bead(&mut self, bead: &Bead, name: &str) -> bool {
+        if self.store.state().steps(bead.id.as_str()).next().is_some() {
+            // Poured before (a reopened bead): run what is left of the molecule.
+            let resumed = self.record(vec![EventBody::BeadStatus {
+                id: bead.id.clone(),
+                status: Status::InProgress,
+                reason: None,
+            }]);
+            if resumed.is_some() {
+                self.active.insert(bead.id.clone());
+                self.dispatch_next_step(&bead.id);
+            }
+            return resumed.is_some();
+        }
+        let poured = match self.loaded.formulas.get(name) {
+            None => Err(format!("unknown formula `{name}`")),
+            Some(formula) => {
+                let vars = formula_vars(bead);
+                pour(formula, bead, &vars, crate::daemon::clock::now()).map_err(|e| e.to_string())
+            }
+        };
+        let steps = match poured {
+            Ok(steps) => steps,
+            Err(reason) => {
+                self.block_bead(
+                    &bead.id,
+                    None,
+                    &format!("cannot pour the formula: {reason}"),
+                );
+                return false;
+            }
+        };
+        let event = EventBody::MoleculePoured {
+            bead: bead.id.clone(),
+            formula: name.to_owned(),
+            steps,
+        };
+        if self.record(vec![event]).is_none() {
+            return false;
+        }
+        self.active.insert(bead.id.clone());
+        self.dispatch_next_step(&bead.id);
+        true
+    }
+
+    /// Starts the fast-forward of the target for one merge step whose agent is done.
+    ///
+    /// Merges run one at a time: they all move the same target and update the same checkout
+    /// of it, which `Repo::merge_into_target` requires to be serialized. The bead whose merge
+    /// is in flight is written to [`MERGING_FILE`] first, and the marker stays until that
+    /// merge's outcome is recorded (a merge that must wait keeps it). A daemon killed half-way
+    /// through updating the checkout leaves files that only that bead's merge recognizes as
+    /// its own, so that bead merges first, as a resumed merge (`resume_merge_into_target`)
+    /// that also overwrites files the kill cut short.
+    fn start_merges(&mut self) {
+        if !self.merging.is_empty() || self.dirty_retry.is_some() {
+            return;
+        }
+        let state = self.store.state();
+        let mut waiting: Vec<(u8, Timestamp, BeadId, BeadId)> = self
+            .active
+            .iter()
+            .filter(|w| !self.running.contains_key(*w))
+            .filter_map(|w| {
+                let step = state.steps(w.as_str()).find(|s| {
+                    s.status == Status::InProgress
+                        && s.step_meta().and_then(|m| m.phase) == Some(Phase::Merging)
+                })?;
+                let work = state.get(w.as_str())?;
+                Some((work.priority, work.created_at, w.clone(), step.id.clone()))
+            })
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        waiting.sort();
+        let marker = self.paths.state.join(MERGING_FILE);
+        let marked = std::fs::read_to_string(&marker).ok().and_then(|bead| {
+            let since = std::fs::metadata(&marker).and_then(|m| m.modified()).ok()?;
+            let at = waiting
+                .iter()
+                .position(|(_, _, w, _)| w.as_str() == bead.trim());
+            if at.is_none() {
+                // That merge's outcome is recorded: the marker only outlived it.
+                let _ = std::fs::remove_file(&marker);
+            }
+            Some((at?, since))
+        });
+        let pick = marked.map_or(0, |(at, _)| at);
+        // A marker written before this daemon started is a merge a kill interrupted: what it
+        // may have cut short was written between then and this start.
+        let interrupted = marked
+            .map(|(_, since)| since)
+            .filter(|since| *since < self.started)
+            .map(|since| (since, self.started));
+        let (_, _, work, step) = waiting.swap_remove(pick);
+        if marked.is_none() {
+            if let Err(e) = crate::daemon::fsutil::write_atomic(&marker, work.as_str().as_bytes()) {
+                tracing::error!(path = %marker.display(), error = %e, "cannot record the merge about to start; not merging");
+                return;
+            }
+        }
+        self.merging.insert(work.clone());
+        let repo = self.repo.clone();
+        let target = self.loaded.config.target_branch.clone();
+        let tx = self.tx.clone();
+        self.tracker.spawn(async move {
+            let bead = work.clone();
+            let result = tokio::task::spawn_blocking(move || match interrupted {
+                Some(window) => repo.resume_merge_into_target(&bead, &target, window),
+                None => repo.merge_into_target(&bead, &target),
+            })
+            .await
+            .map_err(|e| MergeFailure {
+                message: e.to_string(),
+                transient: false,
+            })
+            .and_then(|r| {
+                r.map_err(|e| MergeFailure {
+                    message: e.to_string(),
+                    transient: e.is_transient(),
+                })
+            });
+            let _ = tx.send(Input::MergeDone { work, step, result }).await;
+        });
+    }
+
+    /// Removes a closed bead's worktree and branch in the background.
+    pub(super) fn start_removal(&mut self, work: &BeadId) {
+        if !self.removing.insert(work.clone()) {
+            return;
+        }
+        let repo = self.repo.clone();
+        let tx = self.tx.clone();
+        let work = work.clone();
+        self.tracker.spawn(async move {
+            let bead = work.clone();
+            let result = tokio::task::spawn_blocking(move || repo.remove(&bead))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()));
+            let _ = tx.send(Input::Removed { work, result }).await;
+        });
+    }
+
+    /// The earliest `defer_until` still ahead, as an instant for the engine's timer.
+    pub(super) fn next_defer(&self) -> Option<Instant> {
+        let now = crate::daemon::clock::now();
+        let at = self.store.state().next_defer(now)?;
+        let wait = (at.to_utc() - now.to_utc()).to_std().unwrap_or_default();
+        Some(Instant::now() + wait)
+    }
+
+    /// Builds what an agent step's task needs.
+    fn step_job(
+        &self,
+        work: &BeadId,
+        step: &Bead,
+        meta: &StepMeta,
+        attempt: u32,
+        model: &str,
+    ) -> Result<StepJob, String> {
+        runner::StepJob::build(self, work, step, meta, attempt, model)
+    }
+}
+
+/// A work bead's formula variables from `metadata.formula_vars` (strings only).
+fn formula_vars(bead: &Bead) -> BTreeMap<String, String> {
+    bead.metadata
+        .as_ref()
+        .and_then(|m| m.get(VARS_KEY))
+        .and_then(|v| v.as_object())
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}

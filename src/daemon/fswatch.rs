@@ -1,0 +1,193 @@
+//! File-system notifications (notify): the inbox, the files that reload, and a followed log.
+//!
+//! notify calls back on its own thread. The callbacks here only `try_send` into a bounded
+//! channel; when it is full the event is dropped and a flag asks the forwarding task to rescan
+//! the inbox folder instead, so a burst of files never blocks notify and no file is missed.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use notify::event::{AccessKind, AccessMode, ModifyKind};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::{mpsc, watch};
+
+use crate::daemon::engine::Input;
+use crate::daemon::Paths;
+
+/// How many notifications may wait for the forwarding task.
+pub const QUEUE: usize = 256;
+
+/// What the notify callback passes on.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    InboxFile(PathBuf),
+    Reload,
+}
+
+/// Whether an event means a file is complete: closed after writing, or renamed into place.
+/// A bare create is not: the writer may not be done.
+fn completes_a_file(kind: &EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::Access(AccessKind::Close(AccessMode::Write))
+            | EventKind::Modify(ModifyKind::Name(_))
+    )
+}
+
+/// Watches the workspace: files completed in the inbox, and changes to the config, the prompts
+/// and the formula folders. Keep the returned watchers alive for as long as they should work.
+pub fn workspace(
+    paths: &Paths,
+    engine: mpsc::Sender<Input>,
+) -> notify::Result<Vec<RecommendedWatcher>> {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let overflow = Arc::new(AtomicBool::new(false));
+    let inbox = paths.inbox();
+    std::fs::create_dir_all(&inbox)?;
+    let reload_files = [paths.config(), paths.prompts()];
+    let formula_dirs = paths.formula_dirs();
+    let callback = {
+        let (inbox, overflow) = (inbox.clone(), overflow.clone());
+        move |res: notify::Result<notify::Event>| {
+            let Ok(event) = res else { return };
+            for path in &event.paths {
+                let seen = if path.parent() == Some(inbox.as_path()) {
+                    if !completes_a_file(&event.kind) {
+                        continue;
+                    }
+                    Seen::InboxFile(path.clone())
+                } else if reload_files.contains(path)
+                    || formula_dirs
+                        .iter()
+                        .any(|d| path.parent() == Some(d.as_path()))
+                {
+                    if matches!(event.kind, EventKind::Access(_)) {
+                        continue;
+                    }
+                    Seen::Reload
+                } else {
+                    continue;
+                };
+                if tx.try_send(seen).is_err() {
+                    overflow.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+    };
+    let mut watcher = notify::recommended_watcher(callback)?;
+    watcher.watch(&inbox, RecursiveMode::NonRecursive)?;
+    watcher.watch(&paths.state, RecursiveMode::NonRecursive)?;
+    for dir in paths.formula_dirs() {
+        if dir.is_dir() {
+            watcher.watch(&dir, RecursiveMode::NonRecursive)?;
+        }
+    }
+    tokio::spawn(forward(rx, engine, overflow, inbox.clone()));
+    Ok(vec![watcher])
+}
+
+/// Passes notifications to the engine; after an overflow, rescans the inbox.
+async fn forward(
+    mut rx: mpsc::Receiver<Seen>,
+    engine: mpsc::Sender<Input>,
+    overflow: Arc<AtomicBool>,
+    inbox: PathBuf,
+) {
+    while let Some(seen) = rx.recv().await {
+        let input = match seen {
+            Seen::InboxFile(path) => Input::Inbox(path),
+            Seen::Reload => Input::Reload,
+        };
+        if engine.send(input).await.is_err() {
+            return;
+        }
+        if overflow.swap(false, Ordering::SeqCst) {
+            for path in inbox_files(&inbox) {
+                if engine.send(Input::Inbox(path)).await.is_err() {
+                    return;
+                }
+            }
+            let _ = engine.send(Input::Reload).await;
+        }
+    }
+}
+
+/// The files waiting in the inbox, oldest name first (used at start-up and after an overflow).
+pub fn inbox_files(inbox: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(inbox)
+        .map(|dir| {
+            dir.filter_map(|e| Some(e.ok()?.path()))
+                .filter(|p| p.is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// Wakes `tx` whenever `path` changes. `None` when it cannot be watched (the caller then just
+/// sends what is there).
+pub fn file_changes(path: &Path, tx: watch::Sender<()>) -> Option<RecommendedWatcher> {
+    let target = path.to_owned();
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if res.is_ok_and(|e| e.paths.contains(&target)) {
+            tx.send_replace(());
+        }
+    })
+    .ok()?;
+    watcher
+        .watch(path.parent()?, RecursiveMode::NonRecursive)
+        .ok()?;
+    Some(watcher)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::event::{CreateKind, DataChange, RenameMode};
+
+    #[test]
+    fn only_completed_files_count() {
+        assert!(completes_a_file(&EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        ))));
+        assert!(completes_a_file(&EventKind::Modify(ModifyKind::Name(
+            RenameMode::To
+        ))));
+        assert!(!completes_a_file(&EventKind::Create(CreateKind::File)));
+        assert!(!completes_a_file(&EventKind::Modify(ModifyKind::Data(
+            DataChange::Any
+        ))));
+    }
+
+    #[tokio::test]
+    async fn an_overflow_rescans_the_inbox_instead_of_losing_files() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["a.json", "b.json", "c.json"] {
+            std::fs::write(dir.path().join(name), "{}").unwrap();
+        }
+        let (tx, rx) = mpsc::channel(1);
+        let (engine_tx, mut engine_rx) = mpsc::channel(16);
+        let overflow = Arc::new(AtomicBool::new(false));
+        // The callback managed to queue one file, then the queue was full for the others.
+        tx.try_send(Seen::InboxFile(dir.path().join("a.json")))
+            .unwrap();
+        assert!(tx
+            .try_send(Seen::InboxFile(dir.path().join("b.json")))
+            .is_err());
+        overflow.store(true, Ordering::SeqCst);
+        drop(tx);
+        forward(rx, engine_tx, overflow, dir.path().to_owned()).await;
+        let mut files = Vec::new();
+        while let Ok(input) = engine_rx.try_recv() {
+            if let Input::Inbox(p) = input {
+                files.push(p.file_name().unwrap().to_string_lossy().into_owned());
+            }
+        }
+        assert!(
+            files.contains(&"b.json".to_string()) && files.contains(&"c.json".to_string()),
+            "{files:?}"
+        );
+    }
+}

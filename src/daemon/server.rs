@@ -1,0 +1,452 @@
+//! The daemon's side of the control socket.
+//!
+//! One task per connection: it sends the hello line, reads request lines (at most
+//! [`MAX_LINE`] bytes; a longer or malformed line gets an error reply and the connection stays
+//! usable), forwards each request to the engine and writes the answer. `subscribe` and
+//! `logs --follow` turn the connection into a stream served from files (the journal, a run's
+//! output), so a slow reader never holds up the engine and never misses an event.
+
+use std::io::SeekFrom;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::fs::File;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncSeekExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::watch;
+use tokio_util::bytes::BytesMut;
+use tokio_util::codec::{Decoder, Encoder, Framed, LinesCodec, LinesCodecError};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::daemon::engine::EngineHandle;
+use crate::daemon::Paths;
+use crate::protocol::{
+    parse_request, ErrorCode, Hello, LogsParams, Method, Response, RpcError, SubscribeParams,
+    MAX_LINE,
+};
+
+/// Binds the control socket at `path`: the folder is made private (0700), a stale socket
+/// left by a dead daemon is replaced, and the socket itself is 0600.
+pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+        if dir
+            .file_name()
+            .is_some_and(|n| n == crate::daemon::paths::STATE_DIR)
+        {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+    }
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// What every connection task shares.
+#[derive(Clone)]
+struct Shared {
+    engine: EngineHandle,
+    paths: Paths,
+    shutdown: CancellationToken,
+    uid: u32,
+}
+
+/// Accepts connections until `shutdown` fires.
+pub async fn serve(
+    listener: UnixListener,
+    engine: EngineHandle,
+    paths: Paths,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+) {
+    let shared = Shared {
+        engine,
+        paths,
+        shutdown: shutdown.clone(),
+        uid: nix::unistd::getuid().as_raw(),
+    };
+    loop {
+        let stream = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors (EMFILE) fails every accept until a connection
+                    // closes: pause instead of spinning on it.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let shared = shared.clone();
+        tracker.spawn(async move {
+            if let Err(e) = connection(stream, shared).await {
+                tracing::debug!(error = %e, "control connection ended");
+            }
+        });
+    }
+}
+
+type Conn = Framed<UnixStream, RequestLines>;
+
+/// One line read from a client: a request line, or a line that cannot be one.
+#[derive(Debug, PartialEq, Eq)]
+enum Line {
+    Text(String),
+    /// Longer than [`MAX_LINE`]; its bytes were dropped up to its newline.
+    TooLong,
+    NotUtf8,
+}
+
+/// `LinesCodec` with [`MAX_LINE`], except that a line too long or not UTF-8 is an item, not
+/// an error: `Framed` ends the stream after a decoder error (and does not decode lines already
+/// buffered behind it until more bytes arrive), while a bad line must get an error reply and
+/// leave the connection usable (DESIGN §9).
+struct RequestLines(LinesCodec);
+
+impl RequestLines {
+    fn new() -> RequestLines {
+        RequestLines(LinesCodec::new_with_max_length(MAX_LINE))
+    }
+
+    fn map(
+        decoded: Result<Option<String>, LinesCodecError>,
+    ) -> Result<Option<Line>, LinesCodecError> {
+        match decoded {
+            Ok(line) => Ok(line.map(Line::Text)),
+            Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(Line::TooLong)),
+            Err(LinesCodecError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                Ok(Some(Line::NotUtf8))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Decoder for RequestLines {
+    type Item = Line;
+    type Error = LinesCodecError;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Line>, LinesCodecError> {
+        RequestLines::map(self.0.decode(buf))
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Line>, LinesCodecError> {
+        RequestLines::map(self.0.decode_eof(buf))
+    }
+}
+
+impl Encoder<String> for RequestLines {
+    type Error = LinesCodecError;
+
+    fn encode(&mut self, line: String, buf: &mut BytesMut) -> Result<(), LinesCodecError> {
+        self.0.encode(line, buf)
+    }
+}
+
+async fn send(conn: &mut Conn, value: &impl serde::Serialize) -> std::io::Result<()> {
+    let line = serde_json::to_string(value).map_err(std::io::Error::other)?;
+    conn.send(line).await.map_err(codec_io)
+}
+
+fn codec_io(e: LinesCodecError) -> std::io::Error {
+    match e {
+        LinesCodecError::Io(e) => e,
+        LinesCodecError::MaxLineLengthExceeded => std::io::Error::other("line too long"),
+    }
+}
+
+async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
+    let peer = stream.peer_cred()?.uid();
+    let mut conn = Framed::new(stream, RequestLines::new());
+    if peer != shared.uid {
+        let error = RpcError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "uid {peer} may not control a daemon running as uid {}",
+                shared.uid
+            ),
+        );
+        return send(&mut conn, &Response::err(Value::Null, error)).await;
+    }
+    send(&mut conn, &Hello::new()).await?;
+    loop {
+        let line = tokio::select! {
+            () = shared.shutdown.cancelled() => return Ok(()),
+            line = conn.next() => line,
+        };
+        let line = match line {
+            None => return Ok(()),
+            Some(Ok(Line::Text(line))) => line,
+            Some(Ok(Line::TooLong)) => {
+                let error = RpcError::new(
+                    ErrorCode::TooLarge,
+                    format!("a request line may be at most {MAX_LINE} bytes"),
+                );
+                send(&mut conn, &Response::err(Value::Null, error)).await?;
+                continue;
+            }
+            Some(Ok(Line::NotUtf8)) => {
+                let error = RpcError::bad_request("a request line must be UTF-8");
+                send(&mut conn, &Response::err(Value::Null, error)).await?;
+                continue;
+            }
+            Some(Err(e)) => return Err(codec_io(e)),
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let request = match parse_request(line.as_bytes()) {
+            Ok(r) => r,
+            Err((id, error)) => {
+                send(&mut conn, &Response::err(id, error)).await?;
+                continue;
+            }
+        };
+        let id = request.id;
+        match request.method {
+            Method::Subscribe(p) => return subscribe(conn, id, p, &shared).await,
+            Method::Logs(p) if p.follow => return logs(conn, id, p, &shared, true).await,
+            Method::Logs(p) => logs(&mut conn, id, p, &shared, false).await?,
+            Method::Shutdown => {
+                send(&mut conn, &Response::ok(id, json!({"stopping": true}))).await?;
+                shared.shutdown.cancel();
+                return Ok(());
+            }
+            method => {
+                let audit = matches!(&method, Method::Show(p) if p.runs);
+                let mut answer = shared.engine.request(method).await;
+                if audit {
+                    answer = add_dispatches(answer, &shared.paths).await;
+                }
+                let response = match answer {
+                    Ok(result) => Response::ok(id, result),
+                    Err(error) => Response::err(id, error),
+                };
+                send(&mut conn, &response).await?;
+            }
+        }
+    }
+}
+
+/// Adds each attempt's dispatch (time, model) from the journal to a `show --runs` answer,
+/// outside the engine, which must not wait on a long journal.
+async fn add_dispatches(answer: Result<Value, RpcError>, paths: &Paths) -> Result<Value, RpcError> {
+    let mut result = answer?;
+    let state = paths.state.clone();
+    tokio::task::spawn_blocking(move || {
+        crate::daemon::audit::add_dispatches(&mut result, &state);
+        result
+    })
+    .await
+    .map_err(|e| RpcError::internal(format!("reading the journal failed: {e}")))
+}
+
+/// Streams journal events: replay from `since` out of the journal file, then follow it as the
+/// engine publishes new seqs.
+async fn subscribe(
+    mut conn: Conn,
+    id: Value,
+    p: SubscribeParams,
+    shared: &Shared,
+) -> std::io::Result<()> {
+    let mut seq = shared.engine.seq.clone();
+    let since = p.since.unwrap_or(*seq.borrow());
+    let types = p.types.clone();
+    let bead = p.bead.clone();
+    send(
+        &mut conn,
+        &Response::ok(id, json!({"subscribed": true, "since": since})),
+    )
+    .await?;
+    let mut file = BufReader::new(File::open(&shared.engine.journal).await?);
+    let mut partial = String::new();
+    let mut caught_up = false;
+    loop {
+        // Read whatever complete lines the journal has now.
+        loop {
+            let mut line = String::new();
+            let n = file.read_line(&mut line).await?;
+            if n == 0 {
+                break;
+            }
+            partial.push_str(&line);
+            if !partial.ends_with('\n') {
+                continue;
+            }
+            let full = std::mem::take(&mut partial);
+            // Once past `since`, an unfiltered subscription passes every line without parsing
+            // it: with many subscribers that parse is most of the fan-out's cost.
+            let pass = caught_up && bead.is_none() && types.is_none();
+            if pass || wanted(&full, since, bead.as_deref(), types.as_deref()) {
+                caught_up = true;
+                // Buffered: one write per batch of lines rather than one per event, which is
+                // what lets many subscribers keep up with a burst.
+                conn.feed(full.trim_end().to_owned())
+                    .await
+                    .map_err(codec_io)?;
+            }
+        }
+        conn.flush().await.map_err(codec_io)?;
+        if !p.follow {
+            let last = *seq.borrow();
+            return send(&mut conn, &json!({"type": "end", "seq": last})).await;
+        }
+        tokio::select! {
+            () = shared.shutdown.cancelled() => return Ok(()),
+            changed = seq.changed() => if changed.is_err() { return Ok(()) },
+            // A client that hangs up ends the stream (anything it sends is ignored).
+            next = conn.next() => if next.is_none() { return Ok(()) },
+        }
+    }
+}
+
+/// Whether a journal line passes a subscription's filters.
+fn wanted(line: &str, since: u64, bead: Option<&str>, types: Option<&[String]>) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        seq: u64,
+        #[serde(rename = "type", borrow)]
+        kind: std::borrow::Cow<'a, str>,
+        /// A bead id on step events, a whole bead on `bead.created`.
+        #[serde(default)]
+        bead: Option<Value>,
+        #[serde(default, borrow)]
+        id: Option<std::borrow::Cow<'a, str>>,
+    }
+    let Ok(head) = serde_json::from_str::<Head>(line) else {
+        return false;
+    };
+    if head.seq <= since {
+        return false;
+    }
+    if let Some(types) = types {
+        if !types.iter().any(|t| t == head.kind.as_ref()) {
+            return false;
+        }
+    }
+    if let Some(bead) = bead {
+        let about = match &head.bead {
+            Some(Value::String(id)) => id.as_str(),
+            Some(Value::Object(b)) => b.get("id").and_then(Value::as_str).unwrap_or(""),
+            _ => head.id.as_deref().unwrap_or(""),
+        };
+        if about != bead
+            && !about
+                .strip_prefix(bead)
+                .is_some_and(|rest| rest.starts_with('.'))
+        {
+            return false;
+        }
+    }
+    true
+}
+
+/// The run folder of a step's attempt (the latest when none is given).
+fn run_output(paths: &Paths, p: &LogsParams) -> Result<PathBuf, RpcError> {
+    let step = crate::domain::id::BeadId::new(&p.step)
+        .map_err(|e| RpcError::bad_request(e.to_string()))?;
+    let (work, name) = step.as_str().split_once('.').ok_or_else(|| {
+        RpcError::bad_request(format!("`{step}` is not a step id (`<bead>.<step>`)"))
+    })?;
+    let stream = match p.stream.as_deref().unwrap_or("stdout") {
+        s @ ("stdout" | "stderr") => s,
+        other => {
+            return Err(RpcError::bad_request(format!(
+                "unknown stream `{other}` (stdout or stderr)"
+            )))
+        }
+    };
+    let dir = paths.runs().join(work).join(name);
+    let attempt = match p.attempt {
+        Some(a) => a,
+        None => std::fs::read_dir(&dir)
+            .map_err(|_| RpcError::not_found(format!("`{step}` has not run yet")))?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .max()
+            .ok_or_else(|| RpcError::not_found(format!("`{step}` has not run yet")))?,
+    };
+    let file = dir.join(attempt.to_string()).join(stream);
+    if !file.exists() {
+        return Err(RpcError::not_found(format!(
+            "no {stream} for `{step}` attempt {attempt}"
+        )));
+    }
+    Ok(file)
+}
+
+/// Sends a run's output: `{"id":…,"result":{"file":…}}`, then the content as
+/// `{"type":"log","data":"…"}` lines, and with `follow` whatever is appended until the client
+/// hangs up (woken by file-system notifications, not by polling).
+async fn logs<C: std::borrow::BorrowMut<Conn>>(
+    mut conn: C,
+    id: Value,
+    p: LogsParams,
+    shared: &Shared,
+    follow: bool,
+) -> std::io::Result<()> {
+    let conn = conn.borrow_mut();
+    let path = match run_output(&shared.paths, &p) {
+        Ok(path) => path,
+        Err(error) => return send(conn, &Response::err(id, error)).await,
+    };
+    send(conn, &Response::ok(id, json!({"file": path}))).await?;
+    let (tx, mut changed) = watch::channel(());
+    let _watcher = if follow {
+        crate::daemon::fswatch::file_changes(&path, tx)
+    } else {
+        None
+    };
+    let mut file = File::open(&path).await?;
+    let mut offset = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        loop {
+            file.seek(SeekFrom::Start(offset)).await?;
+            let n = file.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            offset += n as u64;
+            let data = String::from_utf8_lossy(&buf[..n]).into_owned();
+            send(conn, &json!({"type": "log", "data": data})).await?;
+        }
+        if !follow {
+            return send(conn, &json!({"type": "log.end"})).await;
+        }
+        tokio::select! {
+            () = shared.shutdown.cancelled() => return Ok(()),
+            c = changed.changed() => if c.is_err() { return Ok(()) },
+            next = conn.next() => if next.is_none() { return Ok(()) },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subscription_filters() {
+        let status = r#"{"seq":5,"ts":"2026-01-01T00:00:00Z","type":"bead.status","id":"cat-1.review","status":"closed"}"#;
+        assert!(wanted(status, 0, None, None));
+        assert!(!wanted(status, 5, None, None), "since is exclusive");
+        assert!(
+            wanted(status, 0, Some("cat-1"), None),
+            "a step's events belong to its bead"
+        );
+        assert!(!wanted(status, 0, Some("cat-12"), None));
+        assert!(!wanted(status, 0, None, Some(&["step.result".into()])));
+        let created = r#"{"seq":1,"ts":"2026-01-01T00:00:00Z","type":"bead.created","bead":{"id":"cat-2","title":"x"}}"#;
+        assert!(wanted(created, 0, Some("cat-2"), None));
+    }
+}

@@ -1,0 +1,217 @@
+//! The append-only journal: one JSON event per line, written in groups and fsynced once per
+//! group before anyone is told the group is durable.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use crate::domain::event::{Event, EventBody};
+use crate::domain::time::Timestamp;
+
+/// The writing end of the journal.
+#[derive(Debug)]
+pub struct Journal {
+    file: File,
+    path: PathBuf,
+    next_seq: u64,
+    /// Bytes known to be durable; a failed write is cut back to this length.
+    len: u64,
+    /// A failed append could not be cut back: the file may hold a partial group past `len`,
+    /// which must go before anything else is appended (else it would sit in the middle of the
+    /// journal, where replay calls it corruption).
+    cut_pending: bool,
+}
+
+impl Journal {
+    /// Opens `path` for appending after replay found `len` good bytes ending at seq
+    /// `next_seq - 1`. Anything past `len` (a torn tail) is cut off first.
+    pub(crate) fn open(path: &Path, next_seq: u64, len: u64) -> io::Result<Journal> {
+        let file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .write(true)
+            .truncate(false)
+            .open(path)?;
+        if file.metadata()?.len() != len {
+            file.set_len(len)?;
+            file.sync_all()?;
+        }
+        let mut journal = Journal {
+            file,
+            path: path.to_owned(),
+            next_seq,
+            len,
+            cut_pending: false,
+        };
+        journal.file.seek(SeekFrom::Start(len))?;
+        Ok(journal)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The seq the next event will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Appends a group of events with one write and one fsync. On success every event is
+    /// durable; on failure (a full disk, an I/O error) the file is cut back to where it was, so
+    /// that no partial group stays behind, and nothing is numbered.
+    pub fn append(&mut self, bodies: Vec<EventBody>, ts: Timestamp) -> io::Result<Vec<Event>> {
+        let count = bodies.len();
+        let mut events = Vec::with_capacity(count);
+        let mut buf = Vec::new();
+        for (i, body) in bodies.into_iter().enumerate() {
+            let event = Event {
+                seq: self.next_seq + i as u64,
+                ts,
+                more: i + 1 < count,
+                body,
+            };
+            serde_json::to_writer(&mut buf, &event).map_err(io::Error::other)?;
+            buf.push(b'\n');
+            events.push(event);
+        }
+        if events.is_empty() {
+            return Ok(events);
+        }
+        if self.cut_pending {
+            self.cut_back()?;
+        }
+        let written = self
+            .file
+            .write_all(&buf)
+            .and_then(|()| self.file.sync_data());
+        if let Err(e) = written {
+            // If even this fails, replay drops the partial group as torn, and the next append
+            // tries the cut again before writing.
+            if self.cut_back().is_err() {
+                self.cut_pending = true;
+            }
+            return Err(e);
+        }
+        self.len += buf.len() as u64;
+        self.next_seq += count as u64;
+        Ok(events)
+    }
+}
+
+impl Journal {
+    /// Cuts the file back to its durable length and puts the write position there.
+    fn cut_back(&mut self) -> io::Result<()> {
+        self.file.set_len(self.len)?;
+        self.file.seek(SeekFrom::Start(self.len))?;
+        self.cut_pending = false;
+        Ok(())
+    }
+}
+
+/// What reading a journal found besides its events.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ReadSummary {
+    /// Events passed to the callback.
+    pub events: u64,
+    /// The seq of the last complete event, 0 if none.
+    pub last_seq: u64,
+    /// Length of the file up to the end of the last complete group.
+    pub good_len: u64,
+    /// Set when an incomplete tail was dropped: the 1-based line where it starts and its size.
+    pub torn: Option<(u64, u64)>,
+}
+
+/// A line in the middle of the journal that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read `{path}`: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("`{path}` line {line}: {problem}")]
+    Corrupt {
+        path: PathBuf,
+        line: u64,
+        problem: String,
+    },
+}
+
+/// Reads every complete group of `path` in order, calling `each` with the 1-based line number
+/// and the event. A missing file reads as empty.
+///
+/// The tail is *torn* when the last line has no newline, or when the last group ends in an
+/// event marked `more`: both are what an interrupted append leaves, and neither was ever
+/// reported durable, so they are dropped (and reported in the summary). Any other unreadable
+/// line, or a seq out of order, is corruption and an error naming the line.
+pub fn read<E>(
+    path: &Path,
+    mut each: impl FnMut(u64, Event) -> Result<(), E>,
+) -> Result<ReadSummary, ReadError>
+where
+    E: std::fmt::Display,
+{
+    let io_err = |source| ReadError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let corrupt = |line, problem: String| ReadError::Corrupt {
+        path: path.to_owned(),
+        line,
+        problem,
+    };
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ReadSummary::default()),
+        Err(e) => return Err(io_err(e)),
+    };
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut summary = ReadSummary::default();
+    let mut line = Vec::new();
+    let mut line_no = 0u64;
+    let mut offset = 0u64;
+    // Events of a group not yet closed, with their line numbers, and where the group started.
+    let mut group: Vec<(u64, Event)> = Vec::new();
+    let mut group_start = (0u64, 0u64);
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line).map_err(io_err)?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        if line.last() != Some(&b'\n') {
+            // An unterminated last line: an append cut short.
+            if group.is_empty() {
+                group_start = (line_no, offset);
+            }
+            summary.torn = Some((group_start.0, offset + n as u64 - group_start.1));
+            group.clear();
+            break;
+        }
+        offset += n as u64;
+        let event: Event = serde_json::from_slice(&line)
+            .map_err(|e| corrupt(line_no, format!("not a valid event: {e}")))?;
+        let expected = summary.last_seq + group.len() as u64 + 1;
+        if summary.last_seq != 0 && event.seq != expected {
+            return Err(corrupt(
+                line_no,
+                format!("seq {} where {expected} was expected", event.seq),
+            ));
+        }
+        if group.is_empty() {
+            group_start = (line_no, offset - n as u64);
+        }
+        let more = event.more;
+        group.push((line_no, event));
+        if !more {
+            for (no, ev) in group.drain(..) {
+                summary.last_seq = ev.seq;
+                summary.events += 1;
+                each(no, ev).map_err(|e| corrupt(no, e.to_string()))?;
+            }
+            summary.good_len = offset;
+        }
+    }
+    if !group.is_empty() {
+        summary.torn = Some((group_start.0, offset - group_start.1));
+    }
+    Ok(summary)
+}

@@ -1,0 +1,333 @@
+//! The daemon's side of the merge step (DESIGN §8): fast-forward the target to the bead's
+//! branch once the merge agent has brought the branch up to date, without ever rewriting the
+//! target's history or overwriting uncommitted work in a checkout of the target.
+
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use git2::{
+    build::CheckoutBuilder, CheckoutNotificationType, ErrorCode, Oid, Repository, Status,
+    StatusOptions,
+};
+use serde::{Deserialize, Serialize};
+use tracing::info;
+
+use super::error::Context;
+use super::{branch_name, branch_tip, target_tip, CommitId, GitError, Repo};
+use crate::domain::id::BeadId;
+
+/// What [`Repo::merge_into_target`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum MergeOutcome {
+    /// The target moved forward from `from` to the bead's branch tip `to`.
+    Merged { from: CommitId, to: CommitId },
+    /// The target already contains the bead's branch tip (a repeat after a crash between
+    /// moving the ref and recording it, or a person merged it): nothing was changed.
+    AlreadyMerged,
+    /// The target's tip is not an ancestor of the bead's branch: the merge agent did not bring
+    /// the branch up to date (or the target moved on since). Nothing was changed.
+    NotUpToDate { target: CommitId, branch: CommitId },
+    /// The target is checked out with uncommitted changes to tracked files, or with files in
+    /// the way of the merge; `files` lists them, relative to that checkout. Nothing was
+    /// changed; the daemon waits for a person and tries again.
+    TargetDirty { files: Vec<String> },
+}
+
+impl Repo {
+    /// Fast-forwards the local branch `target` to the bead's branch tip.
+    ///
+    /// Decided in this order: if the target already contains the tip →
+    /// [`MergeOutcome::AlreadyMerged`]; if the target's tip is not an ancestor of the bead's
+    /// tip → [`MergeOutcome::NotUpToDate`]. Otherwise, if `target` is checked out (in the main
+    /// working directory or any linked worktree), that checkout must have no uncommitted
+    /// changes to tracked files and nothing in the way of the new files, else
+    /// [`MergeOutcome::TargetDirty`]; its index and files are then updated by a safe checkout
+    /// before the ref moves. If `target` is not checked out, only the ref moves.
+    ///
+    /// The ref moves by compare-and-swap against the tip that was checked, so a target that a
+    /// person moves at the same instant gives [`GitError::TargetMoved`], never a rewrite.
+    /// If a crash falls between the checkout and the ref move, the checkout's index and files
+    /// already equal the bead's tip; a repeat recognizes that and only moves the ref. A crash
+    /// in the middle of the checkout leaves some files written; those that already hold the
+    /// bead's version are recognized too (see [`Repo::resume_merge_into_target`] for files
+    /// the crash cut short).
+    pub fn merge_into_target(&self, bead: &BeadId, target: &str) -> Result<MergeOutcome, GitError> {
+        self.merge(bead, target, None)
+    }
+
+    /// [`Repo::merge_into_target`] for a merge that a killed daemon had started: `window` is
+    /// (when that merge started, when the next daemon started). Besides files that already
+    /// hold the bead's version, a file the checkout writes that changed within the window is
+    /// taken for that checkout's own, cut short by the kill (an empty or half-written file),
+    /// and overwritten. Only a person who created or edited, within that window, a file the
+    /// bead adds or changes could lose an edit this way.
+    pub fn resume_merge_into_target(
+        &self,
+        bead: &BeadId,
+        target: &str,
+        window: (SystemTime, SystemTime),
+    ) -> Result<MergeOutcome, GitError> {
+        self.merge(bead, target, Some(window))
+    }
+
+    fn merge(
+        &self,
+        bead: &BeadId,
+        target: &str,
+        interrupted: Option<(SystemTime, SystemTime)>,
+    ) -> Result<MergeOutcome, GitError> {
+        let _shared = self.exclusive();
+        let repo = self.main_repo()?;
+        let tip = branch_tip(&repo, bead)?;
+        let current = target_tip(&repo, target)?.id();
+        if contains(&repo, current, tip.id())
+            .ctx(|| format!("comparing `{target}` with `{}`", branch_name(bead)))?
+        {
+            return Ok(MergeOutcome::AlreadyMerged);
+        }
+        let up_to_date = repo
+            .graph_descendant_of(tip.id(), current)
+            .ctx(|| format!("checking that `{}` contains `{target}`", branch_name(bead)))?;
+        if !up_to_date {
+            return Ok(MergeOutcome::NotUpToDate {
+                target: current.into(),
+                branch: tip.id().into(),
+            });
+        }
+
+        let refname = format!("refs/heads/{target}");
+        if let Some(checkout) = self.checkout_of(&repo, &refname)? {
+            let files = update_checkout(&checkout, tip.tree_id(), interrupted)
+                .ctx(|| format!("updating the checkout of `{target}` to `{}`", tip.id()))?;
+            if !files.is_empty() {
+                info!(%bead, %target, ?files, "target is checked out with uncommitted changes; not merging");
+                return Ok(MergeOutcome::TargetDirty { files });
+            }
+        }
+        let message = format!("catalyst: fast-forward to {}", branch_name(bead));
+        match repo.reference_matching(&refname, tip.id(), true, current, &message) {
+            Ok(_) => {}
+            Err(e) if e.code() == ErrorCode::Modified => {
+                return Err(GitError::TargetMoved {
+                    bead: bead.clone(),
+                    target: target.to_owned(),
+                })
+            }
+            Err(e) => return Err(e).ctx(|| format!("moving `{target}` to `{}`", tip.id())),
+        }
+        info!(%bead, %target, from = %current, to = %tip.id(), "fast-forwarded the target");
+        Ok(MergeOutcome::Merged {
+            from: current.into(),
+            to: tip.id().into(),
+        })
+    }
+
+    /// The tip of the local branch `target`.
+    pub fn target_head(&self, target: &str) -> Result<CommitId, GitError> {
+        let repo = self.main_repo()?;
+        let tip = target_tip(&repo, target)?.id();
+        Ok(tip.into())
+    }
+
+    /// Whether the bead's branch tip is the target's tip or one of its ancestors.
+    pub fn is_merged(&self, bead: &BeadId, target: &str) -> Result<bool, GitError> {
+        let repo = self.main_repo()?;
+        let tip = branch_tip(&repo, bead)?.id();
+        let current = target_tip(&repo, target)?.id();
+        contains(&repo, current, tip)
+            .ctx(|| format!("comparing `{target}` with `{}`", branch_name(bead)))
+    }
+
+    /// The checkout whose HEAD is `refname`: the main working directory or a linked worktree.
+    /// A bare repository's HEAD names a branch too, but has no files to update, so it is
+    /// skipped.
+    pub(super) fn checkout_of(
+        &self,
+        repo: &Repository,
+        refname: &str,
+    ) -> Result<Option<Repository>, GitError> {
+        let mut paths: Vec<PathBuf> = vec![self.workspace.clone()];
+        if repo.is_worktree() {
+            // The workspace is itself a linked worktree; the main one may hold the target.
+            paths.push(repo.commondir().to_path_buf());
+        }
+        let names = repo
+            .worktrees()
+            .ctx(|| "listing git worktrees".to_owned())?;
+        for name in names.iter().filter_map(|n| n.ok().flatten()) {
+            if let Ok(wt) = repo.find_worktree(name) {
+                if wt.validate().is_ok() {
+                    paths.push(wt.path().to_path_buf());
+                }
+            }
+        }
+        for path in paths {
+            let Ok(checkout) = Repository::open(&path) else {
+                continue;
+            };
+            if checkout.is_bare() {
+                continue;
+            }
+            let on_target = checkout
+                .find_reference("HEAD")
+                .ok()
+                .and_then(|head| head.symbolic_target().ok().flatten().map(|t| t == refname))
+                .unwrap_or(false);
+            if on_target {
+                return Ok(Some(checkout));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Whether `tip` is `target` or one of its ancestors.
+fn contains(repo: &Repository, target: Oid, tip: Oid) -> Result<bool, git2::Error> {
+    Ok(target == tip || repo.graph_descendant_of(target, tip)?)
+}
+
+/// Brings a clean checkout of the target (HEAD still at the target's old tip) to `tip_tree`.
+/// Returns the files that stop it (uncommitted changes, or files in the way); empty means
+/// the index and files now match `tip_tree`.
+fn update_checkout(
+    checkout: &Repository,
+    tip_tree: Oid,
+    interrupted: Option<(SystemTime, SystemTime)>,
+) -> Result<Vec<String>, git2::Error> {
+    let dirty = tracked_changes(checkout)?;
+    if !dirty.is_empty() {
+        if already_checked_out(checkout, tip_tree)? {
+            return Ok(Vec::new());
+        }
+        let paths = dirty.into_iter().map(|(path, _)| path).collect();
+        return finish_interrupted(checkout, tip_tree, paths, interrupted);
+    }
+    // Looked up through the checkout's own handle: libgit2 refuses objects of another handle.
+    let tree = checkout.find_tree(tip_tree)?;
+    let mut blocked = Vec::new();
+    let result = {
+        let mut opts = CheckoutBuilder::new();
+        // Safe: libgit2 plans the whole checkout against HEAD's tree first and writes nothing
+        // if any file would lose content. Ignored files count as content too: a bead that adds
+        // a file a person keeps ignored (a `.env`) must not replace theirs.
+        opts.safe()
+            .overwrite_ignored(false)
+            .notify_on(CheckoutNotificationType::CONFLICT)
+            .notify(|_, path, _, _, _| {
+                if let Some(path) = path {
+                    blocked.push(path.to_string_lossy().into_owned());
+                }
+                true
+            });
+        checkout.checkout_tree(tree.as_object(), Some(&mut opts))
+    };
+    match result {
+        Ok(()) => Ok(Vec::new()),
+        Err(e) if e.code() == ErrorCode::Conflict && !blocked.is_empty() => {
+            finish_interrupted(checkout, tip_tree, blocked, interrupted)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Finishes a checkout that a killed daemon left half-done. libgit2 writes the files first and
+/// the index last, so a kill in between leaves files that already hold the bead's version while
+/// the index still says the old tip: modified tracked files, and new files in the way of
+/// themselves. When every file that stops the checkout (`paths`) already has exactly the content
+/// `tip_tree` gives it (or is gone where `tip_tree` has no such file), writing the tip over them
+/// loses nothing, and the checkout is finished by force. Otherwise the files that differ are
+/// someone's changes: they are returned, and the daemon waits. With `interrupted` (the
+/// window in which a killed merge was writing), a file the checkout writes that changed within
+/// it counts as the checkout's own as well: the kill may have cut its write short.
+fn finish_interrupted(
+    checkout: &Repository,
+    tip_tree: Oid,
+    paths: Vec<String>,
+    interrupted: Option<(SystemTime, SystemTime)>,
+) -> Result<Vec<String>, git2::Error> {
+    let tree = checkout.find_tree(tip_tree)?;
+    let head = checkout.head()?.peel_to_tree()?;
+    let Some(workdir) = checkout.workdir() else {
+        return Ok(paths);
+    };
+    let cut_short = |path: &str, file: &std::path::Path| {
+        let Some((since, until)) = interrupted else {
+            return false;
+        };
+        let written = std::fs::symlink_metadata(file)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t >= since && t <= until);
+        let entry = |tree: &git2::Tree<'_>| {
+            tree.get_path(std::path::Path::new(path))
+                .ok()
+                .map(|e| e.id())
+        };
+        written && entry(&tree) != entry(&head)
+    };
+    let differing: Vec<String> = paths
+        .into_iter()
+        .filter(|path| {
+            let file = workdir.join(path);
+            !holds_tip_version(&tree, &file, path) && !cut_short(path, &file)
+        })
+        .collect();
+    if !differing.is_empty() {
+        return Ok(differing);
+    }
+    info!(path = %workdir.display(), "finishing a checkout of the target that was interrupted");
+    let mut opts = CheckoutBuilder::new();
+    opts.force().overwrite_ignored(false);
+    checkout.checkout_tree(tree.as_object(), Some(&mut opts))?;
+    Ok(Vec::new())
+}
+
+/// Whether the file at `file` (`path` relative to the checkout) is what `tree` says it is.
+fn holds_tip_version(tree: &git2::Tree<'_>, file: &std::path::Path, path: &str) -> bool {
+    match tree.get_path(std::path::Path::new(path)) {
+        Ok(entry) => {
+            entry.kind() == Some(git2::ObjectType::Blob)
+                && Oid::hash_file(git2::ObjectType::Blob, file).is_ok_and(|id| id == entry.id())
+        }
+        Err(_) => std::fs::symlink_metadata(file).is_err(),
+    }
+}
+
+/// Tracked files whose index or working copy differs from HEAD (untracked and ignored files
+/// are not changes to the target and do not stop a merge unless they are in the way).
+fn tracked_changes(repo: &Repository) -> Result<Vec<(String, Status)>, git2::Error> {
+    let mut opts = StatusOptions::new();
+    opts.include_untracked(false).include_ignored(false);
+    let statuses = repo.statuses(Some(&mut opts))?;
+    Ok(statuses
+        .iter()
+        .filter(|e| {
+            !e.status().intersects(Status::WT_NEW | Status::IGNORED)
+                && e.status() != Status::CURRENT
+        })
+        .map(|e| {
+            (
+                String::from_utf8_lossy(e.path_bytes()).into_owned(),
+                e.status(),
+            )
+        })
+        .collect())
+}
+
+/// Whether the checkout's index already equals `tip_tree` with the working files matching
+/// it: what an earlier attempt leaves when it is killed after the checkout and before the ref
+/// move. Moving HEAD's ref to the tip then loses nothing, whoever staged it.
+fn already_checked_out(checkout: &Repository, tip_tree: Oid) -> Result<bool, git2::Error> {
+    let mut index = checkout.index()?;
+    if index.has_conflicts() {
+        return Ok(false);
+    }
+    if index.write_tree()? != tip_tree {
+        return Ok(false);
+    }
+    let worktree_changes =
+        Status::WT_MODIFIED | Status::WT_DELETED | Status::WT_TYPECHANGE | Status::WT_RENAMED;
+    Ok(tracked_changes(checkout)?
+        .iter()
+        .all(|(_, status)| !status.intersects(worktree_changes)))
+}

@@ -1,0 +1,480 @@
+//! One git worktree and branch per bead, through libgit2 (DESIGN §8).
+//!
+//! A bead works in the linked worktree `<worktrees_dir>/<bead>` on branch `catalyst/<bead>`,
+//! made from the tip of the target branch when its molecule is poured. The daemon commits what
+//! agents leave behind ([`Repo::commit_all`]), checks that an agent really changed something
+//! ([`Repo::changed_since`]), puts a worktree back to a step's starting commit after a crash
+//! ([`Repo::reset_to`]), finishes the bead by fast-forwarding the target
+//! ([`Repo::merge_into_target`]) and removes what the bead no longer needs ([`Repo::remove`]).
+//!
+//! Contracts that hold for every operation:
+//! - **Blocking and synchronous.** The daemon calls these from `spawn_blocking`. Calls for
+//!   different beads may run in parallel; calls for the same bead, and merges into the same
+//!   target, are serialized by the caller (the engine runs one step per bead at a time).
+//!   Changes to git's shared records (adding and pruning worktrees, creating and deleting
+//!   branches, moving the target) take a lock inside [`Repo`], since libgit2 does not make
+//!   them safe against each other.
+//! - **Safe to repeat after `kill -9` at any instant** (DESIGN §1.2): creating an existing
+//!   worktree returns it, a half-made worktree is made again, merging a merged bead answers
+//!   [`MergeOutcome::AlreadyMerged`], removing a removed bead succeeds.
+//! - **Uncommitted work outside a bead's own worktree is never overwritten**, and a target
+//!   branch only ever moves forward to a descendant.
+//! - **`.catalyst/` is never staged or cleaned** inside a worktree: it holds daemon state.
+
+mod commit;
+mod error;
+mod merge;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use git2::{BranchType, Commit, ErrorCode, Repository, WorktreeAddOptions, WorktreePruneOptions};
+use tracing::{info, warn};
+
+use crate::domain::id::BeadId;
+use error::Context;
+pub use error::{CommitId, GitError};
+pub use merge::MergeOutcome;
+
+/// The author and committer of the commits the daemon makes, unless [`Repo::with_author`]
+/// says otherwise.
+pub const DEFAULT_AUTHOR: (&str, &str) = ("catalyst", "catalyst@localhost");
+
+/// The prefix of every bead branch; [`Repo::list`] finds beads by it.
+const BRANCH_PREFIX: &str = "catalyst/";
+
+/// The name of a bead's branch: `catalyst/<bead>`.
+pub fn branch_name(bead: &BeadId) -> String {
+    format!("{BRANCH_PREFIX}{bead}")
+}
+
+/// The full ref of a bead's branch: `refs/heads/catalyst/<bead>`.
+fn branch_ref(bead: &BeadId) -> String {
+    format!("refs/heads/{BRANCH_PREFIX}{bead}")
+}
+
+/// A bead's worktree as [`Repo::create`] leaves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Worktree {
+    /// `<worktrees_dir>/<bead>`, with `worktrees_dir` canonicalized.
+    pub path: PathBuf,
+    /// `catalyst/<bead>`.
+    pub branch: String,
+    /// The branch tip: the commit the bead's first step starts from.
+    pub head: CommitId,
+}
+
+/// The workspace's repository and catalyst's worktrees folder.
+///
+/// Holds paths only and opens libgit2 handles per call, so it is `Send + Sync` and never sees
+/// stale repository state written by agents or people in between calls.
+#[derive(Debug, Clone)]
+pub struct Repo {
+    /// The main repository's working directory.
+    workspace: PathBuf,
+    /// Canonical, so that it compares equal to the paths libgit2 records for worktrees.
+    worktrees_dir: PathBuf,
+    author_name: String,
+    author_email: String,
+    /// Held while git's shared records change: worktrees added, pruned or listed, branches
+    /// created or deleted, the target moved. libgit2 takes no lock of its own across them:
+    /// adding a worktree while another is pruned fails with "already checked out", and two
+    /// ref deletions race on `packed-refs`. Work inside one bead's worktree (commits, status)
+    /// does not take it.
+    shared: Arc<Mutex<()>>,
+}
+
+impl Repo {
+    /// Opens the repository whose working directory is `workspace` (no search upwards) and
+    /// creates `worktrees_dir` (normally `<workspace>/.catalyst/worktrees`) if it is missing.
+    pub fn open(workspace: &Path, worktrees_dir: &Path) -> Result<Repo, GitError> {
+        let repo = Repository::open(workspace)
+            .ctx(|| format!("opening the git repository at `{}`", workspace.display()))?;
+        let Some(workdir) = repo.workdir() else {
+            return Err(GitError::Bare {
+                path: workspace.to_path_buf(),
+            });
+        };
+        fs::create_dir_all(worktrees_dir)
+            .map_err(GitError::io("creating the worktrees folder", worktrees_dir))?;
+        let worktrees_dir = fs::canonicalize(worktrees_dir).map_err(GitError::io(
+            "resolving the worktrees folder",
+            worktrees_dir,
+        ))?;
+        // libgit2 creates `.git/worktrees` with an exclusive mkdir the first time a worktree is
+        // added, so two beads created in parallel on a fresh repository would race; an empty
+        // folder is what git itself leaves after pruning the last worktree.
+        let meta = repo.commondir().join("worktrees");
+        fs::create_dir_all(&meta).map_err(GitError::io("creating", meta))?;
+        Ok(Repo {
+            workspace: workdir.to_path_buf(),
+            worktrees_dir,
+            author_name: DEFAULT_AUTHOR.0.to_owned(),
+            author_email: DEFAULT_AUTHOR.1.to_owned(),
+            shared: Arc::new(Mutex::new(())),
+        })
+    }
+
+    /// Takes [`Repo::shared`] (a panic that poisoned it left git's files as a crash would,
+    /// which every operation here repairs).
+    fn exclusive(&self) -> MutexGuard<'_, ()> {
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets the author and committer of the commits [`Repo::commit_all`] makes.
+    pub fn with_author(mut self, name: &str, email: &str) -> Repo {
+        self.author_name = name.to_owned();
+        self.author_email = email.to_owned();
+        self
+    }
+
+    /// Where a bead's worktree lives, whether or not it exists.
+    pub fn worktree_path(&self, bead: &BeadId) -> PathBuf {
+        self.worktrees_dir.join(bead.as_str())
+    }
+
+    /// Creates branch `catalyst/<bead>` at the tip of the local branch `target` and a worktree
+    /// for it at [`Repo::worktree_path`].
+    ///
+    /// Idempotent: an existing branch is kept where it is (it may hold the bead's committed
+    /// work from before a restart) and an existing worktree is returned unchanged. A worktree
+    /// left half-made by a crash, or whose folder was deleted, is made again from the branch.
+    pub fn create(&self, bead: &BeadId, target: &str) -> Result<Worktree, GitError> {
+        let _shared = self.exclusive();
+        let repo = self.main_repo()?;
+        self.clear_bead_locks(&repo, bead);
+        let branch = branch_name(bead);
+        let head = match find_branch(&repo, bead)? {
+            Some(tip) => tip.id(),
+            None => {
+                let from = target_tip(&repo, target)?;
+                repo.branch(&branch, &from, false)
+                    .ctx(|| format!("creating branch `{branch}` at `{target}`"))?;
+                info!(%bead, %branch, %target, commit = %from.id(), "created bead branch");
+                from.id()
+            }
+        };
+        let path = self.ensure_worktree(&repo, bead)?;
+        Ok(Worktree {
+            path,
+            branch,
+            head: head.into(),
+        })
+    }
+
+    /// The tip of the bead's branch.
+    pub fn head(&self, bead: &BeadId) -> Result<CommitId, GitError> {
+        let repo = self.main_repo()?;
+        let tip = branch_tip(&repo, bead)?.id();
+        Ok(tip.into())
+    }
+
+    /// Removes the bead's worktree folder, git's record of it, and its branch.
+    ///
+    /// Idempotent: whatever is already gone is skipped. Whether the bead may lose its work is
+    /// the caller's decision (DESIGN §8: only merged beads, or ones a person cancelled). A
+    /// worktree a person locked (`git worktree lock`) is refused, and a worktree with the
+    /// bead's name outside the worktrees folder is left alone.
+    pub fn remove(&self, bead: &BeadId) -> Result<(), GitError> {
+        let _shared = self.exclusive();
+        let repo = self.main_repo()?;
+        self.clear_bead_locks(&repo, bead);
+        let path = self.worktree_path(bead);
+        if let Some(wt) = find_worktree(&repo, bead)? {
+            let ours = same_path(wt.path(), &path);
+            if ours || wt.validate().is_err() {
+                let mut opts = WorktreePruneOptions::new();
+                // Only delete a working tree in our own folder, never one elsewhere.
+                opts.valid(true).working_tree(ours);
+                wt.prune(Some(&mut opts))
+                    .ctx(|| format!("removing the worktree of bead `{bead}`"))?;
+            } else {
+                warn!(%bead, path = %wt.path().display(), "leaving a git worktree that catalyst did not make");
+            }
+        }
+        if fs::symlink_metadata(&path).is_ok() {
+            fs::remove_dir_all(&path).map_err(GitError::io("removing worktree folder", &path))?;
+        }
+        let branch = branch_name(bead);
+        match repo.find_branch(&branch, BranchType::Local) {
+            Ok(mut b) => b.delete().ctx(|| format!("deleting branch `{branch}`"))?,
+            Err(e) if e.code() == ErrorCode::NotFound => {}
+            Err(e) => return Err(e).ctx(|| format!("looking up branch `{branch}`")),
+        }
+        info!(%bead, "removed bead worktree and branch");
+        Ok(())
+    }
+
+    /// Beads that have a worktree in the worktrees folder (registered with git or a leftover
+    /// folder) or a `catalyst/*` branch, sorted, for the daemon's start-up sweep. Names that
+    /// are not valid bead ids are skipped: catalyst never made them.
+    pub fn list(&self) -> Result<Vec<BeadId>, GitError> {
+        let _shared = self.exclusive();
+        let repo = self.main_repo()?;
+        let mut beads = BTreeSet::new();
+        let names = repo
+            .worktrees()
+            .ctx(|| "listing git worktrees".to_owned())?;
+        for name in names.iter().filter_map(|n| n.ok().flatten()) {
+            let Ok(bead) = BeadId::new(name) else {
+                continue;
+            };
+            if let Ok(wt) = repo.find_worktree(name) {
+                if same_path(wt.path(), &self.worktree_path(&bead)) {
+                    beads.insert(bead);
+                }
+            }
+        }
+        let glob = format!("refs/heads/{BRANCH_PREFIX}*");
+        let refs = repo
+            .references_glob(&glob)
+            .ctx(|| format!("listing `{glob}`"))?;
+        for r in refs {
+            let r = r.ctx(|| format!("listing `{glob}`"))?;
+            let name = r.name().unwrap_or_default();
+            if let Some(Ok(bead)) = name
+                .strip_prefix("refs/heads/")
+                .and_then(|n| n.strip_prefix(BRANCH_PREFIX))
+                .map(BeadId::new)
+            {
+                beads.insert(bead);
+            }
+        }
+        let entries = fs::read_dir(&self.worktrees_dir)
+            .map_err(GitError::io("listing", &self.worktrees_dir))?;
+        for entry in entries {
+            let entry = entry.map_err(GitError::io("listing", &self.worktrees_dir))?;
+            if let Some(Ok(bead)) = entry.file_name().to_str().map(BeadId::new) {
+                if entry.path().is_dir() {
+                    beads.insert(bead);
+                }
+            }
+        }
+        Ok(beads.into_iter().collect())
+    }
+
+    fn main_repo(&self) -> Result<Repository, GitError> {
+        Repository::open(&self.workspace).ctx(|| {
+            format!(
+                "opening the git repository at `{}`",
+                self.workspace.display()
+            )
+        })
+    }
+
+    /// Opens the bead's worktree as a repository of its own (index, HEAD and files of that
+    /// worktree). `Repository::open` does not search upwards, so a folder that lost its `.git`
+    /// file is reported missing instead of silently opening the main repository around it.
+    fn open_worktree(&self, bead: &BeadId) -> Result<Repository, GitError> {
+        let path = self.worktree_path(bead);
+        let missing = || GitError::NoWorktree {
+            bead: bead.clone(),
+            path: path.clone(),
+        };
+        if !path.join(".git").is_file() {
+            return Err(missing());
+        }
+        let repo = Repository::open(&path).ctx(|| {
+            format!(
+                "opening the worktree of bead `{bead}` at `{}`",
+                path.display()
+            )
+        })?;
+        if !repo.is_worktree() {
+            return Err(missing());
+        }
+        Ok(repo)
+    }
+
+    /// Makes sure the bead's worktree exists, complete, on its branch (which must exist).
+    fn ensure_worktree(&self, repo: &Repository, bead: &BeadId) -> Result<PathBuf, GitError> {
+        let path = self.worktree_path(bead);
+        if let Some(wt) = find_worktree(repo, bead)? {
+            let ours = same_path(wt.path(), &path);
+            if wt.validate().is_ok() {
+                if !ours {
+                    return Err(GitError::WorktreeElsewhere {
+                        bead: bead.clone(),
+                        path: wt.path().to_path_buf(),
+                    });
+                }
+                if checkout_finished(&wt) {
+                    return Ok(path);
+                }
+                warn!(%bead, "worktree was left half-made (crash while it was created); making it again");
+            } else {
+                warn!(%bead, path = %wt.path().display(), "worktree folder is gone; pruning git's record of it");
+            }
+            let mut opts = WorktreePruneOptions::new();
+            opts.valid(true).working_tree(ours);
+            wt.prune(Some(&mut opts))
+                .ctx(|| format!("pruning the broken worktree of bead `{bead}`"))?;
+        }
+        if fs::symlink_metadata(&path).is_ok() {
+            // Only an interrupted add (or a person) leaves our folder without git's record; the
+            // folder is catalyst's own and libgit2 refuses to add over it.
+            warn!(%bead, path = %path.display(), "removing a leftover worktree folder git does not know");
+            fs::remove_dir_all(&path)
+                .map_err(GitError::io("removing leftover worktree folder", &path))?;
+        }
+        let refname = branch_ref(bead);
+        let reference = repo
+            .find_reference(&refname)
+            .ctx(|| format!("looking up `{refname}`"))?;
+        let mut opts = WorktreeAddOptions::new();
+        opts.reference(Some(&reference));
+        repo.worktree(bead.as_str(), &path, Some(&opts)).ctx(|| {
+            format!(
+                "adding a worktree for bead `{bead}` at `{}`",
+                path.display()
+            )
+        })?;
+        info!(%bead, path = %path.display(), "created bead worktree");
+        Ok(path)
+    }
+}
+
+impl Repo {
+    /// Removes the lock files a killed git command left in the bead's own records: its
+    /// worktree's git folder (`index.lock`, `HEAD.lock`, …) and its branch's ref. Only the
+    /// daemon and the bead's agents write there, and this runs when no agent of the bead is
+    /// running (before an attempt starts, when the worktree goes), so a lock found there is
+    /// stale. git never removes a stale lock by itself, and every later git command on the
+    /// bead would fail on it.
+    fn clear_bead_locks(&self, repo: &Repository, bead: &BeadId) {
+        let common = repo.commondir();
+        let mut locks: Vec<PathBuf> = vec![common
+            .join("refs/heads")
+            .join(format!("{}.lock", branch_name(bead)))];
+        if let Ok(entries) = fs::read_dir(common.join("worktrees").join(bead.as_str())) {
+            locks.extend(
+                entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "lock") && p.is_file()),
+            );
+        }
+        for lock in locks {
+            match fs::remove_file(&lock) {
+                Ok(()) => warn!(%bead, path = %lock.display(), "removed a stale git lock file"),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    warn!(%bead, path = %lock.display(), error = %e, "cannot remove a stale git lock file")
+                }
+            }
+        }
+    }
+
+    /// Removes lock files on the target (its checkout's `index.lock`, its ref's lock) created
+    /// at or after `since`: what a daemon killed in the middle of its merge leaves, when the
+    /// daemon recorded at `since` that this merge was starting. Older locks are someone
+    /// else's and stay. Returns the files removed.
+    pub fn clear_interrupted_merge_locks(
+        &self,
+        target: &str,
+        since: std::time::SystemTime,
+    ) -> Result<Vec<PathBuf>, GitError> {
+        let _shared = self.exclusive();
+        let repo = self.main_repo()?;
+        let refname = format!("refs/heads/{target}");
+        let mut locks = vec![repo.commondir().join(format!("{refname}.lock"))];
+        if let Some(checkout) = self.checkout_of(&repo, &refname)? {
+            locks.push(checkout.path().join("index.lock"));
+        }
+        let mut removed = Vec::new();
+        for lock in locks {
+            let recent = fs::metadata(&lock)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t >= since);
+            if recent && fs::remove_file(&lock).is_ok() {
+                warn!(path = %lock.display(), "removed the lock file of an interrupted merge");
+                removed.push(lock);
+            }
+        }
+        Ok(removed)
+    }
+}
+
+/// The bead's branch tip, or `None` if the branch does not exist.
+fn find_branch<'r>(repo: &'r Repository, bead: &BeadId) -> Result<Option<Commit<'r>>, GitError> {
+    let branch = branch_name(bead);
+    match repo.find_branch(&branch, BranchType::Local) {
+        Ok(b) => b
+            .get()
+            .peel_to_commit()
+            .map(Some)
+            .ctx(|| format!("reading the tip of `{branch}`")),
+        Err(e) if e.code() == ErrorCode::NotFound => Ok(None),
+        Err(e) => Err(e).ctx(|| format!("looking up branch `{branch}`")),
+    }
+}
+
+fn branch_tip<'r>(repo: &'r Repository, bead: &BeadId) -> Result<Commit<'r>, GitError> {
+    find_branch(repo, bead)?.ok_or_else(|| GitError::NoBranch {
+        bead: bead.clone(),
+        branch: branch_name(bead),
+    })
+}
+
+/// The tip commit of the local branch `target`.
+fn target_tip<'r>(repo: &'r Repository, target: &str) -> Result<Commit<'r>, GitError> {
+    match repo.find_branch(target, BranchType::Local) {
+        Ok(b) => b
+            .get()
+            .peel_to_commit()
+            .ctx(|| format!("reading the tip of target branch `{target}`")),
+        Err(e) if matches!(e.code(), ErrorCode::NotFound | ErrorCode::InvalidSpec) => {
+            Err(GitError::NoTarget {
+                target: target.to_owned(),
+            })
+        }
+        Err(e) => Err(e).ctx(|| format!("looking up target branch `{target}`")),
+    }
+}
+
+/// git's record of the bead's worktree, if any. A record left half-written by a crash inside
+/// libgit2's add (its folder lacks the files libgit2 writes next) is deleted, because libgit2
+/// can neither open nor replace it.
+fn find_worktree(repo: &Repository, bead: &BeadId) -> Result<Option<git2::Worktree>, GitError> {
+    match repo.find_worktree(bead.as_str()) {
+        Ok(wt) => Ok(Some(wt)),
+        Err(e) if e.code() == ErrorCode::NotFound => Ok(None),
+        Err(e) => {
+            let meta = repo.commondir().join("worktrees").join(bead.as_str());
+            let half_written = ["commondir", "gitdir", "HEAD"]
+                .iter()
+                .any(|f| !meta.join(f).is_file());
+            if meta.is_dir() && half_written {
+                warn!(%bead, path = %meta.display(), "removing half-written git worktree record");
+                fs::remove_dir_all(&meta)
+                    .map_err(GitError::io("removing half-written worktree record", &meta))?;
+                Ok(None)
+            } else {
+                Err(e).ctx(|| format!("reading git's record of the worktree of bead `{bead}`"))
+            }
+        }
+    }
+}
+
+/// libgit2 writes the worktree's index only once its checkout is complete, so a missing index
+/// means the add was interrupted and the files on disk are partial.
+fn checkout_finished(wt: &git2::Worktree) -> bool {
+    Repository::open_from_worktree(wt)
+        .map(|r| r.path().join("index").is_file())
+        .unwrap_or(false)
+}
+
+/// Compares paths as the file system sees them (libgit2 records resolved paths).
+fn same_path(a: &Path, b: &Path) -> bool {
+    let resolve = |p: &Path| fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    resolve(a) == resolve(b)
+}
+
+/// `.catalyst/` holds daemon state and is never staged, cleaned or counted as a change.
+fn is_catalyst_path(path: &Path) -> bool {
+    path.starts_with(".catalyst")
+}

@@ -1,0 +1,10 @@
+//! Agent CLIs as data: profiles, what a finished run reports, and the outcome the router reads
+//! from it.
+
+pub mod limits;
+pub mod outcome;
+pub mod profile;
+pub mod report;
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,389 @@
+//! The daemon's configuration: `<workspace>/.catalyst/config.toml`, every key optional.
+//!
+//! Loading is strict: an unknown key is an error naming it (a typo must not silently fall back
+//! to a default), and values are checked so that a bad config is refused at load or reload time
+//! rather than discovered by a running step.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::agent::profile::AgentProfile;
+use crate::domain::model::Role;
+use crate::domain::policy::RolePolicy;
+use crate::domain::router::RouterConfig;
+
+/// The whole configuration with defaults filled in.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Prefix of new bead ids (`<prefix>-<base36>`).
+    pub prefix: String,
+    /// The branch beads are merged into.
+    pub target_branch: String,
+    /// The formula of a work bead without a `formula:<name>` label. Empty: such beads are not
+    /// dispatched.
+    pub default_formula: String,
+    /// Agents running at once, over all beads.
+    pub max_agents: usize,
+    /// The agent profile steps run with (a key of `profiles`, or `claude`, `codex`).
+    pub agent: String,
+    /// Agent profiles by name, in addition to the built-in `claude` and `codex`.
+    pub profiles: BTreeMap<String, AgentProfile>,
+    /// Per-model settings, by the model name steps use (`sonnet`, `haiku`, `opus`, …).
+    pub models: BTreeMap<String, ModelConfig>,
+    /// The model each role runs with, overriding the built-in defaults.
+    pub role_models: BTreeMap<Role, String>,
+    /// Seconds an agent step may run.
+    pub agent_timeout_secs: u64,
+    /// Seconds an agent may go without printing anything before it counts as stalled.
+    pub stall_timeout_secs: u64,
+    /// Seconds between SIGTERM and SIGKILL when stopping an agent or gate.
+    pub grace_secs: u64,
+    /// Seconds a gate's commands may run in all (a formula step's `timeout` replaces it).
+    pub gate_timeout_secs: u64,
+    /// Seconds running agents get to finish after SIGTERM/SIGINT before they are stopped (the
+    /// step is then interrupted and runs again after the restart).
+    pub shutdown_grace_secs: u64,
+    /// Bytes of each agent output stream kept in the run folder.
+    pub output_cap_bytes: u64,
+    /// Seconds a model is paused after it reports a usage limit (doubling on each repeat, up
+    /// to `max_pause_secs`).
+    pub pause_secs: u64,
+    pub max_pause_secs: u64,
+    /// Seconds to wait before trying again to merge into a target branch whose checkout has
+    /// uncommitted changes.
+    pub dirty_target_retry_secs: u64,
+    /// Retries, escalation and fix limits.
+    pub router: RouterConfig,
+    /// US dollars an agent may spend on one bead (from the cost agents report); the bead is
+    /// blocked once it is exceeded. None: no limit.
+    pub budget_usd: Option<f64>,
+    /// Tool policies by agent role, replacing the built-in ones (`refine` and `review`
+    /// read-only with `Read Grep Glob`, the others writing inside the worktree).
+    pub tool_policy: BTreeMap<Role, RolePolicy>,
+    /// The `catalyst` binary the agents' hooks run (`catalyst hook …`). None: the `catalyst`
+    /// next to the running executable, else the first on `PATH`.
+    pub catalyst_bin: Option<PathBuf>,
+    /// Following a beads export file and writing statuses back.
+    pub beads: crate::domain::beads::BeadsConfig,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelConfig {
+    /// The id passed to the agent CLI (`{model}`); defaults to the model's name.
+    pub id: Option<String>,
+    /// Agents of this model running at once. None: only `max_agents` applies.
+    pub max_concurrent: Option<usize>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            prefix: "cat".into(),
+            target_branch: "main".into(),
+            default_formula: "feature".into(),
+            max_agents: 4,
+            agent: "claude".into(),
+            profiles: BTreeMap::new(),
+            models: BTreeMap::new(),
+            role_models: BTreeMap::new(),
+            agent_timeout_secs: 30 * 60,
+            stall_timeout_secs: 5 * 60,
+            grace_secs: 10,
+            gate_timeout_secs: 30 * 60,
+            shutdown_grace_secs: 30,
+            output_cap_bytes: 16 << 20,
+            pause_secs: 60,
+            max_pause_secs: 60 * 60,
+            dirty_target_retry_secs: 30,
+            router: RouterConfig::default(),
+            budget_usd: None,
+            tool_policy: BTreeMap::new(),
+            catalyst_bin: None,
+            beads: crate::domain::beads::BeadsConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read `{path}`: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("`{path}`: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl Config {
+    /// Parses a config file's text; `path` names it in errors.
+    pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Invalid {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().replace('\n', " "),
+        })?;
+        config.check().map_err(|message| ConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        })?;
+        Ok(config)
+    }
+
+    /// Loads `path`, or the defaults when it does not exist.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Config::parse(&text, &path.display().to_string()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+            Err(source) => Err(ConfigError::Read {
+                path: path.display().to_string(),
+                source,
+            }),
+        }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if crate::domain::id::BeadId::new(&format!("{}-0", self.prefix)).is_err()
+            || self.prefix.contains('.')
+        {
+            return Err(format!(
+                "`prefix` `{}` would not make valid ids",
+                self.prefix
+            ));
+        }
+        if self.max_agents == 0 {
+            return Err("`max_agents` must be at least 1".into());
+        }
+        if self.target_branch.is_empty() || git_ref_unsafe(&self.target_branch) {
+            return Err(format!(
+                "`target_branch` `{}` is not a branch name",
+                self.target_branch
+            ));
+        }
+        for (name, model) in &self.models {
+            if model.max_concurrent == Some(0) {
+                return Err(format!("`models.{name}.max_concurrent` must be at least 1"));
+            }
+        }
+        for (name, profile) in &self.profiles {
+            profile
+                .validate()
+                .map_err(|e| format!("`profiles.{name}`: {e}"))?;
+        }
+        self.profile()?;
+        for (role, policy) in &self.tool_policy {
+            if !role.is_agent() {
+                return Err(format!(
+                    "`tool_policy.{role}`: `{role}` steps run no agent, so they have no tool policy"
+                ));
+            }
+            if policy.tools.iter().flatten().any(|t| t.trim().is_empty()) {
+                return Err(format!("`tool_policy.{role}.tools` holds an empty name"));
+            }
+        }
+        if self
+            .catalyst_bin
+            .as_ref()
+            .is_some_and(|b| b.as_os_str().is_empty())
+        {
+            return Err("`catalyst_bin` is empty".into());
+        }
+        self.beads.check()?;
+        for timeout in [
+            self.agent_timeout_secs,
+            self.stall_timeout_secs,
+            self.gate_timeout_secs,
+        ] {
+            if timeout == 0 {
+                return Err("timeouts must be at least 1 second".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The agent profile steps run with.
+    pub fn profile(&self) -> Result<AgentProfile, String> {
+        if let Some(p) = self.profiles.get(&self.agent) {
+            return Ok(p.clone());
+        }
+        match self.agent.as_str() {
+            "claude" => Ok(AgentProfile::claude()),
+            "codex" => Ok(AgentProfile::codex()),
+            other => Err(format!("`agent` names an unknown profile `{other}`")),
+        }
+    }
+
+    /// The model name a role runs with (before the formula's own `model` key).
+    pub fn role_model(&self, role: Role) -> Option<String> {
+        self.role_models
+            .get(&role)
+            .cloned()
+            .or_else(|| role.default_model().map(str::to_owned))
+    }
+
+    /// The id passed to the agent CLI for a model name.
+    pub fn model_id<'a>(&'a self, model: &'a str) -> &'a str {
+        self.models
+            .get(model)
+            .and_then(|m| m.id.as_deref())
+            .unwrap_or(model)
+    }
+
+    /// The tool policy of an agent role: the configured one, else the built-in one.
+    pub fn role_policy(&self, role: Role) -> RolePolicy {
+        self.tool_policy
+            .get(&role)
+            .cloned()
+            .unwrap_or_else(|| RolePolicy::default_for(role))
+    }
+
+    /// The `catalyst` binary for hook commands: `catalyst_bin`, else a `catalyst` next to the
+    /// running executable (`catalystd` and `catalyst` are installed together; the demo runs
+    /// inside `catalyst` itself), else the first `catalyst` on `PATH`, else the bare name.
+    pub fn catalyst_bin(&self) -> PathBuf {
+        if let Some(bin) = &self.catalyst_bin {
+            return bin.clone();
+        }
+        let sibling = std::env::current_exe()
+            .ok()
+            .and_then(|exe| Some(exe.parent()?.join("catalyst")))
+            .filter(|p| p.is_file());
+        let on_path = || {
+            std::env::var_os("PATH").and_then(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|dir| dir.join("catalyst"))
+                    .find(|p| p.is_file())
+            })
+        };
+        sibling
+            .or_else(on_path)
+            .unwrap_or_else(|| PathBuf::from("catalyst"))
+    }
+
+    /// How many agents of `model` may run at once, if limited.
+    pub fn model_limit(&self, model: &str) -> Option<usize> {
+        self.models.get(model).and_then(|m| m.max_concurrent)
+    }
+
+    pub fn agent_timeout(&self) -> Duration {
+        Duration::from_secs(self.agent_timeout_secs)
+    }
+
+    pub fn stall_timeout(&self) -> Duration {
+        Duration::from_secs(self.stall_timeout_secs)
+    }
+
+    pub fn grace(&self) -> Duration {
+        Duration::from_secs(self.grace_secs)
+    }
+
+    /// The commented default config `catalyst init` writes.
+    pub fn commented_default() -> String {
+        let text = toml::to_string(&Config::default()).unwrap_or_default();
+        let mut out = String::from(
+            "# catalyst daemon configuration. Every key is optional; these are the defaults.\n\
+             # Reloaded on change and on SIGHUP; a broken edit is refused and the old config stays.\n\n",
+        );
+        out.push_str(&text);
+        out
+    }
+}
+
+/// Branch names that git would refuse or that could escape `refs/heads/`.
+fn git_ref_unsafe(name: &str) -> bool {
+    name.contains("..")
+        || name.starts_with(['-', '/'])
+        || name.ends_with(['/', '.'])
+        || name.ends_with(".lock")
+        || name
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_means_defaults() {
+        assert_eq!(Config::parse("", "c.toml").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_by_name() {
+        let err = Config::parse("max_agent = 3\n", "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("max_agent") && err.contains("c.toml"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        for (text, needle) in [
+            ("max_agents = 0", "max_agents"),
+            ("target_branch = \"a..b\"", "target_branch"),
+            ("prefix = \"Bad\"", "prefix"),
+            ("agent = \"nope\"", "nope"),
+            ("[models.opus]\nmax_concurrent = 0", "max_concurrent"),
+            ("stall_timeout_secs = 0", "timeouts"),
+            (
+                "[tool_policy.gate]\naccess = \"worktree\"",
+                "tool_policy.gate",
+            ),
+            (
+                "[tool_policy.review]\naccess = \"read-only\"\ntools = [\"\"]",
+                "empty name",
+            ),
+            ("[tool_policy.review]\naccess = \"sometimes\"", "sometimes"),
+            ("catalyst_bin = \"\"", "catalyst_bin"),
+        ] {
+            let err = Config::parse(text, "c.toml").unwrap_err().to_string();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn models_resolve_through_roles_and_ids() {
+        let c = Config::parse(
+            "[role_models]\nreview = \"sonnet\"\n[models.sonnet]\nid = \"claude-sonnet-4-5\"\nmax_concurrent = 1\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(c.role_model(Role::Review).as_deref(), Some("sonnet"));
+        assert_eq!(c.role_model(Role::Merge).as_deref(), Some("opus"));
+        assert_eq!(c.model_id("sonnet"), "claude-sonnet-4-5");
+        assert_eq!(c.model_id("opus"), "opus");
+        assert_eq!(c.model_limit("sonnet"), Some(1));
+    }
+
+    #[test]
+    fn tool_policies_default_per_role_and_can_be_replaced() {
+        use crate::domain::policy::Access;
+        let c = Config::parse(
+            "[tool_policy.review]\naccess = \"read-only\"\ntools = [\"Read\", \"Bash\"]\n",
+            "c.toml",
+        )
+        .unwrap();
+        let review = c.role_policy(Role::Review);
+        assert_eq!(review.access, Access::ReadOnly);
+        assert_eq!(
+            review.tools_for(None),
+            Some(&["Read".to_string(), "Bash".into()][..])
+        );
+        assert_eq!(
+            c.role_policy(Role::Refine),
+            RolePolicy::default_for(Role::Refine)
+        );
+        assert_eq!(c.role_policy(Role::Fix).access, Access::Worktree);
+    }
+
+    #[test]
+    fn the_commented_default_parses_back_to_the_defaults() {
+        let text = Config::commented_default();
+        assert_eq!(Config::parse(&text, "c.toml").unwrap(), Config::default());
+    }
+}

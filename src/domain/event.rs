@@ -1,0 +1,365 @@
+//! The journal's events. Each journal line is one [`Event`]: `{"seq":N,"ts":"…","type":"…",…}`.
+//!
+//! The store's state is the fold of these events, so an event must carry everything its effect
+//! needs (ids, values, its own timestamp): replaying a journal on another day gives the same
+//! state. Events that only report what happened (dispatches, tool decisions) leave the bead
+//! state alone and exist for the event stream and the audit trail.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::domain::id::BeadId;
+use crate::domain::model::{Bead, Comment, Dependency, JsonMap, Phase, Status};
+use crate::domain::result::{ResultStatus, Verdict};
+use crate::domain::router::{Counters, Decision};
+use crate::domain::time::Timestamp;
+
+/// One journal line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Position in the journal, from 1, without gaps.
+    pub seq: u64,
+    /// When the event was recorded; the same for every event of one group commit.
+    pub ts: Timestamp,
+    /// Set on every event of a group commit but the last, so that replay can drop a group that
+    /// was only partly written when the machine went down.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub more: bool,
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+/// What happened. The `type` tag is the event's name in the event stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum EventBody {
+    /// A bead entered the store (submitted, dropped in the inbox, imported).
+    #[serde(rename = "bead.created")]
+    BeadCreated { bead: Box<Bead> },
+    /// Fields of a bead changed (not its status: see `bead.status`).
+    #[serde(rename = "bead.updated")]
+    BeadUpdated { id: BeadId, patch: Box<BeadPatch> },
+    #[serde(rename = "bead.status")]
+    BeadStatus {
+        id: BeadId,
+        status: Status,
+        /// Why: the close reason when closing, what blocked it when blocking.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    #[serde(rename = "bead.comment")]
+    BeadComment { id: BeadId, comment: Comment },
+    /// A work bead's formula was poured: the bead becomes `in_progress` and gains its steps.
+    #[serde(rename = "molecule.poured")]
+    MoleculePoured {
+        bead: BeadId,
+        formula: String,
+        steps: Vec<Bead>,
+    },
+    /// A fix step was created at run time for a rejected review, a failed gate or a rejection by
+    /// a person.
+    #[serde(rename = "fix.created")]
+    FixCreated {
+        bead: BeadId,
+        /// The step the fix answers; it runs again once the fix closes.
+        fixes: BeadId,
+        iteration: u32,
+        step: Box<Bead>,
+    },
+    /// An attempt of a step is about to start. Recorded before the agent (or gate) is spawned.
+    #[serde(rename = "step.dispatched")]
+    StepDispatched {
+        bead: BeadId,
+        step: BeadId,
+        attempt: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+    },
+    /// An attempt ended: how the process ended, what it cost, the daemon's commit.
+    #[serde(rename = "step.finished")]
+    StepFinished {
+        bead: BeadId,
+        step: BeadId,
+        attempt: u32,
+        /// `exit code 0`, `killed by SIGKILL`, `timed out after 600s`, …
+        exit: String,
+        duration_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        /// The commit the daemon made of the agent's work, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+    },
+    /// What the router made of an attempt.
+    #[serde(rename = "step.result")]
+    StepResult {
+        bead: BeadId,
+        step: BeadId,
+        attempt: u32,
+        /// `finished`, `malformed`, `failed`, `usage_limit`, `gate_passed`, …
+        outcome: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<ResultStatus>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verdict: Option<Verdict>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+        decision: Decision,
+        /// The step's counters after the decision.
+        counters: Counters,
+        /// Where the step goes on from here while it stays in progress.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        phase: Option<Phase>,
+    },
+    /// The step runs again (after a failed attempt, a usage limit, or a person's `retry`).
+    #[serde(rename = "step.retry")]
+    StepRetry {
+        bead: BeadId,
+        step: BeadId,
+        reason: String,
+        /// Whether the failed attempt counts against the step's attempts.
+        counted: bool,
+        /// A person asked: the step's counters start over.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        manual: bool,
+    },
+    /// The step's next attempt runs with the escalation model.
+    #[serde(rename = "step.escalated")]
+    StepEscalated {
+        bead: BeadId,
+        step: BeadId,
+        model: String,
+        reason: String,
+    },
+    /// The daemon stopped while an attempt ran; the attempt does not count and the step runs
+    /// again from `reset_to`.
+    #[serde(rename = "step.interrupted")]
+    StepInterrupted {
+        bead: BeadId,
+        step: BeadId,
+        attempt: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reset_to: Option<String>,
+    },
+    #[serde(rename = "gate.waiting")]
+    GateWaiting { bead: BeadId, step: BeadId },
+    #[serde(rename = "gate.passed")]
+    GatePassed {
+        bead: BeadId,
+        step: BeadId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    },
+    #[serde(rename = "gate.failed")]
+    GateFailed {
+        bead: BeadId,
+        step: BeadId,
+        output: String,
+    },
+    /// The target branch moved to the bead's branch.
+    #[serde(rename = "merge.completed")]
+    MergeCompleted {
+        bead: BeadId,
+        target: String,
+        from: String,
+        to: String,
+    },
+    /// The target could not be moved (yet): not up to date, or a dirty checkout.
+    #[serde(rename = "merge.conflict")]
+    MergeConflict {
+        bead: BeadId,
+        target: String,
+        reason: String,
+    },
+    /// A closed bead's worktree and branch were removed.
+    #[serde(rename = "worktree.removed")]
+    WorktreeRemoved { bead: BeadId },
+    /// A hook decision about an agent's tool use.
+    #[serde(rename = "agent.tool")]
+    AgentTool {
+        bead: BeadId,
+        step: BeadId,
+        tool: String,
+        allowed: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// What the call was about: the file or the command, on one short line.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
+    },
+    /// A model reported a usage limit; it gets no new steps until `until`.
+    #[serde(rename = "model.paused")]
+    ModelPaused {
+        model: String,
+        until: Timestamp,
+        reason: String,
+    },
+    #[serde(rename = "daemon.started")]
+    DaemonStarted { pid: u32, version: String },
+    #[serde(rename = "daemon.stopping")]
+    DaemonStopping {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+impl EventBody {
+    /// The event's `type` name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventBody::BeadCreated { .. } => "bead.created",
+            EventBody::BeadUpdated { .. } => "bead.updated",
+            EventBody::BeadStatus { .. } => "bead.status",
+            EventBody::BeadComment { .. } => "bead.comment",
+            EventBody::MoleculePoured { .. } => "molecule.poured",
+            EventBody::FixCreated { .. } => "fix.created",
+            EventBody::StepDispatched { .. } => "step.dispatched",
+            EventBody::StepFinished { .. } => "step.finished",
+            EventBody::StepResult { .. } => "step.result",
+            EventBody::StepRetry { .. } => "step.retry",
+            EventBody::StepEscalated { .. } => "step.escalated",
+            EventBody::StepInterrupted { .. } => "step.interrupted",
+            EventBody::GateWaiting { .. } => "gate.waiting",
+            EventBody::GatePassed { .. } => "gate.passed",
+            EventBody::GateFailed { .. } => "gate.failed",
+            EventBody::MergeCompleted { .. } => "merge.completed",
+            EventBody::MergeConflict { .. } => "merge.conflict",
+            EventBody::WorktreeRemoved { .. } => "worktree.removed",
+            EventBody::AgentTool { .. } => "agent.tool",
+            EventBody::ModelPaused { .. } => "model.paused",
+            EventBody::DaemonStarted { .. } => "daemon.started",
+            EventBody::DaemonStopping { .. } => "daemon.stopping",
+        }
+    }
+
+    /// The bead the event is about, for filtering a subscription by bead.
+    pub fn bead(&self) -> Option<&BeadId> {
+        match self {
+            EventBody::BeadCreated { bead } => Some(&bead.id),
+            EventBody::BeadUpdated { id, .. }
+            | EventBody::BeadStatus { id, .. }
+            | EventBody::BeadComment { id, .. } => Some(id),
+            EventBody::MoleculePoured { bead, .. }
+            | EventBody::FixCreated { bead, .. }
+            | EventBody::StepDispatched { bead, .. }
+            | EventBody::StepFinished { bead, .. }
+            | EventBody::StepResult { bead, .. }
+            | EventBody::StepRetry { bead, .. }
+            | EventBody::StepEscalated { bead, .. }
+            | EventBody::StepInterrupted { bead, .. }
+            | EventBody::GateWaiting { bead, .. }
+            | EventBody::GatePassed { bead, .. }
+            | EventBody::GateFailed { bead, .. }
+            | EventBody::MergeCompleted { bead, .. }
+            | EventBody::MergeConflict { bead, .. }
+            | EventBody::WorktreeRemoved { bead }
+            | EventBody::AgentTool { bead, .. } => Some(bead),
+            EventBody::ModelPaused { .. }
+            | EventBody::DaemonStarted { .. }
+            | EventBody::DaemonStopping { .. } => None,
+        }
+    }
+}
+
+/// A change to a bead's fields. Absent fields are left alone; for the optional fields an
+/// explicit `null` clears the value.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BeadPatch {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "double_option"
+    )]
+    pub description: Option<Option<String>>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "double_option"
+    )]
+    pub design: Option<Option<String>>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "double_option"
+    )]
+    pub acceptance_criteria: Option<Option<String>>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "double_option"
+    )]
+    pub notes: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue_type: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "double_option"
+    )]
+    pub assignee: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
+    /// Keys merged into `metadata`; a `null` value removes the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<JsonMap>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "double_option"
+    )]
+    pub defer_until: Option<Option<Timestamp>>,
+    /// Dependencies added to the bead (an edge already present is not added twice).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add_dependencies: Vec<Dependency>,
+}
+
+/// Distinguishes a field set to `null` (`Some(None)`) from an absent one (`None`).
+fn double_option<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn journal_line_shape() {
+        let ev = Event {
+            seq: 7,
+            ts: Timestamp::parse("2026-01-26T02:02:08Z").unwrap(),
+            more: false,
+            body: EventBody::BeadStatus {
+                id: BeadId::new("cat-1").unwrap(),
+                status: Status::Closed,
+                reason: Some("done".into()),
+            },
+        };
+        let line = serde_json::to_string(&ev).unwrap();
+        assert_eq!(
+            line,
+            r#"{"seq":7,"ts":"2026-01-26T02:02:08Z","type":"bead.status","id":"cat-1","status":"closed","reason":"done"}"#
+        );
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), ev);
+    }
+
+    #[test]
+    fn patch_null_clears_and_absent_keeps() {
+        let p: BeadPatch = serde_json::from_str(r#"{"notes":null,"title":"t"}"#).unwrap();
+        assert_eq!(p.notes, Some(None));
+        assert_eq!(p.design, None);
+        assert_eq!(p.title.as_deref(), Some("t"));
+    }
+
+    #[test]
+    fn unknown_event_type_is_an_error() {
+        let err =
+            serde_json::from_str::<Event>(r#"{"seq":1,"ts":"2026-01-26T02:02:08Z","type":"nope"}"#)
+                .unwrap_err();
+        assert!(err.to_string().contains("nope"), "{err}");
+    }
+}

@@ -1,0 +1,223 @@
+//! Formulas: beads' `*.formula.toml` workflow templates, checked, and poured into molecules.
+//!
+//! A formula is a small DAG of steps. catalyst reads the beads format (`formula`, `description`,
+//! `version`, `type`, `vars`, `[[steps]]` with `id`, `title`, `description`, `notes`,
+//! `priority`, `needs`/`depends_on`, `labels`, `metadata`) plus its own step keys (`role`,
+//! `model`, `prompt`, `run`, `approval`, `timeout`, `max_fix_iterations`, `tools`).
+//!
+//! beads has features catalyst does not implement (`loop`, `compose`, `advice`, `expand`,
+//! `condition`, step `gate` blocks, …). A formula that uses one is refused with the key's name,
+//! its file and its step, never run with the key silently ignored: a workflow that silently
+//! loses its loop or its condition would do the wrong thing with nobody noticing.
+//!
+//! The life of a formula:
+//! 1. [`Formula::parse`] turns TOML into a [`Formula`], refusing unknown keys and wrong types.
+//! 2. [`Formula::check`] finds every semantic problem at once (ids, `needs`, cycles, roles,
+//!    prompts, gate commands, vars), so a user fixes a file in one round.
+//!    [`Formula::load`] does both.
+//! 3. [`pour`] turns a checked formula and a work bead into the step beads of a molecule.
+//!
+//! [`FormulaSet`] holds the built-in formulas plus those found in a workspace's folders.
+
+mod check;
+mod parse;
+mod pour;
+mod reader;
+mod set;
+mod vars;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::domain::model::{JsonMap, Role};
+
+pub use check::MAX_STEP_ID_LEN;
+pub(crate) use parse::toml_error;
+pub use pour::{pour, PourError};
+pub use set::{FormulaSet, BUILTIN as BUILTIN_FILES, BUILTIN_DIR};
+pub use vars::{placeholders, substitute, BUILTIN_VARS};
+
+/// The extension of formula files, as in beads.
+pub const FORMULA_EXT: &str = ".formula.toml";
+
+/// A parsed formula. Fields hold the file's values with beads' defaults applied; whether they
+/// make sense together is [`Formula::check`]'s job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Formula {
+    /// The `formula` key: the name a bead's `formula:<name>` label refers to.
+    pub name: String,
+    pub description: String,
+    /// beads' schema version (1 when absent).
+    pub version: u32,
+    /// Declared variables by name.
+    pub vars: BTreeMap<String, VarDef>,
+    /// Steps in file order.
+    pub steps: Vec<Step>,
+    /// Where the formula was read from, as shown in messages.
+    pub file: String,
+}
+
+/// A declared variable (`[vars]`). beads allows `name = "default"` or a table.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VarDef {
+    pub description: String,
+    pub default: Option<String>,
+    pub required: bool,
+    /// beads' `enum`: the allowed values; empty allows any.
+    pub allowed: Vec<String>,
+}
+
+/// One step of a formula, which becomes one step bead when poured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    /// Unique within the formula; the step bead is `<bead>.<id>`.
+    pub id: String,
+    /// May hold `{{var}}` placeholders, as may `description`, `notes` and `run`.
+    pub title: String,
+    pub description: String,
+    pub notes: String,
+    /// The step bead's priority; the work bead's priority when absent.
+    pub priority: Option<u8>,
+    /// Steps that must close before this one is ready: `needs` and `depends_on` merged, in
+    /// order, without duplicates.
+    pub needs: Vec<String>,
+    pub labels: Vec<String>,
+    /// beads' free-form step metadata, copied onto the step bead.
+    pub metadata: JsonMap,
+    /// `role`, or `approval` for `approval = true`, or `task` when neither is given (so plain
+    /// beads formulas run with the generic agent role).
+    pub role: Role,
+    pub model: Option<String>,
+    /// A prompt template other than the role's own.
+    pub prompt: Option<String>,
+    /// Gate commands (role `gate` only).
+    pub run: Vec<String>,
+    /// Seconds the agent or gate may run.
+    pub timeout: Option<u64>,
+    pub max_fix_iterations: Option<u32>,
+    /// Tools the agent may use, replacing the role's default policy.
+    pub tools: Option<Vec<String>>,
+}
+
+impl Step {
+    /// The prompt template an agent step renders: `prompt`, else the role's own. `None` for
+    /// gate and approval steps, which spawn no agent.
+    pub fn prompt_name(&self) -> Option<&str> {
+        self.role
+            .is_agent()
+            .then(|| self.prompt.as_deref().unwrap_or(self.role.as_str()))
+    }
+}
+
+/// One thing wrong with a formula file. Problems are collected, not returned one at a time, so
+/// that `catalyst formula check` shows everything to fix in one run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub file: String,
+    /// The step the problem is in (its id, or `steps[N]` when it has no usable id); `None` for
+    /// the formula as a whole.
+    pub step: Option<String>,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn formula(file: &str, message: impl Into<String>) -> Problem {
+        Problem {
+            file: file.to_owned(),
+            step: None,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn step(file: &str, step: &str, message: impl Into<String>) -> Problem {
+        Problem {
+            file: file.to_owned(),
+            step: Some(step.to_owned()),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.step {
+            Some(step) => write!(f, "{}: {}: {}", self.file, step, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for Problem {}
+
+impl Formula {
+    /// Parses and checks a formula: the whole validation a file goes through before catalyst
+    /// uses it. All problems are returned, structural and semantic together.
+    ///
+    /// `has_prompt` says whether a prompt template of that name exists (see
+    /// [`Formula::check`]).
+    pub fn load(
+        text: &str,
+        file: &str,
+        has_prompt: &dyn Fn(&str) -> bool,
+    ) -> Result<Formula, Vec<Problem>> {
+        let (formula, mut problems) = parse::parse(text, file);
+        let Some(formula) = formula else {
+            return Err(problems);
+        };
+        problems.extend(formula.check(has_prompt));
+        if problems.is_empty() {
+            Ok(formula)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Parses a formula without the semantic checks. Refuses TOML errors, wrong value types,
+    /// unknown roles and keys catalyst does not support (by name).
+    pub fn parse(text: &str, file: &str) -> Result<Formula, Vec<Problem>> {
+        match parse::parse(text, file) {
+            (Some(formula), problems) if problems.is_empty() => Ok(formula),
+            (_, problems) => Err(problems),
+        }
+    }
+
+    /// The step with this id.
+    pub fn step(&self, id: &str) -> Option<&Step> {
+        self.steps.iter().find(|s| s.id == id)
+    }
+}
+
+/// Whether `s` is a valid formula name or step id: `[a-z0-9][a-z0-9_-]*`.
+///
+/// Both become parts of bead ids, labels and paths; step ids may not hold a dot because the dot
+/// separates a bead from its step.
+pub(crate) fn is_name(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problems_display_file_then_step() {
+        let p = Problem::step("f.formula.toml", "review", "unknown key `loop`");
+        assert_eq!(p.to_string(), "f.formula.toml: review: unknown key `loop`");
+        let p = Problem::formula("f.formula.toml", "no steps");
+        assert_eq!(p.to_string(), "f.formula.toml: no steps");
+    }
+
+    #[test]
+    fn names_are_lowercase_id_components() {
+        for ok in ["a", "0", "mol-feature", "lint_2"] {
+            assert!(is_name(ok), "{ok}");
+        }
+        for bad in ["", "A", "-a", "_a", "a.b", "a b", "é"] {
+            assert!(!is_name(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,456 @@
+//! TOML to [`Formula`], refusing by name every key catalyst does not support.
+//!
+//! The file is read into a plain TOML table and each known key is taken out of it; whatever is
+//! left is reported, with a hint when it is a beads feature catalyst does not implement. That is
+//! more code than a `#[derive(Deserialize)]`, but it lets one pass report every problem in the
+//! file (serde stops at the first) with the step it is in.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value as Json;
+use toml::{Table, Value};
+
+use super::reader::Reader;
+use super::{Formula, Problem, Step, VarDef};
+use crate::domain::model::{JsonMap, Role};
+
+/// beads keys at the top of a formula that catalyst does not implement, with what to do instead.
+const UNSUPPORTED_TOP: &[(&str, &str)] = &[
+    (
+        "extends",
+        "formula inheritance is not supported; copy the parent's steps",
+    ),
+    ("template", "expansion formulas are not supported"),
+    (
+        "compose",
+        "composition (bond points, hooks, expand, map, branch, gate, aspects) is not supported",
+    ),
+    ("advice", "aspects and advice are not supported"),
+    ("pointcuts", "aspects and advice are not supported"),
+    ("aspects", "aspects and advice are not supported"),
+    ("phase", "catalyst always pours; there are no wisps"),
+];
+
+/// beads step keys catalyst does not implement, with what to do instead.
+const UNSUPPORTED_STEP: &[(&str, &str)] = &[
+    ("loop", "a molecule is a fixed DAG; fix loops are built in (a rejected review or a failed gate creates fix steps)"),
+    ("condition", "conditional steps are not supported"),
+    ("children", "nested steps are not supported; list them as steps with `needs`"),
+    ("expand", "inline expansion is not supported"),
+    ("expand_vars", "inline expansion is not supported"),
+    ("gate", "beads gate blocks are not supported; use `role = \"gate\"` with `run` for commands, or `approval = true` to wait for a person"),
+    ("waits_for", "dynamic fan-out is not supported"),
+    ("on_complete", "dynamic fan-out is not supported"),
+    ("assignee", "catalyst assigns steps to agents itself"),
+    ("advice", "aspects and advice are not supported"),
+];
+
+/// Reads `text`. The formula is `None` only when the text is not TOML at all; otherwise it
+/// holds everything that could be read, so the semantic checks can still run and report their
+/// problems alongside the structural ones.
+pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
+    let mut problems = Vec::new();
+    let table: Table = match toml::from_str(text) {
+        Ok(table) => table,
+        Err(err) => {
+            problems.push(Problem::formula(file, toml_error(text, &err)));
+            return (None, problems);
+        }
+    };
+    let mut r = Reader::new(file, None, table, &mut problems);
+    let name = r.string("formula").unwrap_or_default();
+    let description = r.string("description").unwrap_or_default();
+    let version = r
+        .integer("version", 1, u32::MAX.into())
+        .map_or(1, |v| v as u32);
+    match r.string("type").as_deref() {
+        None | Some("workflow") => {}
+        Some(t @ ("expansion" | "aspect")) => r.problem(format!(
+            "`type = \"{t}\"` is not supported: only workflow formulas can be poured"
+        )),
+        Some(t) => r.problem(format!("unknown `type = \"{t}\"` (expected \"workflow\")")),
+    }
+    let raw_vars = r.table("vars");
+    let raw_steps = r.take("steps");
+    r.finish(UNSUPPORTED_TOP);
+
+    let vars = raw_vars
+        .map(|t| parse_vars(file, t, &mut problems))
+        .unwrap_or_default();
+    let steps = match raw_steps {
+        None => Vec::new(),
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, item)| parse_step(file, i, item, &mut problems))
+            .collect(),
+        Some(other) => {
+            problems.push(Problem::formula(
+                file,
+                format!(
+                    "`steps` must be an array of tables (`[[steps]]`), not {}",
+                    other.type_str()
+                ),
+            ));
+            Vec::new()
+        }
+    };
+    let formula = Formula {
+        name,
+        description,
+        version,
+        vars,
+        steps,
+        file: file.to_owned(),
+    };
+    (Some(formula), problems)
+}
+
+fn parse_vars(file: &str, table: Table, problems: &mut Vec<Problem>) -> BTreeMap<String, VarDef> {
+    let mut vars = BTreeMap::new();
+    for (name, value) in table {
+        let def = match value {
+            Value::String(default) => VarDef {
+                default: Some(default),
+                ..VarDef::default()
+            },
+            Value::Table(t) => {
+                let mut r = Reader::new(file, None, t, problems);
+                r.context = format!("var `{name}`: ");
+                let def = VarDef {
+                    description: r.string("description").unwrap_or_default(),
+                    default: r.string("default"),
+                    required: r.bool("required").unwrap_or(false),
+                    allowed: r.strings("enum").unwrap_or_default(),
+                };
+                match r.string("type").as_deref() {
+                    None | Some("string") => {}
+                    Some(t) => r.problem(format!(
+                        "`type = \"{t}\"` is not supported: vars are strings"
+                    )),
+                }
+                r.finish(&[("pattern", "var patterns are not supported; use `enum`")]);
+                def
+            }
+            other => {
+                problems.push(Problem::formula(
+                    file,
+                    format!(
+                        "var `{name}` must be a string (its default) or a table, not {}",
+                        other.type_str()
+                    ),
+                ));
+                continue;
+            }
+        };
+        vars.insert(name, def);
+    }
+    vars
+}
+
+fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>) -> Option<Step> {
+    let label = format!("steps[{index}]");
+    let Value::Table(table) = item else {
+        problems.push(Problem::step(
+            file,
+            &label,
+            format!("a step must be a table, not {}", item.type_str()),
+        ));
+        return None;
+    };
+    let id = match table.get("id") {
+        Some(Value::String(id)) => Some(id.clone()),
+        _ => None,
+    };
+    let mut r = Reader::new(file, Some(id.clone().unwrap_or(label)), table, problems);
+    if r.string("id").is_none() {
+        r.problem("the step has no `id`");
+    }
+    let title = r.string("title").unwrap_or_default();
+    let description = r.string("description").unwrap_or_default();
+    let notes = r.string("notes").unwrap_or_default();
+    let priority = r.integer("priority", 0, 4).map(|p| p as u8);
+    let mut needs = r.strings("needs").unwrap_or_default();
+    for dep in r.strings("depends_on").unwrap_or_default() {
+        if !needs.contains(&dep) {
+            needs.push(dep);
+        }
+    }
+    let labels = r.strings("labels").unwrap_or_default();
+    let metadata = r.table("metadata").map(table_to_json).unwrap_or_default();
+    match r.string("type").as_deref() {
+        None | Some("task") => {}
+        Some(t) => r.problem(format!(
+            "step `type = \"{t}\"` is not supported: step beads are tasks (use `role` to say what the step does)"
+        )),
+    }
+    let role = r.string("role").and_then(|name| {
+        let role = Role::parse(&name);
+        if role.is_none() {
+            let known: Vec<_> = Role::ALL.iter().map(|r| r.as_str()).collect();
+            r.problem(format!(
+                "unknown role `{name}` (expected one of {})",
+                known.join(", ")
+            ));
+        }
+        role
+    });
+    let role = match (role, r.bool("approval")) {
+        (Some(role), Some(true)) if role != Role::Approval => {
+            r.problem(format!(
+                "`approval = true` conflicts with `role = \"{role}\"`"
+            ));
+            role
+        }
+        (Some(role), _) => role,
+        (None, Some(true)) => Role::Approval,
+        (None, _) => Role::Task,
+    };
+    let model = r.string("model");
+    let prompt = r.string("prompt");
+    let run = r.strings("run").unwrap_or_default();
+    let timeout = r.integer("timeout", 1, i64::MAX).map(|t| t as u64);
+    let max_fix_iterations = r
+        .integer("max_fix_iterations", 0, u32::MAX.into())
+        .map(|n| n as u32);
+    let tools = r.strings("tools");
+    r.finish(UNSUPPORTED_STEP);
+    Some(Step {
+        id: id?,
+        title,
+        description,
+        notes,
+        priority,
+        needs,
+        labels,
+        metadata,
+        role,
+        model,
+        prompt,
+        run,
+        timeout,
+        max_fix_iterations,
+        tools,
+    })
+}
+
+fn table_to_json(table: Table) -> JsonMap {
+    table.into_iter().map(|(k, v)| (k, to_json(v))).collect()
+}
+
+/// TOML to JSON for step metadata; dates become their RFC 3339 text.
+fn to_json(value: Value) -> Json {
+    match value {
+        Value::String(s) => Json::String(s),
+        Value::Integer(n) => Json::from(n),
+        Value::Float(f) => serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number),
+        Value::Boolean(b) => Json::Bool(b),
+        Value::Datetime(d) => Json::String(d.to_string()),
+        Value::Array(items) => Json::Array(items.into_iter().map(to_json).collect()),
+        Value::Table(t) => Json::Object(table_to_json(t)),
+    }
+}
+
+/// A TOML error on one line, with where it is: "invalid TOML at line 3, column 7: …".
+pub(crate) fn toml_error(text: &str, err: &toml::de::Error) -> String {
+    let at = err
+        .span()
+        .map(|span| {
+            let (line, col) = line_col(text, span.start);
+            format!(" at line {line}, column {col}")
+        })
+        .unwrap_or_default();
+    format!("invalid TOML{at}: {}", err.message().trim())
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_ok(text: &str) -> Formula {
+        match parse(text, "t.formula.toml") {
+            (Some(f), problems) if problems.is_empty() => f,
+            (_, problems) => panic!("unexpected problems: {problems:?}"),
+        }
+    }
+
+    fn problems(text: &str) -> Vec<String> {
+        parse(text, "t.formula.toml")
+            .1
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn reads_beads_keys_and_catalyst_keys() {
+        let f = parse_ok(
+            r#"
+            formula = "mol-x"
+            description = "d"
+            version = 1
+            type = "workflow"
+            [vars]
+            simple = "dflt"
+            [vars.component]
+            description = "which part"
+            required = true
+            enum = ["api", "ui"]
+            [[steps]]
+            id = "a"
+            title = "A {{component}}"
+            labels = ["x"]
+            priority = 1
+            metadata = { k = [1, "two"], when = 2026-01-01 }
+            [[steps]]
+            id = "b"
+            title = "B"
+            needs = ["a"]
+            depends_on = ["a", "c"]
+            role = "Review"
+            model = "opus"
+            prompt = "strict-review"
+            timeout = 600
+            max_fix_iterations = 2
+            tools = ["Read", "Grep"]
+            [[steps]]
+            id = "c"
+            title = "C"
+            approval = true
+            "#,
+        );
+        assert_eq!(f.name, "mol-x");
+        assert_eq!(f.vars["simple"].default.as_deref(), Some("dflt"));
+        assert!(f.vars["component"].required);
+        assert_eq!(f.vars["component"].allowed, ["api", "ui"]);
+        let [a, b, c] = &f.steps[..] else {
+            panic!("three steps")
+        };
+        assert_eq!(a.role, Role::Task, "no role means the generic task role");
+        assert_eq!(a.priority, Some(1));
+        assert_eq!(a.metadata["k"], serde_json::json!([1, "two"]));
+        assert_eq!(a.metadata["when"], "2026-01-01");
+        assert_eq!(
+            b.needs,
+            ["a", "c"],
+            "needs and depends_on merge without repeats"
+        );
+        assert_eq!(b.role, Role::Review);
+        assert_eq!(b.timeout, Some(600));
+        assert_eq!(b.tools, Some(vec!["Read".to_string(), "Grep".to_string()]));
+        assert_eq!(c.role, Role::Approval);
+    }
+
+    #[test]
+    fn refuses_by_name_with_file_and_step() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "formula = \"f\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\nloop = { count = 3, body = [] }\n",
+                "t.formula.toml: a: `loop` is not supported by catalyst",
+            ),
+            (
+                "formula = \"f\"\n[compose]\naspects = [\"x\"]\n",
+                "t.formula.toml: `compose` is not supported by catalyst",
+            ),
+            (
+                "formula = \"f\"\n[[steps]]\nid = \"a\"\ncondition = \"{{x}}\"\n",
+                "t.formula.toml: a: `condition` is not supported",
+            ),
+            (
+                "formula = \"f\"\n[[steps]]\nid = \"a\"\ngate = { type = \"human\" }\n",
+                "t.formula.toml: a: `gate` is not supported by catalyst: beads gate blocks",
+            ),
+            (
+                "formula = \"f\"\nfrobnicate = 1\n",
+                "t.formula.toml: unknown key `frobnicate`",
+            ),
+            (
+                "formula = \"f\"\n[[steps]]\nid = \"a\"\nmodle = \"x\"\n",
+                "t.formula.toml: a: unknown key `modle`",
+            ),
+            (
+                "formula = \"f\"\n[[steps]]\ntitle = \"no id\"\nexpand = \"x\"\n",
+                "t.formula.toml: steps[0]: `expand` is not supported",
+            ),
+            (
+                "formula = \"f\"\ntype = \"expansion\"\n",
+                "`type = \"expansion\"` is not supported",
+            ),
+            (
+                "formula = \"f\"\n[vars.v]\npattern = \"^a\"\n",
+                "t.formula.toml: var `v`: `pattern` is not supported",
+            ),
+            (
+                "formula = \"f\"\n[[steps]]\nid = \"a\"\ntype = \"bug\"\n",
+                "a: step `type = \"bug\"` is not supported",
+            ),
+        ];
+        for (text, want) in cases {
+            let got = problems(text);
+            assert!(
+                got.iter().any(|p| p.contains(want)),
+                "want {want:?} in {got:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn reports_wrong_types_and_values_all_at_once() {
+        let got = problems(
+            r#"
+            formula = 3
+            version = 0
+            [vars]
+            n = 5
+            [[steps]]
+            id = "a"
+            needs = "b"
+            priority = 9
+            role = "deploy"
+            timeout = 0
+            [[steps]]
+            id = "b"
+            approval = true
+            role = "review"
+            run = ["ok", 1]
+            "#,
+        );
+        let want = [
+            "t.formula.toml: `formula` must be a string, not integer",
+            "t.formula.toml: `version` must be 1 to 4294967295, not 0",
+            "t.formula.toml: var `n` must be a string (its default) or a table, not integer",
+            "t.formula.toml: a: `needs` must be an array of strings, not string",
+            "t.formula.toml: a: `priority` must be 0 to 4, not 9",
+            "t.formula.toml: a: unknown role `deploy` (expected one of refine, implement, review, fix, merge, task, gate, approval)",
+            "t.formula.toml: a: `timeout` must be at least 1, not 0",
+            "t.formula.toml: b: `approval = true` conflicts with `role = \"review\"`",
+            "t.formula.toml: b: `run` must be an array of strings",
+        ];
+        for w in want {
+            assert!(got.iter().any(|p| p == w), "want {w:?} in {got:#?}");
+        }
+        assert_eq!(got.len(), want.len(), "{got:#?}");
+    }
+
+    #[test]
+    fn toml_syntax_errors_say_where() {
+        let (formula, got) = parse("formula = \"f\"\n[[steps]\n", "t.formula.toml");
+        assert!(formula.is_none());
+        assert_eq!(got.len(), 1);
+        assert!(
+            got[0]
+                .to_string()
+                .starts_with("t.formula.toml: invalid TOML at line 2"),
+            "{}",
+            got[0]
+        );
+    }
+}

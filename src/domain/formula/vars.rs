@@ -1,0 +1,176 @@
+//! `{{var}}` placeholders, with beads' exact syntax: `{{` a name `}}`, the name being
+//! `[a-zA-Z_][a-zA-Z0-9_]*`, no spaces inside the braces. Text that does not match (such as
+//! `{{ name }}` or `{{a.b}}`) is left alone, as beads leaves it.
+//!
+//! Substitution is a single pass: a value that itself contains `{{x}}` is not expanded again,
+//! so a variable's value can never pull in another variable.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use super::pour::PourError;
+use super::Formula;
+use crate::domain::model::Bead;
+
+/// Variables every formula has without declaring them: the work bead's id and title.
+pub const BUILTIN_VARS: [&str; 2] = ["bead", "title"];
+
+/// Whether `name` can be written as a placeholder: `[a-zA-Z_][a-zA-Z0-9_]*`.
+pub(crate) fn is_var_name(name: &str) -> bool {
+    name_len(name.as_bytes()) == name.len() && !name.is_empty()
+}
+
+/// The length of the var name at the start of `bytes`.
+fn name_len(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .enumerate()
+        .take_while(|&(k, &b)| {
+            b == b'_' || b.is_ascii_alphabetic() || (k > 0 && b.is_ascii_digit())
+        })
+        .count()
+}
+
+/// The placeholders in `text`, with their byte ranges, left to right.
+fn scan(text: &str) -> Vec<(Range<usize>, &str)> {
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while let Some(offset) = text[i..].find("{{") {
+        let start = i + offset;
+        let name_start = start + 2;
+        let name_len = name_len(&bytes[name_start..]);
+        let name_end = name_start + name_len;
+        if name_len > 0 && text[name_end..].starts_with("}}") {
+            found.push((start..name_end + 2, &text[name_start..name_end]));
+            i = name_end + 2;
+        } else {
+            // Not a placeholder here; `{{{a}}}` still has one starting at the next brace.
+            i = start + 1;
+        }
+    }
+    found
+}
+
+/// The names of the `{{name}}` placeholders in `text`, left to right (repeats included).
+pub fn placeholders(text: &str) -> Vec<&str> {
+    scan(text).into_iter().map(|(_, name)| name).collect()
+}
+
+/// Replaces each `{{name}}` that has a value; placeholders without one are kept verbatim, as
+/// beads keeps them.
+pub fn substitute(text: &str, values: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for (range, name) in scan(text) {
+        if let Some(value) = values.get(name) {
+            out.push_str(&text[last..range.start]);
+            out.push_str(value);
+            last = range.end;
+        }
+    }
+    out.push_str(&text[last..]);
+    out
+}
+
+impl Formula {
+    /// The values a pour substitutes: the given values, then declared defaults, then the
+    /// built-ins `bead` and `title` from `work`.
+    ///
+    /// Fails when a value is given for a var the formula does not declare (a typo would
+    /// otherwise be silently ignored) or for a built-in, when a value is not one of the var's
+    /// `enum`, and when declared vars have neither a value nor a default, naming them all. A
+    /// declared var without a default is needed even when not marked `required`: leaving its
+    /// placeholder in a step's text would hand an agent a half-written task.
+    pub fn resolve_vars(
+        &self,
+        given: &BTreeMap<String, String>,
+        work: &Bead,
+    ) -> Result<BTreeMap<String, String>, PourError> {
+        let formula = self.name.clone();
+        if let Some(name) = given.keys().find(|k| BUILTIN_VARS.contains(&k.as_str())) {
+            return Err(PourError::BuiltinVar {
+                formula,
+                name: name.clone(),
+            });
+        }
+        if let Some(name) = given.keys().find(|k| !self.vars.contains_key(*k)) {
+            return Err(PourError::UnknownVar {
+                formula,
+                name: name.clone(),
+            });
+        }
+        let mut values = BTreeMap::new();
+        let mut missing = Vec::new();
+        for (name, def) in &self.vars {
+            match given.get(name).or(def.default.as_ref()) {
+                Some(value) if !def.allowed.is_empty() && !def.allowed.contains(value) => {
+                    return Err(PourError::NotAllowed {
+                        formula,
+                        name: name.clone(),
+                        value: value.clone(),
+                        allowed: def.allowed.clone(),
+                    });
+                }
+                Some(value) => {
+                    values.insert(name.clone(), value.clone());
+                }
+                None => missing.push(name.clone()),
+            }
+        }
+        if !missing.is_empty() {
+            return Err(PourError::MissingVars {
+                formula,
+                names: missing,
+            });
+        }
+        values.insert("bead".into(), work.id.to_string());
+        values.insert("title".into(), work.title.clone());
+        Ok(values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn substitutes_like_beads() {
+        let v = values(&[("a", "1"), ("b_2", "two"), ("x", "{{a}}")]);
+        let cases = [
+            ("{{a}}", "1"),
+            ("pre {{a}} mid {{b_2}} post", "pre 1 mid two post"),
+            ("{{a}}{{a}}", "11"),
+            // No spaces, no dots, no leading digit: beads leaves these alone.
+            ("{{ a }}", "{{ a }}"),
+            ("{{a.b}}", "{{a.b}}"),
+            ("{{1a}}", "{{1a}}"),
+            // Placeholders without a value are kept verbatim.
+            ("{{nope}}", "{{nope}}"),
+            ("{{{a}}}", "{1}"),
+            ("{{a}", "{{a}"),
+            // Values are not expanded again.
+            ("{{x}}", "{{a}}"),
+            ("ünï {{a}} cödé", "ünï 1 cödé"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(substitute(text, &v), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn finds_placeholders_in_order() {
+        assert_eq!(
+            placeholders("{{b}} {{a}} {{ c }} {{b}}"),
+            vec!["b", "a", "b"]
+        );
+        assert!(placeholders("no braces {here}").is_empty());
+    }
+}

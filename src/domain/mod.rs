@@ -1,0 +1,17 @@
+//! The pure core: data in, data out. Nothing here touches the file system, a process, a socket
+//! or the clock (the caller passes `now`); the build refuses it (see `clippy.toml`).
+
+pub mod agent;
+pub mod beads;
+pub mod config;
+pub mod context;
+pub mod event;
+pub mod formula;
+pub mod id;
+pub mod model;
+pub mod policy;
+pub mod prompt;
+pub mod result;
+pub mod router;
+pub mod state;
+pub mod time;

@@ -1,0 +1,485 @@
+//! Agent prompt templates, one per role, and the result contract they all end with.
+//!
+//! The built-in set is `agent_prompts.toml` at the repository root, compiled in; a workspace
+//! may override some or all of it with `.catalyst/agent_prompts.toml`. See that file's header
+//! for its shape and the variables a template sees.
+//!
+//! Templates see metadata and paths only ([`PromptVars`]), never the bead's text: the text is
+//! untrusted and lives in the context file the prompt points to. So that a typo in a template is
+//! found when the file is loaded (at start-up or on SIGHUP) rather than when some step first
+//! renders it, every template is compiled and its variables are checked against
+//! [`PromptVars::NAMES`] on load; rendering is strict as well.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use minijinja::syntax::SyntaxConfig;
+use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
+use serde::{Deserialize, Serialize};
+
+use crate::domain::formula::{is_name, toml_error};
+use crate::domain::id::BeadId;
+use crate::domain::model::Role;
+
+/// The built-in prompt file.
+pub const BUILTIN: &str = include_str!("../../agent_prompts.toml");
+
+/// How the built-in prompt file is named in messages.
+pub const BUILTIN_SOURCE: &str = "<built-in>/agent_prompts.toml";
+
+/// Everything a prompt template can use. Serialized field names are the template variables.
+#[derive(Clone, Debug, Serialize)]
+pub struct PromptVars {
+    /// The work bead.
+    pub bead_id: BeadId,
+    /// The step bead (`<bead>.<step>`).
+    pub step_id: BeadId,
+    /// The step's id within its formula (`review`, `fix-2`).
+    pub step: String,
+    pub role: Role,
+    pub model: String,
+    /// 1 for the first try of this step, counting retries.
+    pub attempt: u32,
+    /// The fix round the step belongs to, 0 when none.
+    pub iteration: u32,
+    pub worktree: PathBuf,
+    pub branch: String,
+    pub target_branch: String,
+    pub context_md: PathBuf,
+    pub context_json: PathBuf,
+    pub run_dir: PathBuf,
+    /// The result contract; callers set it to [`PromptSet::contract`].
+    pub result_contract: String,
+}
+
+impl PromptVars {
+    /// The variable names a template may use: the fields above.
+    pub const NAMES: [&'static str; 14] = [
+        "bead_id",
+        "step_id",
+        "step",
+        "role",
+        "model",
+        "attempt",
+        "iteration",
+        "worktree",
+        "branch",
+        "target_branch",
+        "context_md",
+        "context_json",
+        "run_dir",
+        "result_contract",
+    ];
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    #[error("cannot read prompts `{}`: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{file}: {message}")]
+    Toml { file: String, message: String },
+    #[error("{file}: no `contract` (the result contract every prompt ends with)")]
+    MissingContract { file: String },
+    #[error("{file}: prompt name `{name}` must match `[a-z0-9][a-z0-9_-]*`")]
+    BadName { file: String, name: String },
+    #[error("{file}: template `{template}`: {message}")]
+    Syntax {
+        file: String,
+        template: String,
+        message: String,
+    },
+    #[error(
+        "{file}: template `{template}` uses unknown variable {} (known: {})",
+        backticked(.variables), PromptVars::NAMES.join(", ")
+    )]
+    UnknownVariables {
+        file: String,
+        template: String,
+        variables: Vec<String>,
+    },
+    #[error("no prompt template `{0}`")]
+    UnknownTemplate(String),
+    #[error("rendering template `{template}` from {file}: {message}")]
+    Render {
+        file: String,
+        template: String,
+        message: String,
+    },
+}
+
+fn backticked(names: &[String]) -> String {
+    let names: Vec<_> = names.iter().map(|n| format!("`{n}`")).collect();
+    names.join(", ")
+}
+
+/// The TOML shape of a prompt file.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PromptFile {
+    contract: Option<String>,
+    #[serde(default)]
+    prompts: BTreeMap<String, PromptEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PromptEntry {
+    template: String,
+    #[allow(dead_code)] // for people reading the file
+    #[serde(default)]
+    description: Option<String>,
+}
+
+/// A loaded, checked set of prompt templates and the result contract.
+#[derive(Clone, Debug)]
+pub struct PromptSet {
+    env: Environment<'static>,
+    contract: String,
+    /// The file each template came from, for messages.
+    sources: BTreeMap<String, String>,
+}
+
+impl PromptSet {
+    /// The built-in prompts. Cannot fail: the file is compiled in and checked by the tests.
+    pub fn builtin() -> PromptSet {
+        PromptSet::from_toml(BUILTIN, BUILTIN_SOURCE)
+            .expect("the built-in agent_prompts.toml is checked by the tests")
+    }
+
+    /// A complete prompt set from the text of a prompt file named `file` in messages. The file
+    /// must have a `contract`; every template must compile and use only [`PromptVars::NAMES`].
+    pub fn from_toml(text: &str, file: &str) -> Result<PromptSet, PromptError> {
+        let parsed = parse_file(text, file)?;
+        let contract = parsed
+            .contract
+            .clone()
+            .ok_or_else(|| PromptError::MissingContract { file: file.into() })?;
+        let empty = PromptSet {
+            env: new_env(),
+            contract,
+            sources: BTreeMap::new(),
+        };
+        empty.with(parsed, file)
+    }
+
+    /// The built-in prompts overridden by the file at `path`: its templates replace built-in
+    /// ones of the same name or add new ones, and its `contract`, if any, replaces the built-in
+    /// contract. Templates the file leaves out stay built in.
+    pub fn load_override(path: &Path) -> Result<PromptSet, PromptError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PromptError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        PromptSet::builtin().overlay(&text, &path.display().to_string())
+    }
+
+    /// This set overridden by the prompt file text `text` (named `file` in messages); see
+    /// [`PromptSet::load_override`].
+    pub fn overlay(&self, text: &str, file: &str) -> Result<PromptSet, PromptError> {
+        let parsed = parse_file(text, file)?;
+        self.clone().with(parsed, file)
+    }
+
+    fn with(mut self, parsed: PromptFile, file: &str) -> Result<PromptSet, PromptError> {
+        if let Some(contract) = parsed.contract {
+            self.contract = contract;
+        }
+        let known: BTreeSet<String> = PromptVars::NAMES
+            .iter()
+            .map(|n| n.to_string())
+            .chain(self.env.globals().map(|(name, _)| name.to_owned()))
+            .collect();
+        for (name, entry) in parsed.prompts {
+            if !is_name(&name) {
+                return Err(PromptError::BadName {
+                    file: file.into(),
+                    name,
+                });
+            }
+            let syntax = |e: minijinja::Error| PromptError::Syntax {
+                file: file.into(),
+                template: name.clone(),
+                message: describe(&e),
+            };
+            self.env
+                .add_template_owned(name.clone(), entry.template)
+                .map_err(syntax)?;
+            let template = self.env.get_template(&name).map_err(syntax)?;
+            let unknown: BTreeSet<String> = template
+                .undeclared_variables(false)
+                .into_iter()
+                .filter(|v| !known.contains(v))
+                .collect();
+            if !unknown.is_empty() {
+                return Err(PromptError::UnknownVariables {
+                    file: file.into(),
+                    template: name,
+                    variables: unknown.into_iter().collect(),
+                });
+            }
+            self.sources.insert(name, file.into());
+        }
+        Ok(self)
+    }
+
+    /// Whether there is a template of this name.
+    pub fn has(&self, name: &str) -> bool {
+        self.sources.contains_key(name)
+    }
+
+    /// The template names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.sources.keys().map(String::as_str)
+    }
+
+    /// The result contract: what an agent's final message must end with. The Stop hook sends it
+    /// back to an agent that forgot it.
+    pub fn contract(&self) -> &str {
+        &self.contract
+    }
+
+    /// Renders template `name` with `vars`.
+    pub fn render(&self, name: &str, vars: &PromptVars) -> Result<String, PromptError> {
+        let file = self
+            .sources
+            .get(name)
+            .ok_or_else(|| PromptError::UnknownTemplate(name.into()))?;
+        let failed = |message: String| PromptError::Render {
+            file: file.clone(),
+            template: name.into(),
+            message,
+        };
+        let template = self
+            .env
+            .get_template(name)
+            .map_err(|e| failed(describe(&e)))?;
+        let json = serde_json::to_value(vars).map_err(|e| failed(e.to_string()))?;
+        template
+            .render(to_value(json))
+            .map_err(|e| failed(describe(&e)))
+    }
+}
+
+fn parse_file(text: &str, file: &str) -> Result<PromptFile, PromptError> {
+    toml::from_str(text).map_err(|e| PromptError::Toml {
+        file: file.into(),
+        message: toml_error(text, &e),
+    })
+}
+
+fn new_env() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    // Prompts are plain text; nothing may be HTML-escaped whatever a template is called.
+    env.set_auto_escape_callback(|_| AutoEscape::None);
+    let syntax = SyntaxConfig::builder()
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .keep_trailing_newline(true)
+        .build()
+        // Only custom delimiters can make the build fail.
+        .expect("the default delimiters are valid");
+    env.set_syntax(syntax);
+    env
+}
+
+/// A MiniJinja error on one line: what went wrong and where.
+fn describe(e: &minijinja::Error) -> String {
+    let what = e
+        .detail()
+        .map_or_else(|| e.kind().to_string(), |d| format!("{}: {d}", e.kind()));
+    match e.line() {
+        Some(line) => format!("{what} (line {line})"),
+        None => what,
+    }
+}
+
+/// The JSON of [`PromptVars`] as a template value (MiniJinja is built without its serde
+/// feature here).
+fn to_value(json: serde_json::Value) -> Value {
+    use serde_json::Value as Json;
+    match json {
+        Json::Null => Value::from(()),
+        Json::Bool(b) => Value::from(b),
+        Json::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Value::from(i),
+            (None, Some(u)) => Value::from(u),
+            (None, None) => Value::from(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Json::String(s) => Value::from(s),
+        Json::Array(items) => Value::from(items.into_iter().map(to_value).collect::<Vec<_>>()),
+        Json::Object(map) => Value::from(
+            map.into_iter()
+                .map(|(k, v)| (k, to_value(v)))
+                .collect::<BTreeMap<String, Value>>(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AGENT_ROLES: [Role; 6] = [
+        Role::Refine,
+        Role::Implement,
+        Role::Review,
+        Role::Fix,
+        Role::Merge,
+        Role::Task,
+    ];
+
+    fn vars(set: &PromptSet, role: Role) -> PromptVars {
+        PromptVars {
+            bead_id: BeadId::new("cat-1x9").expect("valid"),
+            step_id: BeadId::new("cat-1x9.review").expect("valid"),
+            step: role.as_str().into(),
+            role,
+            model: "sonnet".into(),
+            attempt: 2,
+            iteration: 1,
+            worktree: "/ws/.catalyst/worktrees/cat-1x9".into(),
+            branch: "catalyst/cat-1x9".into(),
+            target_branch: "main".into(),
+            context_md: "/ws/.catalyst/runs/cat-1x9/review/2/context.md".into(),
+            context_json: "/ws/.catalyst/runs/cat-1x9/review/2/context.json".into(),
+            run_dir: "/ws/.catalyst/runs/cat-1x9/review/2".into(),
+            result_contract: set.contract().into(),
+        }
+    }
+
+    #[test]
+    fn the_builtin_prompts_load_and_every_role_renders() {
+        let set = PromptSet::builtin();
+        assert!(set.contract().contains("---STEP-RESULT---"));
+        assert!(set.contract().contains("---END-RESULT---"));
+        for role in AGENT_ROLES {
+            assert!(set.has(role.as_str()), "no template for {role}");
+            let text = set
+                .render(role.as_str(), &vars(&set, role))
+                .expect("renders");
+            assert!(
+                text.contains("/ws/.catalyst/runs/cat-1x9/review/2/context.md"),
+                "{role}"
+            );
+            assert!(text.contains("cat-1x9"), "{role}");
+            assert!(
+                text.ends_with(&format!("{}\n", set.contract())) || text.contains(set.contract()),
+                "{role}"
+            );
+            assert!(
+                !text.contains("{{") && !text.contains("{%"),
+                "{role}: unrendered tag"
+            );
+        }
+        let names: Vec<_> = set.names().collect();
+        assert_eq!(
+            names,
+            ["fix", "implement", "merge", "refine", "review", "task"]
+        );
+    }
+
+    #[test]
+    fn prompt_vars_names_are_the_serialized_fields() {
+        let set = PromptSet::builtin();
+        let json = serde_json::to_value(vars(&set, Role::Review)).expect("serializes");
+        let fields: BTreeSet<_> = json.as_object().expect("object").keys().cloned().collect();
+        let names: BTreeSet<_> = PromptVars::NAMES.iter().map(|n| n.to_string()).collect();
+        assert_eq!(fields, names);
+    }
+
+    #[test]
+    fn load_errors_name_the_file_the_template_and_the_problem() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "contract = 'c'\n[prompts.review]\ntemplate = 'Review {{ bead_title }} and {{ bead_id }} {{ zzz }}'\n",
+                "p.toml: template `review` uses unknown variable `bead_title`, `zzz` (known: bead_id,",
+            ),
+            (
+                "contract = 'c'\n[prompts.review]\ntemplate = 'Review {% if bead_id %}'\n",
+                "p.toml: template `review`: syntax error: unexpected end of input",
+            ),
+            (
+                "contract = 'c'\n[prompts.review]\ntemplate = '{{ bead_id }'\n",
+                "p.toml: template `review`: syntax error",
+            ),
+            ("[prompts.review]\ntemplate = 'x'\n", "p.toml: no `contract`"),
+            (
+                "contract = 'c'\n[prompts.review]\ntemplat = 'x'\n",
+                "p.toml: invalid TOML at line 3, column 1: unknown field `templat`, expected `template` or `description`",
+            ),
+            ("contract = 'c'\n[prompts.\"Re.view\"]\ntemplate = 'x'\n", "p.toml: prompt name `Re.view` must match"),
+            ("contract = 'c'\nprompt = 1\n", "unknown field `prompt`"),
+        ];
+        for (text, want) in cases {
+            let err = PromptSet::from_toml(text, "p.toml").expect_err(want);
+            assert!(err.to_string().contains(want), "want {want:?} in {err}");
+        }
+    }
+
+    #[test]
+    fn loops_and_globals_are_not_unknown_variables() {
+        let text = "contract = 'c'\n[prompts.x]\ntemplate = '''{% for i in range(attempt) %}{{ loop.index }}{% endfor %}{% set n = step %}{{ n }}'''\n";
+        let set = PromptSet::from_toml(text, "p.toml").expect("loads");
+        let out = set.render("x", &vars(&set, Role::Task)).expect("renders");
+        assert_eq!(out, "12task");
+    }
+
+    #[test]
+    fn an_override_replaces_some_templates_and_keeps_the_rest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("agent_prompts.toml");
+        std::fs::write(
+            &path,
+            "[prompts.review]\ntemplate = 'Strict review of {{ bead_id }}.'\n[prompts.security]\ntemplate = 'Audit {{ branch }}.'\n",
+        )
+        .expect("write");
+        let set = PromptSet::load_override(&path).expect("loads");
+        let builtin = PromptSet::builtin();
+        assert_eq!(set.contract(), builtin.contract(), "contract falls back");
+        let review = set
+            .render("review", &vars(&set, Role::Review))
+            .expect("renders");
+        assert_eq!(review, "Strict review of cat-1x9.");
+        assert_eq!(
+            set.render("security", &vars(&set, Role::Review))
+                .expect("renders"),
+            "Audit catalyst/cat-1x9."
+        );
+        let implement = set
+            .render("implement", &vars(&set, Role::Implement))
+            .expect("renders");
+        assert_eq!(
+            implement,
+            builtin
+                .render("implement", &vars(&builtin, Role::Implement))
+                .expect("renders")
+        );
+
+        let bad = builtin.overlay("[prompts.fix]\ntemplate = '{{ nope }}'\n", "o.toml");
+        let err = bad.expect_err("unknown var");
+        assert!(
+            err.to_string()
+                .starts_with("o.toml: template `fix` uses unknown variable `nope`"),
+            "{err}"
+        );
+
+        let err = PromptSet::load_override(&dir.path().join("missing.toml")).expect_err("missing");
+        assert!(
+            err.to_string().starts_with("cannot read prompts `"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn rendering_an_unknown_template_is_an_error() {
+        let set = PromptSet::builtin();
+        let err = set
+            .render("deploy", &vars(&set, Role::Task))
+            .expect_err("unknown");
+        assert_eq!(err.to_string(), "no prompt template `deploy`");
+    }
+}

@@ -1,0 +1,397 @@
+//! The routing table of DESIGN §6: what the daemon does when a step ends.
+//!
+//! [`route`] is a pure function of the step's role, how the step ended ([`Outcome`]), the step's
+//! [`Counters`] and the [`RouterConfig`]. It reads no clock, file or state, so the table is
+//! tested case by case here, and the engine is left with carrying out a [`Decision`]: writing
+//! its events and comments, then acting on them. No model is ever asked what happens next.
+//!
+//! The engine's side of the contract:
+//! - It passes the counters of the step that ended (a gate's own, a review's own, a fix's own),
+//!   and after carrying out a decision it stores [`Counters::after`] for that step.
+//! - Interruptions (a daemon restart while the step ran) are not outcomes: the engine re-queues
+//!   those steps itself and never routes them, so they count no attempt.
+//! - A decision applies to the step that ended; where the engine acts on other beads (the
+//!   fixed step, the work bead) the variant's documentation says so.
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::model::Role;
+use crate::domain::result::{Malformed, ResultStatus, StepResult, Verdict};
+
+/// The limits of the table, from the daemon config (`[router]` or similar).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RouterConfig {
+    /// Attempts with the step's own model before escalating (counting the first).
+    pub max_attempts: u32,
+    /// The model of the one extra attempt after `max_attempts` failures. Empty turns escalation
+    /// off: the step is blocked instead.
+    pub escalation_model: String,
+    /// The rejection (or failed gate run) that blocks the bead instead of asking for another fix.
+    /// With 3, rejections one and two create `fix-1` and `fix-2` and the third blocks, as in the
+    /// seed's "after 3 rejections, the bead was marked BLOCKED". A formula step's
+    /// `max_fix_iterations` overrides it (see [`route`]).
+    pub max_fix_iterations: u32,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        RouterConfig {
+            max_attempts: 5,
+            escalation_model: "opus".into(),
+            max_fix_iterations: 3,
+        }
+    }
+}
+
+/// What the engine remembers about one step between its runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Counters {
+    /// Failed attempts in the current round, before the outcome being routed. A round starts
+    /// when the step is first dispatched and again each time it re-runs after a fix. Usage-limit
+    /// requeues and interruptions are not failures.
+    pub failed_attempts: u32,
+    /// Whether the escalated attempt has been used in this round.
+    pub escalated: bool,
+    /// How many fix steps this step has caused so far (each rejection adds one).
+    pub fix_iterations: u32,
+}
+
+impl Counters {
+    pub fn is_zero(&self) -> bool {
+        *self == Counters::default()
+    }
+
+    /// The counters after the engine has carried out `decision` for this step.
+    ///
+    /// A fix starts a new round: the step re-runs on changed code, so the attempts it failed
+    /// before the fix no longer count against it.
+    pub fn after(self, decision: &Decision) -> Counters {
+        match decision {
+            Decision::Retry { .. } => Counters {
+                failed_attempts: self.failed_attempts.saturating_add(1),
+                ..self
+            },
+            Decision::Escalate { .. } => Counters {
+                failed_attempts: self.failed_attempts.saturating_add(1),
+                escalated: true,
+                ..self
+            },
+            Decision::CreateFix { iteration, .. } => Counters {
+                failed_attempts: 0,
+                escalated: false,
+                fix_iterations: *iteration,
+            },
+            Decision::Close
+            | Decision::CloseAndRerunFixed
+            | Decision::Requeue { .. }
+            | Decision::Block { .. } => self,
+        }
+    }
+}
+
+/// How a step ended, as the engine observed it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Outcome {
+    /// An agent exited cleanly with a valid result block. `worktree_changed` says whether the
+    /// worktree differs from the commit the step started on (committed or not).
+    Finished {
+        result: StepResult,
+        worktree_changed: bool,
+    },
+    /// An agent exited cleanly but its final message had no valid block; `reason` is the
+    /// parser's [`Malformed`] text.
+    Malformed { reason: String },
+    /// The agent (or the gate's command runner) crashed, was killed by a signal, exited
+    /// non-zero, timed out or stalled.
+    Failed { reason: String },
+    /// The agent reported a rate or usage limit.
+    UsageLimit { reason: String },
+    /// Every gate command succeeded.
+    GatePassed,
+    /// A gate command failed; `output` is what the fix agent needs to see (already capped by
+    /// the engine, which the router passes on unchanged).
+    GateFailed { output: String },
+    /// A person approved.
+    Approved { comment: Option<String> },
+    /// A person rejected, saying why.
+    ApprovalRejected { reason: String },
+}
+
+impl Outcome {
+    /// A short name for messages.
+    fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Finished { .. } => "an agent result",
+            Outcome::Malformed { .. } => "malformed agent output",
+            Outcome::Failed { .. } => "a failure",
+            Outcome::UsageLimit { .. } => "a usage limit",
+            Outcome::GatePassed => "a gate pass",
+            Outcome::GateFailed { .. } => "a gate failure",
+            Outcome::Approved { .. } => "an approval",
+            Outcome::ApprovalRejected { .. } => "an approval rejection",
+        }
+    }
+}
+
+/// What asked for a fix; decides the fix's context heading and comment wording.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FixSource {
+    /// A review rejected; the instructions are the reviewer's INSTRUCTIONS.
+    Review,
+    /// A gate failed; the instructions are the commands' output.
+    Gate,
+    /// A person rejected; the instructions are their reason.
+    Approval,
+}
+
+/// Why a step and its bead were blocked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockCause {
+    /// The agent reported `STATUS: BLOCKED`.
+    AgentBlocked,
+    /// The agent reported `STATUS: ERROR`.
+    AgentError,
+    /// The step was rejected (or its gate failed) as many times as allowed.
+    FixLimit,
+    /// Every attempt, the escalated one included, failed.
+    AttemptsExhausted,
+    /// The outcome cannot happen for the step's role (a gate result for a review, say). This is
+    /// an engine bug; blocking shows it to a person instead of guessing or crashing the daemon.
+    WrongOutcome,
+}
+
+/// What the engine does next with the step that ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Decision {
+    /// Close the step; its dependents may become ready. When it was the molecule's last open
+    /// step, the engine closes the work bead too.
+    Close,
+    /// Close this fix step and queue the step it fixes (`StepMeta::fixes`, still in_progress)
+    /// to run again.
+    CloseAndRerunFixed,
+    /// Create fix step `<bead>.fix-<iteration>` titled `Fix: <bead>`, with a
+    /// `[daemon] FIX_ITERATION: <iteration>` comment and `instructions` in its context. The
+    /// step that ended stays in_progress and runs again when the fix closes.
+    CreateFix {
+        /// 1-based; `Counters::fix_iterations + 1`.
+        iteration: u32,
+        source: FixSource,
+        instructions: String,
+    },
+    /// Run the step again with the same model; comment `[daemon] RETRY` with the attempt and
+    /// the reason.
+    Retry {
+        /// The attempt about to start, 1-based, counting only failed attempts of this round (the
+        /// engine's run folders, which also count requeues, may number differently).
+        attempt: u32,
+        max_attempts: u32,
+        reason: String,
+    },
+    /// Run the step once more with `model` (the escalated attempt).
+    Escalate {
+        attempt: u32,
+        model: String,
+        reason: String,
+    },
+    /// Queue the step again without counting an attempt, and pause the step's model with
+    /// backoff (the engine owns the clock, so it picks the delay).
+    Requeue { reason: String },
+    /// Mark the step and its work bead blocked, with `reason` as the comment.
+    Block { cause: BlockCause, reason: String },
+}
+
+/// Routes a step's outcome (DESIGN §6).
+///
+/// `step_max_fix_iterations` is the formula step's `max_fix_iterations`, which replaces the
+/// config's when set. The table:
+/// - review DONE + APPROVED → [`Decision::Close`]; DONE + REJECTED → a fix until the limit,
+///   then [`Decision::Block`]; DONE without a verdict → retried like malformed output.
+/// - fix DONE → [`Decision::CloseAndRerunFixed`].
+/// - implement or fix DONE with no change in the worktree → retried like malformed output:
+///   an agent that claims work it did not do is not believed. Only these two roles must
+///   change something: refine and review are read-only, a merge is a no-op when the branch is
+///   already up to date, and a `task` step may be a check that changes nothing.
+/// - any other DONE, a passed gate, an approval → [`Decision::Close`].
+/// - BLOCKED or ERROR (any role) → [`Decision::Block`] with the SUMMARY as the reason.
+/// - a failed gate or a person's rejection → like a rejected review, with the output or the
+///   reason as the instructions.
+/// - malformed output or a failure → [`Decision::Retry`] while fewer than `max_attempts`
+///   attempts have failed, then one [`Decision::Escalate`], then [`Decision::Block`].
+/// - a usage limit → [`Decision::Requeue`].
+pub fn route(
+    role: Role,
+    outcome: &Outcome,
+    counters: &Counters,
+    step_max_fix_iterations: Option<u32>,
+    config: &RouterConfig,
+) -> Decision {
+    let max_fix = step_max_fix_iterations.unwrap_or(config.max_fix_iterations);
+    match outcome {
+        Outcome::UsageLimit { reason } => Decision::Requeue {
+            reason: reason.clone(),
+        },
+        Outcome::Failed { reason } => retry(counters, config, reason.clone()),
+        Outcome::Malformed { reason } if role.is_agent() => retry(counters, config, reason.clone()),
+        Outcome::Finished {
+            result,
+            worktree_changed,
+        } if role.is_agent() => {
+            finished(role, result, *worktree_changed, counters, max_fix, config)
+        }
+        Outcome::GatePassed if role == Role::Gate => Decision::Close,
+        Outcome::GateFailed { output } if role == Role::Gate => {
+            reject(FixSource::Gate, output.clone(), None, counters, max_fix)
+        }
+        Outcome::Approved { .. } if role == Role::Approval => Decision::Close,
+        Outcome::ApprovalRejected { reason } if role == Role::Approval => reject(
+            FixSource::Approval,
+            reason.clone(),
+            Some(reason.as_str()),
+            counters,
+            max_fix,
+        ),
+        other => Decision::Block {
+            cause: BlockCause::WrongOutcome,
+            reason: format!("{} cannot end a step of role `{role}`", other.kind()),
+        },
+    }
+}
+
+fn finished(
+    role: Role,
+    result: &StepResult,
+    worktree_changed: bool,
+    counters: &Counters,
+    max_fix: u32,
+    config: &RouterConfig,
+) -> Decision {
+    let cause = match result.status {
+        ResultStatus::Done => None,
+        ResultStatus::Blocked => Some(BlockCause::AgentBlocked),
+        ResultStatus::Error => Some(BlockCause::AgentError),
+    };
+    if let Some(cause) = cause {
+        let summary = result.summary.trim();
+        let reason = if summary.is_empty() {
+            format!("the agent reported {} without a summary", result.status)
+        } else {
+            summary.to_owned()
+        };
+        return Decision::Block { cause, reason };
+    }
+    match role {
+        Role::Review => match result.verdict {
+            Some(Verdict::Approved) => Decision::Close,
+            Some(Verdict::Rejected) => reject(
+                FixSource::Review,
+                review_instructions(result),
+                Some(result.summary.as_str()),
+                counters,
+                max_fix,
+            ),
+            None => retry(counters, config, Malformed::MissingVerdict.to_string()),
+        },
+        Role::Implement | Role::Fix if !worktree_changed => retry(
+            counters,
+            config,
+            "no changes: the agent reported DONE but the worktree did not change".into(),
+        ),
+        Role::Fix => Decision::CloseAndRerunFixed,
+        _ => Decision::Close,
+    }
+}
+
+/// A rejection of any kind: another fix while under the limit, else block.
+fn reject(
+    source: FixSource,
+    instructions: String,
+    last: Option<&str>,
+    counters: &Counters,
+    max_fix: u32,
+) -> Decision {
+    let rejection = counters.fix_iterations.saturating_add(1);
+    if rejection < max_fix {
+        return Decision::CreateFix {
+            iteration: rejection,
+            source,
+            instructions,
+        };
+    }
+    let what = match source {
+        FixSource::Review => "the review rejected the work",
+        FixSource::Gate => "the gate failed",
+        FixSource::Approval => "the approval was rejected",
+    };
+    let mut reason = format!("{what} {} (the limit is {max_fix})", times(rejection));
+    if let Some(last) = last.map(str::trim).filter(|l| !l.is_empty()) {
+        reason.push_str("; last: ");
+        reason.push_str(last);
+    }
+    Decision::Block {
+        cause: BlockCause::FixLimit,
+        reason,
+    }
+}
+
+/// Malformed output or a failure: same model, then the escalation model once, then block.
+fn retry(counters: &Counters, config: &RouterConfig, reason: String) -> Decision {
+    let failed = counters.failed_attempts.saturating_add(1);
+    let next = failed.saturating_add(1);
+    if counters.escalated {
+        Decision::Block {
+            cause: BlockCause::AttemptsExhausted,
+            reason: format!(
+                "gave up after {failed} failed attempts, the last with `{}`: {reason}",
+                config.escalation_model
+            ),
+        }
+    } else if failed < config.max_attempts {
+        Decision::Retry {
+            attempt: next,
+            max_attempts: config.max_attempts,
+            reason,
+        }
+    } else if config.escalation_model.is_empty() {
+        Decision::Block {
+            cause: BlockCause::AttemptsExhausted,
+            reason: format!("gave up after {failed} failed attempts: {reason}"),
+        }
+    } else {
+        Decision::Escalate {
+            attempt: next,
+            model: config.escalation_model.clone(),
+            reason,
+        }
+    }
+}
+
+/// The review's INSTRUCTIONS as a list for the fix agent; its SUMMARY when it gave none, so a
+/// fix never starts with nothing to go on.
+fn review_instructions(result: &StepResult) -> String {
+    if result.instructions.is_empty() {
+        return result.summary.clone();
+    }
+    result
+        .instructions
+        .iter()
+        .map(|i| format!("- {i}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn times(n: u32) -> String {
+    match n {
+        1 => "once".into(),
+        2 => "twice".into(),
+        n => format!("{n} times"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,472 @@
+//! The store's state as the fold of journal events, and the queries the daemon asks of it.
+//!
+//! [`State::check`] decides whether an event may be applied without changing anything, so that
+//! a group of events is validated before it is written; [`State::apply`] then cannot fail for a
+//! checked event. Replay applies the same way, so a journal produces the same state every time.
+
+use std::collections::HashSet;
+
+use crate::domain::event::{BeadPatch, Event, EventBody};
+use crate::domain::id::BeadId;
+use crate::domain::model::{Bead, Phase, Status, StepMeta};
+use crate::domain::router::Decision;
+
+/// The work bead's metadata key for the total cost its agents reported, in US dollars.
+pub const COST_KEY: &str = "catalyst_cost_usd";
+use crate::domain::time::Timestamp;
+
+pub mod ready;
+
+use ready::Graph;
+
+/// Why an event cannot be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    #[error("bead `{0}` does not exist")]
+    NotFound(BeadId),
+    #[error("bead `{0}` already exists")]
+    Exists(BeadId),
+    #[error("bead `{id}`: {problem}")]
+    Invalid { id: BeadId, problem: String },
+}
+
+/// All beads, with readiness maintained as events arrive.
+#[derive(Debug, Default)]
+pub struct State {
+    graph: Graph,
+    /// The seq of the last event applied.
+    seq: u64,
+}
+
+impl State {
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Bead> {
+        self.graph.bead(id)
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// Number of beads (steps included).
+    pub fn len(&self) -> usize {
+        self.graph.known
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every bead, in the order they entered the store.
+    pub fn beads(&self) -> impl Iterator<Item = &Bead> + '_ {
+        self.graph.nodes.iter().filter_map(|n| n.bead.as_ref())
+    }
+
+    /// Work beads ready to be dispatched at `now`, by priority (0 first), then age, then id.
+    /// Step beads are never in this list: they run as steps of their molecule.
+    pub fn ready(&self, now: Timestamp) -> impl Iterator<Item = &Bead> + '_ {
+        self.graph.ready(now)
+    }
+
+    /// The earliest `defer_until` after `now` among beads that are otherwise ready: when the
+    /// ready list will next grow without an event.
+    pub fn next_defer(&self, now: Timestamp) -> Option<Timestamp> {
+        self.graph.deferred_after(now)
+    }
+
+    /// The step beads of `work`'s molecule, in the order they were created.
+    pub fn steps<'a>(&'a self, work: &str) -> impl Iterator<Item = &'a Bead> + 'a {
+        let children = self
+            .graph
+            .slot(work)
+            .map(|s| self.graph.node(s).children.as_slice())
+            .unwrap_or_default();
+        children
+            .iter()
+            .filter_map(|c| self.graph.node(*c).bead.as_ref())
+            .filter(|b| b.is_step())
+    }
+
+    /// The steps of `work`'s molecule that can run now: open, and nothing they need is open.
+    pub fn ready_steps<'a>(&'a self, work: &str) -> impl Iterator<Item = &'a Bead> + 'a {
+        self.steps(work).filter(|b| {
+            b.status == Status::Open
+                && self
+                    .graph
+                    .slot(b.id.as_str())
+                    .is_some_and(|s| !self.graph.is_held(s))
+        })
+    }
+
+    /// Whether `id` is held back by an open blocker, its own `blocked` status or a held-back
+    /// ancestor.
+    pub fn is_held(&self, id: &str) -> bool {
+        self.graph.slot(id).is_some_and(|s| self.graph.is_held(s))
+    }
+
+    /// Rebuilds readiness from scratch (what start-up from a snapshot does).
+    pub fn recompute_readiness(&mut self) {
+        self.graph.recompute();
+    }
+
+    /// Adds beads read from a snapshot or an import without per-bead propagation; call
+    /// [`State::recompute_readiness`] afterwards.
+    pub(crate) fn load_bead(&mut self, bead: Bead) -> Result<(), ApplyError> {
+        if self.contains(bead.id.as_str()) {
+            return Err(ApplyError::Exists(bead.id));
+        }
+        check_new_bead(&bead)?;
+        self.graph.insert(bead, false);
+        Ok(())
+    }
+
+    pub(crate) fn set_seq(&mut self, seq: u64) {
+        self.seq = seq;
+    }
+
+    /// Checks that the events of one group can be applied in order. `created` collects the ids
+    /// created earlier in the group, so a group may create a bead and then change it.
+    pub fn check_group<'a>(
+        &self,
+        bodies: impl IntoIterator<Item = &'a EventBody>,
+    ) -> Result<(), ApplyError> {
+        let mut created = HashSet::new();
+        for body in bodies {
+            self.check(body, &mut created)?;
+        }
+        Ok(())
+    }
+
+    fn check(&self, body: &EventBody, created: &mut HashSet<BeadId>) -> Result<(), ApplyError> {
+        match body {
+            EventBody::BeadCreated { bead } => self.check_create(bead, created),
+            EventBody::BeadUpdated { id, patch } => {
+                self.check_exists(id, created)?;
+                check_patch(id, patch)
+            }
+            EventBody::BeadStatus { id, .. } | EventBody::BeadComment { id, .. } => {
+                self.check_exists(id, created)
+            }
+            EventBody::MoleculePoured { bead, steps, .. } => {
+                self.check_exists(bead, created)?;
+                steps.iter().try_for_each(|s| self.check_create(s, created))
+            }
+            EventBody::FixCreated {
+                bead, fixes, step, ..
+            } => {
+                self.check_exists(bead, created)?;
+                self.check_exists(fixes, created)?;
+                self.check_create(step, created)
+            }
+            EventBody::StepDispatched { bead, step, .. }
+            | EventBody::StepFinished { bead, step, .. }
+            | EventBody::StepResult { bead, step, .. }
+            | EventBody::StepRetry { bead, step, .. }
+            | EventBody::StepEscalated { bead, step, .. }
+            | EventBody::StepInterrupted { bead, step, .. }
+            | EventBody::GateWaiting { bead, step }
+            | EventBody::GatePassed { bead, step, .. }
+            | EventBody::GateFailed { bead, step, .. }
+            | EventBody::AgentTool { bead, step, .. } => {
+                self.check_exists(bead, created)?;
+                self.check_exists(step, created)
+            }
+            EventBody::MergeCompleted { bead, .. }
+            | EventBody::MergeConflict { bead, .. }
+            | EventBody::WorktreeRemoved { bead } => self.check_exists(bead, created),
+            EventBody::ModelPaused { .. }
+            | EventBody::DaemonStarted { .. }
+            | EventBody::DaemonStopping { .. } => Ok(()),
+        }
+    }
+
+    fn check_exists(&self, id: &BeadId, created: &HashSet<BeadId>) -> Result<(), ApplyError> {
+        if self.contains(id.as_str()) || created.contains(id) {
+            Ok(())
+        } else {
+            Err(ApplyError::NotFound(id.clone()))
+        }
+    }
+
+    fn check_create(&self, bead: &Bead, created: &mut HashSet<BeadId>) -> Result<(), ApplyError> {
+        if self.contains(bead.id.as_str()) || created.contains(&bead.id) {
+            return Err(ApplyError::Exists(bead.id.clone()));
+        }
+        check_new_bead(bead)?;
+        created.insert(bead.id.clone());
+        Ok(())
+    }
+
+    /// Applies one event. The event is checked first, so a failure leaves the state unchanged.
+    /// Takes the event by value so that replay moves beads into the store instead of copying.
+    pub fn apply(&mut self, event: Event) -> Result<(), ApplyError> {
+        self.check(&event.body, &mut HashSet::new())?;
+        let ts = event.ts;
+        match event.body {
+            EventBody::BeadCreated { bead } => {
+                self.graph.insert(*bead, true);
+            }
+            EventBody::BeadUpdated { id, patch } => self.apply_patch(&id, *patch, ts),
+            EventBody::BeadStatus { id, status, reason } => {
+                self.set_status(&id, status, reason, ts);
+            }
+            EventBody::BeadComment { id, comment } => {
+                self.modify(&id, |b| {
+                    b.comments.push(comment);
+                    b.updated_at = ts;
+                });
+            }
+            EventBody::MoleculePoured { bead, steps, .. } => {
+                self.set_status(&bead, Status::InProgress, None, ts);
+                for step in steps {
+                    self.graph.insert(step, true);
+                }
+            }
+            EventBody::FixCreated { step, fixes, .. } => {
+                let fix = step.id.clone();
+                self.graph.insert(*step, true);
+                self.modify_meta(&fixes, |m| m.phase = Some(Phase::WaitingFix { fix }));
+            }
+            EventBody::StepDispatched {
+                step,
+                attempt,
+                model,
+                ..
+            } => {
+                self.set_status(&step, Status::InProgress, None, ts);
+                self.modify_meta(&step, |m| {
+                    m.attempts = attempt;
+                    m.phase = Some(Phase::Running { attempt, model });
+                });
+            }
+            EventBody::StepFinished {
+                bead,
+                step,
+                cost_usd,
+                ..
+            } => {
+                self.modify_meta(&step, |m| m.reset_to = None);
+                if let Some(cost) = cost_usd.filter(|c| c.is_finite() && *c > 0.0) {
+                    self.modify(&bead, |b| {
+                        let meta = b.metadata.get_or_insert_with(Default::default);
+                        let total = meta.get(COST_KEY).and_then(|v| v.as_f64()).unwrap_or(0.0);
+                        meta.insert(COST_KEY.into(), serde_json::Value::from(total + cost));
+                    });
+                }
+            }
+            EventBody::StepResult {
+                step,
+                summary,
+                decision,
+                counters,
+                phase,
+                ..
+            } => {
+                self.modify_meta(&step, |m| {
+                    m.counters = counters;
+                    if summary.is_some() {
+                        m.summary = summary;
+                    }
+                    m.phase = phase;
+                    m.next_model = match decision {
+                        Decision::Escalate { model, .. } => Some(model),
+                        _ => None,
+                    };
+                });
+            }
+            EventBody::StepRetry { step, manual, .. } => {
+                if manual {
+                    self.modify_meta(&step, |m| {
+                        m.counters = Default::default();
+                        m.next_model = None;
+                    });
+                }
+            }
+            EventBody::StepInterrupted { step, reset_to, .. } => {
+                self.modify_meta(&step, |m| {
+                    m.phase = None;
+                    if reset_to.is_some() {
+                        m.reset_to = reset_to;
+                    }
+                });
+            }
+            EventBody::GateWaiting { step, .. } => {
+                self.modify_meta(&step, |m| m.phase = Some(Phase::WaitingApproval));
+            }
+            EventBody::StepEscalated { .. }
+            | EventBody::GatePassed { .. }
+            | EventBody::GateFailed { .. }
+            | EventBody::MergeCompleted { .. }
+            | EventBody::MergeConflict { .. }
+            | EventBody::WorktreeRemoved { .. }
+            | EventBody::AgentTool { .. }
+            | EventBody::ModelPaused { .. }
+            | EventBody::DaemonStarted { .. }
+            | EventBody::DaemonStopping { .. } => {}
+        }
+        self.seq = event.seq;
+        Ok(())
+    }
+
+    /// Changes catalyst's metadata of a step bead (nothing happens to a bead without it).
+    fn modify_meta(&mut self, id: &BeadId, change: impl FnOnce(&mut StepMeta)) {
+        self.modify(id, |b| {
+            if let Some(mut meta) = b.step_meta() {
+                change(&mut meta);
+                b.set_step_meta(&meta);
+            }
+        });
+    }
+
+    fn modify(&mut self, id: &BeadId, change: impl FnOnce(&mut Bead)) {
+        if let Some(slot) = self.graph.slot(id.as_str()) {
+            self.graph.update(slot, change);
+        }
+    }
+
+    /// Sets a status with the timestamps beads keeps: `started_at` on the first move to
+    /// `in_progress`, `closed_at` and `close_reason` exactly while closed.
+    fn set_status(&mut self, id: &BeadId, status: Status, reason: Option<String>, ts: Timestamp) {
+        self.modify(id, |b| {
+            if status == Status::InProgress && b.started_at.is_none() {
+                b.started_at = Some(ts);
+            }
+            if status.is_closed() {
+                b.closed_at = Some(ts);
+                b.close_reason = reason;
+            } else {
+                b.closed_at = None;
+                b.close_reason = None;
+            }
+            // A phase describes an in-progress step; it ends with the status.
+            if status != Status::InProgress {
+                if let Some(mut meta) = b.step_meta().filter(|m| m.phase.is_some()) {
+                    meta.phase = None;
+                    b.set_step_meta(&meta);
+                }
+            }
+            b.status = status;
+            b.updated_at = ts;
+        });
+    }
+
+    fn apply_patch(&mut self, id: &BeadId, patch: BeadPatch, ts: Timestamp) {
+        let Some(slot) = self.graph.slot(id.as_str()) else {
+            return;
+        };
+        for dep in &patch.add_dependencies {
+            self.graph
+                .add_edge(slot, &dep.depends_on_id, &dep.dep_type, true);
+        }
+        self.graph.update(slot, |b| {
+            let p = patch;
+            if let Some(v) = p.title {
+                b.title = v;
+            }
+            if let Some(v) = p.description {
+                b.description = v;
+            }
+            if let Some(v) = p.design {
+                b.design = v;
+            }
+            if let Some(v) = p.acceptance_criteria {
+                b.acceptance_criteria = v;
+            }
+            if let Some(v) = p.notes {
+                b.notes = v;
+            }
+            if let Some(v) = p.priority {
+                b.priority = v;
+            }
+            if let Some(v) = p.issue_type {
+                b.issue_type = v;
+            }
+            if let Some(v) = p.assignee {
+                b.assignee = v;
+            }
+            if let Some(v) = p.labels {
+                b.labels = v;
+            }
+            if let Some(v) = p.defer_until {
+                b.defer_until = v;
+            }
+            if let Some(changes) = p.metadata {
+                let meta = b.metadata.get_or_insert_with(Default::default);
+                for (k, v) in changes {
+                    if v.is_null() {
+                        meta.remove(&k);
+                    } else {
+                        meta.insert(k, v);
+                    }
+                }
+            }
+            for dep in p.add_dependencies {
+                let present = b
+                    .dependencies
+                    .iter()
+                    .any(|d| d.depends_on_id == dep.depends_on_id && d.dep_type == dep.dep_type);
+                if !present {
+                    b.dependencies.push(dep);
+                }
+            }
+            b.updated_at = ts;
+        });
+    }
+}
+
+fn invalid(id: &BeadId, problem: impl Into<String>) -> ApplyError {
+    ApplyError::Invalid {
+        id: id.clone(),
+        problem: problem.into(),
+    }
+}
+
+/// What every bead entering the store must satisfy beyond its JSON shape.
+fn check_new_bead(bead: &Bead) -> Result<(), ApplyError> {
+    if bead.priority > crate::domain::model::MAX_PRIORITY {
+        return Err(invalid(
+            &bead.id,
+            format!("priority {} is not 0–4", bead.priority),
+        ));
+    }
+    for dep in &bead.dependencies {
+        if dep.issue_id != bead.id {
+            return Err(invalid(
+                &bead.id,
+                format!("a dependency names `{}` as its issue_id", dep.issue_id),
+            ));
+        }
+        if dep.depends_on_id == bead.id {
+            return Err(invalid(&bead.id, "it depends on itself"));
+        }
+    }
+    Ok(())
+}
+
+fn check_patch(id: &BeadId, patch: &BeadPatch) -> Result<(), ApplyError> {
+    if patch
+        .priority
+        .is_some_and(|p| p > crate::domain::model::MAX_PRIORITY)
+    {
+        return Err(invalid(id, "priority must be 0–4"));
+    }
+    for dep in &patch.add_dependencies {
+        if dep.issue_id != *id || dep.depends_on_id == *id {
+            return Err(invalid(
+                id,
+                "an added dependency must go from it to another bead",
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+impl State {
+    pub(crate) fn graph_fingerprint(&self) -> Vec<(usize, u32, u32, bool, bool, bool)> {
+        self.graph.fingerprint()
+    }
+}

@@ -1,0 +1,156 @@
+//! RFC 3339 timestamps that are written back exactly as they were read.
+//!
+//! beads exports carry two styles, `2025-11-20T21:21:23.497486-05:00` and
+//! `2026-01-26T02:02:08Z`, and a re-export must not rewrite them. A [`Timestamp`] keeps the instant
+//! together with the two things that decide its spelling: how many fraction digits it had and
+//! whether its zero offset was written `Z`.
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use chrono::{DateTime, FixedOffset, SecondsFormat, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+#[derive(Clone, Copy)]
+pub struct Timestamp {
+    at: DateTime<FixedOffset>,
+    /// Digits after the decimal point in the original text (0–9).
+    frac: u8,
+    /// The offset was written `Z` rather than `+00:00`.
+    zulu: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("invalid RFC 3339 timestamp `{text}`: {source}")]
+pub struct TimestampError {
+    text: String,
+    source: chrono::ParseError,
+}
+
+impl Timestamp {
+    /// `at` in UTC with microseconds, as catalyst writes its own timestamps.
+    pub fn from_utc(at: DateTime<Utc>) -> Timestamp {
+        Timestamp {
+            at: at.fixed_offset(),
+            frac: 6,
+            zulu: true,
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Timestamp, TimestampError> {
+        let at = DateTime::parse_from_rfc3339(text).map_err(|source| TimestampError {
+            text: text.to_owned(),
+            source,
+        })?;
+        let frac = text
+            .get(19..)
+            .filter(|rest| rest.starts_with('.'))
+            .map(|rest| rest[1..].bytes().take_while(u8::is_ascii_digit).count())
+            .unwrap_or(0);
+        Ok(Timestamp {
+            at,
+            frac: frac.min(9) as u8,
+            zulu: text.ends_with(['Z', 'z']),
+        })
+    }
+
+    pub fn instant(&self) -> DateTime<FixedOffset> {
+        self.at
+    }
+
+    pub fn to_utc(&self) -> DateTime<Utc> {
+        self.at.with_timezone(&Utc)
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.at.format("%Y-%m-%dT%H:%M:%S"))?;
+        if self.frac > 0 {
+            let nanos = format!("{:09}", self.at.timestamp_subsec_nanos());
+            write!(f, ".{}", &nanos[..usize::from(self.frac)])?;
+        }
+        if self.zulu && self.at.offset().local_minus_utc() == 0 {
+            f.write_str("Z")
+        } else {
+            write!(f, "{}", self.at.format("%:z"))
+        }
+    }
+}
+
+impl fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+/// Equality and order are by instant: the same moment spelled two ways is the same moment.
+impl PartialEq for Timestamp {
+    fn eq(&self, other: &Self) -> bool {
+        self.at == other.at
+    }
+}
+impl Eq for Timestamp {}
+impl PartialOrd for Timestamp {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Timestamp {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.at.cmp(&other.at)
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Timestamp::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// RFC 3339 in UTC with seconds, for messages meant for people.
+pub fn human(ts: &Timestamp) -> String {
+    ts.to_utc().to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_beads_styles_round_trip() {
+        for text in [
+            "2025-11-20T21:21:23.497486-05:00",
+            "2026-01-26T02:02:08Z",
+            "2026-01-26T02:02:08+00:00",
+            "2026-01-26T02:02:08.5Z",
+            "2026-01-26T02:02:08.123456789+05:30",
+        ] {
+            let ts = Timestamp::parse(text).unwrap();
+            assert_eq!(ts.to_string(), text);
+            let json = serde_json::to_string(&ts).unwrap();
+            assert_eq!(json, format!("\"{text}\""));
+        }
+    }
+
+    #[test]
+    fn same_instant_in_two_zones_is_equal() {
+        let a = Timestamp::parse("2025-11-20T21:00:00-05:00").unwrap();
+        let b = Timestamp::parse("2025-11-21T02:00:00Z").unwrap();
+        assert_eq!(a, b);
+        assert!(Timestamp::parse("2025-11-21T02:00:01Z").unwrap() > a);
+    }
+
+    #[test]
+    fn garbage_is_an_error_naming_the_text() {
+        let err = Timestamp::parse("yesterday").unwrap_err();
+        assert!(err.to_string().contains("`yesterday`"));
+    }
+}

@@ -214,7 +214,7 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
 /// Prints events until the bead closes or blocks; returns its final status.
 async fn follow(events: &mut Client, id: &str, out: &mut impl Write) -> Result<String, DemoError> {
     while let Some(event) = events.next_value().await? {
-        writeln!(out, "{}", crate::cli::ctl::render_event(&event))?;
+        writeln!(out, "{}", crate::cli::render::render_event(&event))?;
         if event["type"] == "bead.status" && event["id"] == id {
             let status = event["status"].as_str().unwrap_or("");
             if status == "closed" || status == "blocked" {

@@ -8,4 +8,5 @@ pub mod demo;
 pub mod hook;
 pub mod init;
 pub mod live;
+pub mod render;
 pub mod service;

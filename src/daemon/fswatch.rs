@@ -12,16 +12,17 @@ use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 
-use crate::daemon::engine::Input;
-use crate::daemon::Paths;
+use crate::daemon::paths::Paths;
 
 /// How many notifications may wait for the forwarding task.
 pub const QUEUE: usize = 256;
 
-/// What the notify callback passes on.
+/// What the workspace watcher reports; the receiver maps it into its own input type.
 #[derive(Debug, PartialEq, Eq)]
-enum Seen {
+pub enum WorkspaceChange {
+    /// A file was completed in the inbox.
     InboxFile(PathBuf),
+    /// The config, the prompts or a formula folder changed.
     Reload,
 }
 
@@ -37,9 +38,9 @@ fn completes_a_file(kind: &EventKind) -> bool {
 
 /// Watches the workspace: files completed in the inbox, and changes to the config, the prompts
 /// and the formula folders. Keep the returned watchers alive for as long as they should work.
-pub fn workspace(
+pub fn workspace<T: From<WorkspaceChange> + Send + 'static>(
     paths: &Paths,
-    engine: mpsc::Sender<Input>,
+    engine: mpsc::Sender<T>,
 ) -> notify::Result<Vec<RecommendedWatcher>> {
     let (tx, rx) = mpsc::channel(QUEUE);
     let overflow = Arc::new(AtomicBool::new(false));
@@ -56,7 +57,7 @@ pub fn workspace(
                     if !completes_a_file(&event.kind) {
                         continue;
                     }
-                    Seen::InboxFile(path.clone())
+                    WorkspaceChange::InboxFile(path.clone())
                 } else if reload_files.contains(path)
                     || formula_dirs
                         .iter()
@@ -65,7 +66,7 @@ pub fn workspace(
                     if matches!(event.kind, EventKind::Access(_)) {
                         continue;
                     }
-                    Seen::Reload
+                    WorkspaceChange::Reload
                 } else {
                     continue;
                 };
@@ -88,27 +89,27 @@ pub fn workspace(
 }
 
 /// Passes notifications to the engine; after an overflow, rescans the inbox.
-async fn forward(
-    mut rx: mpsc::Receiver<Seen>,
-    engine: mpsc::Sender<Input>,
+async fn forward<T: From<WorkspaceChange>>(
+    mut rx: mpsc::Receiver<WorkspaceChange>,
+    engine: mpsc::Sender<T>,
     overflow: Arc<AtomicBool>,
     inbox: PathBuf,
 ) {
     while let Some(seen) = rx.recv().await {
-        let input = match seen {
-            Seen::InboxFile(path) => Input::Inbox(path),
-            Seen::Reload => Input::Reload,
-        };
-        if engine.send(input).await.is_err() {
+        if engine.send(seen.into()).await.is_err() {
             return;
         }
         if overflow.swap(false, Ordering::SeqCst) {
             for path in inbox_files(&inbox) {
-                if engine.send(Input::Inbox(path)).await.is_err() {
+                if engine
+                    .send(WorkspaceChange::InboxFile(path).into())
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
-            let _ = engine.send(Input::Reload).await;
+            let _ = engine.send(WorkspaceChange::Reload.into()).await;
         }
     }
 }
@@ -171,17 +172,17 @@ mod tests {
         let (engine_tx, mut engine_rx) = mpsc::channel(16);
         let overflow = Arc::new(AtomicBool::new(false));
         // The callback managed to queue one file, then the queue was full for the others.
-        tx.try_send(Seen::InboxFile(dir.path().join("a.json")))
+        tx.try_send(WorkspaceChange::InboxFile(dir.path().join("a.json")))
             .unwrap();
         assert!(tx
-            .try_send(Seen::InboxFile(dir.path().join("b.json")))
+            .try_send(WorkspaceChange::InboxFile(dir.path().join("b.json")))
             .is_err());
         overflow.store(true, Ordering::SeqCst);
         drop(tx);
         forward(rx, engine_tx, overflow, dir.path().to_owned()).await;
         let mut files = Vec::new();
         while let Ok(input) = engine_rx.try_recv() {
-            if let Input::Inbox(p) = input {
+            if let WorkspaceChange::InboxFile(p) = input {
                 files.push(p.file_name().unwrap().to_string_lossy().into_owned());
             }
         }

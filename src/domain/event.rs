@@ -8,9 +8,9 @@
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::domain::id::BeadId;
-use crate::domain::model::{Bead, Comment, Dependency, JsonMap, Phase, Status};
+use crate::domain::model::{Bead, Comment, Counters, Dependency, JsonMap, Phase, Status};
 use crate::domain::result::{ResultStatus, Verdict};
-use crate::domain::router::{Counters, Decision};
+use crate::domain::router::Decision;
 use crate::domain::time::Timestamp;
 
 /// One journal line.

@@ -7,7 +7,7 @@
 //!
 //! The engine's side of the contract:
 //! - It passes the counters of the step that ended (a gate's own, a review's own, a fix's own),
-//!   and after carrying out a decision it stores [`Counters::after`] for that step.
+//!   and after carrying out a decision it stores [`counters_after`] for that step.
 //! - Interruptions (a daemon restart while the step ran) are not outcomes: the engine re-queues
 //!   those steps itself and never routes them, so they count no attempt.
 //! - A decision applies to the step that ended; where the engine acts on other beads (the
@@ -15,7 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::model::Role;
+use crate::domain::model::{Counters, Role};
 use crate::domain::result::{Malformed, ResultStatus, StepResult, Verdict};
 
 /// The limits of the table, from the daemon config (`[router]` or similar).
@@ -44,50 +44,30 @@ impl Default for RouterConfig {
     }
 }
 
-/// What the engine remembers about one step between its runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Counters {
-    /// Failed attempts in the current round, before the outcome being routed. A round starts
-    /// when the step is first dispatched and again each time it re-runs after a fix. Usage-limit
-    /// requeues and interruptions are not failures.
-    pub failed_attempts: u32,
-    /// Whether the escalated attempt has been used in this round.
-    pub escalated: bool,
-    /// How many fix steps this step has caused so far (each rejection adds one).
-    pub fix_iterations: u32,
-}
-
-impl Counters {
-    pub fn is_zero(&self) -> bool {
-        *self == Counters::default()
-    }
-
-    /// The counters after the engine has carried out `decision` for this step.
-    ///
-    /// A fix starts a new round: the step re-runs on changed code, so the attempts it failed
-    /// before the fix no longer count against it.
-    pub fn after(self, decision: &Decision) -> Counters {
-        match decision {
-            Decision::Retry { .. } => Counters {
-                failed_attempts: self.failed_attempts.saturating_add(1),
-                ..self
-            },
-            Decision::Escalate { .. } => Counters {
-                failed_attempts: self.failed_attempts.saturating_add(1),
-                escalated: true,
-                ..self
-            },
-            Decision::CreateFix { iteration, .. } => Counters {
-                failed_attempts: 0,
-                escalated: false,
-                fix_iterations: *iteration,
-            },
-            Decision::Close
-            | Decision::CloseAndRerunFixed
-            | Decision::Requeue { .. }
-            | Decision::Block { .. } => self,
-        }
+/// The counters after the engine has carried out `decision` for this step.
+///
+/// A fix starts a new round: the step re-runs on changed code, so the attempts it failed
+/// before the fix no longer count against it.
+pub fn counters_after(counters: Counters, decision: &Decision) -> Counters {
+    match decision {
+        Decision::Retry { .. } => Counters {
+            failed_attempts: counters.failed_attempts.saturating_add(1),
+            ..counters
+        },
+        Decision::Escalate { .. } => Counters {
+            failed_attempts: counters.failed_attempts.saturating_add(1),
+            escalated: true,
+            ..counters
+        },
+        Decision::CreateFix { iteration, .. } => Counters {
+            failed_attempts: 0,
+            escalated: false,
+            fix_iterations: *iteration,
+        },
+        Decision::Close
+        | Decision::CloseAndRerunFixed
+        | Decision::Requeue { .. }
+        | Decision::Block { .. } => counters,
     }
 }
 

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::cli::ctl::{progress_bar, render_event};
+use crate::cli::render::{progress_bar, render_event};
 
 /// Events kept for the bottom of the screen.
 const RECENT: usize = 8;

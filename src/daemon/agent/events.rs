@@ -5,13 +5,12 @@
 //! one line at most [`MAX_LINE`] long, the last `result` (Claude) or `agent_message` (Codex),
 //! and for `text` a bounded tail.
 
-use serde_json::Value;
-
-use super::claude::Claude;
-use super::codex::Codex;
 use super::output::{Consumer, LineSplitter, Tail};
+use crate::domain::agent::claude::Claude;
+use crate::domain::agent::codex::Codex;
 use crate::domain::agent::limits;
 use crate::domain::agent::profile::OutputFormat;
+pub(crate) use crate::domain::agent::stream::Parsed;
 
 /// The longest stdout line parsed. A longer line is skipped: no real event is that large, and
 /// buffering it whole would let output size decide memory use.
@@ -22,18 +21,6 @@ const MAX_STDERR_LINE: usize = 64 * 1024;
 
 /// The most of a `text` agent's output kept in memory for when its output passes the cap.
 pub const TEXT_TAIL: usize = 1024 * 1024;
-
-/// What an agent's stdout said about how its run went.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct Parsed {
-    pub final_message: Option<String>,
-    pub is_error: bool,
-    /// The agent's own words about what failed, on one line.
-    pub error: Option<String>,
-    pub usage_limit: Option<String>,
-    pub cost_usd: Option<f64>,
-    pub usage: Option<Value>,
-}
 
 /// Reads stdout as it arrives.
 pub(crate) enum StdoutParser {

@@ -23,8 +23,6 @@
 //! in the run folder as `report.json`. [`kill_leftover_group`] cleans up after a daemon that
 //! died with agents running.
 
-mod claude;
-mod codex;
 mod events;
 mod group;
 mod output;

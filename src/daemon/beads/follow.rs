@@ -7,11 +7,18 @@ use std::path::{Path, PathBuf};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::daemon::engine::Input;
+use crate::domain::model::Bead;
+
+/// The followed file's beads, as read after a change.
+#[derive(Debug)]
+pub struct BeadsFileRead(pub Vec<Bead>);
 
 /// Starts following `file`. Returns the watcher to keep alive, or `None` (logged) when the
 /// file's folder cannot be watched.
-pub fn start(file: PathBuf, engine: mpsc::Sender<Input>) -> Option<notify::RecommendedWatcher> {
+pub fn start<T: From<BeadsFileRead> + Send + 'static>(
+    file: PathBuf,
+    engine: mpsc::Sender<T>,
+) -> Option<notify::RecommendedWatcher> {
     let (tx, mut changed) = watch::channel(());
     let watcher = crate::daemon::fswatch::file_changes(&file, tx);
     if watcher.is_none() {
@@ -21,7 +28,7 @@ pub fn start(file: PathBuf, engine: mpsc::Sender<Input>) -> Option<notify::Recom
     tokio::spawn(async move {
         loop {
             if let Some(beads) = read(&file) {
-                if engine.send(Input::BeadsFile(beads)).await.is_err() {
+                if engine.send(BeadsFileRead(beads).into()).await.is_err() {
                     return;
                 }
             }
@@ -34,7 +41,7 @@ pub fn start(file: PathBuf, engine: mpsc::Sender<Input>) -> Option<notify::Recom
 }
 
 /// The beads in `file`; `None` when it cannot be read (not there yet is not an error).
-fn read(file: &Path) -> Option<Vec<crate::domain::model::Bead>> {
+fn read(file: &Path) -> Option<Vec<Bead>> {
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,

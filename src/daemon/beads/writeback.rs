@@ -15,7 +15,6 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::daemon::engine::Input;
 use crate::domain::id::BeadId;
 use crate::domain::model::Status;
 
@@ -63,7 +62,10 @@ pub fn render(template: &[String], id: &BeadId, status: &Status, reason: &str) -
 }
 
 /// Starts the task; it ends when the returned sender is dropped or the engine is gone.
-pub fn spawn(cwd: PathBuf, engine: mpsc::Sender<Input>) -> mpsc::UnboundedSender<Job> {
+pub fn spawn<T: From<Report> + Send + 'static>(
+    cwd: PathBuf,
+    engine: mpsc::Sender<T>,
+) -> mpsc::UnboundedSender<Job> {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(run(cwd, rx, engine));
     tx
@@ -75,7 +77,11 @@ struct Pending {
     not_before: Instant,
 }
 
-async fn run(cwd: PathBuf, mut jobs: mpsc::UnboundedReceiver<Job>, engine: mpsc::Sender<Input>) {
+async fn run<T: From<Report>>(
+    cwd: PathBuf,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+    engine: mpsc::Sender<T>,
+) {
     let mut queue: Vec<Pending> = Vec::new();
     loop {
         let next = queue
@@ -107,7 +113,7 @@ async fn run(cwd: PathBuf, mut jobs: mpsc::UnboundedReceiver<Job>, engine: mpsc:
                         Report::Failed { id, status, attempt, error, retry_in }
                     }
                 };
-                if engine.send(Input::WriteBack(report)).await.is_err() {
+                if engine.send(report.into()).await.is_err() {
                     return;
                 }
             }
@@ -196,8 +202,7 @@ mod tests {
             retry: Duration::from_millis(50),
         })
         .unwrap();
-        let Some(Input::WriteBack(Report::Failed { attempt, error, .. })) = reports.recv().await
-        else {
+        let Some(Report::Failed { attempt, error, .. }) = reports.recv().await else {
             panic!("a failure report")
         };
         assert_eq!(attempt, 1);
@@ -205,11 +210,11 @@ mod tests {
         std::fs::write(dir.path().join("ok"), "").unwrap();
         loop {
             match reports.recv().await {
-                Some(Input::WriteBack(Report::Done { id: done, .. })) => {
+                Some(Report::Done { id: done, .. }) => {
                     assert_eq!(done, id);
                     break;
                 }
-                Some(Input::WriteBack(Report::Failed { .. })) => continue,
+                Some(Report::Failed { .. }) => continue,
                 other => panic!("{other:?}"),
             }
         }

@@ -9,8 +9,8 @@ use tokio::time::Instant;
 use crate::daemon::worktree::MergeOutcome;
 use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
-use crate::domain::model::{Bead, Comment, CommentId, Phase, Role, Status, StepMeta};
-use crate::domain::router::{self, BlockCause, Counters, Decision, FixSource, Outcome};
+use crate::domain::model::{Bead, Comment, CommentId, Counters, Phase, Role, Status, StepMeta};
+use crate::domain::router::{self, BlockCause, Decision, FixSource, Outcome};
 use crate::domain::time::Timestamp;
 
 use super::runner::{StepDone, TARGET_FILE};
@@ -111,7 +111,7 @@ impl Engine {
             meta.max_fix_iterations,
             &config.router,
         );
-        let counters = meta.counters.after(&decision);
+        let counters = router::counters_after(meta.counters, &decision);
         let (status, verdict, summary) = match outcome {
             Outcome::Finished { result, .. } => (
                 Some(result.status),

@@ -27,6 +27,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::daemon::beads::follow::BeadsFileRead;
+use crate::daemon::beads::writeback;
+use crate::daemon::fswatch::WorkspaceChange;
 use crate::daemon::store::{Store, StoreError};
 use crate::daemon::worktree::Repo;
 use crate::daemon::Paths;
@@ -71,7 +74,28 @@ pub enum Input {
     /// The followed beads file was read (see `crate::daemon::beads::follow`).
     BeadsFile(Vec<crate::domain::model::Bead>),
     /// A write-back command ran (see `crate::daemon::beads::writeback`).
-    WriteBack(crate::daemon::beads::writeback::Report),
+    WriteBack(writeback::Report),
+}
+
+impl From<WorkspaceChange> for Input {
+    fn from(change: WorkspaceChange) -> Input {
+        match change {
+            WorkspaceChange::InboxFile(path) => Input::Inbox(path),
+            WorkspaceChange::Reload => Input::Reload,
+        }
+    }
+}
+
+impl From<BeadsFileRead> for Input {
+    fn from(BeadsFileRead(beads): BeadsFileRead) -> Input {
+        Input::BeadsFile(beads)
+    }
+}
+
+impl From<writeback::Report> for Input {
+    fn from(report: writeback::Report) -> Input {
+        Input::WriteBack(report)
+    }
 }
 
 /// Why the daemon's fast-forward of the target failed.

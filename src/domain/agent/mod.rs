@@ -1,10 +1,13 @@
 //! Agent CLIs as data: profiles, what a finished run reports, and the outcome the router reads
 //! from it.
 
+pub mod claude;
+pub mod codex;
 pub mod limits;
 pub mod outcome;
 pub mod profile;
 pub mod report;
+pub mod stream;
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -20,6 +20,7 @@
 //! [`FormulaSet`] holds the built-in formulas plus those found in a workspace's folders.
 
 mod check;
+mod error;
 mod parse;
 mod pour;
 mod reader;

@@ -5,47 +5,12 @@
 
 use std::collections::BTreeMap;
 
+pub use super::error::PourError;
 use super::vars::substitute;
 use super::Formula;
-use crate::domain::id::{BeadId, IdError};
+use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, DepType, Dependency, JsonMap, StepMeta, STEP_META_KEY};
 use crate::domain::time::Timestamp;
-
-/// Why a formula could not be poured for a bead.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum PourError {
-    #[error("formula `{formula}` needs a value for {} (no default)", backticked(.names))]
-    MissingVars { formula: String, names: Vec<String> },
-    #[error("formula `{formula}` has no var `{name}`")]
-    UnknownVar { formula: String, name: String },
-    #[error("formula `{formula}`: var `{name}` is built in and cannot be given a value")]
-    BuiltinVar { formula: String, name: String },
-    #[error(
-        "formula `{formula}`: `{value}` is not an allowed value of var `{name}` (allowed: {})",
-        backticked(.allowed)
-    )]
-    NotAllowed {
-        formula: String,
-        name: String,
-        value: String,
-        allowed: Vec<String>,
-    },
-    /// The step bead's id `<bead>.<step>` is not a valid id (for example, too long).
-    #[error("formula `{formula}`: step `{step}`: {source}")]
-    StepId {
-        formula: String,
-        step: String,
-        source: IdError,
-    },
-    /// The formula did not pass [`Formula::check`].
-    #[error("formula `{formula}` cannot be poured: {problem}")]
-    Invalid { formula: String, problem: String },
-}
-
-fn backticked(names: &[String]) -> String {
-    let names: Vec<_> = names.iter().map(|n| format!("`{n}`")).collect();
-    names.join(", ")
-}
 
 /// Creates one open step bead per formula step for the work bead `work`, in pouring order
 /// (every step after the steps it needs; otherwise file order).

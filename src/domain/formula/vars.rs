@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use super::pour::PourError;
+use super::error::PourError;
 use super::Formula;
 use crate::domain::model::Bead;
 

@@ -246,7 +246,7 @@ fn run(
         .iter()
         .map(|outcome| {
             let decision = route(role, outcome, &counters, max_fix, config);
-            counters = counters.after(&decision);
+            counters = counters_after(counters, &decision);
             decision
         })
         .collect()

@@ -2,11 +2,11 @@
 
 use serde_json::json;
 
-use super::super::claude::Claude;
-use super::super::codex::Codex;
 use super::super::events::Parsed;
 use super::super::output::{LineSplitter, Tail};
 use super::*;
+use crate::domain::agent::claude::Claude;
+use crate::domain::agent::codex::Codex;
 use crate::domain::agent::limits;
 
 fn claude(lines: &[String]) -> Parsed {

@@ -10,7 +10,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::domain::id::BeadId;
-use crate::domain::router::Counters;
 use crate::domain::time::Timestamp;
 
 /// A JSON object, as `metadata` and the unknown fields of a bead are.
@@ -177,6 +176,9 @@ pub struct Comment {
 }
 
 mod de;
+mod step;
+
+pub use step::{Counters, Phase, Role, StepMeta, STEP_META_KEY};
 
 fn default_priority() -> u8 {
     2
@@ -299,159 +301,6 @@ impl Bead {
             .iter()
             .filter(|d| d.dep_type == DepType::ParentChild)
             .map(|d| &d.depends_on_id)
-    }
-}
-
-/// The key under `metadata` where catalyst keeps a step's metadata.
-pub const STEP_META_KEY: &str = "catalyst";
-
-/// What catalyst records on a step bead (`metadata.catalyst`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StepMeta {
-    /// The step's id within its formula (`review`, `fix-1`, …).
-    pub step: String,
-    pub role: Role,
-    /// The model the step runs with; `None` for gate and approval steps.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// The work bead this step belongs to.
-    pub bead: BeadId,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub formula: Option<String>,
-    /// A prompt template name other than the role's own.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt: Option<String>,
-    /// Gate commands, for `gate` steps.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub run: Vec<String>,
-    /// Seconds an agent or gate may run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_fix_iterations: Option<u32>,
-    /// Tools offered on this step's agent command line, replacing the role's list (the role's
-    /// access still applies).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tools: Option<Vec<String>>,
-    /// For a fix step: the step whose rejection or failure it answers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fixes: Option<BeadId>,
-    /// For a fix step: which round of fixes it is (1-based).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iteration: Option<u32>,
-    /// Attempts dispatched so far (run folders `1`, `2`, …).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub attempts: u32,
-    /// The router's counters for this step.
-    #[serde(default, skip_serializing_if = "Counters::is_zero")]
-    pub counters: Counters,
-    /// Where the step is while its bead status is `in_progress`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<Phase>,
-    /// The model of the next attempt when it differs from `model` (the escalation model).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_model: Option<String>,
-    /// The commit the next attempt must start from, set when an attempt was interrupted after
-    /// it may have moved the branch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reset_to: Option<String>,
-    /// The SUMMARY of the last result.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summary: Option<String>,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
-/// Where a step is while it is `in_progress`. Folded from the journal, so it survives a crash.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "phase", rename_all = "snake_case")]
-pub enum Phase {
-    /// An attempt is running (or was, when the daemon stopped).
-    Running {
-        attempt: u32,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        model: Option<String>,
-    },
-    /// Rejected (or failed); waits for its fix step to close, then runs again.
-    WaitingFix { fix: BeadId },
-    /// The merge agent is done; the daemon moves the target branch.
-    Merging,
-    /// Waits for a person (`ctl approve` / `ctl reject`).
-    WaitingApproval,
-}
-
-/// What a step does. Agent roles spawn an agent; `gate` runs commands in the daemon; `approval`
-/// waits for a person.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    Refine,
-    Implement,
-    Review,
-    Fix,
-    Merge,
-    Task,
-    Gate,
-    Approval,
-}
-
-impl Role {
-    pub const ALL: [Role; 8] = [
-        Role::Refine,
-        Role::Implement,
-        Role::Review,
-        Role::Fix,
-        Role::Merge,
-        Role::Task,
-        Role::Gate,
-        Role::Approval,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Refine => "refine",
-            Role::Implement => "implement",
-            Role::Review => "review",
-            Role::Fix => "fix",
-            Role::Merge => "merge",
-            Role::Task => "task",
-            Role::Gate => "gate",
-            Role::Approval => "approval",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Role> {
-        Role::ALL
-            .into_iter()
-            .find(|r| r.as_str().eq_ignore_ascii_case(s))
-    }
-
-    /// Whether the step is carried out by an agent (and so needs a prompt and a model).
-    pub fn is_agent(self) -> bool {
-        !matches!(self, Role::Gate | Role::Approval)
-    }
-
-    /// Whether the role changes files; a read-only role's DONE needs no change in the worktree.
-    pub fn writes(self) -> bool {
-        matches!(self, Role::Implement | Role::Fix | Role::Merge | Role::Task)
-    }
-
-    /// The model a role runs with unless the formula or config says otherwise.
-    pub fn default_model(self) -> Option<&'static str> {
-        match self {
-            Role::Refine | Role::Implement | Role::Fix | Role::Task => Some("sonnet"),
-            Role::Review => Some("haiku"),
-            Role::Merge => Some("opus"),
-            Role::Gate | Role::Approval => None,
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

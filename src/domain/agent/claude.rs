@@ -9,8 +9,8 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::events::Parsed;
-use crate::domain::agent::limits;
+use super::limits;
+use super::stream::Parsed;
 
 /// The fields catalyst reads; everything else (the whole `message` of conversation events) is
 /// skipped by serde without being kept.

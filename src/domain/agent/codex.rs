@@ -10,8 +10,8 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::events::Parsed;
-use crate::domain::agent::limits;
+use super::limits;
+use super::stream::Parsed;
 
 #[derive(Deserialize)]
 struct Event {

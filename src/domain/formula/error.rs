@@ -1,0 +1,39 @@
+//! Why a formula could not be poured: shared by pouring and variable resolution.
+
+use crate::domain::id::IdError;
+
+/// Why a formula could not be poured for a bead.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PourError {
+    #[error("formula `{formula}` needs a value for {} (no default)", backticked(.names))]
+    MissingVars { formula: String, names: Vec<String> },
+    #[error("formula `{formula}` has no var `{name}`")]
+    UnknownVar { formula: String, name: String },
+    #[error("formula `{formula}`: var `{name}` is built in and cannot be given a value")]
+    BuiltinVar { formula: String, name: String },
+    #[error(
+        "formula `{formula}`: `{value}` is not an allowed value of var `{name}` (allowed: {})",
+        backticked(.allowed)
+    )]
+    NotAllowed {
+        formula: String,
+        name: String,
+        value: String,
+        allowed: Vec<String>,
+    },
+    /// The step bead's id `<bead>.<step>` is not a valid id (for example, too long).
+    #[error("formula `{formula}`: step `{step}`: {source}")]
+    StepId {
+        formula: String,
+        step: String,
+        source: IdError,
+    },
+    /// The formula did not pass [`super::Formula::check`].
+    #[error("formula `{formula}` cannot be poured: {problem}")]
+    Invalid { formula: String, problem: String },
+}
+
+fn backticked(names: &[String]) -> String {
+    let names: Vec<_> = names.iter().map(|n| format!("`{n}`")).collect();
+    names.join(", ")
+}

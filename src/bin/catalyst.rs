@@ -359,7 +359,7 @@ fn export(file: Option<PathBuf>, workspace: Option<PathBuf>) -> anyhow::Result<O
 
 fn formula_check(files: &[PathBuf], prompts: Option<PathBuf>) -> anyhow::Result<Outcome> {
     let prompts = match prompts {
-        Some(path) => PromptSet::load_override(&path)?,
+        Some(path) => catalyst::daemon::load::prompts(&path)?,
         None => PromptSet::builtin(),
     };
     let has_prompt = |name: &str| prompts.has(name);

@@ -1,5 +1,5 @@
-//! `catalyst hook <event>`: Claude Code's hook handler (DESIGN §10), and the `--settings` JSON
-//! that installs it for an agent.
+//! `catalyst hook <event>`: Claude Code's hook handler. The `--settings` JSON that installs it
+//! for an agent is [`crate::domain::agent::settings::settings`].
 //!
 //! Claude Code runs the handler with the hook's JSON on stdin and the agent's environment,
 //! which carries `CATALYST_SOCKET` and `CATALYST_STEP`. The handler asks the daemon (`hook`
@@ -21,33 +21,16 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 
 use crate::cli::client::Client;
+pub use crate::domain::agent::settings::HookEvent;
 use crate::protocol::{HookAnswer, HookDecision, HookParams, Method};
 
-/// The hook events catalyst handles.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum HookEvent {
-    PreToolUse,
-    Stop,
-    SessionStart,
-}
-
-impl HookEvent {
-    /// Claude Code's name of the event, which is also the `hook` method's `event`.
-    pub fn name(self) -> &'static str {
-        match self {
-            HookEvent::PreToolUse => "PreToolUse",
-            HookEvent::Stop => "Stop",
-            HookEvent::SessionStart => "SessionStart",
-        }
+impl clap::ValueEnum for HookEvent {
+    fn value_variants<'a>() -> &'a [HookEvent] {
+        &HookEvent::ALL
     }
 
-    /// The argument of `catalyst hook`.
-    pub fn arg(self) -> &'static str {
-        match self {
-            HookEvent::PreToolUse => "pre-tool-use",
-            HookEvent::Stop => "stop",
-            HookEvent::SessionStart => "session-start",
-        }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.arg()))
     }
 }
 
@@ -81,11 +64,8 @@ impl HookEnv {
 }
 
 /// How long the daemon may take to answer; Claude Code's own timeout for the hook is longer
-/// (see [`settings`]), so the handler always gets to answer.
+/// (see [`crate::domain::agent::settings::settings`]), so the handler always gets to answer.
 const ASK_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Claude Code's timeout for each hook command, in seconds.
-const HOOK_TIMEOUT_SECS: u64 = 60;
 
 /// The end of a final message sent to the daemon: the result block is at the end, and the
 /// request must stay under the protocol's line limit.
@@ -286,29 +266,6 @@ fn fallback_context(env: &HookEnv) -> String {
     text
 }
 
-/// The `--settings` JSON for an agent: the three hooks, each running `bin hook <event>`.
-/// `PreToolUse` matches every tool and fails closed (`|| exit 2`).
-pub fn settings(bin: &Path) -> Value {
-    let exe = shell_quote(&bin.to_string_lossy());
-    let command = |event: HookEvent, fail_closed: bool| {
-        let mut c = format!("{exe} hook {}", event.arg());
-        if fail_closed {
-            c.push_str(" || exit 2");
-        }
-        json!([{"type": "command", "command": c, "timeout": HOOK_TIMEOUT_SECS}])
-    };
-    json!({"hooks": {
-        "PreToolUse": [{"matcher": "*", "hooks": command(HookEvent::PreToolUse, true)}],
-        "Stop": [{"hooks": command(HookEvent::Stop, false)}],
-        "SessionStart": [{"hooks": command(HookEvent::SessionStart, false)}],
-    }})
-}
-
-/// `text` as one single-quoted shell word.
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,22 +373,6 @@ mod tests {
             payload(HookEvent::Stop, given)["last_assistant_message"],
             "given"
         );
-    }
-
-    #[test]
-    fn settings_run_this_binary_for_each_hook() {
-        let s = settings(Path::new("/opt/it's/catalyst"));
-        let pre = s["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-            .as_str()
-            .unwrap_or_default();
-        assert_eq!(pre, r"'/opt/it'\''s/catalyst' hook pre-tool-use || exit 2");
-        assert_eq!(s["hooks"]["PreToolUse"][0]["matcher"], "*");
-        assert!(s["hooks"]["Stop"][0]["hooks"][0]["command"]
-            .as_str()
-            .is_some_and(|c| c.ends_with("hook stop")));
-        assert!(s["hooks"]["SessionStart"][0]["hooks"][0]["command"]
-            .as_str()
-            .is_some_and(|c| c.ends_with("hook session-start")));
     }
 
     #[tokio::test]

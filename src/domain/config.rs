@@ -5,7 +5,7 @@
 //! rather than discovered by a running step.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -134,18 +134,6 @@ impl Config {
         Ok(config)
     }
 
-    /// Loads `path`, or the defaults when it does not exist.
-    pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Config::parse(&text, &path.display().to_string()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
-            Err(source) => Err(ConfigError::Read {
-                path: path.display().to_string(),
-                source,
-            }),
-        }
-    }
-
     fn check(&self) -> Result<(), String> {
         if crate::domain::id::BeadId::new(&format!("{}-0", self.prefix)).is_err()
             || self.prefix.contains('.')
@@ -239,29 +227,6 @@ impl Config {
             .get(&role)
             .cloned()
             .unwrap_or_else(|| RolePolicy::default_for(role))
-    }
-
-    /// The `catalyst` binary for hook commands: `catalyst_bin`, else a `catalyst` next to the
-    /// running executable (`catalystd` and `catalyst` are installed together; the demo runs
-    /// inside `catalyst` itself), else the first `catalyst` on `PATH`, else the bare name.
-    pub fn catalyst_bin(&self) -> PathBuf {
-        if let Some(bin) = &self.catalyst_bin {
-            return bin.clone();
-        }
-        let sibling = std::env::current_exe()
-            .ok()
-            .and_then(|exe| Some(exe.parent()?.join("catalyst")))
-            .filter(|p| p.is_file());
-        let on_path = || {
-            std::env::var_os("PATH").and_then(|paths| {
-                std::env::split_paths(&paths)
-                    .map(|dir| dir.join("catalyst"))
-                    .find(|p| p.is_file())
-            })
-        };
-        sibling
-            .or_else(on_path)
-            .unwrap_or_else(|| PathBuf::from("catalyst"))
     }
 
     /// How many agents of `model` may run at once, if limited.

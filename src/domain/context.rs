@@ -12,12 +12,9 @@
 //! in them can close the block, fake a heading, or pass for catalyst's own words.
 
 use std::fmt::Write as _;
-use std::io;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::daemon::fsutil::write_replace;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Comment, Role, Status};
 use crate::domain::time::{human, Timestamp};
@@ -160,16 +157,18 @@ impl From<&Comment> for ContextComment {
     }
 }
 
-/// Writes `context.md` and `context.json` into `run_dir`, which must exist, each by a rename
-/// (not fsynced: run-folder records, see [`crate::daemon::fsutil::write_replace`]).
-pub fn write_context(run_dir: &Path, ctx: &Context) -> io::Result<()> {
-    let mut json = serde_json::to_vec_pretty(ctx).map_err(io::Error::other)?;
-    json.push(b'\n');
-    write_replace(&run_dir.join(CONTEXT_JSON), &json)?;
-    write_replace(&run_dir.join(CONTEXT_MD), ctx.to_markdown().as_bytes())
-}
-
 impl Context {
+    /// The two files an agent reads, by name: `context.json` (pretty, newline-terminated) and
+    /// `context.md`.
+    pub fn files(&self) -> [(&'static str, Vec<u8>); 2] {
+        let mut json = serde_json::to_vec_pretty(self).expect("a context always serializes");
+        json.push(b'\n');
+        [
+            (CONTEXT_JSON, json),
+            (CONTEXT_MD, self.to_markdown().into_bytes()),
+        ]
+    }
+
     /// The feedback a fix step must address: the rejections that started its round.
     fn current_feedback(&self) -> Vec<&Feedback> {
         if self.step.role != Role::Fix {
@@ -453,15 +452,14 @@ mod tests {
     }
 
     #[test]
-    fn writes_both_files_and_the_json_round_trips() {
-        let dir = tempfile::tempdir().expect("tempdir");
+    fn gives_both_files_and_the_json_round_trips() {
         let ctx = sample();
-        write_context(dir.path(), &ctx).expect("writes");
-        let json = std::fs::read_to_string(dir.path().join(CONTEXT_JSON)).expect("json");
-        let back: Context = serde_json::from_str(&json).expect("parses");
+        let [(json_name, json), (md_name, md)] = ctx.files();
+        assert_eq!((json_name, md_name), (CONTEXT_JSON, CONTEXT_MD));
+        assert!(json.ends_with(b"}\n"));
+        let back: Context = serde_json::from_slice(&json).expect("parses");
         assert_eq!(back, ctx);
-        let md = std::fs::read_to_string(dir.path().join(CONTEXT_MD)).expect("md");
-        assert_eq!(md, ctx.to_markdown());
+        assert_eq!(md, ctx.to_markdown().into_bytes());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The pure core: data in, data out. Nothing here touches the file system, a process, a socket
 //! or the clock (the caller passes `now`); the build refuses it (see `clippy.toml`).
 
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
 pub mod agent;
 pub mod beads;
 pub mod config;

@@ -11,7 +11,7 @@
 //! [`PromptVars::NAMES`] on load; rendering is strict as well.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
@@ -165,19 +165,8 @@ impl PromptSet {
         empty.with(parsed, file)
     }
 
-    /// The built-in prompts overridden by the file at `path`: its templates replace built-in
-    /// ones of the same name or add new ones, and its `contract`, if any, replaces the built-in
-    /// contract. Templates the file leaves out stay built in.
-    pub fn load_override(path: &Path) -> Result<PromptSet, PromptError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PromptError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        PromptSet::builtin().overlay(&text, &path.display().to_string())
-    }
-
     /// This set overridden by the prompt file text `text` (named `file` in messages); see
-    /// [`PromptSet::load_override`].
+    /// `crate::daemon::load::prompts`.
     pub fn overlay(&self, text: &str, file: &str) -> Result<PromptSet, PromptError> {
         let parsed = parse_file(text, file)?;
         self.clone().with(parsed, file)
@@ -430,15 +419,13 @@ mod tests {
 
     #[test]
     fn an_override_replaces_some_templates_and_keeps_the_rest() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("agent_prompts.toml");
-        std::fs::write(
-            &path,
-            "[prompts.review]\ntemplate = 'Strict review of {{ bead_id }}.'\n[prompts.security]\ntemplate = 'Audit {{ branch }}.'\n",
-        )
-        .expect("write");
-        let set = PromptSet::load_override(&path).expect("loads");
         let builtin = PromptSet::builtin();
+        let set = builtin
+            .overlay(
+                "[prompts.review]\ntemplate = 'Strict review of {{ bead_id }}.'\n[prompts.security]\ntemplate = 'Audit {{ branch }}.'\n",
+                "agent_prompts.toml",
+            )
+            .expect("loads");
         assert_eq!(set.contract(), builtin.contract(), "contract falls back");
         let review = set
             .render("review", &vars(&set, Role::Review))
@@ -464,12 +451,6 @@ mod tests {
         assert!(
             err.to_string()
                 .starts_with("o.toml: template `fix` uses unknown variable `nope`"),
-            "{err}"
-        );
-
-        let err = PromptSet::load_override(&dir.path().join("missing.toml")).expect_err("missing");
-        assert!(
-            err.to_string().starts_with("cannot read prompts `"),
             "{err}"
         );
     }

@@ -340,8 +340,8 @@ async fn with_the_daemon_stopped_the_hook_denies_a_write() {
         "the hook runs this catalyst: {from_settings}"
     );
     // A hook that cannot even start must deny too, not fail open.
-    let missing = catalyst::cli::hook::settings(Path::new("/nonexistent/catalyst"))["hooks"]
-        ["PreToolUse"][0]["hooks"][0]["command"]
+    let missing = catalyst::domain::agent::settings::settings(Path::new("/nonexistent/catalyst"))
+        ["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
         .as_str()
         .expect("command")
         .to_owned();

@@ -67,6 +67,7 @@ impl Engine {
                 access: config.role_policy(meta.role).access,
                 worktree: &worktree,
                 target_branch: &config.target_branch,
+                fs: &crate::daemon::resolver::RealFs,
             };
             let cwd = payload["cwd"].as_str().map(Path::new);
             policy::decide(&scope, &tool, input, cwd)

@@ -507,15 +507,15 @@ impl Loaded {
     /// Reads the workspace's config, prompts and formulas. Any problem refuses the whole set,
     /// so a broken edit never half-applies.
     pub fn load(paths: &Paths) -> Result<Loaded, String> {
-        let config = Config::load(&paths.config()).map_err(|e| e.to_string())?;
+        let config = crate::daemon::load::config(&paths.config()).map_err(|e| e.to_string())?;
         let prompts_file = paths.prompts();
         let prompts = if prompts_file.exists() {
-            PromptSet::load_override(&prompts_file).map_err(|e| e.to_string())?
+            crate::daemon::load::prompts(&prompts_file).map_err(|e| e.to_string())?
         } else {
             PromptSet::builtin()
         };
         let (formulas, problems) =
-            FormulaSet::load(&paths.formula_dirs(), &|name| prompts.has(name));
+            crate::daemon::load::formulas(&paths.formula_dirs(), &|name| prompts.has(name));
         if !problems.is_empty() {
             let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
             return Err(lines.join("; "));
@@ -550,7 +550,9 @@ impl Engine {
     /// The `--settings` JSON for an agent of `role`: the hooks that ask the daemon. The same
     /// for every role, since the daemon knows the step's role when a hook asks.
     fn hook_settings(&self, _role: crate::domain::model::Role) -> Value {
-        crate::cli::hook::settings(&self.loaded.config.catalyst_bin())
+        crate::domain::agent::settings::settings(&crate::daemon::load::catalyst_bin(
+            &self.loaded.config,
+        ))
     }
 }
 

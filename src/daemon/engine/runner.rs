@@ -458,7 +458,7 @@ fn write_inputs(job: &mut StepJob, base: &CommitId) -> std::io::Result<()> {
     for (step, run) in job.context.earlier_steps.iter_mut().zip(&job.earlier_runs) {
         step.final_message = run.as_deref().and_then(final_message);
     }
-    context::write_context(&job.run_dir, &job.context)?;
+    crate::daemon::rundir::write_context(&job.run_dir, &job.context)?;
     let settings = serde_json::to_vec_pretty(&job.settings).map_err(std::io::Error::other)?;
     fsutil::write_replace(&job.run_dir.join(SETTINGS_FILE), &settings)?;
     debug_assert_eq!(job.spec.prompt, job.prompt);

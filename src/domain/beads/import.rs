@@ -7,10 +7,10 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::daemon::store::State;
 use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
 use crate::domain::model::Bead;
+use crate::domain::state::State;
 
 /// The outcome of an import, for people and scripts.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +77,7 @@ pub fn plan(state: &State, beads: Vec<Bead>) -> (Vec<EventBody>, ImportReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::event::Event;
     use crate::domain::time::Timestamp;
 
     fn bead(id: &str, title: &str) -> Bead {
@@ -86,15 +87,24 @@ mod tests {
 
     #[test]
     fn new_beads_are_created_existing_ones_compared() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = crate::daemon::store::Store::open(dir.path()).unwrap();
-        let (events, report) = plan(store.state(), vec![bead("bd-1", "one")]);
+        let mut state = State::default();
+        let (events, report) = plan(&state, vec![bead("bd-1", "one")]);
         assert_eq!(report.created, 1);
-        store.commit(events).unwrap();
+        for (seq, body) in (1..).zip(events) {
+            let ts = Timestamp::parse("2026-01-01T00:00:01Z").unwrap();
+            state
+                .apply(Event {
+                    seq,
+                    ts,
+                    more: false,
+                    body,
+                })
+                .unwrap();
+        }
         let mut bad = bead("bd-3", "bad");
         bad.priority = 9;
         let (events, report) = plan(
-            store.state(),
+            &state,
             vec![
                 bead("bd-1", "one"),
                 bead("bd-2", "two"),

@@ -1,10 +1,8 @@
 //! The formulas a daemon knows: the built-in ones, then those in a workspace's folders.
 
 use std::collections::BTreeMap;
-use std::io;
-use std::path::{Path, PathBuf};
 
-use super::{Formula, Problem, FORMULA_EXT};
+use super::{Formula, Problem};
 
 /// The formulas compiled into catalyst, by file name.
 pub const BUILTIN: [(&str, &str); 2] = [
@@ -34,7 +32,7 @@ impl FormulaSet {
         let mut set = FormulaSet::default();
         let mut problems = Vec::new();
         for (name, text) in BUILTIN {
-            set.add(
+            set.add_file(
                 text,
                 &format!("{BUILTIN_DIR}/{name}"),
                 has_prompt,
@@ -44,39 +42,9 @@ impl FormulaSet {
         (set, problems)
     }
 
-    /// The built-in formulas, then every `*.formula.toml` in `dirs`, in order (each folder's
-    /// files sorted by name). A formula replaces an earlier one of the same name, so a
-    /// workspace can override a built-in formula.
-    ///
-    /// A file with problems is left out and its problems returned, so one broken file does not
-    /// stop the daemon from running the others. A folder that does not exist is skipped
-    /// silently (`.beads/formulas/` usually does not); one that cannot be read is a problem.
-    pub fn load(dirs: &[PathBuf], has_prompt: &dyn Fn(&str) -> bool) -> (FormulaSet, Vec<Problem>) {
-        let (mut set, mut problems) = FormulaSet::builtin(has_prompt);
-        for dir in dirs {
-            let files = match formula_files(dir) {
-                Ok(files) => files,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => {
-                    problems.push(Problem::formula(
-                        &dir.display().to_string(),
-                        format!("cannot read the folder: {e}"),
-                    ));
-                    continue;
-                }
-            };
-            for path in files {
-                let file = path.display().to_string();
-                match std::fs::read_to_string(&path) {
-                    Ok(text) => set.add(&text, &file, has_prompt, &mut problems),
-                    Err(e) => problems.push(Problem::formula(&file, format!("cannot read: {e}"))),
-                }
-            }
-        }
-        (set, problems)
-    }
-
-    fn add(
+    /// Checks the formula file `text` (named `file` in messages) and adds it, replacing one of
+    /// the same name; a file with problems is left out and its problems pushed.
+    pub fn add_file(
         &mut self,
         text: &str,
         file: &str,
@@ -117,23 +85,6 @@ impl FormulaSet {
     pub fn is_empty(&self) -> bool {
         self.formulas.is_empty()
     }
-}
-
-/// The formula files directly in `dir`, sorted by name.
-fn formula_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let is_formula = entry
-            .file_name()
-            .to_str()
-            .is_some_and(|name| name.ends_with(FORMULA_EXT) && !name.starts_with('.'));
-        if is_formula && entry.file_type()?.is_file() {
-            files.push(entry.path());
-        }
-    }
-    files.sort();
-    Ok(files)
 }
 
 #[cfg(test)]
@@ -193,43 +144,5 @@ mod tests {
             "the var's default is substituted"
         );
         assert_eq!(steps[0].title, "Plan: Add a flag");
-    }
-
-    #[test]
-    fn workspace_folders_add_and_override_and_report_broken_files() {
-        let prompts = PromptSet::builtin();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let write =
-            |name: &str, text: &str| std::fs::write(dir.path().join(name), text).expect("write");
-        write(
-            "feature.formula.toml",
-            "formula = \"feature\"\n[[steps]]\nid = \"only\"\ntitle = \"Just do it\"\n",
-        );
-        write(
-            "ci.formula.toml",
-            "formula = \"ci\"\n[[steps]]\nid = \"test\"\ntitle = \"T\"\nrole = \"gate\"\nrun = [\"make test\"]\n",
-        );
-        write(
-            "broken.formula.toml",
-            "formula = \"broken\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\nloop = { count = 2 }\n",
-        );
-        write("notes.toml", "not a formula");
-        let missing = dir.path().join("missing");
-
-        let (set, problems) =
-            FormulaSet::load(&[missing, dir.path().to_owned()], &|n| prompts.has(n));
-        assert_eq!(set.names().collect::<Vec<_>>(), ["ci", "feature", "gated"]);
-        assert_eq!(
-            set.get("feature").expect("feature").steps.len(),
-            1,
-            "overridden"
-        );
-        assert_eq!(problems.len(), 1, "{problems:#?}");
-        let shown = problems[0].to_string();
-        let file = dir.path().join("broken.formula.toml");
-        assert!(
-            shown.starts_with(&format!("{}: a: `loop` is not supported", file.display())),
-            "{shown}"
-        );
     }
 }

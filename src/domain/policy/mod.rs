@@ -136,13 +136,15 @@ fn deny(reason: impl Into<String>) -> Permission {
 }
 
 /// Where a step's agent works, for [`decide`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct Scope<'a> {
     pub access: Access,
     /// The bead's worktree.
     pub worktree: &'a Path,
     /// The branch beads merge into, which agents must not check out or move.
     pub target_branch: &'a str,
+    /// How paths are resolved (the real file system, in the daemon).
+    pub fs: &'a dyn path::Resolve,
 }
 
 /// Decides one tool call. `input` is the tool's input as the hook received it; `cwd` the
@@ -158,7 +160,7 @@ pub fn decide(scope: &Scope<'_>, tool: &str, input: &Value, cwd: Option<&Path>) 
         let Some(file) = input.get(*key).and_then(Value::as_str) else {
             return deny(format!("`{tool}` without a `{key}` cannot be checked"));
         };
-        return match path::check_write(scope.worktree, base, Path::new(file)) {
+        return match path::check_write(scope.fs, scope.worktree, base, Path::new(file)) {
             Ok(()) => Permission::Allow,
             Err(why) => deny(format!("`{tool}` of `{file}` is not allowed: {why}")),
         };

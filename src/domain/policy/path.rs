@@ -1,7 +1,19 @@
 //! Where a file tool would really write: the path resolved through `..` and symlinks, as the
 //! kernel would resolve it, even when the file (or some of its folders) does not exist yet.
 
+use std::io;
 use std::path::{Component, Path, PathBuf};
+
+/// What resolving a path needs to ask of the file system. The daemon passes the real one; the
+/// policy itself never touches the disk.
+pub trait Resolve {
+    /// Whether `path` exists, following symlinks.
+    fn exists(&self, path: &Path) -> bool;
+    /// `path` made absolute with every symlink and `..` resolved; it must exist.
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf>;
+    /// Whether `path` itself is a symlink (not followed).
+    fn is_symlink(&self, path: &Path) -> bool;
+}
 
 /// Folders inside a worktree that no agent may write into: git's own data, and catalyst's
 /// state (a worktree's `.git` is a file pointing into the repository's, equally off limits).
@@ -9,14 +21,19 @@ pub const PROTECTED: [&str; 2] = [".git", ".catalyst"];
 
 /// Checks that writing `file` (absolute, or relative to `base`) stays inside `worktree` and
 /// outside its [`PROTECTED`] folders. The error says why, for the agent.
-pub fn check_write(worktree: &Path, base: &Path, file: &Path) -> Result<(), String> {
-    let root = worktree.canonicalize().map_err(|e| {
+pub fn check_write(
+    fs: &dyn Resolve,
+    worktree: &Path,
+    base: &Path,
+    file: &Path,
+) -> Result<(), String> {
+    let root = fs.canonicalize(worktree).map_err(|e| {
         format!(
             "the worktree `{}` cannot be resolved: {e}",
             worktree.display()
         )
     })?;
-    let resolved = resolve(&base.join(file))?;
+    let resolved = resolve(fs, &base.join(file))?;
     let Ok(inside) = resolved.strip_prefix(&root) else {
         return Err(format!(
             "it resolves to `{}`, outside the worktree `{}`",
@@ -37,15 +54,15 @@ pub fn check_write(worktree: &Path, base: &Path, file: &Path) -> Result<(), Stri
 /// canonicalized (following symlinks and `..` in order), and the components after it, which do
 /// not exist, are applied lexically. A dangling symlink among them is refused, since writing
 /// through it would create its target, wherever that is.
-pub fn resolve(path: &Path) -> Result<PathBuf, String> {
+pub fn resolve(fs: &dyn Resolve, path: &Path) -> Result<PathBuf, String> {
     let components: Vec<Component<'_>> = path.components().collect();
     for split in (1..=components.len()).rev() {
         let prefix: PathBuf = components[..split].iter().collect();
-        if !prefix.exists() {
+        if !fs.exists(&prefix) {
             continue;
         }
-        let mut resolved = prefix
-            .canonicalize()
+        let mut resolved = fs
+            .canonicalize(&prefix)
             .map_err(|e| format!("`{}` cannot be resolved: {e}", prefix.display()))?;
         for c in &components[split..] {
             match c {
@@ -57,10 +74,7 @@ pub fn resolve(path: &Path) -> Result<PathBuf, String> {
                     // Past the existing prefix only a dangling symlink can exist (or, after a
                     // `..`, anything): writing through a symlink here would land wherever it
                     // points, so it is refused rather than followed by hand.
-                    if resolved
-                        .symlink_metadata()
-                        .is_ok_and(|m| m.file_type().is_symlink())
-                    {
+                    if fs.is_symlink(&resolved) {
                         return Err(format!(
                             "`{}` is a symlink that does not resolve; write to its target's own path",
                             resolved.display()

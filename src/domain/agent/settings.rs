@@ -1,0 +1,86 @@
+//! The `--settings` JSON that wires Claude Code's hooks to `catalyst hook <event>`.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+/// Claude Code's timeout for each hook command, in seconds.
+pub const HOOK_TIMEOUT_SECS: u64 = 60;
+
+/// The hook events catalyst handles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HookEvent {
+    PreToolUse,
+    Stop,
+    SessionStart,
+}
+
+impl HookEvent {
+    pub const ALL: [HookEvent; 3] = [
+        HookEvent::PreToolUse,
+        HookEvent::Stop,
+        HookEvent::SessionStart,
+    ];
+
+    /// Claude Code's name of the event, which is also the `hook` method's `event`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::Stop => "Stop",
+            HookEvent::SessionStart => "SessionStart",
+        }
+    }
+
+    /// The argument of `catalyst hook`.
+    pub fn arg(self) -> &'static str {
+        match self {
+            HookEvent::PreToolUse => "pre-tool-use",
+            HookEvent::Stop => "stop",
+            HookEvent::SessionStart => "session-start",
+        }
+    }
+}
+
+/// The `--settings` JSON for an agent: the three hooks, each running `bin hook <event>`.
+/// `PreToolUse` matches every tool and fails closed (`|| exit 2`).
+pub fn settings(bin: &Path) -> Value {
+    let exe = shell_quote(&bin.to_string_lossy());
+    let command = |event: HookEvent, fail_closed: bool| {
+        let mut c = format!("{exe} hook {}", event.arg());
+        if fail_closed {
+            c.push_str(" || exit 2");
+        }
+        json!([{"type": "command", "command": c, "timeout": HOOK_TIMEOUT_SECS}])
+    };
+    json!({"hooks": {
+        "PreToolUse": [{"matcher": "*", "hooks": command(HookEvent::PreToolUse, true)}],
+        "Stop": [{"hooks": command(HookEvent::Stop, false)}],
+        "SessionStart": [{"hooks": command(HookEvent::SessionStart, false)}],
+    }})
+}
+
+/// `text` as one single-quoted shell word.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_run_this_binary_for_each_hook() {
+        let s = settings(Path::new("/opt/it's/catalyst"));
+        let pre = s["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(pre, r"'/opt/it'\''s/catalyst' hook pre-tool-use || exit 2");
+        assert_eq!(s["hooks"]["PreToolUse"][0]["matcher"], "*");
+        assert!(s["hooks"]["Stop"][0]["hooks"][0]["command"]
+            .as_str()
+            .is_some_and(|c| c.ends_with("hook stop")));
+        assert!(s["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+            .as_str()
+            .is_some_and(|c| c.ends_with("hook session-start")));
+    }
+}

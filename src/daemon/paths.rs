@@ -1,4 +1,4 @@
-//! Where a workspace's files live (DESIGN §4).
+//! Where a workspace's files live (docs/files.md).
 
 use std::path::{Path, PathBuf};
 

@@ -110,7 +110,7 @@ enum Line {
 /// `LinesCodec` with [`MAX_LINE`], except that a line too long or not UTF-8 is an item, not
 /// an error: `Framed` ends the stream after a decoder error (and does not decode lines already
 /// buffered behind it until more bytes arrive), while a bad line must get an error reply and
-/// leave the connection usable (DESIGN §9).
+/// leave the connection usable (docs/protocol.md#framing).
 struct RequestLines(LinesCodec);
 
 impl RequestLines {

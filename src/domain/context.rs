@@ -1,6 +1,6 @@
 //! The context files an agent reads: `context.md` for it to read, `context.json` for tools.
 //!
-//! Prompts carry metadata and paths only (DESIGN §1.3, §7): everything about the work itself
+//! Prompts carry metadata and paths only (docs/overview.md#the-orchestrator-owns-structure-the-agent-owns-content, docs/agents.md): everything about the work itself
 //! (the bead's text, the plan from the refine step, review instructions, gate output, rejection
 //! reasons, comments) reaches the agent through these files, which the daemon writes into the
 //! run folder before it spawns the agent. The caller gathers the data into a [`Context`]; this

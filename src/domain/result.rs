@@ -1,4 +1,4 @@
-//! The `---STEP-RESULT---` block an agent ends its final message with (DESIGN §6), parsed into a
+//! The `---STEP-RESULT---` block an agent ends its final message with (docs/routing.md#parsing-rules), parsed into a
 //! [`StepResult`] or refused with a precise [`Malformed`] reason.
 //!
 //! The block is all the daemon reads from an agent to route a step, so the parser is tolerant
@@ -141,7 +141,7 @@ pub enum Malformed {
 ///   block is the lines between a start marker and the next end marker. An end marker with no
 ///   start before it is ignored; of two start markers before one end, the later opens the block.
 /// - The **last complete** block is taken. A start marker after it that is never closed (an
-///   unfinished or quoted block) is ignored, as DESIGN §6 says; only when there is no complete
+///   unfinished or quoted block) is ignored, as docs/routing.md#parsing-rules says; only when there is no complete
 ///   block at all is the reason [`Malformed::Unterminated`].
 /// - Fence lines (```` ``` ````, ```` ```text ````, `~~~`) are skipped inside the block, and an
 ///   opening fence just before it is left out of `message`.

@@ -1,4 +1,4 @@
-//! The routing table of DESIGN §6: what the daemon does when a step ends.
+//! The routing table (docs/routing.md): what the daemon does when a step ends.
 //!
 //! [`route`] is a pure function of the step's role, how the step ended ([`Outcome`]), the step's
 //! [`Counters`] and the [`RouterConfig`]. It reads no clock, file or state, so the table is
@@ -186,7 +186,7 @@ pub enum Decision {
     Block { cause: BlockCause, reason: String },
 }
 
-/// Routes a step's outcome (DESIGN §6).
+/// Routes a step's outcome (docs/routing.md).
 ///
 /// `step_max_fix_iterations` is the formula step's `max_fix_iterations`, which replaces the
 /// config's when set. The table:

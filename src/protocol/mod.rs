@@ -1,4 +1,4 @@
-//! The control protocol, shared by the daemon and `catalyst ctl` (DESIGN §9).
+//! The control protocol, shared by the daemon and `catalyst ctl` (docs/protocol.md).
 //!
 //! NDJSON over a Unix socket. On connect the daemon sends a [`Hello`]; then each request line
 //! `{"id":…,"method":"…","params":{…}}` gets one response line with the same `id`, either
@@ -43,7 +43,7 @@ impl Default for Hello {
     }
 }
 
-/// Error codes of DESIGN §9.
+/// Error codes (docs/protocol.md#errors).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
@@ -125,7 +125,7 @@ pub struct Request {
     pub method: Method,
 }
 
-/// Every method of DESIGN §9 with its parameters.
+/// Every method of the control protocol (docs/protocol.md) with its parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Method {
     Status,

@@ -2,7 +2,7 @@
 //!
 //! It accepts Claude Code's print-mode command line, reads the prompt from stdin (or a trailing
 //! argument), and answers in Claude Code's `text`, `json` or `stream-json` output with a final
-//! message ending in a `---STEP-RESULT---` block (DESIGN §6). What it answers, and what it does
+//! message ending in a `---STEP-RESULT---` block (docs/routing.md). What it answers, and what it does
 //! on the way, comes from a scenario file, so a test can script a whole workflow: a review that
 //! rejects once then approves, an agent that crashes, floods its output, hits a usage limit or
 //! writes outside its worktree through a tool the hooks must deny. It is a library as well as a

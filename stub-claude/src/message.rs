@@ -1,4 +1,4 @@
-//! The final message of a response: prose, then the `---STEP-RESULT---` block (DESIGN §6).
+//! The final message of a response: prose, then the `---STEP-RESULT---` block (docs/routing.md).
 
 use crate::scenario::Response;
 

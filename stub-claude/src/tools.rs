@@ -1,6 +1,6 @@
 //! Tools: which ones the command line makes available, and doing what a call asks.
 //!
-//! The tool flags are the first layer of a role's guardrails (DESIGN §10), so the stub honours
+//! The tool flags are the first layer of a role's guardrails (docs/agents.md#hooks), so the stub honours
 //! them the way the model experiences them: a tool left out by `--tools`, or named in
 //! `--disallowedTools`, is not there to call; a rule such as `Bash(git push:*)` refuses the
 //! matching calls. Allowed calls are performed for real, exactly as asked, inside the worktree

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::support::{catalyst, Daemon, Workspace};
 
-/// DESIGN §3 appendix's three shapes (a `blocks` dependency with offset timestamps and
+/// The three shapes of docs/data-model.md#beads-export-lines (a `blocks` dependency with offset timestamps and
 /// microseconds; a closed child with a `parent-child` dependency; labels, an integer comment
 /// id and an unknown field), plus a newer line with `_type`, counts and a string comment id.
 const EXPORT: [&str; 4] = [

@@ -1,4 +1,4 @@
-//! Faulty agents (issue 4, item 2): an agent that hangs, dies by a signal, stalls, floods its
+//! Faulty agents: an agent that hangs, dies by a signal, stalls, floods its
 //! output, prints bytes that are not UTF-8, or quotes a result block it did not mean. None of
 //! them may take the daemon down, leave a process behind, or be believed.
 

@@ -1,4 +1,4 @@
-//! A full disk (issue 4, item 6): the workspace lives on a small tmpfs that the test fills.
+//! A full disk: the workspace lives on a small tmpfs that the test fills.
 //! While the journal cannot be written the daemon dispatches nothing, says why in `status` and
 //! in its log, loses nothing it acknowledged, and carries on by itself once there is room.
 //!

@@ -1,4 +1,4 @@
-//! Bad ids and files (issue 4, item 4): ids become paths and branch names, so an id with
+//! Bad ids and files: ids become paths and branch names, so an id with
 //! `..`, `/`, spaces, upper case, control characters or a kilobyte of text is refused wherever
 //! it enters (a request, an inbox file, a formula), and nothing is ever created outside
 //! `.catalyst/` (which holds the worktrees).

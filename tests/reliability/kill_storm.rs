@@ -1,4 +1,4 @@
-//! Crash recovery under a kill storm (issue 4, item 1): a workload of 20 beads with fix loops,
+//! Crash recovery under a kill storm: a workload of 20 beads with fix loops,
 //! retries, escalation and dependent beads runs once without interruption and once while
 //! `catalystd` is killed with SIGKILL at random moments and restarted. Both runs must end the
 //! same, nothing recorded as finished may run again, every merge lands once, and no agent or

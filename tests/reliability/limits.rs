@@ -1,4 +1,4 @@
-//! Rate limits and budgets (issue 4, item 7): an agent that reports a usage limit costs the
+//! Rate limits and budgets: an agent that reports a usage limit costs the
 //! step no attempt and pauses its model, longer each time it happens again; a bead whose
 //! agents report spending more than the budget is blocked with a comment saying so.
 

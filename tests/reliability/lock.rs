@@ -1,4 +1,4 @@
-//! One daemon per workspace (issue 4, item 5): a second `catalystd` on the same workspace
+//! One daemon per workspace: a second `catalystd` on the same workspace
 //! refuses to start and names the daemon in the way; a daemon killed without cleaning up
 //! leaves a socket file that does not stop the next one.
 

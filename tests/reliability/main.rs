@@ -1,4 +1,4 @@
-//! Reliability tests (issue 4): what a daemon left running unattended for days must survive.
+//! Reliability tests: what a daemon left running unattended for days must survive.
 //! Each module tries to break one promise: nothing recorded is lost or done twice, and nothing
 //! the daemon reads can take it over.
 //!

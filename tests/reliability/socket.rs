@@ -1,4 +1,4 @@
-//! Hostile socket input (issue 4, item 3): malformed lines by the thousand, many clients at
+//! Hostile socket input: malformed lines by the thousand, many clients at
 //! once, and a client running as another user. The daemon answers each with an error, keeps
 //! serving everyone else, and writes nothing to its journal for any of it.
 

@@ -28,7 +28,7 @@ pub(crate) fn signal_group(pgid: Pid, signal: Signal) -> Result<(), Errno> {
 }
 
 /// Kills a process group left by a previous daemon: the agent of a step that was running when
-/// the daemon died (DESIGN §5). The agent itself died with the daemon (`PR_SET_PDEATHSIG`), but
+/// the daemon died (docs/journal.md#recovery-at-start-up). The agent itself died with the daemon (`PR_SET_PDEATHSIG`), but
 /// that signal is not inherited, so its children may still be running in the worktree.
 ///
 /// Returns whether a group was there to kill (`ESRCH` means it was already gone). The caller

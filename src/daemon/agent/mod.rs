@@ -1,5 +1,5 @@
 //! Running an agent CLI (Claude Code, Codex, or anything that prints text) for one step, and
-//! reading how it went (DESIGN §7).
+//! reading how it went (docs/agents.md).
 //!
 //! [`run`] is the whole life of one agent process:
 //! - the prompt is written to `prompt.md` in the run folder, and to the agent's stdin (which is

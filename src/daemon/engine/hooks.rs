@@ -1,4 +1,4 @@
-//! The `hook` method: the daemon's side of `catalyst hook` (DESIGN §10). The daemon decides,
+//! The `hook` method: the daemon's side of `catalyst hook` (docs/agents.md#hooks). The daemon decides,
 //! records, and only then answers, so every tool decision is in the journal before the agent
 //! acts on it.
 

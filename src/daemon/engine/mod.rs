@@ -439,8 +439,8 @@ impl Engine {
 
     /// Writes a group of events and publishes the new seq. A refused group is a bug (events
     /// are built from the state they are checked against) and is logged; a failed write sets
-    /// the storage error, which stops dispatching and arms a timer that looks again (DESIGN
-    /// §5: nothing happens that is not recorded first).
+    /// the storage error, which stops dispatching and arms a timer that looks again
+    /// (docs/journal.md: nothing happens that is not recorded first).
     fn record(&mut self, bodies: Vec<EventBody>) -> Option<Vec<Event>> {
         if bodies.is_empty() {
             return Some(Vec::new());

@@ -1,4 +1,4 @@
-//! The daemon's side of the merge step (DESIGN §8): fast-forward the target to the bead's
+//! The daemon's side of the merge step (docs/worktrees.md#the-merge): fast-forward the target to the bead's
 //! branch once the merge agent has brought the branch up to date, without ever rewriting the
 //! target's history or overwriting uncommitted work in a checkout of the target.
 

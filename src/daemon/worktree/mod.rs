@@ -1,4 +1,4 @@
-//! One git worktree and branch per bead, through libgit2 (DESIGN §8).
+//! One git worktree and branch per bead, through libgit2 (docs/worktrees.md).
 //!
 //! A bead works in the linked worktree `<worktrees_dir>/<bead>` on branch `catalyst/<bead>`,
 //! made from the tip of the target branch when its molecule is poured. The daemon commits what
@@ -14,7 +14,7 @@
 //!   Changes to git's shared records (adding and pruning worktrees, creating and deleting
 //!   branches, moving the target) take a lock inside [`Repo`], since libgit2 does not make
 //!   them safe against each other.
-//! - **Safe to repeat after `kill -9` at any instant** (DESIGN §1.2): creating an existing
+//! - **Safe to repeat after `kill -9` at any instant** (docs/overview.md#state-lives-on-disk): creating an existing
 //!   worktree returns it, a half-made worktree is made again, merging a merged bead answers
 //!   [`MergeOutcome::AlreadyMerged`], removing a removed bead succeeds.
 //! - **Uncommitted work outside a bead's own worktree is never overwritten**, and a target
@@ -176,7 +176,7 @@ impl Repo {
     /// Removes the bead's worktree folder, git's record of it, and its branch.
     ///
     /// Idempotent: whatever is already gone is skipped. Whether the bead may lose its work is
-    /// the caller's decision (DESIGN §8: only merged beads, or ones a person cancelled). A
+    /// the caller's decision (docs/worktrees.md#removal: only merged beads, or ones a person cancelled). A
     /// worktree a person locked (`git worktree lock`) is refused, and a worktree with the
     /// bead's name outside the worktrees folder is left alone.
     pub fn remove(&self, bead: &BeadId) -> Result<(), GitError> {

@@ -2,7 +2,7 @@
 //! overloaded.
 //!
 //! Such a run is not the step's fault: the router requeues it without counting an attempt and
-//! the engine pauses the model (DESIGN §6). Misreading an ordinary failure as a limit would
+//! the engine pauses the model (docs/routing.md#usage-limits). Misreading an ordinary failure as a limit would
 //! requeue it forever, so text is only looked at where the CLI itself reports an error (an
 //! `is_error` result, a Codex `error` event, stderr of a failed run), never in what the model
 //! wrote, with one exception: a final message that is nothing but a one-line limit notice.

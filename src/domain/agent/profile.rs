@@ -1,5 +1,5 @@
 //! Agent profiles: the command template of an agent CLI, how its prompt is delivered and how its
-//! output is read (DESIGN §7).
+//! output is read (docs/agents.md).
 //!
 //! A profile comes from the daemon's TOML config and is checked when it is loaded
 //! ([`AgentProfile::validate`] runs inside `Deserialize`), so a typo in a placeholder or a flag
@@ -88,7 +88,7 @@ impl TryFrom<ProfileConfig> for AgentProfile {
     }
 }
 
-/// Flags that make Claude Code skip its hooks, which carry the tool policy (DESIGN §10).
+/// Flags that make Claude Code skip its hooks, which carry the tool policy (docs/agents.md#hooks).
 pub const FORBIDDEN_FLAGS: [&str; 2] = ["--bare", "--safe-mode"];
 
 /// The placeholders a command template may use.

@@ -1,4 +1,4 @@
-//! What an agent's tools may do, by role (DESIGN §6, §10): the pure decision behind the
+//! What an agent's tools may do, by role (docs/routing.md, docs/agents.md#tool-policy): the pure decision behind the
 //! `PreToolUse` hook.
 //!
 //! Two layers keep a role within its policy. The first is the agent's command line: a role's

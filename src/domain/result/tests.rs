@@ -31,7 +31,7 @@ fn well_formed_blocks_parse() {
     use Verdict::*;
     let cases: Vec<(&str, &str, Option<Role>, StepResult)> = vec![
         (
-            "the block of DESIGN §6",
+            "the block of the routing contract",
             "---STEP-RESULT---\nSTATUS: DONE\nVERDICT: REJECTED\nSUMMARY: needs a fix\n\
              INSTRUCTIONS:\n- Fix the nil pointer in auth.go:45\n---END-RESULT---",
             REVIEW,

@@ -27,9 +27,10 @@
 //! never sees (`eval`, variables), which is why the daemon, not the agent, commits and merges.
 
 use super::shell::{lex, simple_commands, Op, Token, Word};
+use super::{refuse, Refusal};
 
 /// Checks a command for a read-only role; the error says what is refused.
-pub fn check_read_only(command: &str) -> Result<(), String> {
+pub fn check_read_only(command: &str) -> Result<(), Refusal> {
     let tokens = lex(command)?;
     let mut program_next = true;
     for token in &tokens {
@@ -60,7 +61,7 @@ pub fn check_read_only(command: &str) -> Result<(), String> {
                     );
                 }
                 if w.glob {
-                    return Err(format!(
+                    return Err(refuse!(
                         "the unquoted pattern `{}` is not allowed in a read-only step: use the Glob or Grep tool, or quote it",
                         w.text
                     ));
@@ -77,14 +78,14 @@ pub fn check_read_only(command: &str) -> Result<(), String> {
 
 /// Programs a read-only role may run, with the arguments that would make them write or run
 /// something refused.
-fn read_only_simple(words: &[Word]) -> Result<(), String> {
+fn read_only_simple(words: &[Word]) -> Result<(), Refusal> {
     let Some((program, args)) = words.split_first() else {
         return Err("an empty command".into());
     };
     let args: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
-    let refuse_args = |bad: &dyn Fn(&str) -> bool| -> Result<(), String> {
+    let refuse_args = |bad: &dyn Fn(&str) -> bool| -> Result<(), Refusal> {
         match args.iter().find(|a| bad(a)) {
-            Some(a) => Err(format!(
+            Some(a) => Err(refuse!(
                 "`{}` with `{a}` can write or run other programs",
                 program.text
             )),
@@ -116,7 +117,7 @@ fn read_only_simple(words: &[Word]) -> Result<(), String> {
             )
         }),
         "git" => git_read_only(&args),
-        other => Err(format!(
+        other => Err(refuse!(
             "`{other}` is not on the read-only allowlist (ls, cat, head, tail, wc, grep, rg, find, git status/diff/log/show, …)"
         )),
     }
@@ -166,14 +167,14 @@ const GIT_BRANCH_LIST: [&str; 10] = [
     "--no-color",
 ];
 
-fn git_read_only(args: &[&str]) -> Result<(), String> {
+fn git_read_only(args: &[&str]) -> Result<(), Refusal> {
     let mut i = 0;
     while let Some(arg) = args.get(i) {
         match *arg {
             "--no-pager" | "--no-optional-locks" => i += 1,
             "-C" => i += 2,
             a if a.starts_with('-') => {
-                return Err(format!(
+                return Err(refuse!(
                     "`git {a}` is not allowed in a read-only step (only `-C`, `--no-pager`)"
                 ))
             }
@@ -184,7 +185,7 @@ fn git_read_only(args: &[&str]) -> Result<(), String> {
         return Err("`git` without a command".into());
     };
     if !GIT_READ.contains(sub) {
-        return Err(format!(
+        return Err(refuse!(
             "`git {sub}` is not allowed in a read-only step (status, diff, log, show, blame, grep, ls-files, rev-parse, … are)"
         ));
     }
@@ -195,11 +196,11 @@ fn git_read_only(args: &[&str]) -> Result<(), String> {
             || a.starts_with("--open-files-in-pager")
             || **a == "-O"
     }) {
-        return Err(format!("`git {sub} {bad}` can write or run other programs"));
+        return Err(refuse!("`git {sub} {bad}` can write or run other programs"));
     }
     if *sub == "branch" {
         if let Some(bad) = rest.iter().find(|a| !GIT_BRANCH_LIST.contains(a)) {
-            return Err(format!(
+            return Err(refuse!(
                 "`git branch {bad}` is not allowed in a read-only step (only listing)"
             ));
         }
@@ -211,11 +212,11 @@ fn git_read_only(args: &[&str]) -> Result<(), String> {
 const MAX_DEPTH: u32 = 4;
 
 /// Checks a command for a role that writes in the worktree; the error says what is refused.
-pub fn check_writer(command: &str, target: &str) -> Result<(), String> {
+pub fn check_writer(command: &str, target: &str) -> Result<(), Refusal> {
     writer(command, target, 0)
 }
 
-fn writer(command: &str, target: &str, depth: u32) -> Result<(), String> {
+fn writer(command: &str, target: &str, depth: u32) -> Result<(), Refusal> {
     for simple in simple_commands(lex(command)?) {
         for w in &simple.words {
             let script = w
@@ -235,7 +236,7 @@ fn writer(command: &str, target: &str, depth: u32) -> Result<(), String> {
                 && read_only_simple(&simple.words).is_ok()
                 && simple.words.iter().all(|w| !w.glob && !w.expands);
             if !reads {
-                return Err(format!(
+                return Err(refuse!(
                     "`{dir}` is off limits to agents: only read-only commands may name it"
                 ));
             }
@@ -253,7 +254,7 @@ fn protected_in(word: &str) -> Option<&'static str> {
 
 /// Refuses git commands that would publish work or move the target branch. Every `git` word
 /// starts a git command, so wrappers (`env`, `timeout`, `xargs`) do not hide one.
-fn git_writer(words: &[Word], target: &str) -> Result<(), String> {
+fn git_writer(words: &[Word], target: &str) -> Result<(), Refusal> {
     let texts: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
     for (at, _) in texts
         .iter()
@@ -282,7 +283,7 @@ fn git_writer(words: &[Word], target: &str) -> Result<(), String> {
                 )
             }
             "checkout" | "switch" if rest.iter().any(names_target) => {
-                return Err(format!(
+                return Err(refuse!(
                     "`git {sub} {target}` is not allowed: `{target}` is the target branch, which only catalyst moves; stay on the bead's branch"
                 ))
             }
@@ -296,12 +297,12 @@ fn git_writer(words: &[Word], target: &str) -> Result<(), String> {
                         ) || a.starts_with("--set-upstream-to")
                     }) =>
             {
-                return Err(format!(
+                return Err(refuse!(
                     "changing the branch `{target}` is not allowed: it is the target branch, which only catalyst moves"
                 ))
             }
             "update-ref" if rest.iter().any(names_target) => {
-                return Err(format!(
+                return Err(refuse!(
                     "`git update-ref` of `{target}` is not allowed: it is the target branch, which only catalyst moves"
                 ))
             }

@@ -131,6 +131,25 @@ impl Permission {
     }
 }
 
+/// Why a command or a write is refused, in words the agent reads.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+impl From<&str> for Refusal {
+    fn from(reason: &str) -> Self {
+        Refusal(reason.to_owned())
+    }
+}
+
+/// A [`Refusal`] with a formatted reason.
+macro_rules! refuse {
+    ($($arg:tt)*) => {
+        $crate::domain::policy::Refusal(format!($($arg)*))
+    };
+}
+use refuse;
+
 fn deny(reason: impl Into<String>) -> Permission {
     Permission::Deny(reason.into())
 }

@@ -4,6 +4,8 @@
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+use super::{refuse, Refusal};
+
 /// What resolving a path needs to ask of the file system. The daemon passes the real one; the
 /// policy itself never touches the disk.
 pub trait Resolve {
@@ -26,16 +28,16 @@ pub fn check_write(
     worktree: &Path,
     base: &Path,
     file: &Path,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     let root = fs.canonicalize(worktree).map_err(|e| {
-        format!(
+        refuse!(
             "the worktree `{}` cannot be resolved: {e}",
             worktree.display()
         )
     })?;
     let resolved = resolve(fs, &base.join(file))?;
     let Ok(inside) = resolved.strip_prefix(&root) else {
-        return Err(format!(
+        return Err(refuse!(
             "it resolves to `{}`, outside the worktree `{}`",
             resolved.display(),
             root.display()
@@ -45,7 +47,7 @@ pub fn check_write(
         Component::Normal(name) => PROTECTED.iter().find(|p| name == **p),
         _ => None,
     }) {
-        return Err(format!("`{dir}` is off limits to agents"));
+        return Err(refuse!("`{dir}` is off limits to agents"));
     }
     Ok(())
 }
@@ -54,7 +56,7 @@ pub fn check_write(
 /// canonicalized (following symlinks and `..` in order), and the components after it, which do
 /// not exist, are applied lexically. A dangling symlink among them is refused, since writing
 /// through it would create its target, wherever that is.
-pub fn resolve(fs: &dyn Resolve, path: &Path) -> Result<PathBuf, String> {
+pub fn resolve(fs: &dyn Resolve, path: &Path) -> Result<PathBuf, Refusal> {
     let components: Vec<Component<'_>> = path.components().collect();
     for split in (1..=components.len()).rev() {
         let prefix: PathBuf = components[..split].iter().collect();
@@ -63,7 +65,7 @@ pub fn resolve(fs: &dyn Resolve, path: &Path) -> Result<PathBuf, String> {
         }
         let mut resolved = fs
             .canonicalize(&prefix)
-            .map_err(|e| format!("`{}` cannot be resolved: {e}", prefix.display()))?;
+            .map_err(|e| refuse!("`{}` cannot be resolved: {e}", prefix.display()))?;
         for c in &components[split..] {
             match c {
                 Component::ParentDir => {
@@ -75,7 +77,7 @@ pub fn resolve(fs: &dyn Resolve, path: &Path) -> Result<PathBuf, String> {
                     // `..`, anything): writing through a symlink here would land wherever it
                     // points, so it is refused rather than followed by hand.
                     if fs.is_symlink(&resolved) {
-                        return Err(format!(
+                        return Err(refuse!(
                             "`{}` is a symlink that does not resolve; write to its target's own path",
                             resolved.display()
                         ));
@@ -86,5 +88,5 @@ pub fn resolve(fs: &dyn Resolve, path: &Path) -> Result<PathBuf, String> {
         }
         return Ok(resolved);
     }
-    Err(format!("`{}` is not an absolute path", path.display()))
+    Err(refuse!("`{}` is not an absolute path", path.display()))
 }

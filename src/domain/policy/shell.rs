@@ -2,6 +2,8 @@
 //! simple commands and see what the policy must refuse (redirections, substitutions, globs),
 //! without running anything.
 
+use super::Refusal;
+
 /// One shell word, unquoted, with what the checks need to know about how it was written.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Word {
@@ -35,7 +37,7 @@ pub(super) enum Token {
 
 /// Splits a command line into words and operators, removing quotes. Fails only on an
 /// unterminated quote.
-pub(super) fn lex(command: &str) -> Result<Vec<Token>, String> {
+pub(super) fn lex(command: &str) -> Result<Vec<Token>, Refusal> {
     fn finish(word: &mut Option<Word>, tokens: &mut Vec<Token>) {
         if let Some(w) = word.take() {
             tokens.push(Token::Word(w));

@@ -60,7 +60,7 @@ fn read_only_bash_allows_reading_commands_only() {
     ];
     for (command, needle) in refused {
         let err = check_read_only(command).expect_err(command);
-        assert!(err.contains(needle), "{command}: {err}");
+        assert!(err.0.contains(needle), "{command}: {err}");
     }
 }
 
@@ -104,7 +104,7 @@ fn writer_bash_keeps_away_from_pushes_the_target_and_protected_folders() {
     ];
     for (command, needle) in refused {
         let err = check_writer(command, "main").expect_err(command);
-        assert!(err.contains(needle), "{command}: {err}");
+        assert!(err.0.contains(needle), "{command}: {err}");
     }
 }
 

@@ -77,28 +77,7 @@ pub fn pour(
             })?;
             dependencies.push(Dependency::new(id.clone(), need_id, DepType::Blocks, at));
         }
-        let meta = StepMeta {
-            step: step.id.clone(),
-            role: step.role,
-            // Left empty unless the formula names a model, so that the daemon's config decides
-            // the role's model at dispatch.
-            model: step.model.clone(),
-            bead: work.id.clone(),
-            formula: Some(formula.name.clone()),
-            prompt: step.prompt.clone(),
-            run: step.run.iter().map(|c| substitute(c, &values)).collect(),
-            timeout: step.timeout,
-            max_fix_iterations: step.max_fix_iterations,
-            tools: step.tools.clone(),
-            fixes: None,
-            iteration: None,
-            attempts: 0,
-            counters: Default::default(),
-            phase: None,
-            next_model: None,
-            reset_to: None,
-            summary: None,
-        };
+        let meta = step_meta(formula, step, &work.id, &values);
         let mut metadata: JsonMap = step.metadata.clone();
         let meta = serde_json::to_value(&meta).map_err(|e| invalid(e.to_string()))?;
         metadata.insert(STEP_META_KEY.into(), meta);
@@ -113,6 +92,37 @@ pub fn pour(
         beads.push(bead);
     }
     Ok(beads)
+}
+
+/// The `metadata.catalyst` of a freshly poured step: the formula's settings, nothing run yet.
+fn step_meta(
+    formula: &Formula,
+    step: &super::Step,
+    work: &BeadId,
+    values: &BTreeMap<String, String>,
+) -> StepMeta {
+    StepMeta {
+        step: step.id.clone(),
+        role: step.role,
+        // Left empty unless the formula names a model, so that the daemon's config decides
+        // the role's model at dispatch.
+        model: step.model.clone(),
+        bead: work.clone(),
+        formula: Some(formula.name.clone()),
+        prompt: step.prompt.clone(),
+        run: step.run.iter().map(|c| substitute(c, values)).collect(),
+        timeout: step.timeout,
+        max_fix_iterations: step.max_fix_iterations,
+        tools: step.tools.clone(),
+        fixes: None,
+        iteration: None,
+        attempts: 0,
+        counters: Default::default(),
+        phase: None,
+        next_model: None,
+        reset_to: None,
+        summary: None,
+    }
 }
 
 fn non_empty(s: String) -> Option<String> {

@@ -38,142 +38,175 @@ pub(super) enum Token {
 /// Splits a command line into words and operators, removing quotes. Fails only on an
 /// unterminated quote.
 pub(super) fn lex(command: &str) -> Result<Vec<Token>, Refusal> {
-    fn finish(word: &mut Option<Word>, tokens: &mut Vec<Token>) {
-        if let Some(w) = word.take() {
-            tokens.push(Token::Word(w));
-        }
-    }
-    let mut tokens = Vec::new();
-    let mut word: Option<Word> = None;
-    let mut chars = command.chars().peekable();
-    while let Some(c) = chars.next() {
+    let mut lexer = Lexer {
+        chars: command.chars().peekable(),
+        tokens: Vec::new(),
+        word: None,
+    };
+    while let Some(c) = lexer.chars.next() {
         match c {
-            ' ' | '\t' | '\r' => finish(&mut word, &mut tokens),
-            '\n' => {
-                finish(&mut word, &mut tokens);
-                tokens.push(Token::Op(Op::List));
-            }
-            '#' if word.is_none() => {
-                for skipped in chars.by_ref() {
-                    if skipped == '\n' {
-                        tokens.push(Token::Op(Op::List));
-                        break;
-                    }
-                }
-            }
-            '\'' => {
-                let w = word.get_or_insert_with(Word::default);
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(ch) => w.text.push(ch),
-                        None => return Err("unterminated `'` quote".into()),
-                    }
-                }
-            }
-            '"' => {
-                let w = word.get_or_insert_with(Word::default);
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(n @ ('"' | '\\' | '$' | '`')) => w.text.push(n),
-                            Some('\n') => {}
-                            Some(n) => {
-                                w.text.push('\\');
-                                w.text.push(n);
-                            }
-                            None => return Err("unterminated `\"` quote".into()),
-                        },
-                        Some(ch @ ('$' | '`')) => {
-                            w.expands = true;
-                            w.text.push(ch);
-                        }
-                        Some(ch) => w.text.push(ch),
-                        None => return Err("unterminated `\"` quote".into()),
-                    }
-                }
-            }
-            '\\' => match chars.next() {
+            ' ' | '\t' | '\r' => lexer.finish(),
+            '\n' => lexer.op(Op::List),
+            '#' if lexer.word.is_none() => lexer.comment(),
+            '\'' => lexer.single_quoted()?,
+            '"' => lexer.double_quoted()?,
+            '\\' => match lexer.chars.next() {
                 Some('\n') | None => {}
-                Some(n) => word.get_or_insert_with(Word::default).text.push(n),
+                Some(n) => lexer.word().text.push(n),
             },
-            '$' if chars.peek() == Some(&'(') => {
-                chars.next();
-                finish(&mut word, &mut tokens);
-                tokens.push(Token::Op(Op::Subshell));
+            '$' if lexer.chars.peek() == Some(&'(') => {
+                lexer.chars.next();
+                lexer.op(Op::Subshell);
             }
             '$' => {
-                let w = word.get_or_insert_with(Word::default);
+                let w = lexer.word();
                 w.expands = true;
                 w.text.push('$');
             }
-            '`' | '(' | ')' => {
-                finish(&mut word, &mut tokens);
-                tokens.push(Token::Op(Op::Subshell));
-            }
-            '|' => {
-                finish(&mut word, &mut tokens);
-                let op = match chars.peek() {
-                    Some('|') => Op::List,
-                    _ => Op::Pipe,
-                };
-                if matches!(chars.peek(), Some('|' | '&')) {
-                    chars.next();
-                }
-                tokens.push(Token::Op(op));
-            }
-            '&' => {
-                finish(&mut word, &mut tokens);
-                let op = match chars.peek() {
-                    Some('&') => Op::List,
-                    Some('>') => Op::Redirect,
-                    _ => Op::Background,
-                };
-                if op != Op::Background {
-                    chars.next();
-                }
-                if op == Op::Redirect && chars.peek() == Some(&'>') {
-                    chars.next();
-                }
-                tokens.push(Token::Op(op));
-            }
+            '`' | '(' | ')' => lexer.op(Op::Subshell),
+            '|' => lexer.pipe(),
+            '&' => lexer.ampersand(),
             ';' => {
-                finish(&mut word, &mut tokens);
-                if chars.peek() == Some(&';') {
-                    chars.next();
-                }
-                tokens.push(Token::Op(Op::List));
+                lexer.eat(';');
+                lexer.op(Op::List);
             }
-            '>' | '<' => {
-                // `2>`: the digits name a file descriptor, not a word.
-                if word.as_ref().is_some_and(|w| {
-                    !w.text.is_empty() && w.text.bytes().all(|b| b.is_ascii_digit())
-                }) {
-                    word = None;
-                } else {
-                    finish(&mut word, &mut tokens);
-                }
-                if chars.peek() == Some(&'(') {
-                    chars.next();
-                    tokens.push(Token::Op(Op::Subshell));
-                    continue;
-                }
-                while matches!(chars.peek(), Some('>' | '<' | '&' | '|')) {
-                    chars.next();
-                }
-                tokens.push(Token::Op(Op::Redirect));
-            }
+            '>' | '<' => lexer.redirect(),
             '*' | '?' | '[' => {
-                let w = word.get_or_insert_with(Word::default);
+                let w = lexer.word();
                 w.glob = true;
                 w.text.push(c);
             }
-            other => word.get_or_insert_with(Word::default).text.push(other),
+            other => lexer.word().text.push(other),
         }
     }
-    finish(&mut word, &mut tokens);
-    Ok(tokens)
+    lexer.finish();
+    Ok(lexer.tokens)
+}
+
+/// The state of [`lex`]: the characters left, the tokens so far and the word being read.
+struct Lexer<'a> {
+    chars: std::iter::Peekable<std::str::Chars<'a>>,
+    tokens: Vec<Token>,
+    word: Option<Word>,
+}
+
+impl Lexer<'_> {
+    /// Ends the word being read, if any.
+    fn finish(&mut self) {
+        if let Some(w) = self.word.take() {
+            self.tokens.push(Token::Word(w));
+        }
+    }
+
+    /// Ends the word being read and adds an operator.
+    fn op(&mut self, op: Op) {
+        self.finish();
+        self.tokens.push(Token::Op(op));
+    }
+
+    /// The word being read, started if none is.
+    fn word(&mut self) -> &mut Word {
+        self.word.get_or_insert_with(Word::default)
+    }
+
+    /// Consumes the next character if it is `c`.
+    fn eat(&mut self, c: char) -> bool {
+        self.chars.next_if_eq(&c).is_some()
+    }
+
+    /// Skips a comment up to the end of its line, which still ends the command.
+    fn comment(&mut self) {
+        for skipped in self.chars.by_ref() {
+            if skipped == '\n' {
+                self.tokens.push(Token::Op(Op::List));
+                break;
+            }
+        }
+    }
+
+    fn single_quoted(&mut self) -> Result<(), Refusal> {
+        self.word();
+        loop {
+            match self.chars.next() {
+                Some('\'') => return Ok(()),
+                Some(ch) => self.word().text.push(ch),
+                None => return Err("unterminated `'` quote".into()),
+            }
+        }
+    }
+
+    fn double_quoted(&mut self) -> Result<(), Refusal> {
+        self.word();
+        loop {
+            match self.chars.next() {
+                Some('"') => return Ok(()),
+                Some('\\') => match self.chars.next() {
+                    Some(n @ ('"' | '\\' | '$' | '`')) => self.word().text.push(n),
+                    Some('\n') => {}
+                    Some(n) => {
+                        self.word().text.push('\\');
+                        self.word().text.push(n);
+                    }
+                    None => return Err("unterminated `\"` quote".into()),
+                },
+                Some(ch @ ('$' | '`')) => {
+                    let w = self.word();
+                    w.expands = true;
+                    w.text.push(ch);
+                }
+                Some(ch) => self.word().text.push(ch),
+                None => return Err("unterminated `\"` quote".into()),
+            }
+        }
+    }
+
+    /// `|` (a pipe), `||` (a list) or `|&` (a pipe with stderr).
+    fn pipe(&mut self) {
+        let op = match self.chars.peek() {
+            Some('|') => Op::List,
+            _ => Op::Pipe,
+        };
+        if matches!(self.chars.peek(), Some('|' | '&')) {
+            self.chars.next();
+        }
+        self.op(op);
+    }
+
+    /// `&&` (a list), `&>` / `&>>` (a redirection) or `&` (a background job).
+    fn ampersand(&mut self) {
+        let op = match self.chars.peek() {
+            Some('&') => Op::List,
+            Some('>') => Op::Redirect,
+            _ => Op::Background,
+        };
+        if op != Op::Background {
+            self.chars.next();
+        }
+        if op == Op::Redirect {
+            self.eat('>');
+        }
+        self.op(op);
+    }
+
+    /// `>`, `<` and their forms; `<(` and `>(` are process substitutions.
+    fn redirect(&mut self) {
+        // `2>`: the digits name a file descriptor, not a word.
+        if self
+            .word
+            .as_ref()
+            .is_some_and(|w| !w.text.is_empty() && w.text.bytes().all(|b| b.is_ascii_digit()))
+        {
+            self.word = None;
+        }
+        if self.eat('(') {
+            self.op(Op::Subshell);
+            return;
+        }
+        while matches!(self.chars.peek(), Some('>' | '<' | '&' | '|')) {
+            self.chars.next();
+        }
+        self.op(Op::Redirect);
+    }
 }
 
 /// A simple command: its words, and whether it redirects to or from a file.

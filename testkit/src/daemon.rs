@@ -103,7 +103,11 @@ impl TestDaemon {
 
     /// An in-process daemon on a new workspace whose agents are configured by `config(root)`.
     pub async fn start_with(config: impl FnOnce(&Path) -> String + 'static) -> TestDaemon {
-        Workspace::builder().agent_config(config).build().start().await
+        Workspace::builder()
+            .agent_config(config)
+            .build()
+            .start()
+            .await
     }
 
     /// The workspace the daemon runs on.

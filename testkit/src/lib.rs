@@ -13,6 +13,8 @@
 //! - [`scenario`]: stub-claude scenario rules that several tests share.
 //! - [`cli`]: running the `catalyst` command line; [`procfs`]: what `/proc` says about processes.
 //! - [`poll`]: waiting for what has no event (a file, a log line, a terminal screen).
+//! - [`Lcg`]: a seeded generator for reproducible "random" moments; [`workload`]: a
+//!   deterministic bead store for the benchmarks.
 
 pub mod cli;
 mod daemon;
@@ -21,7 +23,9 @@ pub mod poll;
 mod process;
 pub mod procfs;
 pub mod repo;
+mod rng;
 pub mod scenario;
+pub mod workload;
 mod workspace;
 
 use std::path::PathBuf;
@@ -32,6 +36,7 @@ use catalyst::protocol::BeadInput;
 pub use daemon::TestDaemon;
 pub use events::{Event, Events};
 pub use process::Spawn;
+pub use rng::Lcg;
 pub use workspace::{Workspace, WorkspaceBuilder};
 
 /// How long any wait in the tests may take before the test fails.

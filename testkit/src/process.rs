@@ -120,8 +120,7 @@ impl Process {
             }
         })
         .await;
-        connected
-            .unwrap_or_else(|| panic!("cannot connect: {last_error}\n{}", self.log.tail()))
+        connected.unwrap_or_else(|| panic!("cannot connect: {last_error}\n{}", self.log.tail()))
     }
 }
 
@@ -149,7 +148,10 @@ impl DaemonLog {
         let text = self.text();
         let lines: Vec<&str> = text.lines().collect();
         let start = lines.len().saturating_sub(40);
-        format!("--- catalystd's log (tail) ---\n{}", lines[start..].join("\n"))
+        format!(
+            "--- catalystd's log (tail) ---\n{}",
+            lines[start..].join("\n")
+        )
     }
 }
 
@@ -221,9 +223,7 @@ impl TestDaemon {
     pub async fn wait_log(&self, needle: &str) -> String {
         let found = poll::poll(Duration::from_millis(20), async || {
             let text = self.stderr();
-            text.lines()
-                .find(|l| l.contains(needle))
-                .map(str::to_owned)
+            text.lines().find(|l| l.contains(needle)).map(str::to_owned)
         })
         .await;
         found.unwrap_or_else(|| {

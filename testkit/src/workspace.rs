@@ -133,7 +133,10 @@ impl Workspace {
 
     /// A workspace whose agents follow `scenario`, with `extra` config keys.
     pub fn new(scenario: &str, extra: &str) -> Workspace {
-        Workspace::builder().scenario(scenario).config(extra).build()
+        Workspace::builder()
+            .scenario(scenario)
+            .config(extra)
+            .build()
     }
 
     /// A repository without any catalyst set-up, and a scenario for when it gets one.

@@ -53,9 +53,7 @@ async fn early_late_and_after_the_fact_subscribers_see_the_same_events() {
     let late = tokio::time::timeout(TIMEOUT, read_until(&mut late, last))
         .await
         .expect("late subscriber");
-    let (code, stdout, stderr) = daemon
-        .ctl(&["--json", "events", "--since", "0"], "")
-        .await;
+    let (code, stdout, stderr) = daemon.ctl(&["--json", "events", "--since", "0"], "").await;
     assert_eq!(code, 0, "{stderr}");
     let after: Vec<Event> = stdout
         .lines()

@@ -151,17 +151,20 @@ async fn the_socket_is_private_and_survives_bad_lines() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctl_submits_shows_lists_and_prints_logs() {
     let daemon = TestDaemon::start(&writes(), "").await;
-    let (code, out, err) = daemon.ctl(&[
-            "submit",
-            "--title",
-            "From ctl",
-            "--description-file",
-            "-",
-            "--priority",
-            "1",
-        ],
-        "described on stdin\n",
-    ).await;
+    let (code, out, err) = daemon
+        .ctl(
+            &[
+                "submit",
+                "--title",
+                "From ctl",
+                "--description-file",
+                "-",
+                "--priority",
+                "1",
+            ],
+            "described on stdin\n",
+        )
+        .await;
     assert_eq!(code, 0, "{err}");
     let id = out
         .trim()
@@ -182,7 +185,10 @@ async fn ctl_submits_shows_lists_and_prints_logs() {
     assert_eq!(shown["bead"]["description"], "described on stdin\n");
     assert_eq!(shown["bead"]["priority"], 1);
     let (code, out, _) = daemon.ctl(&["list"], "").await;
-    assert!(code == 0 && out.contains("PROGRESS") && out.contains(&id), "{out}");
+    assert!(
+        code == 0 && out.contains("PROGRESS") && out.contains(&id),
+        "{out}"
+    );
     let (code, out, _) = daemon.ctl(&["status"], "").await;
     assert!(
         code == 0 && out.contains("catalystd") && out.contains("closed 1"),
@@ -216,9 +222,9 @@ async fn a_broken_reload_is_refused_and_a_good_one_takes_effect() {
         code != 0 && err.contains("loop"),
         "a broken formula is refused by name: {err}"
     );
-    let (code, _, err) = daemon.ctl(&["submit", "--title", "x", "--formula", "quick"],
-        "",
-    ).await;
+    let (code, _, err) = daemon
+        .ctl(&["submit", "--title", "x", "--formula", "quick"], "")
+        .await;
     assert!(
         code != 0 && err.contains("unknown formula `quick`"),
         "the old formulas stay: {err}"
@@ -230,9 +236,12 @@ async fn a_broken_reload_is_refused_and_a_good_one_takes_effect() {
     .expect("good formula");
     let (code, _, err) = daemon.ctl(&["reload"], "").await;
     assert_eq!(code, 0, "{err}");
-    let (code, out, err) = daemon.ctl(&["submit", "--title", "quick one", "--formula", "quick"],
-        "",
-    ).await;
+    let (code, out, err) = daemon
+        .ctl(
+            &["submit", "--title", "quick one", "--formula", "quick"],
+            "",
+        )
+        .await;
     assert_eq!(code, 0, "{err}");
     let id = out
         .trim()

@@ -47,10 +47,8 @@ fn row(name: &str, value: Duration, target: Option<Duration>, baseline: (&str, D
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-mod workload {
-    include!("workload.rs");
-}
-use workload::{id, workload, Lcg};
+use catalyst_testkit::workload::{self, id, workload};
+use catalyst_testkit::Lcg;
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");

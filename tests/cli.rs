@@ -1,29 +1,25 @@
 //! The `catalyst` command line as a user runs it: `formula check` and `result parse`.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 
-fn catalyst(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_catalyst"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run catalyst");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write stdin");
-    child.wait_with_output().expect("wait")
+use catalyst_testkit::cli::catalyst_with_stdin;
+
+/// What one run of `catalyst` gave: its exit code (-1 if a signal ended it) and output.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+/// Runs `catalyst args…` in the package's folder with `stdin`.
+fn catalyst(args: &[&str], stdin: &str) -> Run {
+    let cwd = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (code, stdout, stderr) = catalyst_with_stdin(cwd, args, stdin);
+    Run {
+        code,
+        stdout,
+        stderr,
+    }
 }
 
 const REVIEW_WITHOUT_VERDICT: &str =
@@ -35,16 +31,12 @@ fn result_parse_names_a_missing_verdict() {
         &["result", "parse", "--role", "review"],
         REVIEW_WITHOUT_VERDICT,
     );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("VERDICT"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("VERDICT"), "{}", out.stderr);
     assert!(out.stdout.is_empty());
     // Without a role, the same block is a valid DONE.
     let out = catalyst(&["result", "parse"], REVIEW_WITHOUT_VERDICT);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.code, 0, "{}", out.stderr);
 }
 
 #[test]
@@ -52,8 +44,8 @@ fn result_parse_returns_the_later_of_two_blocks() {
     let message = "---STEP-RESULT---\nSTATUS: DONE\nVERDICT: REJECTED\nSUMMARY: first\n---END-RESULT---\n\
                    Then I looked again.\n---STEP-RESULT---\nSTATUS: DONE\nVERDICT: APPROVED\nSUMMARY: second\n---END-RESULT---\n";
     let out = catalyst(&["result", "parse", "--role", "review"], message);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json on stdout");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).expect("json on stdout");
     assert_eq!(json["summary"], "second");
     assert_eq!(json["verdict"], "approved");
     assert_eq!(json["status"], "done");
@@ -63,8 +55,8 @@ fn result_parse_returns_the_later_of_two_blocks() {
 fn result_parse_reads_a_block_in_a_code_fence() {
     let message = "Implemented it.\n\n```\n---STEP-RESULT---\nstatus: done\nsummary: wrote parse()\nINSTRUCTIONS:\n- none needed\n---END-RESULT---\n```\n";
     let out = catalyst(&["result", "parse", "--role", "implement"], message);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
     assert_eq!(json["summary"], "wrote parse()");
     assert_eq!(json["message"], "Implemented it.");
 }
@@ -72,11 +64,11 @@ fn result_parse_reads_a_block_in_a_code_fence() {
 #[test]
 fn result_parse_refuses_an_unknown_role() {
     let out = catalyst(&["result", "parse", "--role", "deploy"], "");
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.code, 2);
     assert!(
-        text(&out.stderr).contains("unknown role `deploy`"),
+        out.stderr.contains("unknown role `deploy`"),
         "{}",
-        text(&out.stderr)
+        out.stderr
     );
 }
 
@@ -97,13 +89,7 @@ fn formula_check_accepts_the_shipped_formulas() {
         .chain(shipped.iter().map(String::as_str))
         .collect();
     let out = catalyst(&args, "");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
 
 fn write(dir: &Path, name: &str, body: &str) -> String {
@@ -135,8 +121,8 @@ needs = ["beta"]
 "#,
     );
     let out = catalyst(&["formula", "check", &file], "");
-    assert_eq!(out.status.code(), Some(1));
-    let report = text(&out.stdout) + &text(&out.stderr);
+    assert_eq!(out.code, 1);
+    let report = format!("{}{}", out.stdout, out.stderr);
     assert!(report.contains("cycle"), "{report}");
     for step in ["alpha", "beta", "gamma"] {
         assert!(report.contains(step), "{step} missing from: {report}");
@@ -160,8 +146,8 @@ count = 3
 "#,
     );
     let out = catalyst(&["formula", "check", &file], "");
-    assert_eq!(out.status.code(), Some(1));
-    let report = text(&out.stdout);
+    assert_eq!(out.code, 1);
+    let report = out.stdout;
     let line = report
         .lines()
         .find(|l| l.contains("loop"))
@@ -175,7 +161,7 @@ count = 3
 #[test]
 fn formula_check_reports_a_missing_file_clearly() {
     let out = catalyst(&["formula", "check", "/nonexistent/x.formula.toml"], "");
-    assert_ne!(out.status.code(), Some(0));
-    let report = text(&out.stdout) + &text(&out.stderr);
+    assert_ne!(out.code, 0);
+    let report = format!("{}{}", out.stdout, out.stderr);
     assert!(report.contains("/nonexistent/x.formula.toml"), "{report}");
 }

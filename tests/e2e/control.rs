@@ -1,10 +1,10 @@
 //! Watching and feeding the daemon: event subscriptions, `ctl events`, the inbox, `ctl`
 //! errors, and the demo.
 
-use std::process::Command;
+use std::path::Path;
 
-use crate::support::{bead, TestDaemon, TIMEOUT};
-use serde_json::Value;
+use catalyst_testkit::cli::catalyst;
+use catalyst_testkit::{bead, Event, Events, TestDaemon, TIMEOUT};
 
 const SLOW_IMPLEMENT: &str = r#"
 [[rule]]
@@ -12,7 +12,7 @@ role = "implement"
 responses = [{ sleep_ms = 200, write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
 "#;
 
-fn seqs(events: &[Value]) -> Vec<(u64, String)> {
+fn seqs(events: &[Event]) -> Vec<(u64, String)> {
     events
         .iter()
         .map(|e| {
@@ -24,9 +24,9 @@ fn seqs(events: &[Value]) -> Vec<(u64, String)> {
         .collect()
 }
 
-async fn read_until(client: &mut catalyst::cli::client::Client, last: u64) -> Vec<Value> {
+async fn read_until(events: &mut Events, last: u64) -> Vec<Event> {
     let mut out = Vec::new();
-    while let Some(e) = client.next_value().await.expect("stream") {
+    while let Some(e) = events.next().await {
         let seq = e["seq"].as_u64().unwrap_or(0);
         out.push(e);
         if seq >= last {
@@ -53,21 +53,12 @@ async fn early_late_and_after_the_fact_subscribers_see_the_same_events() {
     let late = tokio::time::timeout(TIMEOUT, read_until(&mut late, last))
         .await
         .expect("late subscriber");
-    let output = Command::new(env!("CARGO_BIN_EXE_catalyst"))
-        .args(["ctl", "--workspace"])
-        .arg(&daemon.repo)
-        .args(["--json", "events", "--since", "0"])
-        .output()
-        .expect("ctl events");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let after: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+    let (code, stdout, stderr) = daemon.ctl(&["--json", "events", "--since", "0"], "").await;
+    assert_eq!(code, 0, "{stderr}");
+    let after: Vec<Event> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).expect("json line"))
-        .filter(|e: &Value| e["seq"].as_u64().unwrap_or(0) <= last)
+        .filter(|e: &Event| e["seq"].as_u64().unwrap_or(0) <= last)
         .collect();
     assert!(early.len() > 10, "the whole run: {}", early.len());
     assert_eq!(seqs(&early), seqs(&late));
@@ -126,29 +117,16 @@ async fn a_bad_inbox_file_is_moved_aside_with_the_reason() {
 #[test]
 fn ctl_says_clearly_when_the_daemon_is_not_running() {
     let dir = tempfile::tempdir().expect("dir");
-    let output = Command::new(env!("CARGO_BIN_EXE_catalyst"))
-        .args(["ctl", "--workspace"])
-        .arg(dir.path())
-        .arg("status")
-        .output()
-        .expect("ctl");
-    assert_eq!(output.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&output.stderr);
+    let workspace = dir.path().to_str().expect("utf-8");
+    let (code, _, err) = catalyst(dir.path(), &["ctl", "--workspace", workspace, "status"]);
+    assert_eq!(code, 2);
     assert!(err.contains("catalystd is not running"), "{err}");
 }
 
 #[test]
 fn the_demo_runs_the_fix_loop_and_merges() {
-    let output = Command::new(env!("CARGO_BIN_EXE_catalyst"))
-        .arg("demo")
-        .output()
-        .expect("demo");
-    let text = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let (code, text, stderr) = catalyst(Path::new("."), &["demo"]);
+    assert_eq!(code, 0, "{text}\n{stderr}");
     let dispatched: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("step.dispatched"))

@@ -3,9 +3,7 @@
 //! and git.
 
 mod control;
+mod gates;
 mod guardrails;
-#[path = "../common/repo.rs"]
-mod repo;
 mod scheduling;
-mod support;
 mod workflow;

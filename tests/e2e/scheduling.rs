@@ -1,22 +1,17 @@
 //! Scheduling order and limits, the control socket's basics, `ctl` as people use it, and
 //! reloading the workspace's files.
 
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Stdio};
 
-use crate::support::{bead, TestDaemon};
 use catalyst::protocol::{BeadInput, Method, PauseParams};
+use catalyst_testkit::scenario::{EACH_BEAD_WRITES_ITS_FILE, MERGE_MERGES_MAIN};
+use catalyst_testkit::{bead, TestDaemon};
 use serde_json::Value;
 
-const WRITES: &str = r#"
-[[rule]]
-role = "implement"
-responses = [{ tools = [{ name = "Bash", input = { command = "echo $CATALYST_BEAD > $CATALYST_BEAD.txt" } }], summary = "wrote a file" }]
-[[rule]]
-role = "merge"
-responses = [{ tools = [{ name = "Bash", input = { command = "git -c user.name=stub -c user.email=stub@localhost merge --no-edit main" } }], summary = "merged main" }]
-"#;
+/// Each bead writes its own file, and its merge agent merges `main` in.
+fn writes() -> String {
+    format!("{EACH_BEAD_WRITES_ITS_FILE}{MERGE_MERGES_MAIN}")
+}
 
 /// Peak number of overlapping `[start, end]` intervals.
 fn peak(intervals: impl Iterator<Item = (u64, u64)>) -> i32 {
@@ -32,7 +27,7 @@ fn peak(intervals: impl Iterator<Item = (u64, u64)>) -> i32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ready_beads_start_by_priority_then_age() {
-    let daemon = TestDaemon::start(WRITES, "max_agents = 1").await;
+    let daemon = TestDaemon::start(&writes(), "max_agents = 1").await;
     daemon
         .call(Method::Pause(PauseParams { model: None }))
         .await;
@@ -74,7 +69,8 @@ async fn ready_beads_start_by_priority_then_age() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_limit_holds_even_with_free_agent_slots() {
     let scenario = format!(
-        "{WRITES}\n[[rule]]\nrole = \"refine\"\nresponses = [{{ sleep_ms = 100, summary = \"planned\" }}]\n"
+        "{}\n[[rule]]\nrole = \"refine\"\nresponses = [{{ sleep_ms = 100, summary = \"planned\" }}]\n",
+        writes()
     );
     let daemon = TestDaemon::start(
         &scenario,
@@ -152,89 +148,68 @@ async fn the_socket_is_private_and_survives_bad_lines() {
     );
 }
 
-fn ctl(daemon: &TestDaemon, args: &[&str], stdin: &str) -> (bool, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_catalyst"))
-        .arg("ctl")
-        .arg("--workspace")
-        .arg(&daemon.repo)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ctl");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("stdin");
-    let out = child.wait_with_output().expect("ctl output");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctl_submits_shows_lists_and_prints_logs() {
-    let daemon = TestDaemon::start(WRITES, "").await;
-    let (ok, out, err) = ctl(
-        &daemon,
-        &[
-            "submit",
-            "--title",
-            "From ctl",
-            "--description-file",
-            "-",
-            "--priority",
-            "1",
-        ],
-        "described on stdin\n",
-    );
-    assert!(ok, "{err}");
+    let daemon = TestDaemon::start(&writes(), "").await;
+    let (code, out, err) = daemon
+        .ctl(
+            &[
+                "submit",
+                "--title",
+                "From ctl",
+                "--description-file",
+                "-",
+                "--priority",
+                "1",
+            ],
+            "described on stdin\n",
+        )
+        .await;
+    assert_eq!(code, 0, "{err}");
     let id = out
         .trim()
         .strip_prefix("submitted ")
         .expect("submitted line")
         .to_owned();
     daemon.wait_status(&id, "closed").await;
-    let (ok, out, err) = ctl(&daemon, &["show", &id, "--runs"], "");
-    assert!(ok, "{err}");
+    let (code, out, err) = daemon.ctl(&["show", &id, "--runs"], "").await;
+    assert_eq!(code, 0, "{err}");
     assert!(out.contains("[####################] 4/4"), "{out}");
     assert!(
         out.contains(&format!("{id}.implement")) && out.contains("attempt 1  model sonnet"),
         "{out}"
     );
-    let (ok, out, _) = ctl(&daemon, &["--json", "show", &id], "");
-    assert!(ok);
+    let (code, out, _) = daemon.ctl(&["--json", "show", &id], "").await;
+    assert_eq!(code, 0);
     let shown: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(shown["bead"]["description"], "described on stdin\n");
     assert_eq!(shown["bead"]["priority"], 1);
-    let (ok, out, _) = ctl(&daemon, &["list"], "");
-    assert!(ok && out.contains("PROGRESS") && out.contains(&id), "{out}");
-    let (ok, out, _) = ctl(&daemon, &["status"], "");
+    let (code, out, _) = daemon.ctl(&["list"], "").await;
     assert!(
-        ok && out.contains("catalystd") && out.contains("closed 1"),
+        code == 0 && out.contains("PROGRESS") && out.contains(&id),
         "{out}"
     );
-    let (ok, out, err) = ctl(&daemon, &["logs", &format!("{id}.implement")], "");
-    assert!(ok, "{err}");
+    let (code, out, _) = daemon.ctl(&["status"], "").await;
+    assert!(
+        code == 0 && out.contains("catalystd") && out.contains("closed 1"),
+        "{out}"
+    );
+    let (code, out, err) = daemon.ctl(&["logs", &format!("{id}.implement")], "").await;
+    assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("\"type\":\"result\""),
         "the agent's stream-json output: {out}"
     );
-    let (ok, _, err) = ctl(&daemon, &["show", "cat-missing"], "");
+    let (code, _, err) = daemon.ctl(&["show", "cat-missing"], "").await;
     assert!(
-        !ok && err.contains("not_found") && err.contains("cat-missing"),
+        code != 0 && err.contains("not_found") && err.contains("cat-missing"),
         "{err}"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_reload_is_refused_and_a_good_one_takes_effect() {
-    let daemon = TestDaemon::start(WRITES, "").await;
+    let daemon = TestDaemon::start(&writes(), "").await;
     let formulas = daemon.paths.state.join("formulas");
     std::fs::create_dir_all(&formulas).expect("formulas dir");
     std::fs::write(
@@ -242,18 +217,16 @@ async fn a_broken_reload_is_refused_and_a_good_one_takes_effect() {
         "formula = \"quick\"\n[[steps]]\nid = \"work\"\ntitle = \"Work\"\nloop = 3\n",
     )
     .expect("broken formula");
-    let (ok, _, err) = ctl(&daemon, &["reload"], "");
+    let (code, _, err) = daemon.ctl(&["reload"], "").await;
     assert!(
-        !ok && err.contains("loop"),
+        code != 0 && err.contains("loop"),
         "a broken formula is refused by name: {err}"
     );
-    let (ok, _, err) = ctl(
-        &daemon,
-        &["submit", "--title", "x", "--formula", "quick"],
-        "",
-    );
+    let (code, _, err) = daemon
+        .ctl(&["submit", "--title", "x", "--formula", "quick"], "")
+        .await;
     assert!(
-        !ok && err.contains("unknown formula `quick`"),
+        code != 0 && err.contains("unknown formula `quick`"),
         "the old formulas stay: {err}"
     );
     std::fs::write(
@@ -261,14 +234,15 @@ async fn a_broken_reload_is_refused_and_a_good_one_takes_effect() {
         "formula = \"quick\"\n[[steps]]\nid = \"work\"\ntitle = \"Work\"\nrole = \"implement\"\n[[steps]]\nid = \"merge\"\ntitle = \"Merge\"\nrole = \"merge\"\nneeds = [\"work\"]\n",
     )
     .expect("good formula");
-    let (ok, _, err) = ctl(&daemon, &["reload"], "");
-    assert!(ok, "{err}");
-    let (ok, out, err) = ctl(
-        &daemon,
-        &["submit", "--title", "quick one", "--formula", "quick"],
-        "",
-    );
-    assert!(ok, "{err}");
+    let (code, _, err) = daemon.ctl(&["reload"], "").await;
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = daemon
+        .ctl(
+            &["submit", "--title", "quick one", "--formula", "quick"],
+            "",
+        )
+        .await;
+    assert_eq!(code, 0, "{err}");
     let id = out
         .trim()
         .strip_prefix("submitted ")

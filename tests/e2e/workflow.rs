@@ -1,18 +1,13 @@
 //! A bead's way through its formula: the happy path, the fix loop, its limit, retries and
 //! escalation, dependencies between beads, and concurrency limits.
 
-use crate::support::{bead, run_dir, TestDaemon};
 use catalyst::protocol::BeadInput;
-
-const IMPLEMENT_WRITES: &str = r#"
-[[rule]]
-role = "implement"
-responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
-"#;
+use catalyst_testkit::scenario::IMPLEMENT_WRITES_HELLO;
+use catalyst_testkit::{bead, TestDaemon};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn happy_path_runs_four_agents_and_merges() {
-    let daemon = TestDaemon::start(IMPLEMENT_WRITES, "").await;
+    let daemon = TestDaemon::start(IMPLEMENT_WRITES_HELLO, "").await;
     let id = daemon.submit(bead("Say hello")).await;
     daemon.wait_status(&id, "closed").await;
     assert_eq!(
@@ -68,7 +63,7 @@ async fn a_rejected_review_gets_one_fix_then_merges() {
         daemon.roles_of(&id),
         ["refine", "implement", "review", "fix", "review", "merge"]
     );
-    let context = std::fs::read_to_string(run_dir(&daemon, &id, "fix-1", 1).join("context.md"))
+    let context = std::fs::read_to_string(daemon.run_dir(&id, "fix-1", 1).join("context.md"))
         .expect("fix context");
     assert!(
         context.contains("add a test for parse() in parse_test.txt"),

@@ -5,7 +5,8 @@
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::support::{catalyst, Daemon, Workspace};
+use catalyst_testkit::cli::catalyst;
+use catalyst_testkit::Workspace;
 
 /// The three shapes of docs/data-model.md#beads-export-lines (a `blocks` dependency with offset timestamps and
 /// microseconds; a closed child with a `parent-child` dependency; labels, an integer comment
@@ -91,7 +92,7 @@ fn import_then_export_without_a_daemon_gives_the_same_lines() {
 async fn import_then_export_through_the_daemon_gives_the_same_lines() {
     // Without a default formula the open bead is not dispatched, so the store keeps it as is.
     let ws = Workspace::new("", "default_formula = \"\"");
-    let mut daemon = Daemon::spawn(&ws, &[]);
+    let mut daemon = ws.spawn();
     daemon.client().await;
     // The daemon is another process: blocking this test's thread on `catalyst` is fine.
     round_trip(&ws, "through the daemon");
@@ -154,7 +155,7 @@ async fn a_followed_beads_file_feeds_work_and_gets_the_final_status_back() {
     // The first write-backs fail: the failure is reported and retried, across a restart.
     std::fs::write(&fail, "").expect("fail");
 
-    let mut daemon = Daemon::spawn(&ws, &[]);
+    let mut daemon = ws.spawn();
     daemon.client().await;
     let old = vec![
         issue("bd-old", "closed", &["catalyst"]),
@@ -194,7 +195,7 @@ async fn a_followed_beads_file_feeds_work_and_gets_the_final_status_back() {
     assert!(daemon.wait_exit().await.success());
 
     std::fs::remove_file(&fail).expect("let bd succeed");
-    let mut daemon = Daemon::spawn_with(&ws, &[], &[], "catalystd-2.stderr");
+    let mut daemon = ws.spawn();
     let written = daemon
         .wait_for("the write-back's record", |e| {
             e["type"] == "bead.updated"

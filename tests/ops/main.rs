@@ -6,5 +6,4 @@ mod beads;
 mod notify;
 mod setup;
 mod signals;
-mod support;
 mod watch;

@@ -7,7 +7,8 @@ use catalyst::protocol::Method;
 use nix::sys::signal::Signal;
 use tokio::net::UnixDatagram;
 
-use crate::support::{bead, Daemon, Workspace, TIMEOUT};
+use catalyst_testkit::scenario::implement_waits_for;
+use catalyst_testkit::{bead, Workspace, TIMEOUT};
 
 /// Everything received so far, and a way to wait for a message.
 struct Manager {
@@ -43,24 +44,18 @@ fn has_line(message: &str, line: &str) -> bool {
 async fn a_service_manager_hears_ready_status_watchdog_and_stopping() {
     let ws = Workspace::new("", "");
     let go = ws.root.join("go");
-    let scenario = format!(
-        "[[rule]]\nrole = \"implement\"\nresponses = [{{ wait_for = {:?}, write = {{ \"a.txt\" = \"a\\n\" }}, summary = \"wrote a\" }}]\n",
-        go.display().to_string()
-    );
-    std::fs::write(&ws.scenario, scenario).expect("scenario");
+    ws.set_scenario(&implement_waits_for(&go));
     let path = ws.root.join("notify.sock");
     let mut manager = Manager {
         socket: UnixDatagram::bind(&path).expect("bind the notify socket"),
         seen: Vec::new(),
     };
     let notify_socket = path.display().to_string();
-    let mut daemon = Daemon::spawn(
-        &ws,
-        &[
-            ("NOTIFY_SOCKET", &notify_socket),
-            ("WATCHDOG_USEC", "400000"),
-        ],
-    );
+    let mut daemon = ws
+        .catalystd()
+        .env("NOTIFY_SOCKET", &notify_socket)
+        .env("WATCHDOG_USEC", "400000")
+        .spawn();
 
     manager.until("READY=1", |m| has_line(m, "READY=1")).await;
     // At the moment READY arrives the socket answers, without retrying, and recovery is done.

@@ -5,7 +5,8 @@ use std::path::Path;
 
 use nix::sys::signal::Signal;
 
-use crate::support::{catalyst, have, Daemon, Workspace, CATALYSTD};
+use catalyst_testkit::cli::{catalyst, have};
+use catalyst_testkit::{catalystd_bin, Workspace};
 
 /// An implement step must change the worktree to be believed.
 const IMPLEMENT_WRITES: &str = r#"
@@ -37,7 +38,7 @@ async fn init_then_catalystd_then_submit_works_with_no_other_setup() {
     text.push_str(&ws.stub_config());
     std::fs::write(&config, text).expect("config");
 
-    let mut daemon = Daemon::spawn(&ws, &[]);
+    let mut daemon = ws.spawn();
     daemon.client().await;
     let (code, out, err) = catalyst(&ws.repo, &["ctl", "submit", "--title", "Hello"]);
     assert_eq!(code, 0, "{out}{err}");
@@ -91,7 +92,13 @@ fn init_refuses_a_folder_that_is_not_a_repository() {
     );
 }
 
+/// The path of this build's `catalystd`, as the service files name it.
+fn catalystd() -> String {
+    catalystd_bin().display().to_string()
+}
+
 fn install(ws: &Workspace, units: &Path, extra: &[&str]) -> String {
+    let catalystd = catalystd();
     let mut args = vec![
         "service",
         "install",
@@ -100,7 +107,7 @@ fn install(ws: &Workspace, units: &Path, extra: &[&str]) -> String {
         "--unit-dir",
         units.to_str().expect("utf-8"),
         "--catalystd",
-        CATALYSTD,
+        &catalystd,
     ];
     args.extend_from_slice(extra);
     let (code, out, err) = catalyst(&ws.root, &args);
@@ -149,7 +156,8 @@ fn systemd_units_pass_systemd_analyze_verify() {
     assert!(text.contains("Type=notify"), "{text}");
     assert!(
         text.contains(&format!(
-            "ExecStart={CATALYSTD} --workspace {}",
+            "ExecStart={} --workspace {}",
+            catalystd(),
             ws.repo.display()
         )),
         "{text}"
@@ -179,6 +187,7 @@ fn systemd_units_pass_systemd_analyze_verify() {
     std::os::unix::fs::symlink(&user_unit, wants.join(&name)).expect("enable");
     let units_arg = units.to_str().expect("utf-8");
     let repo_arg = ws.repo.to_str().expect("utf-8");
+    let catalystd = catalystd();
     let uninstall = [
         "service",
         "uninstall",
@@ -188,7 +197,7 @@ fn systemd_units_pass_systemd_analyze_verify() {
         "--unit-dir",
         units_arg,
         "--catalystd",
-        CATALYSTD,
+        &catalystd,
     ];
     let (code, _, err) = catalyst(&ws.root, &uninstall);
     assert_eq!(code, 2);
@@ -229,7 +238,7 @@ fn the_launchd_agent_is_a_valid_plist_naming_catalystd_and_the_workspace() {
     let parsed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(
         parsed["ProgramArguments"],
-        serde_json::json!([CATALYSTD, "--workspace", ws.repo.to_str().expect("utf-8")])
+        serde_json::json!([catalystd(), "--workspace", ws.repo.to_str().expect("utf-8")])
     );
     let label = parsed["Label"].as_str().expect("label");
     assert_eq!(

@@ -3,7 +3,7 @@
 
 use nix::sys::signal::Signal;
 
-use crate::support::{bead, Daemon, Workspace};
+use catalyst_testkit::{bead, TestDaemon, Workspace};
 
 /// An implement step that waits for `<root>/go` (released by the test) the first time and
 /// runs straight through any later time.
@@ -17,16 +17,7 @@ fn waiting_implement(ws: &Workspace) -> std::path::PathBuf {
     go
 }
 
-fn roles(ws: &Workspace, id: &str) -> Vec<String> {
-    stub_claude::invocations(&ws.log)
-        .expect("stub log")
-        .into_iter()
-        .filter(|i| i.bead.as_deref() == Some(id))
-        .map(|i| i.role().to_owned())
-        .collect()
-}
-
-async fn implement_running(daemon: &mut Daemon, id: &str) {
+async fn implement_running(daemon: &TestDaemon, id: &str) {
     let step = format!("{id}.implement");
     daemon
         .wait_for("the implement step to start", |e| {
@@ -39,9 +30,9 @@ async fn implement_running(daemon: &mut Daemon, id: &str) {
 async fn sigterm_lets_the_running_agent_finish_and_a_restart_completes_the_bead() {
     let ws = Workspace::new("", "shutdown_grace_secs = 30");
     let go = waiting_implement(&ws);
-    let mut daemon = Daemon::spawn(&ws, &[]);
+    let mut daemon = ws.spawn();
     let id = daemon.submit(bead("Write a")).await;
-    implement_running(&mut daemon, &id).await;
+    implement_running(&daemon, &id).await;
 
     daemon.signal(Signal::SIGTERM);
     daemon.wait_log("stopping: no new steps").await;
@@ -64,9 +55,9 @@ async fn sigterm_lets_the_running_agent_finish_and_a_restart_completes_the_bead(
         "nothing was interrupted"
     );
 
-    let mut daemon = Daemon::spawn_with(&ws, &[], &[], "catalystd-2.stderr");
+    let mut daemon = ws.spawn();
     daemon.wait_status(&id, "closed").await;
-    assert_eq!(roles(&ws, &id), ["refine", "implement", "review", "merge"]);
+    assert_eq!(ws.roles_of(&id), ["refine", "implement", "review", "merge"]);
     daemon.signal(Signal::SIGINT);
     assert!(daemon.wait_exit().await.success(), "SIGINT stops it too");
 }
@@ -75,9 +66,9 @@ async fn sigterm_lets_the_running_agent_finish_and_a_restart_completes_the_bead(
 async fn sigterm_stops_an_agent_that_outlasts_the_grace_period() {
     let ws = Workspace::new("", "shutdown_grace_secs = 1");
     waiting_implement(&ws);
-    let mut daemon = Daemon::spawn(&ws, &[]);
+    let mut daemon = ws.spawn();
     let id = daemon.submit(bead("Write a")).await;
-    implement_running(&mut daemon, &id).await;
+    implement_running(&daemon, &id).await;
 
     daemon.signal(Signal::SIGTERM);
     let status = daemon.wait_exit().await;
@@ -89,10 +80,10 @@ async fn sigterm_stops_an_agent_that_outlasts_the_grace_period() {
     );
     assert_eq!(journal.last().expect("events")["type"], "daemon.stopping");
 
-    let mut daemon = Daemon::spawn_with(&ws, &[], &[], "catalystd-2.stderr");
+    let daemon = ws.spawn();
     daemon.wait_status(&id, "closed").await;
     assert_eq!(
-        roles(&ws, &id),
+        ws.roles_of(&id),
         ["refine", "implement", "implement", "review", "merge"],
         "the interrupted step ran again after the restart"
     );
@@ -111,7 +102,7 @@ role = "task"
 "#;
 
 /// The step names of the molecule poured for `id`.
-async fn poured_steps(daemon: &mut Daemon, id: &str) -> Vec<String> {
+async fn poured_steps(daemon: &TestDaemon, id: &str) -> Vec<String> {
     let poured = daemon
         .wait_for("the molecule", |e| {
             e["type"] == "molecule.poured" && e["bead"] == id
@@ -133,10 +124,10 @@ async fn poured_steps(daemon: &mut Daemon, id: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reloads_a_changed_formula_and_refuses_a_broken_one() {
     let ws = Workspace::new("", "");
-    let mut daemon = Daemon::spawn(&ws, &[]);
+    let mut daemon = ws.spawn();
     let first = daemon.submit(bead("Before")).await;
     assert_eq!(
-        poured_steps(&mut daemon, &first).await,
+        poured_steps(&daemon, &first).await,
         ["refine", "implement", "review", "merge"]
     );
 
@@ -149,7 +140,7 @@ async fn sighup_reloads_a_changed_formula_and_refuses_a_broken_one() {
         .wait_log("reloaded config, prompts and formulas")
         .await;
     let second = daemon.submit(bead("After")).await;
-    assert_eq!(poured_steps(&mut daemon, &second).await, ["only"]);
+    assert_eq!(poured_steps(&daemon, &second).await, ["only"]);
 
     std::fs::write(dir.join("broken.formula.toml"), "formula = \n").expect("broken");
     daemon.signal(Signal::SIGHUP);
@@ -157,7 +148,7 @@ async fn sighup_reloads_a_changed_formula_and_refuses_a_broken_one() {
     assert!(refused.contains("broken.formula.toml"), "{refused}");
     let third = daemon.submit(bead("Still")).await;
     assert_eq!(
-        poured_steps(&mut daemon, &third).await,
+        poured_steps(&daemon, &third).await,
         ["only"],
         "the old formulas stay in force"
     );
@@ -168,7 +159,7 @@ async fn sighup_reloads_a_changed_formula_and_refuses_a_broken_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_are_json_or_plain_text_without_colour() {
     let ws = Workspace::new("", "");
-    let mut json = Daemon::spawn_with(&ws, &[], &["--log-format", "json"], "json.stderr");
+    let mut json = ws.catalystd().args(&["--log-format", "json"]).spawn();
     json.client().await;
     json.wait_log("serving").await;
     json.signal(Signal::SIGTERM);
@@ -179,12 +170,11 @@ async fn logs_are_json_or_plain_text_without_colour() {
         assert!(v["level"].is_string() && v["fields"].is_object(), "{line}");
     }
 
-    let mut text = Daemon::spawn_with(
-        &ws,
-        &[("RUST_LOG", "debug")],
-        &["--log-level", "warn"],
-        "text.stderr",
-    );
+    let mut text = ws
+        .catalystd()
+        .env("RUST_LOG", "debug")
+        .args(&["--log-level", "warn"])
+        .spawn();
     text.client().await;
     text.wait_log("serving").await;
     text.signal(Signal::SIGTERM);
@@ -202,9 +192,9 @@ async fn logs_are_json_or_plain_text_without_colour() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctl_shutdown_stops_the_daemon() {
     let ws = Workspace::new("", "");
-    let mut daemon = Daemon::spawn(&ws, &[]);
+    let mut daemon = ws.spawn();
     daemon.client().await;
-    let (code, out, err) = crate::support::catalyst(&ws.repo, &["ctl", "shutdown"]);
+    let (code, out, err) = catalyst_testkit::cli::catalyst(&ws.repo, &["ctl", "shutdown"]);
     assert_eq!(code, 0, "{out}{err}");
     let status = daemon.wait_exit().await;
     assert!(status.success(), "{status}\n{}", daemon.stderr());

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use crate::support::{bead, have, Daemon, Workspace, CATALYST, TIMEOUT};
+use catalyst_testkit::cli::have;
+use catalyst_testkit::scenario::implement_waits_for;
+use catalyst_testkit::{bead, catalyst_bin, poll, Workspace};
 
 /// A tmux server of our own (its own socket), killed on drop.
 struct Tmux {
@@ -62,18 +64,17 @@ impl Tmux {
     /// Waits until the screen shows `needle` (tmux has no notification for that; the screen
     /// is read again every 50 ms, within one timeout).
     async fn wait_screen(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = tokio::time::Instant::now() + TIMEOUT;
-        loop {
+        let found = poll::poll(Duration::from_millis(50), async || {
             let screen = self.screen();
-            if pred(&screen) {
-                return screen;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for {what}; the screen:\n{screen}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            pred(&screen).then_some(screen)
+        })
+        .await;
+        found.unwrap_or_else(|| {
+            panic!(
+                "timed out waiting for {what}; the screen:\n{}",
+                self.screen()
+            )
+        })
     }
 }
 
@@ -92,19 +93,16 @@ async fn ctl_watch_follows_a_run_and_restores_the_terminal() {
     }
     let ws = Workspace::new("", "");
     let go = ws.root.join("go");
-    let scenario = format!(
-        "[[rule]]\nrole = \"implement\"\nresponses = [{{ wait_for = {:?}, write = {{ \"a.txt\" = \"a\\n\" }}, summary = \"wrote a\" }}]\n",
-        go.display().to_string()
-    );
-    std::fs::write(&ws.scenario, scenario).expect("scenario");
-    let mut daemon = Daemon::spawn(&ws, &[]);
+    ws.set_scenario(&implement_waits_for(&go));
+    let mut daemon = ws.spawn();
     daemon.client().await;
 
+    let catalyst = catalyst_bin().display().to_string();
     let tmux = Tmux::start(&ws.root);
     let before = ws.root.join("stty-before");
     let after = ws.root.join("stty-after");
     tmux.type_line(&format!(
-        "echo shell-before-watch; stty -g > {}; {CATALYST} ctl watch --workspace {}; echo watch-exited-$?; stty -g > {}",
+        "echo shell-before-watch; stty -g > {}; {catalyst} ctl watch --workspace {}; echo watch-exited-$?; stty -g > {}",
         before.display(),
         ws.repo.display(),
         after.display()
@@ -177,7 +175,7 @@ async fn ctl_watch_follows_a_run_and_restores_the_terminal() {
 
     // Ctrl-C quits too, in raw mode as outside it.
     tmux.type_line(&format!(
-        "{CATALYST} ctl watch --workspace {}; echo second-exit-$?",
+        "{catalyst} ctl watch --workspace {}; echo second-exit-$?",
         ws.repo.display()
     ));
     tmux.wait_screen("the watch view", |s| {

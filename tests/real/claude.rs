@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::anthropic::{user_text, MockAnthropic, Turn, Usage};
 use crate::isolate::{agent_bin, in_netns, runtime};
-use crate::support::{run_dir, TestDaemon};
+use catalyst_testkit::TestDaemon;
 
 /// The shipped Claude profile with the installed binary, pointed at `mock` with a throwaway
 /// HOME; `extra` (top-level keys only, dotted keys for tables) goes before it.
@@ -253,7 +253,7 @@ fn a_reviewers_write_is_denied_by_the_hook() {
             r#"tool_policy.review = { access = "read-only", tools = ["Read", "Grep", "Glob", "Write"] }"#,
         )
         .await;
-        let id = daemon.submit(crate::support::bead("Say hello")).await;
+        let id = daemon.submit(catalyst_testkit::bead("Say hello")).await;
         daemon.wait_status(&id, "closed").await;
         assert_eq!(daemon.file_on_main("sneaky.txt"), None);
         assert_eq!(daemon.file_on_main("hello.txt").as_deref(), Some("hello\n"));
@@ -272,7 +272,7 @@ fn a_reviewers_write_is_denied_by_the_hook() {
             matches!(&denied[..], [d] if d["step"] == format!("{id}.review")),
             "catalyst's PreToolUse hook denied the reviewer's Write: {denied:?}"
         );
-        let stdout = std::fs::read_to_string(run_dir(&daemon, &id, "review", 1).join("stdout"))
+        let stdout = std::fs::read_to_string(daemon.run_dir(&id, "review", 1).join("stdout"))
         .expect("the review's stdout");
         let result: Value = stdout
             .lines()
@@ -310,7 +310,7 @@ fn a_message_without_a_block_is_sent_back_by_the_stop_hook() {
         ])
         .await;
         let daemon = start(&mock, "").await;
-        let id = daemon.submit(crate::support::bead("Say hello")).await;
+        let id = daemon.submit(catalyst_testkit::bead("Say hello")).await;
         daemon.wait_status(&id, "closed").await;
         let events = daemon.events().await;
         let started = step_events(&events, "step.dispatched", ".refine");
@@ -353,7 +353,7 @@ fn the_reported_cost_is_recorded_and_counts_toward_the_budget() {
             output_tokens: 1_000,
         });
         let daemon = start(&mock, "budget_usd = 0.5").await;
-        let id = daemon.submit(crate::support::bead("Expensive")).await;
+        let id = daemon.submit(catalyst_testkit::bead("Expensive")).await;
         daemon.wait_status(&id, "blocked").await;
         let events = daemon.events().await;
         let finished = step_events(&events, "step.finished", ".refine");
@@ -361,7 +361,7 @@ fn the_reported_cost_is_recorded_and_counts_toward_the_budget() {
             .first()
             .and_then(|e| e["cost_usd"].as_f64())
             .expect("the refine attempt records a cost");
-        let stdout = std::fs::read_to_string(run_dir(&daemon, &id, "refine", 1).join("stdout"))
+        let stdout = std::fs::read_to_string(daemon.run_dir(&id, "refine", 1).join("stdout"))
             .expect("the refine's stdout");
         let reported = stdout
             .lines()
@@ -400,7 +400,7 @@ fn a_429_pauses_the_model_instead_of_burning_attempts() {
         )])
         .await;
         let daemon = start(&mock, "pause_secs = 3600").await;
-        let id = daemon.submit(crate::support::bead("Limited")).await;
+        let id = daemon.submit(catalyst_testkit::bead("Limited")).await;
         let paused = daemon
             .wait_for("the model's pause", |e| e["type"] == "model.paused")
             .await;

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::anthropic::Turn as Answer;
 use crate::isolate::{agent_bin, in_netns, runtime};
 use crate::openai::{user_text, MockOpenAi, Turn};
-use crate::support::{bead, run_dir, TestDaemon};
+use catalyst_testkit::{bead, TestDaemon};
 
 /// The shipped Codex profile with the installed binary and a throwaway `CODEX_HOME` whose
 /// config points the model provider at `mock`; every role's model maps to `gpt-5`.
@@ -120,7 +120,7 @@ fn an_implement_step_through_codex_exec_writes_a_file() {
             user_text(&implement[0].body).contains("You are the implementation step"),
             "the prompt reached Codex as its argument"
         );
-        let stdout = std::fs::read_to_string(run_dir(&daemon, &id, "implement", 1).join("stdout"))
+        let stdout = std::fs::read_to_string(daemon.run_dir(&id, "implement", 1).join("stdout"))
             .expect("the implement step's stdout");
         let ran = stdout
             .lines()

@@ -8,7 +8,7 @@ use crate::anthropic::{MockAnthropic, Turn};
 use crate::claude::{start, start_with_args, step_events};
 use crate::isolate::{in_netns, runtime};
 use crate::openai::{MockOpenAi, Turn as CodexTurn};
-use crate::support::{bead, run_dir, TestDaemon};
+use catalyst_testkit::{bead, TestDaemon};
 
 /// Waits for the first retry of `step` and returns the router's result of attempt 1.
 async fn first_retry(daemon: &TestDaemon, id: &str, step: &str) -> (Value, Value) {
@@ -28,7 +28,7 @@ async fn first_retry(daemon: &TestDaemon, id: &str, step: &str) -> (Value, Value
 
 /// The last `result` event of a Claude run.
 fn claude_result(daemon: &TestDaemon, id: &str, step: &str) -> Value {
-    let stdout = std::fs::read_to_string(run_dir(daemon, id, step, 1).join("stdout"))
+    let stdout = std::fs::read_to_string(daemon.run_dir(id, step, 1).join("stdout"))
         .expect("the run's stdout");
     stdout
         .lines()
@@ -117,7 +117,7 @@ fn a_codex_turn_failed_is_a_failure_that_is_retried() {
         let (result, retry) = first_retry(&daemon, &id, "refine").await;
         assert_eq!(result["outcome"], "failed", "{result}");
         assert_eq!(retry["counted"], true, "{retry}");
-        let stdout = std::fs::read_to_string(run_dir(&daemon, &id, "refine", 1).join("stdout"))
+        let stdout = std::fs::read_to_string(daemon.run_dir(&id, "refine", 1).join("stdout"))
             .expect("the run's stdout");
         assert!(
             stdout.lines().any(|l| l.contains("\"turn.failed\"")),

@@ -12,8 +12,3 @@ mod failures;
 mod http;
 mod isolate;
 mod openai;
-#[path = "../common/repo.rs"]
-mod repo;
-#[path = "../e2e/support.rs"]
-#[allow(dead_code)]
-mod support;

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use catalyst::protocol::{LogsParams, Method};
 use serde_json::Value;
 
-use crate::daemon::{vm_kb, Workspace};
+use catalyst_testkit::procfs::vm_kb;
+use catalyst_testkit::{bead_with_id, Workspace};
 
 /// Whether process `pid` is gone (or a zombie, which runs nothing).
 fn gone(pid: i32) -> bool {
@@ -44,10 +45,10 @@ responses = [
         &scenario,
         "agent_timeout_secs = 2\nstall_timeout_secs = 60\ngrace_secs = 1",
     );
-    let mut daemon = ws.spawn();
-    ws.submit(&mut daemon, "cat-hang").await;
-    let end = ws
-        .wait_for(&mut daemon, "the hung attempt to end", |e| {
+    let daemon = ws.spawn();
+    daemon.submit(bead_with_id("cat-hang")).await;
+    let end = daemon
+        .wait_for("the hung attempt to end", |e| {
             finished(e, "cat-hang.implement", 1)
         })
         .await;
@@ -63,13 +64,13 @@ responses = [
         (2000..2000 + 1000 + 1500).contains(&took),
         "stopped within the grace period: {took} ms"
     );
-    let retry = ws
-        .wait_for(&mut daemon, "the retry", |e| {
+    let retry = daemon
+        .wait_for("the retry", |e| {
             e["type"] == "step.retry" && e["step"] == "cat-hang.implement"
         })
         .await;
     assert_eq!(retry["counted"], true);
-    ws.wait_status(&mut daemon, "cat-hang", "closed").await;
+    daemon.wait_status("cat-hang", "closed").await;
     let alive = ws.agent_processes();
     assert!(alive.is_empty(), "{alive:?}");
     println!("hung agent: stopped {took} ms after it started (timeout 2 s, grace 1 s)");
@@ -86,16 +87,16 @@ responses = [
 ]
 "#;
     let ws = Workspace::new(scenario, "");
-    let mut daemon = ws.spawn();
-    ws.submit(&mut daemon, "cat-crash").await;
-    let end = ws
-        .wait_for(&mut daemon, "the crashed attempt", |e| {
+    let daemon = ws.spawn();
+    daemon.submit(bead_with_id("cat-crash")).await;
+    let end = daemon
+        .wait_for("the crashed attempt", |e| {
             finished(e, "cat-crash.implement", 1)
         })
         .await;
     assert_eq!(end["exit"], "killed by SIGSEGV");
-    let retry = ws
-        .wait_for(&mut daemon, "the retry", |e| {
+    let retry = daemon
+        .wait_for("the retry", |e| {
             e["type"] == "step.retry" && e["step"] == "cat-crash.implement"
         })
         .await;
@@ -105,7 +106,7 @@ responses = [
             .is_some_and(|r| r.contains("SIGSEGV")),
         "{retry}"
     );
-    ws.wait_status(&mut daemon, "cat-crash", "closed").await;
+    daemon.wait_status("cat-crash", "closed").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -122,22 +123,22 @@ responses = [
         scenario,
         "agent_timeout_secs = 60\nstall_timeout_secs = 1\ngrace_secs = 1",
     );
-    let mut daemon = ws.spawn();
-    ws.submit(&mut daemon, "cat-stall").await;
-    let end = ws
-        .wait_for(&mut daemon, "the stalled attempt", |e| {
+    let daemon = ws.spawn();
+    daemon.submit(bead_with_id("cat-stall")).await;
+    let end = daemon
+        .wait_for("the stalled attempt", |e| {
             finished(e, "cat-stall.implement", 1)
         })
         .await;
     assert_eq!(end["exit"], "no output for 1s");
     assert!(end["duration_ms"].as_u64().expect("duration") < 5000);
-    let retry = ws
-        .wait_for(&mut daemon, "the retry", |e| {
+    let retry = daemon
+        .wait_for("the retry", |e| {
             e["type"] == "step.retry" && e["step"] == "cat-stall.implement"
         })
         .await;
     assert_eq!(retry["counted"], true, "a stall counts like a timeout");
-    ws.wait_status(&mut daemon, "cat-stall", "closed").await;
+    daemon.wait_status("cat-stall", "closed").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -152,17 +153,18 @@ responses = [{{ flood_bytes = {FLOOD}, write = {{ "hello.txt" = "hello\n" }}, su
 "#
     );
     let ws = Workspace::new(&scenario, &format!("output_cap_bytes = {CAP}"));
-    let mut daemon = ws.spawn();
-    ws.submit(&mut daemon, "cat-flood").await;
-    ws.wait_for(&mut daemon, "implement to start", |e| {
-        e["type"] == "step.dispatched" && e["step"] == "cat-flood.implement"
-    })
-    .await;
+    let daemon = ws.spawn();
+    daemon.submit(bead_with_id("cat-flood")).await;
+    daemon
+        .wait_for("implement to start", |e| {
+            e["type"] == "step.dispatched" && e["step"] == "cat-flood.implement"
+        })
+        .await;
     let started = Instant::now();
     let pid = daemon.pid();
     let mut sampled = 0;
     let end = {
-        let waiting = ws.wait_for(&mut daemon, "the flood to end", |e| {
+        let waiting = daemon.wait_for("the flood to end", |e| {
             finished(e, "cat-flood.implement", 1)
         });
         tokio::pin!(waiting);
@@ -178,7 +180,7 @@ responses = [{{ flood_bytes = {FLOOD}, write = {{ "hello.txt" = "hello\n" }}, su
     let flood_secs = started.elapsed().as_secs_f64();
     let hwm = vm_kb(pid, "VmHWM").expect("VmHWM");
     assert_eq!(end["exit"], "exit code 0");
-    let stdout = crate::daemon::run_file(&ws, "cat-flood", "implement", 1, "stdout");
+    let stdout = ws.run_dir("cat-flood", "implement", 1).join("stdout");
     let stored = std::fs::metadata(&stdout).expect("stdout").len();
     assert!(
         stored <= CAP + 200,
@@ -190,7 +192,7 @@ responses = [{{ flood_bytes = {FLOOD}, write = {{ "hello.txt" = "hello\n" }}, su
     .expect("report json");
     assert!(report["stdout_bytes"].as_u64().expect("bytes") > FLOOD);
     assert_eq!(report["truncated"], true);
-    ws.wait_status(&mut daemon, "cat-flood", "closed").await;
+    daemon.wait_status("cat-flood", "closed").await;
     println!(
         "1 GiB flood: {flood_secs:.1} s; daemon's peak resident memory {:.1} MB (VmHWM), highest sample {:.1} MB (VmRSS every 100 ms); stored log {stored} bytes",
         hwm as f64 / 1024.0,
@@ -210,17 +212,17 @@ role = "implement"
 responses = [{ non_utf8 = true, write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
 "#;
     let ws = Workspace::new(scenario, "");
-    let mut daemon = ws.spawn();
-    ws.submit(&mut daemon, "cat-bytes").await;
-    ws.wait_status(&mut daemon, "cat-bytes", "closed").await;
-    let stdout = crate::daemon::run_file(&ws, "cat-bytes", "implement", 1, "stdout");
+    let daemon = ws.spawn();
+    daemon.submit(bead_with_id("cat-bytes")).await;
+    daemon.wait_status("cat-bytes", "closed").await;
+    let stdout = ws.run_dir("cat-bytes", "implement", 1).join("stdout");
     let bytes = std::fs::read(&stdout).expect("stdout");
     assert!(
         String::from_utf8(bytes).is_err(),
         "the bytes are stored as the agent wrote them"
     );
     // And served to a person as text.
-    let mut client = ws.client(&mut daemon).await;
+    let mut client = daemon.client().await;
     let answer = client
         .call(&Method::Logs(LogsParams {
             step: "cat-bytes.implement".into(),
@@ -259,10 +261,10 @@ role = "review"
 responses = [{ fake_block_in_tool_result = true, fake_block_in_earlier_turn = true, verdict = "APPROVED", summary = "good" }]
 "#;
     let ws = Workspace::new(scenario, "");
-    let mut daemon = ws.spawn();
-    ws.submit(&mut daemon, "cat-decoy").await;
-    ws.wait_status(&mut daemon, "cat-decoy", "closed").await;
-    let events = ws.events(&mut daemon).await;
+    let daemon = ws.spawn();
+    daemon.submit(bead_with_id("cat-decoy")).await;
+    daemon.wait_status("cat-decoy", "closed").await;
+    let events = daemon.events().await;
     let results: Vec<&Value> = events
         .iter()
         .filter(|e| e["type"] == "step.result")
@@ -278,14 +280,8 @@ responses = [{ fake_block_in_tool_result = true, fake_block_in_earlier_turn = tr
         .expect("review");
     assert_eq!(review["verdict"], "approved", "{review}");
     assert!(!events.iter().any(|e| e["type"] == "fix.created"));
-    let stdout = std::fs::read_to_string(crate::daemon::run_file(
-        &ws,
-        "cat-decoy",
-        "review",
-        1,
-        "stdout",
-    ))
-    .expect("stdout");
+    let stdout = std::fs::read_to_string(ws.run_dir("cat-decoy", "review", 1).join("stdout"))
+        .expect("stdout");
     assert!(
         stdout.matches("---STEP-RESULT---").count() >= 3,
         "the decoys were really in the transcript"

@@ -7,12 +7,13 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use catalyst::protocol::{BeadInput, ListParams, Method, PauseParams};
 use serde_json::Value;
 
-use crate::daemon::{Workspace, TIMEOUT};
+use catalyst_testkit::poll::eventually;
+use catalyst_testkit::{bead_with_id, Workspace};
 
 /// A tmpfs mounted for the test, unmounted when dropped.
 struct Tmpfs {
@@ -89,26 +90,32 @@ responses = [{{ tools = [{{ name = "Bash", input = {{ command = "git -c user.nam
 "#,
         release.display()
     );
-    let ws = Workspace::at(&tmpfs.path, &files, &scenario, "max_agents = 2");
+    let ws = Workspace::builder()
+        .scenario(&scenario)
+        .config("max_agents = 2")
+        .repo_in(&tmpfs.path)
+        .build();
     let mut daemon = ws.spawn();
     let mut acknowledged = vec!["cat-a".to_owned()];
-    ws.submit(&mut daemon, "cat-a").await;
-    ws.wait_for(&mut daemon, "cat-a's implementer to start", |e| {
-        e["type"] == "step.dispatched" && e["step"] == "cat-a.implement"
-    })
-    .await;
+    daemon.submit(bead_with_id("cat-a")).await;
+    daemon
+        .wait_for("cat-a's implementer to start", |e| {
+            e["type"] == "step.dispatched" && e["step"] == "cat-a.implement"
+        })
+        .await;
     // Two more beads, acknowledged while dispatching is paused.
-    ws.call(&mut daemon, Method::Pause(PauseParams { model: None }))
+    daemon
+        .call(Method::Pause(PauseParams { model: None }))
         .await;
     for id in ["cat-b", "cat-c"] {
-        ws.submit(&mut daemon, id).await;
+        daemon.submit(bead_with_id(id)).await;
         acknowledged.push(id.to_owned());
     }
 
     let ballast = tmpfs.path.join("ballast");
     let filled = fill(&ballast);
     // The journal's last page may still take a few small events: submit until one fails.
-    let mut client = ws.client(&mut daemon).await;
+    let mut client = daemon.client().await;
     let mut refused = None;
     for n in 0..1000 {
         let id = format!("cat-x{n}");
@@ -131,7 +138,7 @@ responses = [{{ tools = [{{ name = "Bash", input = {{ command = "git -c user.nam
     // Cutting the refused write back freed a page: take it too.
     let filled = filled + fill(&tmpfs.path.join("ballast-2"));
     assert!(error.contains("cannot write the journal"), "{error}");
-    let status = ws.call(&mut daemon, Method::Status).await;
+    let status = daemon.call(Method::Status).await;
     let storage = status["storage_error"]
         .as_str()
         .unwrap_or_default()
@@ -140,19 +147,19 @@ responses = [{{ tools = [{{ name = "Bash", input = {{ command = "git -c user.nam
 
     // Dispatching stays stopped, even when asked to resume, and cat-a's agent, released now,
     // fails on the full disk without its end being lost.
-    ws.call(&mut daemon, Method::Resume(PauseParams { model: None }))
+    daemon
+        .call(Method::Resume(PauseParams { model: None }))
         .await;
     std::fs::write(&release, "go").expect("release cat-a");
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let status = ws.call(&mut daemon, Method::Status).await;
-        if status["running"].as_array().is_some_and(Vec::is_empty) {
-            assert!(status["storage_error"].is_string(), "{status}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "cat-a's attempt never ended");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let status = eventually("cat-a's attempt to end", async || {
+        let status = daemon.call(Method::Status).await;
+        status["running"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+            .then_some(status)
+    })
+    .await;
+    assert!(status["storage_error"].is_string(), "{status}");
     let ran: Vec<String> = ws
         .invocations()
         .into_iter()
@@ -171,12 +178,12 @@ responses = [{{ tools = [{{ name = "Bash", input = {{ command = "git -c user.nam
     std::fs::remove_file(tmpfs.path.join("ballast-2")).expect("remove the ballast");
     let started = Instant::now();
     for id in &acknowledged {
-        ws.wait_status(&mut daemon, id, "closed").await;
+        daemon.wait_status(id, "closed").await;
     }
     let resumed = started.elapsed();
-    let status = ws.call(&mut daemon, Method::Status).await;
+    let status = daemon.call(Method::Status).await;
     assert!(status["storage_error"].is_null(), "{status}");
-    let events = ws.events(&mut daemon).await;
+    let events = daemon.events().await;
     let retried: Vec<&Value> = events
         .iter()
         .filter(|e| e["type"] == "step.finished" && e["step"] == "cat-a.implement")
@@ -188,16 +195,13 @@ responses = [{{ tools = [{{ name = "Bash", input = {{ command = "git -c user.nam
     );
 
     // And after a restart the journal replays cleanly with everything acknowledged in it.
-    assert!(daemon.terminate().success());
+    assert!(daemon.terminate().await.success());
     let mut daemon = ws.spawn();
-    let listed = ws
-        .call(
-            &mut daemon,
-            Method::List(ListParams {
-                status: None,
-                steps: false,
-            }),
-        )
+    let listed = daemon
+        .call(Method::List(ListParams {
+            status: None,
+            steps: false,
+        }))
         .await;
     let ids: Vec<&str> = listed["beads"]
         .as_array()
@@ -215,7 +219,7 @@ responses = [{{ tools = [{{ name = "Bash", input = {{ command = "git -c user.nam
         !ids.contains(&refused_id.as_str()),
         "the refused submit left nothing"
     );
-    assert!(daemon.terminate().success());
+    assert!(daemon.terminate().await.success());
     println!(
         "full disk: filled {filled} bytes; {} submits acknowledged, the next refused ({error}); resumed and finished {} beads {:.1} s after space came back",
         acknowledged.len(),

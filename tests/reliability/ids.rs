@@ -12,7 +12,7 @@ use std::process::Command;
 use catalyst::protocol::{BeadInput, CloseParams, CommentParams, LogsParams, Method, ShowParams};
 use serde_json::Value;
 
-use crate::daemon::Workspace;
+use catalyst_testkit::{bead_with_id, Workspace};
 
 fn bad_ids() -> Vec<String> {
     vec![
@@ -89,10 +89,10 @@ role = "implement"
 responses = [{ tools = [{ name = "Bash", input = { command = "echo $CATALYST_BEAD > $CATALYST_BEAD.txt" } }], summary = "wrote a file" }]
 "#;
     let ws = Workspace::new(scenario, "");
-    let mut daemon = ws.spawn();
-    ws.call(&mut daemon, Method::Status).await;
+    let daemon = ws.spawn();
+    daemon.call(Method::Status).await;
     let before = tree(&ws.repo);
-    let mut client = ws.client(&mut daemon).await;
+    let mut client = daemon.client().await;
 
     // Requests.
     for id in bad_ids() {
@@ -167,7 +167,7 @@ responses = [{ tools = [{ name = "Bash", input = { command = "echo $CATALYST_BEA
         OsStr::new("zz-probe.json"),
         br#"{"id": "cat-probe", "title": "probe"}"#,
     );
-    ws.wait_status(&mut daemon, "cat-probe", "closed").await;
+    daemon.wait_status("cat-probe", "closed").await;
     let rejected = ws.paths.rejected();
     for n in 0..bad_ids().len() {
         let why = rejected.join(format!("bad-{n:02}.json.why"));
@@ -215,10 +215,10 @@ responses = [{ tools = [{ name = "Bash", input = { command = "echo $CATALYST_BEA
     std::fs::remove_file(&formula).expect("remove the bad formula");
 
     // A bead still runs end to end afterwards.
-    ws.submit(&mut daemon, "cat-after").await;
-    ws.wait_status(&mut daemon, "cat-after", "closed").await;
+    daemon.submit(bead_with_id("cat-after")).await;
+    daemon.wait_status("cat-after", "closed").await;
 
-    let events = ws.events(&mut daemon).await;
+    let events = daemon.events().await;
     let created: Vec<&str> = events
         .iter()
         .filter(|e| e["type"] == "bead.created")
@@ -256,23 +256,22 @@ async fn an_inbox_file_recorded_but_not_removed_before_a_kill_is_not_submitted_t
     // Beads without a formula label are not dispatched: this test is about the inbox only.
     let ws = Workspace::new("", "default_formula = \"\"");
     let mut daemon = ws.spawn();
-    ws.call(&mut daemon, Method::Status).await;
+    daemon.call(Method::Status).await;
     let keep = ws.root.join("kept-link");
     let tmp = ws.paths.inbox().join(".incoming.tmp");
     std::fs::write(&tmp, br#"{"title": "no id: the daemon makes one"}"#).expect("write");
     std::fs::hard_link(&tmp, &keep).expect("link");
     let name = ws.paths.inbox().join("once.json");
     std::fs::rename(&tmp, &name).expect("rename");
-    ws.wait_for(&mut daemon, "the bead from the inbox", |e| {
-        e["type"] == "bead.created"
-    })
-    .await;
-    daemon.kill();
+    daemon
+        .wait_for("the bead from the inbox", |e| e["type"] == "bead.created")
+        .await;
+    daemon.kill().await;
     if !name.exists() {
         std::fs::hard_link(&keep, &name).expect("link back");
     }
-    let mut daemon = ws.spawn();
-    let status = ws.call(&mut daemon, Method::Status).await;
+    let daemon = ws.spawn();
+    let status = daemon.call(Method::Status).await;
     let created = |events: &[Value]| {
         events
             .iter()
@@ -285,11 +284,12 @@ async fn an_inbox_file_recorded_but_not_removed_before_a_kill_is_not_submitted_t
         OsStr::new("zz-probe.json"),
         br#"{"id": "cat-probe", "title": "probe"}"#,
     );
-    ws.wait_for(&mut daemon, "the probe", |e| {
-        e["type"] == "bead.created" && e["bead"]["id"] == "cat-probe"
-    })
-    .await;
-    let events = ws.events(&mut daemon).await;
+    daemon
+        .wait_for("the probe", |e| {
+            e["type"] == "bead.created" && e["bead"]["id"] == "cat-probe"
+        })
+        .await;
+    let events = daemon.events().await;
     assert_eq!(
         created(&events),
         2,

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use catalyst::protocol::{BeadInput, ListParams, Method};
 use serde_json::Value;
 
-use crate::daemon::{Lcg, Workspace, TIMEOUT};
+use catalyst_testkit::poll::poll;
+use catalyst_testkit::{Lcg, Workspace, TIMEOUT};
 
 /// The workload's beads: (id, kind, after).
 const BEADS: [(&str, Kind, Option<&str>); 20] = [
@@ -136,7 +137,7 @@ async fn run(kills: usize, seed: u64, max_gap_ms: u64) -> RunEnd {
     let started = Instant::now();
     let ws = Workspace::new(&scenario(), "max_agents = 4");
     let mut daemon = ws.spawn();
-    let answer = ws.call(&mut daemon, Method::Submit(beads())).await;
+    let answer = daemon.call(Method::Submit(beads())).await;
     assert_eq!(answer["ids"].as_array().map(Vec::len), Some(BEADS.len()));
 
     let mut rng = Lcg::new(seed);
@@ -145,17 +146,16 @@ async fn run(kills: usize, seed: u64, max_gap_ms: u64) -> RunEnd {
         if let Some(status) = daemon.exited() {
             panic!(
                 "catalystd exited by itself ({status})\n{}",
-                ws.daemon_log_tail()
+                daemon.log_tail()
             );
         }
-        daemon.kill();
+        daemon.kill().await;
         daemon = ws.spawn();
     }
 
     let ids: BTreeSet<String> = BEADS.iter().map(|(id, ..)| (*id).to_owned()).collect();
-    let events = ws
+    let events = daemon
         .follow_until(
-            &mut daemon,
             "every bead to be closed or blocked",
             TIMEOUT * 3,
             |events| {
@@ -170,14 +170,11 @@ async fn run(kills: usize, seed: u64, max_gap_ms: u64) -> RunEnd {
             },
         )
         .await;
-    let listed = ws
-        .call(
-            &mut daemon,
-            Method::List(ListParams {
-                status: None,
-                steps: false,
-            }),
-        )
+    let listed = daemon
+        .call(Method::List(ListParams {
+            status: None,
+            steps: false,
+        }))
         .await;
     let statuses: BTreeMap<String, String> = listed["beads"]
         .as_array()
@@ -192,29 +189,29 @@ async fn run(kills: usize, seed: u64, max_gap_ms: u64) -> RunEnd {
         .collect();
     // A closed bead's worktree and branch go in the background (or, after a kill, in the next
     // start's sweep): wait for that, within the timeout.
-    let deadline = Instant::now() + TIMEOUT;
     for (id, status) in &statuses {
         if status != "closed" {
             continue;
         }
-        while ws.worktree_exists(id) || ws.branch_exists(id) {
-            assert!(
-                Instant::now() < deadline,
-                "{id}: the worktree or branch of a closed bead is still there\n{}",
-                ws.daemon_log_tail()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let gone = poll(Duration::from_millis(50), async || {
+            (!ws.worktree_exists(id) && !ws.branch_exists(id)).then_some(())
+        })
+        .await;
+        assert!(
+            gone.is_some(),
+            "{id}: the worktree or branch of a closed bead is still there\n{}",
+            daemon.log_tail()
+        );
     }
     let events = {
         // Everything the journal holds now, not only what was seen while following.
-        let mut all = ws.events(&mut daemon).await;
+        let mut all = daemon.events().await;
         if all.len() < events.len() {
             all = events;
         }
         all
     };
-    let status = daemon.terminate();
+    let status = daemon.terminate().await;
     assert!(status.success(), "catalystd stopped with {status}");
     let end = check_run(&ws, &events, &statuses, kills);
     RunEnd {

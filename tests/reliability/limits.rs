@@ -6,7 +6,7 @@ use catalyst::protocol::{Method, ShowParams};
 use chrono::DateTime;
 use serde_json::Value;
 
-use crate::daemon::Workspace;
+use catalyst_testkit::{bead_with_id, Workspace};
 
 fn at(e: &Value, key: &str) -> DateTime<chrono::FixedOffset> {
     DateTime::parse_from_rfc3339(e[key].as_str().expect("a timestamp")).expect("RFC 3339")
@@ -24,10 +24,10 @@ responses = [
 ]
 "#;
     let ws = Workspace::new(scenario, "pause_secs = 1\nmax_pause_secs = 8");
-    let mut daemon = ws.spawn();
-    ws.submit(&mut daemon, "cat-limit").await;
-    ws.wait_status(&mut daemon, "cat-limit", "closed").await;
-    let events = ws.events(&mut daemon).await;
+    let daemon = ws.spawn();
+    daemon.submit(bead_with_id("cat-limit")).await;
+    daemon.wait_status("cat-limit", "closed").await;
+    let events = daemon.events().await;
 
     let pauses: Vec<&Value> = events
         .iter()
@@ -73,14 +73,11 @@ responses = [
         .rfind(|e| e["type"] == "step.result" && e["step"] == "cat-limit.implement")
         .expect("implement's result");
     assert_eq!(last["counters"]["failed_attempts"], 0, "{last}");
-    let shown = ws
-        .call(
-            &mut daemon,
-            Method::Show(ShowParams {
-                id: "cat-limit".into(),
-                runs: false,
-            }),
-        )
+    let shown = daemon
+        .call(Method::Show(ShowParams {
+            id: "cat-limit".into(),
+            runs: false,
+        }))
         .await;
     let comments = shown["bead"]["comments"]
         .as_array()
@@ -109,17 +106,14 @@ role = "implement"
 responses = [{ cost_usd = 0.6, write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
 "#;
     let ws = Workspace::new(scenario, "budget_usd = 1.0");
-    let mut daemon = ws.spawn();
-    ws.submit(&mut daemon, "cat-spend").await;
-    ws.wait_status(&mut daemon, "cat-spend", "blocked").await;
-    let shown = ws
-        .call(
-            &mut daemon,
-            Method::Show(ShowParams {
-                id: "cat-spend".into(),
-                runs: false,
-            }),
-        )
+    let daemon = ws.spawn();
+    daemon.submit(bead_with_id("cat-spend")).await;
+    daemon.wait_status("cat-spend", "blocked").await;
+    let shown = daemon
+        .call(Method::Show(ShowParams {
+            id: "cat-spend".into(),
+            runs: false,
+        }))
         .await;
     let spent = shown["bead"]["metadata"]["catalyst_cost_usd"]
         .as_f64()

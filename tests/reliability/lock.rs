@@ -7,13 +7,13 @@ use std::process::Command;
 use catalyst::cli::client::Client;
 use catalyst::protocol::Method;
 
-use crate::daemon::Workspace;
+use catalyst_testkit::Workspace;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_daemon_exits_naming_the_pid_that_holds_the_lock() {
     let ws = Workspace::new("", "");
-    let mut first = ws.spawn();
-    let status = ws.call(&mut first, Method::Status).await;
+    let first = ws.spawn();
+    let status = first.call(Method::Status).await;
     assert_eq!(status["pid"], first.pid());
 
     let second = Command::new(env!("CARGO_BIN_EXE_catalystd"))
@@ -31,7 +31,7 @@ async fn a_second_daemon_exits_naming_the_pid_that_holds_the_lock() {
         "{stderr}"
     );
     // The first one is untouched: same socket, same daemon answering.
-    let again = ws.call(&mut first, Method::Status).await;
+    let again = first.call(Method::Status).await;
     assert_eq!(again["pid"], first.pid());
     println!("second daemon: {}", stderr.trim());
 }
@@ -40,9 +40,9 @@ async fn a_second_daemon_exits_naming_the_pid_that_holds_the_lock() {
 async fn a_stale_socket_left_by_a_killed_daemon_does_not_stop_a_restart() {
     let ws = Workspace::new("", "");
     let mut first = ws.spawn();
-    ws.call(&mut first, Method::Status).await;
+    first.call(Method::Status).await;
     let socket = ws.paths.socket();
-    first.kill();
+    first.kill().await;
     assert!(socket.exists(), "SIGKILL leaves the socket file behind");
     assert!(
         Client::connect(&socket).await.is_err(),
@@ -50,11 +50,11 @@ async fn a_stale_socket_left_by_a_killed_daemon_does_not_stop_a_restart() {
     );
 
     let mut second = ws.spawn();
-    let status = ws.call(&mut second, Method::Status).await;
+    let status = second.call(Method::Status).await;
     assert_eq!(status["pid"], second.pid(), "the new daemon answers");
     let lock = std::fs::read_to_string(ws.paths.lock()).expect("lock file");
     assert_eq!(lock.trim(), second.pid().to_string(), "and holds the lock");
-    let stopped = second.terminate();
+    let stopped = second.terminate().await;
     assert!(stopped.success(), "{stopped}");
     assert!(!socket.exists(), "a clean stop removes the socket");
 }
@@ -78,10 +78,10 @@ async fn a_lock_still_held_for_a_dead_daemon_is_waited_for() {
     held.try_lock().expect("take the lock");
     writeln!(held, "{dead_pid}").expect("write the pid");
 
-    let mut daemon = ws.spawn();
+    let daemon = ws.spawn();
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert!(daemon.exited().is_none(), "the daemon waits for the lock");
     drop(held);
-    let status = ws.call(&mut daemon, Method::Status).await;
+    let status = daemon.call(Method::Status).await;
     assert_eq!(status["pid"], daemon.pid());
 }

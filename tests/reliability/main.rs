@@ -2,16 +2,13 @@
 //! Each module tries to break one promise: nothing recorded is lost or done twice, and nothing
 //! the daemon reads can take it over.
 //!
-//! Every test runs `catalystd` as a real subprocess (`daemon`): it is killed, flooded,
+//! Every test runs `catalystd` as a real subprocess (`Workspace::spawn`): it is killed, flooded,
 //! starved of disk and raced, as it would be on a machine left alone for days.
 
 mod agents;
-mod daemon;
 mod disk;
 mod ids;
 mod kill_storm;
 mod limits;
 mod lock;
-#[path = "../common/repo.rs"]
-mod repo;
 mod socket;

@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
-use crate::daemon::{Catalystd, Workspace, TIMEOUT};
+use catalyst_testkit::{TestDaemon, Workspace, TIMEOUT};
 
 /// One malformed request line, chosen by `n`: every 1,000th is 2 MiB long (past the 1 MiB
 /// limit), the rest cycle through bad JSON, deep nesting, wrong types, unknown methods,
@@ -92,13 +92,13 @@ async fn ten_thousand_malformed_lines_get_errors_and_change_nothing() {
     const LINES: usize = 10_000;
     const CONNECTIONS: usize = 10;
     let ws = Workspace::new("", "");
-    let mut daemon = ws.spawn();
-    let before_seq = ws.call(&mut daemon, Method::Status).await["seq"].clone();
+    let daemon = ws.spawn();
+    let before_seq = daemon.call(Method::Status).await["seq"].clone();
     let journal = ws.paths.state.join("journal.jsonl");
     let before = std::fs::read(&journal).expect("journal");
 
     // A well-behaved client asks for the status all along.
-    let mut witness = ws.client(&mut daemon).await;
+    let mut witness = daemon.client().await;
     let stop = tokio_util::sync::CancellationToken::new();
     let watching = {
         let stop = stop.clone();
@@ -137,7 +137,7 @@ async fn ten_thousand_malformed_lines_get_errors_and_change_nothing() {
     assert_eq!(other, 0, "every malformed line gets an error");
     assert_eq!(errors, LINES);
     assert!(answered > 0, "the well-behaved client was served meanwhile");
-    let status = ws.call(&mut daemon, Method::Status).await;
+    let status = daemon.call(Method::Status).await;
     assert_eq!(status["seq"], before_seq, "nothing was recorded");
     assert_eq!(
         std::fs::read(&journal).expect("journal"),
@@ -154,8 +154,8 @@ async fn ten_thousand_malformed_lines_get_errors_and_change_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_line_leaves_the_connection_usable() {
     let ws = Workspace::new("", "");
-    let mut daemon = ws.spawn();
-    ws.call(&mut daemon, Method::Status).await;
+    let daemon = ws.spawn();
+    daemon.call(Method::Status).await;
     // A line too long, then one that is not UTF-8, then a good request, sent at once: the
     // good one is answered although it was already buffered behind the bad ones.
     let mut bytes = malformed(999);
@@ -196,8 +196,8 @@ async fn two_hundred_concurrent_clients_are_all_answered_and_nothing_runs_twice(
         "formula = \"one\"\nversion = 1\n\n[[steps]]\nid = \"work\"\ntitle = \"Do {{title}}\"\nrole = \"task\"\n",
     )
     .expect("formula");
-    let mut daemon = ws.spawn();
-    ws.call(&mut daemon, Method::Status).await;
+    let daemon = ws.spawn();
+    daemon.call(Method::Status).await;
     let socket = ws.paths.socket();
     let started = Instant::now();
     let clients: Vec<_> = (0..CLIENTS)
@@ -244,8 +244,8 @@ async fn two_hundred_concurrent_clients_are_all_answered_and_nothing_runs_twice(
     }
     let answered = started.elapsed();
     let ids: Vec<String> = (0..CLIENTS).map(|n| format!("cat-c{n:03}")).collect();
-    let events = ws
-        .follow_until(&mut daemon, "every bead to close", TIMEOUT * 2, |events| {
+    let events = daemon
+        .follow_until("every bead to close", TIMEOUT * 2, |events| {
             let closed = events
                 .iter()
                 .filter(|e| {
@@ -306,7 +306,7 @@ fn chmod(path: &Path, mode: u32) {
 async fn the_socket_is_private_and_another_uid_is_refused() {
     let ws = Workspace::new("", "");
     let mut daemon = ws.spawn();
-    ws.call(&mut daemon, Method::Status).await;
+    daemon.call(Method::Status).await;
     let socket = ws.paths.socket();
     assert_eq!(socket.parent(), Some(ws.paths.state.as_path()));
     assert_eq!(mode(&socket), 0o600, "the socket file is 0600");
@@ -338,16 +338,16 @@ async fn the_socket_is_private_and_another_uid_is_refused() {
     assert!(stderr.contains("uid 65534"), "{stderr}");
 
     // The daemon serves its own uid as before, and recorded nothing.
-    ws.call(&mut daemon, Method::Status).await;
+    daemon.call(Method::Status).await;
     assert_eq!(std::fs::read(&journal).expect("journal"), before);
-    stop(&mut daemon);
+    stop(&mut daemon).await;
     println!(
         "uid 65534: refused by the 0600 socket in its 0700 folder (EACCES); with both opened, answered `{}`",
         stderr.trim()
     );
 }
 
-fn stop(daemon: &mut Catalystd) {
-    let status = daemon.terminate();
+async fn stop(daemon: &mut TestDaemon) {
+    let status = daemon.terminate().await;
     assert!(status.success(), "{status}");
 }

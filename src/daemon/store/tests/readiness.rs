@@ -1,72 +1,20 @@
-//! Store tests: readiness rules as a table, the incremental index against a full recompute,
-//! and the journal's durability contract (replay, torn tails, corruption, compaction).
-
-use std::fs;
+//! Readiness: the rules as a table of cases, the order of ready beads, and the incremental
+//! index against a full recompute.
 
 use super::*;
-use crate::domain::event::BeadPatch;
-use crate::domain::id::BeadId;
-use crate::domain::model::{Bead, DepType, Dependency, Status};
-use crate::domain::time::Timestamp;
 
-fn id(s: &str) -> BeadId {
-    BeadId::new(s).unwrap()
+/// Beads committed in order, then more events; the beads ready after them.
+struct Case {
+    name: &'static str,
+    beads: Vec<Bead>,
+    then: Vec<EventBody>,
+    ready: &'static [&'static str],
 }
 
-fn at(secs: i64) -> Timestamp {
-    Timestamp::from_utc(chrono::DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap())
-}
-
-fn bead(name: &str, deps: &[(&str, DepType)]) -> Bead {
-    let mut b = Bead::new(id(name), name, at(0));
-    for (target, t) in deps {
-        b.dependencies
-            .push(Dependency::new(id(name), id(target), t.clone(), at(0)));
-    }
-    b
-}
-
-fn created(b: Bead) -> EventBody {
-    EventBody::BeadCreated { bead: Box::new(b) }
-}
-
-fn status(name: &str, s: Status) -> EventBody {
-    EventBody::BeadStatus {
-        id: id(name),
-        status: s,
-        reason: None,
-    }
-}
-
-fn ready_ids(state: &State) -> Vec<String> {
-    state
-        .ready(at(1_000_000))
-        .map(|b| b.id.to_string())
-        .collect()
-}
-
-fn open_store() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, _) = Store::open(dir.path()).unwrap();
-    (dir, store)
-}
-
-#[test]
-fn readiness_follows_bd_ready_rules() {
+/// Cases about dependencies: blocking types, parents and unknown blockers.
+fn dependency_cases() -> Vec<Case> {
     use DepType::*;
-    struct Case {
-        name: &'static str,
-        beads: Vec<Bead>,
-        then: Vec<EventBody>,
-        ready: &'static [&'static str],
-    }
-    let mut molecule = bead("mol", &[]);
-    molecule.issue_type = "molecule".into();
-    let mut deferred = bead("later", &[]);
-    deferred.defer_until = Some(at(2_000_000));
-    let mut past = bead("past", &[]);
-    past.defer_until = Some(at(10));
-    let cases = vec![
+    vec![
         Case {
             name: "an open blocker holds its dependent",
             beads: vec![bead("a", &[]), bead("b", &[("a", Blocks)])],
@@ -135,6 +83,19 @@ fn readiness_follows_bd_ready_rules() {
             then: vec![created(bead("ghost", &[]))],
             ready: &["ghost"],
         },
+    ]
+}
+
+/// Cases about the beads themselves: types, deferral, status and changes after creation.
+fn bead_cases() -> Vec<Case> {
+    use DepType::*;
+    let mut molecule = bead("mol", &[]);
+    molecule.issue_type = "molecule".into();
+    let mut deferred = bead("later", &[]);
+    deferred.defer_until = Some(at(2_000_000));
+    let mut past = bead("past", &[]);
+    past.defer_until = Some(at(10));
+    vec![
         Case {
             name: "molecule, gate and message types are never ready",
             beads: vec![
@@ -192,7 +153,12 @@ fn readiness_follows_bd_ready_rules() {
             then: vec![status("a", Status::Closed), status("a", Status::Open)],
             ready: &["a"],
         },
-    ];
+    ]
+}
+
+#[test]
+fn readiness_follows_bd_ready_rules() {
+    let cases = dependency_cases().into_iter().chain(bead_cases());
     for case in cases {
         let (_dir, mut store) = open_store();
         for b in case.beads {
@@ -372,217 +338,4 @@ fn ready_steps_of_a_molecule_follow_needs() {
         .unwrap();
     assert_eq!(ready(&store), ["w.d"]);
     assert_eq!(store.state().steps("w").count(), 4);
-}
-
-#[test]
-fn status_timestamps_follow_beads() {
-    let (_dir, mut store) = open_store();
-    store.commit(vec![created(bead("a", &[]))]).unwrap();
-    store.commit(vec![status("a", Status::InProgress)]).unwrap();
-    let started = store.state().get("a").unwrap().started_at.unwrap();
-    let closed = store
-        .commit(vec![EventBody::BeadStatus {
-            id: id("a"),
-            status: Status::Closed,
-            reason: Some("done".into()),
-        }])
-        .unwrap();
-    let a = store.state().get("a").unwrap();
-    assert_eq!(a.closed_at, Some(closed[0].ts));
-    assert_eq!(a.close_reason.as_deref(), Some("done"));
-    store.commit(vec![status("a", Status::Open)]).unwrap();
-    let a = store.state().get("a").unwrap();
-    assert_eq!(
-        (a.closed_at, a.close_reason.as_deref()),
-        (None, None),
-        "closed_at is set exactly when closed"
-    );
-    assert_eq!(a.started_at, Some(started));
-}
-
-#[test]
-fn a_refused_group_writes_nothing() {
-    let (dir, mut store) = open_store();
-    store.commit(vec![created(bead("a", &[]))]).unwrap();
-    let before = fs::read(dir.path().join(JOURNAL_FILE)).unwrap();
-    let err = store
-        .commit(vec![
-            status("a", Status::Closed),
-            status("nope", Status::Closed),
-        ])
-        .unwrap_err();
-    assert!(err.to_string().contains("`nope` does not exist"), "{err}");
-    let err = store.commit(vec![created(bead("a", &[]))]).unwrap_err();
-    assert!(err.to_string().contains("already exists"), "{err}");
-    assert_eq!(fs::read(dir.path().join(JOURNAL_FILE)).unwrap(), before);
-    assert_eq!(store.state().get("a").unwrap().status, Status::Open);
-}
-
-#[test]
-fn a_group_may_create_then_change_a_bead() {
-    let (_dir, mut store) = open_store();
-    let events = store
-        .commit(vec![
-            created(bead("a", &[])),
-            status("a", Status::InProgress),
-        ])
-        .unwrap();
-    assert_eq!(
-        events.iter().map(|e| (e.seq, e.more)).collect::<Vec<_>>(),
-        [(1, true), (2, false)]
-    );
-}
-
-fn populated(dir: &Path) -> Store {
-    let (mut store, _) = Store::open(dir).unwrap();
-    store
-        .commit(vec![
-            created(bead("a", &[])),
-            created(bead("b", &[("a", DepType::Blocks)])),
-        ])
-        .unwrap();
-    store.commit(vec![status("a", Status::Closed)]).unwrap();
-    store
-}
-
-fn export(state: &State) -> Vec<serde_json::Value> {
-    state
-        .beads()
-        .map(|b| serde_json::to_value(b).unwrap())
-        .collect()
-}
-
-#[test]
-fn reopening_replays_to_the_same_state() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = populated(dir.path());
-    let expected = export(store.state());
-    drop(store);
-    let (mut store, report) = Store::open(dir.path()).unwrap();
-    assert_eq!(report.replayed, 3);
-    assert_eq!(export(store.state()), expected);
-    assert_eq!(ready_ids(store.state()), ["b"]);
-    let next = store.commit(vec![status("b", Status::InProgress)]).unwrap();
-    assert_eq!(next[0].seq, 4, "numbering continues after replay");
-}
-
-#[test]
-fn a_torn_last_line_is_dropped_with_a_report() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = populated(dir.path());
-    drop(store);
-    let path = dir.path().join(JOURNAL_FILE);
-    let mut bytes = fs::read(&path).unwrap();
-    let good = bytes.len();
-    bytes.extend_from_slice(br#"{"seq":4,"ts":"2026-01-01T00:00:00Z","type":"bead.sta"#);
-    fs::write(&path, &bytes).unwrap();
-    let (mut store, report) = Store::open(dir.path()).unwrap();
-    assert_eq!(report.torn, Some((4, (bytes.len() - good) as u64)));
-    assert_eq!(
-        fs::read(&path).unwrap().len(),
-        good,
-        "the torn tail is cut off"
-    );
-    let next = store.commit(vec![status("b", Status::InProgress)]).unwrap();
-    assert_eq!(next[0].seq, 4);
-    drop(store);
-    assert!(
-        Store::open(dir.path()).is_ok(),
-        "the journal is whole again"
-    );
-}
-
-#[test]
-fn a_partly_written_group_is_dropped_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    drop(populated(dir.path()));
-    let path = dir.path().join(JOURNAL_FILE);
-    let mut bytes = fs::read(&path).unwrap();
-    // The first line of a two-event group made it to disk, the second did not.
-    bytes.extend_from_slice(b"{\"seq\":4,\"ts\":\"2026-01-01T00:00:00Z\",\"more\":true,\"type\":\"bead.status\",\"id\":\"b\",\"status\":\"closed\"}\n");
-    fs::write(&path, &bytes).unwrap();
-    let (store, report) = Store::open(dir.path()).unwrap();
-    assert_eq!(report.torn.map(|t| t.0), Some(4));
-    assert_eq!(store.state().get("b").unwrap().status, Status::Open);
-}
-
-#[test]
-fn a_corrupt_line_in_the_middle_is_an_error_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
-    drop(populated(dir.path()));
-    let path = dir.path().join(JOURNAL_FILE);
-    let text = fs::read_to_string(&path).unwrap();
-    let mut lines: Vec<&str> = text.lines().collect();
-    lines[1] = "{this is not json";
-    fs::write(&path, lines.join("\n") + "\n").unwrap();
-    let err = Store::open(dir.path()).unwrap_err().to_string();
-    assert!(err.contains("line 2"), "{err}");
-    assert!(err.contains(JOURNAL_FILE), "{err}");
-}
-
-#[test]
-fn an_event_that_does_not_apply_is_an_error_naming_its_line() {
-    let dir = tempfile::tempdir().unwrap();
-    drop(populated(dir.path()));
-    let path = dir.path().join(JOURNAL_FILE);
-    let mut text = fs::read_to_string(&path).unwrap();
-    text.push_str("{\"seq\":4,\"ts\":\"2026-01-01T00:00:00Z\",\"type\":\"bead.status\",\"id\":\"zzz\",\"status\":\"closed\"}\n");
-    fs::write(&path, text).unwrap();
-    let err = Store::open(dir.path()).unwrap_err().to_string();
-    assert!(
-        err.contains("line 4") && err.contains("`zzz` does not exist"),
-        "{err}"
-    );
-}
-
-#[test]
-fn compaction_keeps_the_state_and_starts_a_new_segment() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = populated(dir.path());
-    store.compact().unwrap();
-    assert_eq!(
-        fs::metadata(dir.path().join(JOURNAL_FILE)).unwrap().len(),
-        0
-    );
-    assert!(dir.path().join("journal.000000000001.jsonl").exists());
-    store.commit(vec![status("b", Status::InProgress)]).unwrap();
-    let expected = export(store.state());
-    drop(store);
-    let (store, report) = Store::open(dir.path()).unwrap();
-    assert_eq!(report.snapshot_seq, Some(3));
-    assert_eq!(report.replayed, 1);
-    assert_eq!(export(store.state()), expected);
-    assert_eq!(store.state().seq(), 4);
-    assert!(ready_ids(store.state()).is_empty());
-}
-
-#[test]
-fn a_crash_between_snapshot_and_rotation_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = populated(dir.path());
-    let expected = export(store.state());
-    // The snapshot is written, the journal not yet rotated: its events are all in the snapshot.
-    snapshot::write(&dir.path().join(SNAPSHOT_FILE), store.state()).unwrap();
-    drop(store);
-    let (mut store, report) = Store::open(dir.path()).unwrap();
-    assert_eq!(report.replayed, 0);
-    assert_eq!(export(store.state()), expected);
-    assert_eq!(
-        store.commit(vec![status("b", Status::Closed)]).unwrap()[0].seq,
-        4
-    );
-}
-
-#[test]
-fn snapshot_lines_are_beads_export_lines() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = populated(dir.path());
-    store.compact().unwrap();
-    let text = fs::read_to_string(dir.path().join(SNAPSHOT_FILE)).unwrap();
-    let mut lines = text.lines();
-    let header: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
-    assert_eq!(header["seq"], 3);
-    assert_eq!(header["beads"], 2);
-    let b: Bead = serde_json::from_str(lines.nth(1).unwrap()).unwrap();
-    assert_eq!(b.dependencies[0].depends_on_id.as_str(), "a");
 }

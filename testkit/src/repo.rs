@@ -1,6 +1,5 @@
-//! What the test fixtures read from a workspace's git repository: `main`'s history and files,
-//! and the beads' branches. Shared by the `e2e` and `reliability` test binaries.
-#![allow(dead_code)]
+//! What a test reads from a workspace's git repository: `main`'s history and files, and the
+//! beads' branches.
 
 use std::path::Path;
 

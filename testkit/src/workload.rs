@@ -1,6 +1,5 @@
-// A deterministic bead store for benchmarks: included by `core.rs` and `daemon.rs`.
+//! A deterministic bead store for the benchmarks: the same beads and dependencies every run.
 
-#[allow(unused_imports)]
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -10,17 +9,7 @@ use catalyst::domain::id::BeadId;
 use catalyst::domain::model::{Bead, DepType, Dependency, Status};
 use catalyst::domain::time::Timestamp;
 
-/// A deterministic generator so every run builds the same store.
-pub struct Lcg(pub u64);
-impl Lcg {
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
-}
+use crate::Lcg;
 
 pub fn id(i: u64) -> BeadId {
     BeadId::new(&format!("cat-{i:x}")).expect("generated ids are valid")
@@ -83,7 +72,6 @@ pub fn write_events(path: &Path, events: &[Event]) {
 }
 
 /// Writes a journal describing `n` beads (see [`workload`]).
-#[allow(dead_code)]
 pub fn write_journal(path: &Path, n: u64) {
     write_events(path, &workload(n));
 }

@@ -1,0 +1,82 @@
+//! The `latency` row: from an inbox file renamed, or a submit answered, to the step
+//! dispatched, against a status round trip.
+
+use std::time::{Duration, Instant};
+
+use catalyst::protocol::{BeadInput, Method};
+use catalyst_testkit::{Events, TestDaemon};
+
+use crate::{count_events, percentile, row, runtime, stop, workspace};
+
+pub fn latency(quick: bool) {
+    let n = if quick { 20 } else { 200 };
+    let ws = workspace("max_agents = 64");
+    runtime().block_on(async {
+        let daemon = ws.start().await;
+        let mut client = daemon.client().await;
+        let mut rtt = Vec::new();
+        for _ in 0..n {
+            let t = Instant::now();
+            client.call(&Method::Status).await.expect("status");
+            rtt.push(t.elapsed());
+        }
+        rtt.sort();
+        let mut dispatched = daemon.subscribe_types(0, &["step.dispatched"]).await;
+        let mut inbox = from_inbox(&daemon, &mut dispatched, n).await;
+        let mut submit = Vec::new();
+        for i in 0..n {
+            let id = format!("submit-{i}");
+            let input = BeadInput {
+                id: Some(id.clone()),
+                title: "t".into(),
+                ..Default::default()
+            };
+            client
+                .call(&Method::Submit(vec![input]))
+                .await
+                .expect("submit");
+            let t = Instant::now();
+            count_events(&mut dispatched, &format!("{id} dispatched"), 1, |e| {
+                e["bead"] == id.as_str()
+            })
+            .await;
+            submit.push(t.elapsed());
+        }
+        inbox.sort();
+        submit.sort();
+        let base = percentile(&rtt, 50);
+        for (what, v) in [
+            ("inbox file renamed in", &inbox),
+            ("ctl submit answered", &submit),
+        ] {
+            for p in [50, 99] {
+                row(
+                    &format!("latency: {what} -> step.dispatched p{p}"),
+                    format!("{:.2?}", percentile(v, p)),
+                    if p == 99 { "<= 50ms" } else { "-" },
+                    &format!("status round trip p50: {base:.2?}"),
+                    percentile(v, p).as_secs_f64() / base.as_secs_f64(),
+                );
+            }
+        }
+        stop(daemon).await;
+    });
+}
+
+/// Times `n` beads from their inbox file renamed into place to their first step dispatched.
+async fn from_inbox(daemon: &TestDaemon, dispatched: &mut Events, n: usize) -> Vec<Duration> {
+    let mut took = Vec::new();
+    for i in 0..n {
+        let id = format!("inbox-{i}");
+        let tmp = daemon.paths.inbox().join(format!(".{id}.tmp"));
+        std::fs::write(&tmp, format!("{{\"id\":\"{id}\",\"title\":\"t\"}}")).expect("write");
+        let t = Instant::now();
+        std::fs::rename(&tmp, daemon.paths.inbox().join(format!("{id}.json"))).expect("rename");
+        count_events(dispatched, &format!("{id} dispatched"), 1, |e| {
+            e["bead"] == id.as_str()
+        })
+        .await;
+        took.push(t.elapsed());
+    }
+    took
+}

@@ -1,0 +1,136 @@
+//! Daemon benchmarks: the orchestrator's own cost against the floor and against pueue,
+//! dispatch latency, event fan-out, and a 100,000-bead store's start-up, memory and idle CPU.
+//! Every row prints its figure, its target and its ratio to a baseline measured in this run.
+//!
+//! Run: `cargo bench --bench daemon` (all rows), `cargo bench --bench daemon -- ROW…` with
+//! ROW one of `overhead chain latency fanout scale`, and `--quick` for small sizes.
+//! The `chain` row needs pueue 4.0.4, which `benches/pueue.sh` builds from crates.io into
+//! `target/bench-cache/`; without it the row says so and is skipped.
+//!
+//! The daemon runs on a `catalyst_testkit` workspace, in-process or as `catalystd`, exactly
+//! as in the tests.
+
+mod chain;
+mod fanout;
+mod latency;
+mod overhead;
+mod scale;
+
+use std::time::Duration;
+
+use catalyst::protocol::BeadInput;
+use catalyst_testkit::{Event, Events, TestDaemon, Workspace};
+
+/// The same allocator as `catalystd` (the scale row compares its start-up with `Store::open`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// How long a whole row may wait for the daemon (the tests' timeout is for small workloads).
+const WAIT: Duration = Duration::from_secs(600);
+
+/// A formula of one merge step: the agent runs, the daemon commits, fast-forwards the target
+/// and removes the worktree, the same work the floor program does.
+const ONE_STEP: &str =
+    "formula = \"one\"\n[[steps]]\nid = \"merge\"\ntitle = \"Merge\"\nrole = \"merge\"\n";
+
+const ROWS: [&str; 5] = ["overhead", "chain", "latency", "fanout", "scale"];
+
+/// A workspace whose beads run the one-step formula, with `extra` config keys.
+fn workspace(extra: &str) -> Workspace {
+    workspace_with_default("one", extra)
+}
+
+/// A workspace with the one-step formula installed, `default_formula` for beads without a
+/// formula label, and `extra` config keys. Kept after the run when `BENCH_KEEP` is set, for a
+/// look at the journal.
+fn workspace_with_default(formula: &str, extra: &str) -> Workspace {
+    let ws = Workspace::builder()
+        .config(&format!("default_formula = \"{formula}\"\n{extra}"))
+        .keep(std::env::var_os("BENCH_KEEP").is_some())
+        .build();
+    ws.write_formula("one", ONE_STEP);
+    ws
+}
+
+/// `n` beads titled `<prefix><i>`.
+fn beads(prefix: &str, n: usize) -> Vec<BeadInput> {
+    (0..n)
+        .map(|i| BeadInput {
+            title: format!("{prefix}{i}"),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// Reads events until `n` have matched `pred`, within [`WAIT`].
+async fn count_events(events: &mut Events, what: &str, n: usize, pred: impl Fn(&Event) -> bool) {
+    events
+        .follow_until(what, WAIT, |seen| {
+            seen.iter().filter(|e| pred(e)).count() >= n
+        })
+        .await;
+}
+
+/// Stops an in-process daemon at the end of a row.
+async fn stop(mut daemon: TestDaemon) {
+    daemon.stop().await;
+}
+
+fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
+}
+
+fn row(name: &str, value: String, target: &str, baseline: &str, ratio: f64) {
+    println!("{name:<48} {value:>14}  target {target:<16} {ratio:>7.2}x  baseline: {baseline}");
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("usage: cargo bench --bench daemon -- [--quick] [ROW…]");
+        println!("rows: {} (all when none is named)", ROWS.join(" "));
+        return;
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let rows: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    if let Some(unknown) = rows.iter().find(|r| !ROWS.contains(r)) {
+        eprintln!("unknown row `{unknown}`; rows: {}", ROWS.join(" "));
+        std::process::exit(2);
+    }
+    let all = rows.is_empty();
+    let want = |r: &str| all || rows.contains(&r);
+    println!(
+        "catalyst daemon benchmarks{}",
+        if quick { " (quick)" } else { "" }
+    );
+    if want("overhead") {
+        overhead::overhead(quick);
+    }
+    if want("chain") {
+        chain::chain(quick);
+    }
+    if want("latency") {
+        latency::latency(quick);
+    }
+    if want("fanout") {
+        fanout::fanout(quick);
+    }
+    if want("scale") {
+        scale::scale(quick);
+    }
+}

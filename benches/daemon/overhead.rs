@@ -1,0 +1,156 @@
+//! The `overhead` row: one-step beads through the daemon against the floor, the same work
+//! done for each bead without it.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use catalyst::daemon::worktree::{MergeOutcome, Repo};
+use catalyst::domain::id::BeadId;
+use catalyst::domain::model::Role;
+use catalyst::domain::prompt::{PromptSet, PromptVars};
+use catalyst::protocol::Method;
+use catalyst_testkit::{catalyst_bin, Workspace};
+use serde_json::Value;
+
+use crate::{beads, count_events, row, runtime, stop, workspace};
+
+pub fn overhead(quick: bool) {
+    let n = if quick { 50 } else { 500 };
+    let rt = runtime();
+    let floor = floor_run(&workspace("max_agents = 2"), n);
+    let ws = workspace("max_agents = 2");
+    let ours = rt.block_on(catalyst_run(&ws, n, 0));
+    row(
+        &format!("overhead: {n} one-step beads, max_agents 2"),
+        format!("{:.2?}", ours),
+        "<= 1.2x floor",
+        &format!("same work without the daemon: {floor:.2?}"),
+        ours.as_secs_f64() / floor.as_secs_f64(),
+    );
+}
+
+/// Submits `n` beads through the socket, with `subscribers` clients following every event,
+/// and waits until every worktree is removed.
+pub async fn catalyst_run(ws: &Workspace, n: usize, subscribers: usize) -> Duration {
+    let daemon = ws.start().await;
+    let mut client = daemon.client().await;
+    let mut done = daemon.subscribe_types(0, &["worktree.removed"]).await;
+    let mut others = Vec::new();
+    for _ in 0..subscribers {
+        let mut sub = daemon.subscribe(0).await.into_client();
+        others.push(tokio::spawn(async move {
+            while let Ok(Some(_)) = sub.next_value().await {}
+        }));
+    }
+    let start = Instant::now();
+    client
+        .call(&Method::Submit(beads("bead ", n)))
+        .await
+        .expect("submit");
+    count_events(&mut done, "every worktree removed", n, |_| true).await;
+    let took = start.elapsed();
+    stop(daemon).await;
+    for o in others {
+        o.abort();
+    }
+    took
+}
+
+/// The floor: the same work for each bead without the daemon, two beads at a time.
+fn floor_run(ws: &Workspace, n: usize) -> Duration {
+    let repo = Repo::open(&ws.repo, &ws.paths.worktrees()).expect("repo");
+    let prompts = PromptSet::builtin();
+    std::fs::write(ws.root.join("settings.json"), "{}").expect("settings");
+    let next = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            let (repo, next, prompts) = (repo.clone(), next.clone(), &prompts);
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= n {
+                    return;
+                }
+                floor_bead(ws, &repo, prompts, i);
+            });
+        }
+    });
+    start.elapsed()
+}
+
+/// One bead of the floor: a worktree, the merge prompt, the stub agent, commit, merge, remove.
+fn floor_bead(ws: &Workspace, repo: &Repo, prompts: &PromptSet, i: usize) {
+    let bead = BeadId::new(&format!("floor-{i}")).expect("id");
+    let tree = repo.create(&bead, "main").expect("create");
+    let vars = PromptVars {
+        bead_id: bead.clone(),
+        step_id: bead.step("merge").expect("step"),
+        step: "merge".into(),
+        role: Role::Merge,
+        model: "opus".into(),
+        attempt: 1,
+        iteration: 0,
+        worktree: tree.path.clone(),
+        branch: tree.branch.clone(),
+        target_branch: "main".into(),
+        context_md: ws.root.join("context.md"),
+        context_json: ws.root.join("context.json"),
+        run_dir: ws.root.clone(),
+        result_contract: prompts.contract().to_owned(),
+    };
+    let prompt = prompts.render("merge", &vars).expect("prompt");
+    let summary = run_stub(ws, &tree.path, &bead, &prompt);
+    repo.commit_all(&bead, &format!("{bead} merge: {summary}"))
+        .expect("commit");
+    let merged = repo.merge_into_target(&bead, "main").expect("merge");
+    assert!(
+        matches!(
+            merged,
+            MergeOutcome::Merged { .. } | MergeOutcome::AlreadyMerged
+        ),
+        "{merged:?}"
+    );
+    repo.remove(&bead).expect("remove");
+}
+
+/// Runs stub-claude as the daemon would, and returns its result's summary.
+fn run_stub(ws: &Workspace, worktree: &Path, bead: &BeadId, prompt: &str) -> String {
+    let mut child = Command::new(catalyst_bin())
+        .args([
+            "__stub-claude",
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--model",
+            "opus",
+            "--settings",
+        ])
+        .arg(ws.root.join("settings.json"))
+        .current_dir(worktree)
+        .env("STUB_CLAUDE_SCENARIO", &ws.scenario)
+        .env("STUB_CLAUDE_LOG", ws.root.join("floor.log"))
+        .env("CATALYST_ROLE", "merge")
+        .env("CATALYST_BEAD", bead.as_str())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("stub");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(prompt.as_bytes()).expect("prompt");
+    drop(stdin);
+    let out = child.wait_with_output().expect("stub output");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last: Value =
+        serde_json::from_str(text.lines().last().expect("a result line")).expect("json");
+    let result = catalyst::domain::result::parse(
+        last["result"].as_str().expect("result"),
+        Some(Role::Merge),
+    )
+    .expect("valid block");
+    result.summary
+}

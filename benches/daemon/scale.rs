@@ -1,0 +1,69 @@
+//! The `scale` row: `catalystd` on a 100,000-bead store: start-up against `Store::open`
+//! alone, resident memory, and CPU while idle.
+
+use std::time::{Duration, Instant};
+
+use catalyst::protocol::Method;
+use catalyst_testkit::procfs::vm_kb;
+use catalyst_testkit::workload;
+
+use crate::{row, runtime, workspace_with_default};
+
+pub fn scale(quick: bool) {
+    let n: u64 = if quick { 10_000 } else { 100_000 };
+    let idle_secs = if quick { 5 } else { 60 };
+    // Beads without a formula label, and no default formula: a store to load, not work to do.
+    let ws = workspace_with_default("", "");
+    workload::write_journal(&ws.paths.state.join("journal.jsonl"), n);
+    let replay = {
+        let t = Instant::now();
+        let (store, _) = catalyst::daemon::store::Store::open(&ws.paths.state).expect("open");
+        assert_eq!(store.state().len() as u64, n);
+        t.elapsed()
+    };
+    let rt = runtime();
+    let start = Instant::now();
+    let mut daemon = ws.catalystd().args(&["--log-level", "warn"]).spawn();
+    rt.block_on(daemon.call(Method::Status));
+    let startup = start.elapsed();
+    let rss = vm_kb(daemon.pid(), "VmRSS").unwrap_or(0);
+    let before = cpu_secs(daemon.pid());
+    std::thread::sleep(Duration::from_secs(idle_secs));
+    let idle_cpu = cpu_secs(daemon.pid()) - before;
+    rt.block_on(daemon.kill());
+    row(
+        &format!("scale: catalystd start-up, {n} beads"),
+        format!("{startup:.2?}"),
+        "<= 1s",
+        &format!("Store::open alone: {replay:.2?}"),
+        startup.as_secs_f64() / replay.as_secs_f64(),
+    );
+    row(
+        &format!("scale: resident memory, {n} beads"),
+        format!("{:.1} MB", rss as f64 / 1024.0),
+        "<= 200 MB",
+        "200 MB",
+        rss as f64 / 1024.0 / 200.0,
+    );
+    row(
+        &format!("scale: CPU while idle for {idle_secs}s"),
+        format!("{:.3}s", idle_cpu),
+        "~ 0",
+        &format!("{idle_secs}s of wall time"),
+        idle_cpu / idle_secs as f64,
+    );
+}
+
+/// utime + stime of a process, in seconds.
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = fields.get(11).and_then(|f| f.parse().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|f| f.parse().ok()).unwrap_or(0);
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as f64;
+    ticks as f64 / hz
+}

@@ -1,0 +1,148 @@
+//! Making, listing and removing beads' worktrees and branches.
+
+use super::*;
+
+#[test]
+fn create_makes_a_branch_and_worktree_from_the_target_tip() {
+    let f = Fixture::new();
+    let wt = f.repo.create(&bead("cat-1"), "main").expect("create");
+    assert_eq!(wt.branch, "catalyst/cat-1");
+    assert_eq!(wt.path, f.repo.worktree_path(&bead("cat-1")));
+    assert_eq!(wt.head, f.tip("main").into());
+    assert_eq!(read(&wt.path.join("README.md")), "hello\n");
+    assert_eq!(f.repo.head(&bead("cat-1")).expect("head"), wt.head);
+}
+
+#[test]
+fn create_is_idempotent_and_keeps_the_beads_work() {
+    let f = Fixture::new();
+    let b = bead("cat-1");
+    let first = f.repo.create(&b, "main").expect("create");
+    write(&first.path.join("done.txt"), "committed\n");
+    let committed = f.commit(&b, "cat-1 implement: done");
+    write(&first.path.join("wip.txt"), "uncommitted\n");
+    // The target moving on must not move an existing bead branch.
+    write(&f.ws.join("other.txt"), "other\n");
+    commit_everything(&f.ws, "someone else's work");
+
+    let again = f.repo.create(&b, "main").expect("create again");
+    assert_eq!(again.path, first.path);
+    assert_eq!(again.head, committed);
+    assert_eq!(read(&again.path.join("wip.txt")), "uncommitted\n");
+    assert!(!again.path.join("other.txt").exists());
+}
+
+#[test]
+fn create_refuses_a_missing_target() {
+    let f = Fixture::new();
+    let err = f
+        .repo
+        .create(&bead("cat-1"), "nope")
+        .expect_err("no such target");
+    assert!(
+        matches!(err, GitError::NoTarget { ref target } if target == "nope"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("`nope`"), "{err}");
+}
+
+#[test]
+fn create_makes_again_a_worktree_whose_folder_was_deleted() {
+    let (f, b, wt) = Fixture::with_bead();
+    fs::remove_dir_all(&wt.path).expect("delete folder");
+    let again = f.repo.create(&b, "main").expect("create again");
+    assert_eq!(read(&again.path.join("README.md")), "hello\n");
+}
+
+#[test]
+fn create_makes_again_a_worktree_whose_checkout_was_interrupted() {
+    // A crash inside libgit2's add leaves the folder with some files and no index.
+    let (f, b, wt) = Fixture::with_bead();
+    let meta = f.ws.join(".git/worktrees/cat-1");
+    fs::remove_file(meta.join("index")).expect("drop index");
+    fs::remove_file(wt.path.join("old.txt")).expect("drop a file");
+
+    f.repo.create(&b, "main").expect("create again");
+    assert_eq!(read(&wt.path.join("old.txt")), "old\n");
+    assert!(!f.repo.changed_since(&b, &wt.head).expect("changed"));
+}
+
+#[test]
+fn create_repairs_a_half_written_worktree_record_and_leftover_folder() {
+    let f = Fixture::new();
+    let b = bead("cat-1");
+    fs::create_dir_all(f.ws.join(".git/worktrees/cat-1")).expect("half record");
+    write(&f.repo.worktree_path(&b).join("junk.txt"), "junk\n");
+    let wt = f.repo.create(&b, "main").expect("create");
+    assert!(!wt.path.join("junk.txt").exists());
+    assert_eq!(read(&wt.path.join("README.md")), "hello\n");
+}
+
+#[test]
+fn remove_deletes_the_folder_and_branch_and_is_idempotent() {
+    let (f, b, wt) = Fixture::with_bead();
+    write(&wt.path.join("wip.txt"), "x\n");
+    f.repo.remove(&b).expect("remove");
+    assert!(!wt.path.exists());
+    assert!(matches!(f.repo.head(&b), Err(GitError::NoBranch { .. })));
+    assert!(!f.ws.join(".git/worktrees/cat-1").exists());
+    assert_eq!(f.repo.list().expect("list"), Vec::<BeadId>::new());
+    f.repo.remove(&b).expect("remove again");
+    // The same bead can be made again from scratch.
+    let again = f.repo.create(&b, "main").expect("create again");
+    assert!(!again.path.join("wip.txt").exists());
+}
+
+#[test]
+fn two_beads_work_independently() {
+    let f = Fixture::new();
+    let (a, b) = (bead("cat-a"), bead("cat-b"));
+    let wa = f.repo.create(&a, "main").expect("create a");
+    let wb = f.repo.create(&b, "main").expect("create b");
+    assert_ne!(wa.path, wb.path);
+    write(&wa.path.join("a.txt"), "a\n");
+    assert!(f.repo.changed_since(&a, &wa.head).expect("changed"));
+    assert!(!f.repo.changed_since(&b, &wb.head).expect("changed"));
+    assert_eq!(f.repo.commit_all(&b, "msg").expect("commit"), None);
+    f.commit(&a, "msg");
+    assert!(!wb.path.join("a.txt").exists());
+    assert_eq!(f.repo.head(&b).expect("head"), wb.head);
+    assert_eq!(f.repo.list().expect("list"), vec![a, b]);
+}
+
+#[test]
+fn a_bead_created_after_a_merge_starts_from_the_merged_target() {
+    let f = Fixture::new();
+    let a = bead("cat-a");
+    let wa = f.repo.create(&a, "main").expect("create a");
+    write(&wa.path.join("a.txt"), "a\n");
+    f.commit(&a, "msg");
+    f.repo.merge_into_target(&a, "main").expect("merge");
+    f.repo.remove(&a).expect("remove");
+
+    let wb = f.repo.create(&bead("cat-b"), "main").expect("create b");
+    assert_eq!(read(&wb.path.join("a.txt")), "a\n");
+}
+
+#[test]
+fn list_finds_worktrees_branches_and_leftover_folders_but_not_foreign_names() {
+    let f = Fixture::new();
+    f.repo.create(&bead("cat-1"), "main").expect("create");
+    let git = f.git();
+    let main_tip = git.find_commit(f.tip("main")).expect("commit");
+    git.branch("catalyst/cat-2", &main_tip, false)
+        .expect("branch only");
+    git.branch("catalyst/Not_A_Bead", &main_tip, false)
+        .expect("foreign branch");
+    git.branch("feature", &main_tip, false)
+        .expect("unrelated branch");
+    fs::create_dir_all(f.repo.worktree_path(&bead("cat-3"))).expect("leftover folder");
+    fs::create_dir_all(f.ws.join(".catalyst/worktrees/UPPER")).expect("foreign folder");
+
+    let listed = f.repo.list().expect("list");
+    assert_eq!(listed, vec![bead("cat-1"), bead("cat-2"), bead("cat-3")]);
+    for b in &listed {
+        f.repo.remove(b).expect("remove");
+    }
+    assert_eq!(f.repo.list().expect("list"), Vec::<BeadId>::new());
+}

@@ -1,0 +1,338 @@
+//! Merging a bead's branch into its target: fast-forward only, never over a person's work,
+//! and finishing a merge a kill cut short.
+
+use super::*;
+
+#[test]
+fn merge_fast_forwards_a_target_that_is_not_checked_out() {
+    let f = Fixture::new();
+    let git = f.git();
+    let main_tip = git.find_commit(f.tip("main")).expect("commit");
+    git.branch("release", &main_tip, false).expect("branch");
+    let b = bead("cat-1");
+    let wt = f.repo.create(&b, "release").expect("create");
+    write(&wt.path.join("hello.txt"), "hi\n");
+    let done = f.commit(&b, "msg");
+    assert!(!f.repo.is_merged(&b, "release").expect("is_merged"));
+
+    let outcome = f.repo.merge_into_target(&b, "release").expect("merge");
+    assert_eq!(
+        outcome,
+        MergeOutcome::Merged {
+            from: main_tip.id().into(),
+            to: done.clone()
+        }
+    );
+    assert_eq!(CommitId::from(f.tip("release")), done);
+    assert_eq!(f.tip("main"), main_tip.id(), "main is untouched");
+    assert!(
+        !f.ws.join("hello.txt").exists(),
+        "the main checkout is on main, not release"
+    );
+    assert!(f.repo.is_merged(&b, "release").expect("is_merged"));
+
+    assert_eq!(
+        f.repo.merge_into_target(&b, "release").expect("merge"),
+        MergeOutcome::AlreadyMerged
+    );
+    assert_eq!(CommitId::from(f.tip("release")), done);
+}
+
+#[test]
+fn merge_into_the_checked_out_target_updates_the_main_working_files() {
+    let (f, b, wt) = Fixture::with_bead();
+    write(&wt.path.join("hello.txt"), "hi\n");
+    fs::remove_file(wt.path.join("old.txt")).expect("delete");
+    let done = f.commit(&b, "msg");
+    write(&f.ws.join("notes.txt"), "a person's untracked notes\n");
+
+    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    assert!(
+        matches!(outcome, MergeOutcome::Merged { ref to, .. } if *to == done),
+        "{outcome:?}"
+    );
+    assert_eq!(CommitId::from(f.tip("main")), done);
+    assert_eq!(read(&f.ws.join("hello.txt")), "hi\n");
+    assert!(!f.ws.join("old.txt").exists());
+    assert_eq!(
+        read(&f.ws.join("notes.txt")),
+        "a person's untracked notes\n"
+    );
+    assert_eq!(
+        tracked_changes(&f.ws),
+        Vec::<String>::new(),
+        "index and files match the new tip"
+    );
+
+    assert_eq!(
+        f.repo.merge_into_target(&b, "main").expect("merge"),
+        MergeOutcome::AlreadyMerged
+    );
+}
+
+#[test]
+fn merge_waits_for_a_checked_out_target_with_uncommitted_changes() {
+    let (f, b, wt) = Fixture::with_bead();
+    write(&wt.path.join("hello.txt"), "hi\n");
+    f.commit(&b, "msg");
+    let before = f.tip("main");
+    write(&f.ws.join("README.md"), "a person's unsaved work\n");
+
+    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    assert_eq!(
+        outcome,
+        MergeOutcome::TargetDirty {
+            files: vec!["README.md".into()]
+        }
+    );
+    assert_eq!(read(&f.ws.join("README.md")), "a person's unsaved work\n");
+    assert_eq!(f.tip("main"), before);
+    assert!(!f.ws.join("hello.txt").exists());
+
+    // Once the person commits, the target has moved on and the branch must catch up first.
+    commit_everything(&f.ws, "person's work");
+    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    assert!(
+        matches!(outcome, MergeOutcome::NotUpToDate { .. }),
+        "{outcome:?}"
+    );
+}
+
+#[test]
+fn merge_waits_for_staged_changes_too() {
+    let (f, b, wt) = Fixture::with_bead();
+    write(&wt.path.join("hello.txt"), "hi\n");
+    f.commit(&b, "msg");
+    write(&f.ws.join("staged.txt"), "staged\n");
+    let git = f.git();
+    let mut index = git.index().expect("index");
+    index.add_path(Path::new("staged.txt")).expect("stage");
+    index.write().expect("write index");
+
+    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    assert_eq!(
+        outcome,
+        MergeOutcome::TargetDirty {
+            files: vec!["staged.txt".into()]
+        }
+    );
+    assert!(tracked_changes(&f.ws).contains(&"staged.txt".to_owned()));
+}
+
+#[test]
+fn merge_never_overwrites_an_untracked_or_ignored_file_in_the_way() {
+    for ignored in [false, true] {
+        let (f, b, wt) = Fixture::with_bead();
+        write(&wt.path.join(".env"), "from the bead\n");
+        f.commit(&b, "msg");
+        if ignored {
+            write(&f.ws.join(".git/info/exclude"), ".env\n");
+        }
+        let before = f.tip("main");
+        write(&f.ws.join(".env"), "a person's secrets\n");
+
+        let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+        assert_eq!(
+            outcome,
+            MergeOutcome::TargetDirty {
+                files: vec![".env".into()]
+            },
+            "ignored: {ignored}"
+        );
+        assert_eq!(read(&f.ws.join(".env")), "a person's secrets\n");
+        assert_eq!(f.tip("main"), before);
+    }
+}
+
+#[test]
+fn merge_refuses_a_branch_that_does_not_contain_the_target() {
+    let (f, b, wt) = Fixture::with_bead();
+    write(&wt.path.join("hello.txt"), "hi\n");
+    let branch = f.commit(&b, "msg");
+    write(&f.ws.join("other.txt"), "other\n");
+    let moved = commit_everything(&f.ws, "target moved on");
+
+    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    assert_eq!(
+        outcome,
+        MergeOutcome::NotUpToDate {
+            target: moved.into(),
+            branch
+        }
+    );
+    assert_eq!(f.tip("main"), moved, "never rewritten");
+    assert!(!f.repo.is_merged(&b, "main").expect("is_merged"));
+}
+
+#[test]
+fn merge_after_the_agent_merged_the_target_into_the_branch() {
+    // The merge agent runs `git merge main` and stops without committing; the daemon's commit
+    // must record the merge so that the target becomes an ancestor of the branch.
+    let (f, b, wt) = Fixture::with_bead();
+    write(&wt.path.join("hello.txt"), "hi\n");
+    f.commit(&b, "implement");
+    write(&f.ws.join("other.txt"), "other\n");
+    let moved = commit_everything(&f.ws, "target moved on");
+
+    let agent = Repository::open(&wt.path).expect("open worktree");
+    let theirs = agent.find_annotated_commit(moved).expect("annotated");
+    agent
+        .merge(&[&theirs], None, None)
+        .expect("merge without committing");
+    let merged = f.commit(&b, "merge");
+    let git = f.git();
+    assert_eq!(
+        git.find_commit(merged.oid().expect("oid"))
+            .expect("commit")
+            .parent_count(),
+        2
+    );
+    assert_eq!(agent.state(), git2::RepositoryState::Clean);
+
+    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    assert!(
+        matches!(outcome, MergeOutcome::Merged { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(read(&f.ws.join("hello.txt")), "hi\n");
+    assert_eq!(read(&f.ws.join("other.txt")), "other\n");
+}
+
+#[test]
+fn merge_finishes_after_a_crash_between_checkout_and_ref_move() {
+    let (f, b, wt) = Fixture::with_bead();
+    write(&wt.path.join("hello.txt"), "hi\n");
+    let done = f.commit(&b, "msg");
+    // What the killed attempt left: the main checkout already at the bead's tree, ref not moved.
+    let git = f.git();
+    let commit = git.find_commit(done.oid().expect("oid")).expect("commit");
+    git.checkout_tree(commit.as_object(), None)
+        .expect("checkout");
+    assert!(!tracked_changes(&f.ws).is_empty());
+
+    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    assert!(
+        matches!(outcome, MergeOutcome::Merged { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(CommitId::from(f.tip("main")), done);
+    assert_eq!(tracked_changes(&f.ws), Vec::<String>::new());
+}
+
+#[test]
+fn merge_finishes_a_checkout_killed_after_writing_files_and_before_the_index() {
+    // libgit2 writes the files first and the index last: a daemon killed in between leaves
+    // the bead's new file untracked (in the way of itself) and a modified tracked file, with
+    // the index still at the old tip. Those files hold exactly the bead's version, so the next
+    // merge finishes the checkout instead of waiting for a person forever.
+    let (f, b, wt) = Fixture::with_bead();
+    write(&wt.path.join("hello.txt"), "hi\n");
+    write(&wt.path.join("old.txt"), "changed by the bead\n");
+    let done = f.commit(&b, "msg");
+    write(&f.ws.join("hello.txt"), "hi\n");
+    write(&f.ws.join("old.txt"), "changed by the bead\n");
+
+    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    assert!(
+        matches!(outcome, MergeOutcome::Merged { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(CommitId::from(f.tip("main")), done);
+    assert_eq!(tracked_changes(&f.ws), Vec::<String>::new());
+
+    // A file in the way with other content is a person's: never overwritten.
+    let c = bead("cat-2");
+    let wt = f.repo.create(&c, "main").expect("create");
+    write(&wt.path.join("new.txt"), "from the bead\n");
+    f.commit(&c, "msg");
+    write(&f.ws.join("new.txt"), "a person's\n");
+    let outcome = f.repo.merge_into_target(&c, "main").expect("merge");
+    assert_eq!(
+        outcome,
+        MergeOutcome::TargetDirty {
+            files: vec!["new.txt".into()]
+        }
+    );
+    assert_eq!(read(&f.ws.join("new.txt")), "a person's\n");
+}
+
+#[test]
+fn a_resumed_merge_overwrites_a_file_the_kill_cut_short_and_nothing_else() {
+    // Killed in the middle of writing a file, the checkout leaves it empty or half-written:
+    // neither the old version nor the bead's. Only a merge that knows when the killed one was
+    // writing may take such a file for its own.
+    let (f, b, wt) = Fixture::with_bead();
+    write(&wt.path.join("new.txt"), "the whole content\n");
+    let done = f.commit(&b, "msg");
+    let before_kill = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
+    write(&f.ws.join("new.txt"), "");
+    let restart = std::time::SystemTime::now() + std::time::Duration::from_secs(1);
+
+    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    assert_eq!(
+        outcome,
+        MergeOutcome::TargetDirty {
+            files: vec!["new.txt".into()]
+        },
+        "an ordinary merge does not know the file"
+    );
+    let later = (restart, restart + std::time::Duration::from_secs(60));
+    let outcome = f
+        .repo
+        .resume_merge_into_target(&b, "main", later)
+        .expect("merge");
+    assert!(
+        matches!(outcome, MergeOutcome::TargetDirty { .. }),
+        "a file changed outside the window is someone's: {outcome:?}"
+    );
+    let outcome = f
+        .repo
+        .resume_merge_into_target(&b, "main", (before_kill, restart))
+        .expect("merge");
+    assert!(
+        matches!(outcome, MergeOutcome::Merged { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(CommitId::from(f.tip("main")), done);
+    assert_eq!(read(&f.ws.join("new.txt")), "the whole content\n");
+    assert_eq!(tracked_changes(&f.ws), Vec::<String>::new());
+}
+
+#[test]
+fn merge_updates_a_target_checked_out_in_a_persons_own_worktree() {
+    let f = Fixture::new();
+    let git = f.git();
+    let main_tip = git.find_commit(f.tip("main")).expect("commit");
+    let release = git.branch("release", &main_tip, false).expect("branch");
+    let theirs = f.tmp.path().join("release-checkout");
+    let mut opts = git2::WorktreeAddOptions::new();
+    opts.reference(Some(release.get()));
+    git.worktree("release", &theirs, Some(&opts))
+        .expect("person's worktree");
+
+    let b = bead("cat-1");
+    let wt = f.repo.create(&b, "release").expect("create");
+    write(&wt.path.join("hello.txt"), "hi\n");
+    f.commit(&b, "msg");
+    write(&theirs.join("README.md"), "unsaved\n");
+    let outcome = f.repo.merge_into_target(&b, "release").expect("merge");
+    assert!(
+        matches!(outcome, MergeOutcome::TargetDirty { .. }),
+        "{outcome:?}"
+    );
+
+    write(&theirs.join("README.md"), "hello\n");
+    let outcome = f.repo.merge_into_target(&b, "release").expect("merge");
+    assert!(
+        matches!(outcome, MergeOutcome::Merged { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(read(&theirs.join("hello.txt")), "hi\n");
+    assert_eq!(tracked_changes(&theirs), Vec::<String>::new());
+    assert!(!f.ws.join("hello.txt").exists());
+    assert_eq!(
+        f.repo.list().expect("list"),
+        vec![b],
+        "a person's worktree is not a bead's"
+    );
+}

@@ -1,0 +1,280 @@
+//! [`TestDaemon`]: a daemon on a [`Workspace`], in-process or as a subprocess, and the
+//! requests and waits the tests make of it.
+
+use std::ops::Deref;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use catalyst::cli::client::Client;
+use catalyst::daemon::{self, DaemonError};
+use catalyst::protocol::{BeadInput, Method, ShowParams};
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::{self, Event, Events};
+use crate::process::{Process, Spawn};
+use crate::{Workspace, TIMEOUT};
+
+/// A daemon running on a [`Workspace`] (which it derefs to). Started in-process by
+/// [`Workspace::start`] or [`TestDaemon::start`], or as `catalystd` by [`Workspace::spawn`];
+/// stopped when dropped (an in-process one is cancelled, a subprocess killed).
+pub struct TestDaemon {
+    pub(crate) ws: Workspace,
+    pub(crate) run: Run,
+}
+
+pub(crate) enum Run {
+    InProcess(InProcess),
+    Process(Process),
+}
+
+pub(crate) struct InProcess {
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<Result<(), DaemonError>>>,
+}
+
+impl InProcess {
+    fn start(ws: &Workspace) -> InProcess {
+        let shutdown = CancellationToken::new();
+        let (paths, token) = (ws.paths.clone(), shutdown.clone());
+        // Bound before the task starts, so clients connect at once.
+        let bound = daemon::bind(&paths).expect("lock the workspace and bind its socket");
+        let task = tokio::spawn(async move {
+            let result = bound.run(token, paths).await;
+            if let Err(e) = &result {
+                eprintln!("daemon failed: {e}");
+            }
+            result
+        });
+        InProcess {
+            shutdown,
+            task: Some(task),
+        }
+    }
+}
+
+impl Workspace {
+    /// Starts a daemon in-process (through the library) on this workspace, up once its engine
+    /// answers, so that tests may use `catalyst ctl` right away.
+    pub async fn start(&self) -> TestDaemon {
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "warn".into()),
+            )
+            .try_init();
+        let daemon = TestDaemon {
+            ws: self.clone(),
+            run: Run::InProcess(InProcess::start(self)),
+        };
+        daemon.call(Method::Status).await;
+        daemon
+    }
+
+    /// Starts `catalystd --workspace <repo>` as a subprocess.
+    pub fn spawn(&self) -> TestDaemon {
+        self.catalystd().spawn()
+    }
+
+    /// `catalystd` with flags or environment of the test's choosing.
+    pub fn catalystd(&self) -> Spawn {
+        Spawn::new(self)
+    }
+}
+
+impl Deref for TestDaemon {
+    type Target = Workspace;
+
+    fn deref(&self) -> &Workspace {
+        &self.ws
+    }
+}
+
+impl TestDaemon {
+    /// An in-process daemon on a new workspace whose agents follow `scenario`, with `extra`
+    /// config keys.
+    pub async fn start(scenario: &str, extra: &str) -> TestDaemon {
+        Workspace::new(scenario, extra).start().await
+    }
+
+    /// An in-process daemon on a new workspace whose agents are configured by `config(root)`.
+    pub async fn start_with(config: impl FnOnce(&Path) -> String + 'static) -> TestDaemon {
+        Workspace::builder()
+            .agent_config(config)
+            .build()
+            .start()
+            .await
+    }
+
+    /// The workspace the daemon runs on.
+    pub fn workspace(&self) -> &Workspace {
+        &self.ws
+    }
+
+    /// Stops the daemon and waits for it; it must stop cleanly.
+    pub async fn stop(&mut self) {
+        match &mut self.run {
+            Run::InProcess(run) => {
+                run.shutdown.cancel();
+                if let Some(task) = run.task.take() {
+                    let result = tokio::time::timeout(TIMEOUT, task)
+                        .await
+                        .expect("daemon stops in time");
+                    result.expect("daemon task").expect("daemon ran cleanly");
+                }
+            }
+            Run::Process(_) => {
+                let status = self.terminate().await;
+                assert!(status.success(), "catalystd stopped with {status}");
+            }
+        }
+    }
+
+    /// Starts the daemon again on the same workspace, the same way (after a stop or a kill).
+    pub fn restart(&mut self) {
+        match &mut self.run {
+            Run::InProcess(run) => *run = InProcess::start(&self.ws),
+            Run::Process(process) => process.restart(),
+        }
+    }
+
+    /// A new connection. An in-process daemon's socket is bound before it starts, so this
+    /// connects at once; a subprocess is waited for until its socket answers.
+    pub async fn client(&self) -> Client {
+        match &self.run {
+            Run::Process(process) => process.client(&self.paths.socket()).await,
+            Run::InProcess(_) => match Client::connect(&self.paths.socket()).await {
+                Ok(c) => c,
+                Err(e) => panic!(
+                    "cannot connect ({e}); if the daemon failed, its error is in the log above"
+                ),
+            },
+        }
+    }
+
+    /// Sends one request; it must succeed.
+    pub async fn call(&self, method: Method) -> Value {
+        self.client()
+            .await
+            .call(&method)
+            .await
+            .expect("request succeeds")
+    }
+
+    /// Submits one bead and returns its id.
+    pub async fn submit(&self, input: BeadInput) -> String {
+        let answer = self.call(Method::Submit(vec![input])).await;
+        answer["ids"][0].as_str().expect("an id").to_owned()
+    }
+
+    pub async fn show(&self, id: &str) -> Value {
+        self.call(Method::Show(ShowParams {
+            id: id.into(),
+            runs: false,
+        }))
+        .await
+    }
+
+    /// Comments on a bead, as text.
+    pub async fn comments(&self, id: &str) -> Vec<String> {
+        let shown = self.show(id).await;
+        shown["bead"]["comments"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["text"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// Installs a formula in the workspace and makes the daemon read it.
+    pub async fn add_formula(&self, name: &str, text: &str) {
+        self.write_formula(name, text);
+        self.call(Method::Reload).await;
+    }
+
+    /// A subscription to every event from `since`.
+    pub async fn subscribe(&self, since: u64) -> Events {
+        self.subscribe_types(since, &[]).await
+    }
+
+    /// A subscription to the events of `types` from `since`.
+    pub async fn subscribe_types(&self, since: u64, types: &[&str]) -> Events {
+        Events::open(self.client().await, since, types, self.daemon_log()).await
+    }
+
+    /// Waits until an event matching `pred` has happened (replaying from the start), and
+    /// returns it.
+    pub async fn wait_for(&self, what: &str, pred: impl Fn(&Event) -> bool) -> Event {
+        self.subscribe(0).await.wait_for(what, pred).await
+    }
+
+    /// Waits until bead `id` reaches `status` (closed, blocked…).
+    pub async fn wait_status(&self, id: &str, status: &str) -> Event {
+        self.wait_for(&format!("{id} to become {status}"), |e| {
+            e["type"] == "bead.status" && e["id"] == id && e["status"] == status
+        })
+        .await
+    }
+
+    /// Follows the events from the start until `done` says those so far are enough, within
+    /// `timeout`, and returns them.
+    pub async fn follow_until(
+        &self,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&[Event]) -> bool,
+    ) -> Vec<Event> {
+        self.subscribe(0)
+            .await
+            .follow_until(what, timeout, done)
+            .await
+    }
+
+    /// Every event so far.
+    pub async fn events(&self) -> Vec<Event> {
+        events::replay(self.client().await).await
+    }
+
+    /// Runs `catalyst ctl --workspace <repo> args…` with `stdin`, and returns its exit code
+    /// (-1 if a signal ended it), stdout and stderr.
+    pub async fn ctl(&self, args: &[&str], stdin: &str) -> (i32, String, String) {
+        let mut child = tokio::process::Command::new(crate::catalyst_bin())
+            .arg("ctl")
+            .arg("--workspace")
+            .arg(&self.repo)
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run catalyst ctl");
+        let mut input = child.stdin.take().expect("stdin");
+        input
+            .write_all(stdin.as_bytes())
+            .await
+            .expect("write ctl's stdin");
+        drop(input);
+        let out = child.wait_with_output().await.expect("ctl's output");
+        crate::cli::outcome(&out)
+    }
+
+    fn daemon_log(&self) -> Option<crate::process::DaemonLog> {
+        match &self.run {
+            Run::Process(process) => Some(process.log.clone()),
+            Run::InProcess(_) => None,
+        }
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        if let Run::InProcess(run) = &self.run {
+            run.shutdown.cancel();
+        }
+    }
+}

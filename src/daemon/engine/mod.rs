@@ -9,7 +9,7 @@
 
 mod beads;
 mod finish;
-mod hooks;
+mod tool_calls;
 mod recovery;
 mod requests;
 mod runner;

@@ -16,6 +16,7 @@ pub mod load;
 pub mod paths;
 pub mod resolver;
 pub mod rundir;
+pub mod runner;
 pub mod sdnotify;
 pub mod server;
 pub mod store;

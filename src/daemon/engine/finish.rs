@@ -13,8 +13,8 @@ use crate::domain::model::{Bead, Comment, CommentId, Counters, Phase, Role, Stat
 use crate::domain::router::{self, BlockCause, Decision, FixSource, Outcome};
 use crate::domain::time::Timestamp;
 
-use super::runner::{StepDone, TARGET_FILE};
 use super::{Engine, MergeFailure, Pause};
+use crate::daemon::runner::{StepDone, TARGET_FILE};
 
 /// The author of the daemon's comments.
 pub const DAEMON: &str = "catalyst";

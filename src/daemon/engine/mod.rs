@@ -9,10 +9,10 @@
 
 mod beads;
 mod finish;
-mod tool_calls;
 mod recovery;
 mod requests;
-mod runner;
+mod tool_calls;
+
 mod schedule;
 mod summary;
 
@@ -40,7 +40,7 @@ use crate::domain::id::BeadId;
 use crate::domain::prompt::PromptSet;
 use crate::protocol::{ErrorCode, Method, RpcError};
 
-pub use runner::StepDone;
+pub use crate::daemon::runner::StepDone;
 pub use summary::Summary;
 
 /// What the engine is told.

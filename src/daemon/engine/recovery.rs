@@ -5,8 +5,8 @@
 use crate::domain::event::EventBody;
 use crate::domain::model::{Phase, Status};
 
-use super::runner::BASE_FILE;
 use super::Engine;
+use crate::daemon::runner::BASE_FILE;
 
 use crate::daemon::agent::PID_FILE;
 

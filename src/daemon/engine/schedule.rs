@@ -15,8 +15,8 @@ use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Phase, Role, Status, StepMeta};
 use crate::domain::time::Timestamp;
 
-use super::runner::{self, GateJob, StepJob};
 use super::{Engine, Input, MergeFailure, Running};
+use crate::daemon::runner::{self, GateJob, JobError, JobSources, StepJob};
 
 /// Metadata key of a work bead's formula variables (an object of strings).
 pub const VARS_KEY: &str = "formula_vars";
@@ -148,7 +148,8 @@ impl Engine {
             Ok(job) => job,
             Err(e) => {
                 tracing::error!(step = %step.id, error = %e, "cannot prepare the step");
-                let done = runner::StepDone::failed(work, &step.id, meta.role, attempt, e);
+                let done =
+                    runner::StepDone::failed(work, &step.id, meta.role, attempt, e.to_string());
                 self.step_done(done);
                 return false;
             }
@@ -421,8 +422,17 @@ impl Engine {
         meta: &StepMeta,
         attempt: u32,
         model: &str,
-    ) -> Result<StepJob, String> {
-        runner::StepJob::build(self, work, step, meta, attempt, model)
+    ) -> Result<StepJob, JobError> {
+        let settings = self.hook_settings(meta.role);
+        let from = JobSources {
+            state: self.store.state(),
+            paths: &self.paths,
+            repo: &self.repo,
+            config: &self.loaded.config,
+            prompts: &self.loaded.prompts,
+            settings: &settings,
+        };
+        StepJob::build(from, work, step, meta, attempt, model)
     }
 }
 

@@ -1,9 +1,10 @@
 //! Bead files dropped in the inbox. A task reads the file; the engine checks and records its
 //! beads; another task then removes the file, or moves it aside with a note saying why it was
-//! refused. A file is handled once at a time: a notice about a file already being handled is
-//! remembered and looked at again once that file is settled.
+//! refused. Files are handled one at a time, in the order they were noticed, so a file is
+//! settled before the next one is read; a notice about a file already queued or being handled
+//! is looked at again after it.
 
-use std::collections::HashSet;
+use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -21,9 +22,10 @@ pub const INBOX_KEY: &str = "catalyst_inbox";
 /// The inbox files being handled.
 #[derive(Debug, Default)]
 pub(super) struct Inbox {
-    busy: HashSet<PathBuf>,
-    /// Files noticed again while busy: looked at again once settled.
-    again: HashSet<PathBuf>,
+    /// The file being read, recorded or settled.
+    current: Option<PathBuf>,
+    /// Files noticed, in order, each once.
+    queue: VecDeque<PathBuf>,
 }
 
 /// An inbox file as the reading task found it.
@@ -46,12 +48,23 @@ struct FileRead {
 pub struct InboxSettled(PathBuf);
 
 impl Engine {
-    /// A file appeared in the inbox: read it in a task, unless it is being handled.
+    /// A file appeared in the inbox: it is queued, and read when its turn comes.
     pub(super) fn inbox_arrived(&mut self, path: PathBuf) {
-        if !self.inbox.busy.insert(path.clone()) {
-            self.inbox.again.insert(path);
+        if !self.inbox.queue.contains(&path) {
+            self.inbox.queue.push_back(path);
+        }
+        self.next_inbox_file();
+    }
+
+    /// Reads the next queued file in a task, unless one is being handled.
+    fn next_inbox_file(&mut self) {
+        if self.inbox.current.is_some() {
             return;
         }
+        let Some(path) = self.inbox.queue.pop_front() else {
+            return;
+        };
+        self.inbox.current = Some(path.clone());
         let lost = path.clone();
         self.tasks.blocking(
             move || Input::InboxRead(Box::new(read(path))),
@@ -89,9 +102,9 @@ impl Engine {
                 // Not the file's fault: it stays in the inbox and is read again once the
                 // journal can be written.
                 tracing::warn!(file = %path.display(), "cannot record a bead file yet; it stays in the inbox");
-                self.inbox.busy.remove(&path);
-                self.inbox.again.remove(&path);
                 self.storage.defer(Deferred::Input(Input::Inbox(path)));
+                self.inbox.current = None;
+                self.next_inbox_file();
             }
         }
     }
@@ -139,12 +152,12 @@ impl Engine {
         );
     }
 
-    /// A file is settled: a notice that came meanwhile is looked at now.
+    /// A file is settled: the next one's turn.
     pub(super) fn inbox_settled(&mut self, InboxSettled(path): InboxSettled) {
-        self.inbox.busy.remove(&path);
-        if self.inbox.again.remove(&path) {
-            self.inbox_arrived(path);
+        if self.inbox.current.as_ref() == Some(&path) {
+            self.inbox.current = None;
         }
+        self.next_inbox_file();
     }
 
     /// Whether a bead was created from the inbox file `identity` names.

@@ -40,7 +40,25 @@ pub struct InboxFile {
 struct FileRead {
     name: OsString,
     identity: Option<String>,
-    beads: Result<Vec<BeadInput>, String>,
+    beads: Result<Vec<BeadInput>, FileError>,
+}
+
+/// Why a bead file is refused before its beads are looked at; the text goes in its `.why`.
+#[derive(Debug, thiserror::Error)]
+enum FileError {
+    #[error("the file name is not UTF-8")]
+    NotUtf8Name,
+    #[error("cannot read: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("not valid TOML: {}", .0.to_string().trim())]
+    Toml(#[source] toml::de::Error),
+    #[error("not valid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// The fields are not a bead's (the protocol's own message).
+    #[error("{0}")]
+    Fields(String),
+    #[error("not a bead")]
+    NotABead,
 }
 
 /// An inbox file is done with (removed, moved aside, or left for later).
@@ -112,10 +130,10 @@ impl Engine {
     /// Checks and records a file's beads; returns their ids.
     fn submit_file(
         &mut self,
-        beads: Result<Vec<BeadInput>, String>,
+        beads: Result<Vec<BeadInput>, FileError>,
         identity: Option<&str>,
     ) -> Result<Value, Refusal> {
-        let mut inputs = beads.map_err(Refusal::File)?;
+        let mut inputs = beads.map_err(|e| Refusal::File(e.to_string()))?;
         if let Some(identity) = identity {
             for input in &mut inputs {
                 input
@@ -197,7 +215,7 @@ fn read(path: PathBuf) -> InboxFile {
     let identity = inbox_identity(&path, &name);
     let beads = match raw.to_str() {
         // Nothing in the file is read: a name that is not text is refused on its own.
-        None => Err("the file name is not UTF-8".to_owned()),
+        None => Err(FileError::NotUtf8Name),
         Some(_) => read_bead_file(&path),
     };
     let read = FileRead {
@@ -246,21 +264,21 @@ fn inbox_identity(path: &Path, name: &str) -> Option<String> {
 }
 
 /// A bead file: JSON or TOML, one bead's fields or `beads = [...]`.
-fn read_bead_file(path: &Path) -> Result<Vec<BeadInput>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+fn read_bead_file(path: &Path) -> Result<Vec<BeadInput>, FileError> {
+    let text = std::fs::read_to_string(path).map_err(FileError::Read)?;
     let value: Value = if path.extension().is_some_and(|e| e == "toml") {
-        toml::from_str(&text).map_err(|e| format!("not valid TOML: {}", e.to_string().trim()))?
+        toml::from_str(&text).map_err(FileError::Toml)?
     } else {
-        serde_json::from_str(&text).map_err(|e| format!("not valid JSON: {e}"))?
+        serde_json::from_str(&text).map_err(FileError::Json)?
     };
     let method = crate::protocol::parse_request(
         json!({"id": 0, "method": "submit", "params": value})
             .to_string()
             .as_bytes(),
     )
-    .map_err(|(_, e)| e.message)?;
+    .map_err(|(_, e)| FileError::Fields(e.message))?;
     match method.method {
         Method::Submit(beads) => Ok(beads),
-        _ => Err("not a bead".into()),
+        _ => Err(FileError::NotABead),
     }
 }

@@ -1,7 +1,7 @@
 //! Building an agent step's job at dispatch: the context (the bead's text, earlier steps,
 //! feedback, comments), the rendered prompt and the agent's command.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::daemon::agent::RunSpec;
@@ -101,37 +101,9 @@ impl StepJob {
         };
         let template = meta.prompt.as_deref().unwrap_or(meta.role.as_str());
         let prompt = from.prompts.render(template, &vars)?;
-        let mut profile = config.profile().map_err(JobError::Profile)?;
-        if let Some(tools) = config.role_policy(meta.role).tools_for(meta.tools.as_ref()) {
-            profile = profile.with_tools(tools);
-        }
-        let env = vec![
-            (
-                "CATALYST_SOCKET".to_owned(),
-                from.paths.socket().display().to_string(),
-            ),
-            ("CATALYST_BEAD".to_owned(), work.to_string()),
-            ("CATALYST_STEP".to_owned(), step.id.to_string()),
-            ("CATALYST_ROLE".to_owned(), meta.role.to_string()),
-            (
-                "CATALYST_CONTEXT".to_owned(),
-                run_dir.join(context::CONTEXT_MD).display().to_string(),
-            ),
-        ];
-        let timeout = Duration::from_secs(meta.timeout.unwrap_or(config.agent_timeout_secs));
-        let spec = RunSpec {
-            profile,
-            model: config.model_id(model).to_owned(),
-            prompt: prompt.clone(),
-            worktree,
-            run_dir: run_dir.clone(),
-            env,
-            settings_path: Some(run_dir.join(SETTINGS_FILE)),
-            timeout,
-            stall_timeout: config.stall_timeout(),
-            grace: config.grace(),
-            output_cap: config.output_cap_bytes,
-        };
+        let spec = run_spec(
+            from, work, &step.id, meta, model, &prompt, worktree, &run_dir,
+        )?;
         Ok(StepJob {
             work: work.clone(),
             step: step.id.clone(),
@@ -149,6 +121,51 @@ impl StepJob {
             spec,
         })
     }
+}
+
+/// The agent's command, environment and limits for one attempt.
+#[allow(clippy::too_many_arguments)]
+fn run_spec(
+    from: JobSources<'_>,
+    work: &BeadId,
+    step: &BeadId,
+    meta: &StepMeta,
+    model: &str,
+    prompt: &str,
+    worktree: PathBuf,
+    run_dir: &Path,
+) -> Result<RunSpec, JobError> {
+    let config = from.config;
+    let mut profile = config.profile().map_err(JobError::Profile)?;
+    if let Some(tools) = config.role_policy(meta.role).tools_for(meta.tools.as_ref()) {
+        profile = profile.with_tools(tools);
+    }
+    let env = vec![
+        (
+            "CATALYST_SOCKET".to_owned(),
+            from.paths.socket().display().to_string(),
+        ),
+        ("CATALYST_BEAD".to_owned(), work.to_string()),
+        ("CATALYST_STEP".to_owned(), step.to_string()),
+        ("CATALYST_ROLE".to_owned(), meta.role.to_string()),
+        (
+            "CATALYST_CONTEXT".to_owned(),
+            run_dir.join(context::CONTEXT_MD).display().to_string(),
+        ),
+    ];
+    Ok(RunSpec {
+        profile,
+        model: config.model_id(model).to_owned(),
+        prompt: prompt.to_owned(),
+        worktree,
+        run_dir: run_dir.to_owned(),
+        env,
+        settings_path: Some(run_dir.join(SETTINGS_FILE)),
+        timeout: Duration::from_secs(meta.timeout.unwrap_or(config.agent_timeout_secs)),
+        stall_timeout: config.stall_timeout(),
+        grace: config.grace(),
+        output_cap: config.output_cap_bytes,
+    })
 }
 
 /// The molecule's steps that closed before `current`, in creation order, with the run folder

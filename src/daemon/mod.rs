@@ -16,6 +16,7 @@ pub mod load;
 pub mod paths;
 pub mod resolver;
 pub mod rundir;
+pub mod runner;
 pub mod sdnotify;
 pub mod server;
 pub mod store;
@@ -45,8 +46,8 @@ pub enum DaemonError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{0}")]
-    Config(String),
+    #[error(transparent)]
+    Config(#[from] crate::daemon::engine::LoadError),
     #[error(transparent)]
     Store(#[from] crate::daemon::store::StoreError),
     #[error(transparent)]
@@ -171,7 +172,7 @@ pub async fn run(
     shutdown: CancellationToken,
     paths: Paths,
 ) -> Result<(), DaemonError> {
-    let loaded = Loaded::load(&paths).map_err(DaemonError::Config)?;
+    let loaded = Loaded::load(&paths)?;
     let (store, report) = Store::open(&paths.state)?;
     tracing::info!(
         beads = store.state().len(),

@@ -1,8 +1,9 @@
 //! Running one agent to its end: prepare the run folder, spawn, watch the clocks, stop the
 //! group, and put the report together.
 
+use std::io;
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -57,7 +58,7 @@ pub(super) async fn run(spec: RunSpec, cancel: CancellationToken) -> RunReport {
         Ok(running) => supervise(running, &spec, cancel).await,
         Err(reason) => {
             tracing::warn!(worktree = %spec.worktree.display(), %reason, "cannot start agent");
-            RunReport::empty(Exit::SpawnFailed(reason), clock::now())
+            RunReport::empty(Exit::SpawnFailed(reason.to_string()), clock::now())
         }
     };
     report.started = started;
@@ -66,33 +67,30 @@ pub(super) async fn run(spec: RunSpec, cancel: CancellationToken) -> RunReport {
 }
 
 /// Writes the prompt, opens the output files and spawns the agent with its readers.
-async fn start(spec: &RunSpec) -> Result<Running, String> {
+async fn start(spec: &RunSpec) -> Result<Running, StartError> {
     if !spec.worktree.is_dir() {
-        return Err(format!(
-            "worktree `{}` is not a directory",
-            spec.worktree.display()
-        ));
+        return Err(StartError::NoWorktree(spec.worktree.clone()));
     }
     let run_dir = &spec.run_dir;
     tokio::fs::create_dir_all(run_dir)
         .await
-        .map_err(|e| format!("cannot create run folder `{}`: {e}", run_dir.display()))?;
+        .map_err(|source| StartError::RunFolder {
+            path: run_dir.clone(),
+            source,
+        })?;
     let prompt_file = run_dir.join(PROMPT_FILE);
     write_prompt(&prompt_file, &spec.prompt).await?;
 
-    let argv = spec
-        .profile
-        .argv(&Vars {
-            model: &spec.model,
-            settings: spec.settings_path.as_deref(),
-            worktree: &spec.worktree,
-            run_dir,
-            prompt_file: &prompt_file,
-            prompt: &spec.prompt,
-        })
-        .map_err(|e| e.to_string())?;
+    let argv = spec.profile.argv(&Vars {
+        model: &spec.model,
+        settings: spec.settings_path.as_deref(),
+        worktree: &spec.worktree,
+        run_dir,
+        prompt_file: &prompt_file,
+        prompt: &spec.prompt,
+    })?;
     let Some((program_arg, args)) = argv.split_first() else {
-        return Err(ProfileError::EmptyCommand.to_string());
+        return Err(ProfileError::EmptyCommand.into());
     };
     let program = program_arg.to_string_lossy().into_owned();
 
@@ -118,15 +116,16 @@ async fn start(spec: &RunSpec) -> Result<Running, String> {
     spawn::die_with_parent(&mut command);
 
     let mut child = spawn::spawn(command).await.map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            format!("cannot run `{program}`: not found (is it installed and on PATH?)")
-        }
-        _ => format!("cannot run `{program}`: {e}"),
+        std::io::ErrorKind::NotFound => StartError::NotFound(program.clone()),
+        _ => StartError::Spawn {
+            program: program.clone(),
+            source: e,
+        },
     })?;
     let pid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
-        .ok_or_else(|| format!("`{program}` exited before its pid could be read"))?;
+        .ok_or_else(|| StartError::NoPid(program.clone()))?;
     let pgid = Pid::from_raw(pid);
     let group = GroupGuard::new(pgid);
     tracing::info!(pid, program = %program, model = %spec.model, "agent started");
@@ -154,7 +153,7 @@ async fn start(spec: &RunSpec) -> Result<Running, String> {
     let activity = Arc::new(Notify::new());
     let drain = CancellationToken::new();
     let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
-        return Err("the agent's output pipes were not set up".into());
+        return Err(StartError::NoPipes);
     };
     let stdout = tokio::spawn(pump(
         out,
@@ -182,20 +181,48 @@ async fn start(spec: &RunSpec) -> Result<Running, String> {
     })
 }
 
-async fn write_prompt(path: &Path, prompt: &str) -> Result<(), String> {
+/// Why an agent could not start. The text is the run's `spawn_failed` exit, in the journal.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum StartError {
+    #[error("worktree `{}` is not a directory", .0.display())]
+    NoWorktree(PathBuf),
+    #[error("cannot create run folder `{}`: {source}", path.display())]
+    RunFolder { path: PathBuf, source: io::Error },
+    #[error("cannot write `{}`: {source}", path.display())]
+    Write { path: PathBuf, source: io::Error },
+    #[error("cannot create `{}`: {source}", path.display())]
+    Create { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    #[error("cannot run `{0}`: not found (is it installed and on PATH?)")]
+    NotFound(String),
+    #[error("cannot run `{program}`: {source}")]
+    Spawn { program: String, source: io::Error },
+    #[error("`{0}` exited before its pid could be read")]
+    NoPid(String),
+    #[error("the agent's output pipes were not set up")]
+    NoPipes,
+}
+
+async fn write_prompt(path: &Path, prompt: &str) -> Result<(), StartError> {
     let target = path.to_owned();
     let bytes = prompt.as_bytes().to_vec();
     tokio::task::spawn_blocking(move || crate::daemon::fsutil::write_replace(&target, &bytes))
         .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()))
-        .map_err(|e| format!("cannot write `{}`: {e}", path.display()))
+        .unwrap_or_else(|e| Err(io::Error::other(e)))
+        .map_err(|source| StartError::Write {
+            path: path.to_owned(),
+            source,
+        })
 }
 
-async fn open_capped(path: &Path, cap: u64) -> Result<CappedFile, String> {
+async fn open_capped(path: &Path, cap: u64) -> Result<CappedFile, StartError> {
     CappedFile::create(path, cap)
         .await
-        .map_err(|e| format!("cannot create `{}`: {e}", path.display()))
+        .map_err(|source| StartError::Create {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 /// Waits for the agent to exit, or stops it on a timeout, a stall or cancellation; then kills

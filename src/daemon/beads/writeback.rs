@@ -110,7 +110,7 @@ async fn run<T: From<Report>>(
                         let retry_in = delay(pending.job.retry, attempt);
                         pending.not_before = Instant::now() + retry_in;
                         queue.push(pending);
-                        Report::Failed { id, status, attempt, error, retry_in }
+                        Report::Failed { id, status, attempt, error: error.to_string(), retry_in }
                     }
                 };
                 if engine.send(report.into()).await.is_err() {
@@ -127,11 +127,35 @@ fn delay(retry: Duration, attempt: u32) -> Duration {
     retry.saturating_mul(factor).min(MAX_DELAY)
 }
 
-async fn run_command(cwd: &std::path::Path, argv: &[String]) -> Result<(), String> {
+/// Why a write-back command did not succeed; the text goes in the bead's comment.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("an empty command")]
+    Empty,
+    #[error("cannot run `{command}`: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("`{command}` did not finish within {COMMAND_TIMEOUT:?}")]
+    TimedOut { command: String },
+    #[error("`{command}`: {source}")]
+    Wait {
+        command: String,
+        source: std::io::Error,
+    },
+    /// It ran and failed: its exit status and the first line of its stderr.
+    #[error("`{command}` failed ({status}): {stderr}")]
+    Failed {
+        command: String,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+}
+
+async fn run_command(cwd: &std::path::Path, argv: &[String]) -> Result<(), CommandError> {
     let shown = argv.join(" ");
-    let (program, args) = argv
-        .split_first()
-        .ok_or_else(|| "an empty command".to_owned())?;
+    let (program, args) = argv.split_first().ok_or(CommandError::Empty)?;
     let child = tokio::process::Command::new(program)
         .args(args)
         .current_dir(cwd)
@@ -140,17 +164,29 @@ async fn run_command(cwd: &std::path::Path, argv: &[String]) -> Result<(), Strin
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("cannot run `{shown}`: {e}"))?;
+        .map_err(|source| CommandError::Spawn {
+            command: shown.clone(),
+            source,
+        })?;
     let output = tokio::time::timeout(COMMAND_TIMEOUT, child.wait_with_output())
         .await
-        .map_err(|_| format!("`{shown}` did not finish within {COMMAND_TIMEOUT:?}"))?
-        .map_err(|e| format!("`{shown}`: {e}"))?;
+        .map_err(|_| CommandError::TimedOut {
+            command: shown.clone(),
+        })?
+        .map_err(|source| CommandError::Wait {
+            command: shown.clone(),
+            source,
+        })?;
     if output.status.success() {
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&output.stderr);
     let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    Err(format!("`{shown}` failed ({}): {first}", output.status))
+    Err(CommandError::Failed {
+        command: shown,
+        status: output.status,
+        stderr: first.to_owned(),
+    })
 }
 
 async fn sleep_until(when: Option<Instant>) {

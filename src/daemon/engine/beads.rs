@@ -8,6 +8,7 @@ use crate::domain::beads::SYNC_KEY;
 use crate::domain::event::{BeadPatch, Event, EventBody};
 use crate::domain::model::{Bead, JsonMap, Status};
 
+use super::error::EngineError;
 use super::{Engine, Handled};
 
 impl Engine {
@@ -25,7 +26,7 @@ impl Engine {
     /// Takes the open issues of the followed beads file that carry the configured label and
     /// that the store does not have yet; an issue already taken is updated from the file only
     /// while it still waits (open, not poured): once the daemon runs it, the daemon owns it.
-    pub(super) fn ingest_watched(&mut self, beads: Vec<Bead>) {
+    pub(super) fn ingest_watched(&mut self, beads: Vec<Bead>) -> Result<(), EngineError> {
         let config = &self.loaded.config.beads;
         let label = config.label.clone();
         let source = config
@@ -75,7 +76,7 @@ impl Engine {
         for e in bad {
             tracing::warn!(bead = ?e.bead(), "the store refuses an issue of the beads file");
         }
-        self.record(good);
+        self.record(good).map(drop)
     }
 
     /// Queues the write-back of final statuses among `events` (called after every commit).
@@ -126,19 +127,19 @@ impl Engine {
             argv: writeback::render(template, &bead.id, &bead.status, reason),
             retry: std::time::Duration::from_secs(config.retry_secs),
         };
-        let tx = self
-            .writeback
-            .get_or_insert_with(|| writeback::spawn(self.paths.workspace.clone(), self.tx.clone()));
+        let tx = self.tasks.writeback.get_or_insert_with(|| {
+            writeback::spawn(self.paths.workspace.clone(), self.tasks.tx.clone())
+        });
         if tx.send(job).is_err() {
             tracing::error!(bead = %bead.id, "the write-back task is gone; the status is written back after a restart");
         }
     }
 
-    pub(super) fn writeback_done(&mut self, report: Report) {
+    pub(super) fn writeback_done(&mut self, report: Report) -> Result<(), EngineError> {
         match report {
             Report::Done { id, status } => {
                 let Some(bead) = self.store.state().get(id.as_str()) else {
-                    return;
+                    return Ok(());
                 };
                 tracing::info!(bead = %id, status = %status, "wrote the status back to beads");
                 let mut marker = bead
@@ -157,7 +158,7 @@ impl Engine {
                         metadata: Some(metadata),
                         ..Default::default()
                     }),
-                }]);
+                }])?;
             }
             Report::Failed {
                 id,
@@ -173,11 +174,12 @@ impl Engine {
                     );
                     if let Some(bead) = self.store.state().get(id.as_str()).cloned() {
                         let comment = self.comment(&bead, text);
-                        self.record(vec![comment]);
+                        self.record(vec![comment])?;
                     }
                 }
             }
         }
+        Ok(())
     }
 }
 

@@ -1,126 +1,241 @@
-//! Start-up: rebuild the engine's indexes from the store, record steps that were running when
-//! the previous daemon stopped as interrupted (their leftover process groups killed, their
-//! worktrees to be reset to the step's starting commit), and sweep worktrees nobody needs.
+//! Start-up: steps that were running when the previous daemon stopped are recorded as
+//! interrupted (their leftover process groups killed, their worktrees to be reset to the
+//! step's starting commit), and worktrees nobody needs are swept.
+//!
+//! The disk and git side runs in one blocking task; until it reports [`Recovered`], the
+//! engine holds every other input and starts nothing.
 
-use crate::domain::event::EventBody;
-use crate::domain::model::{Phase, Status};
-
-use super::runner::BASE_FILE;
-use super::Engine;
+use std::collections::HashMap;
+use std::path::PathBuf;
 
 use crate::daemon::agent::PID_FILE;
+use crate::daemon::runner::BASE_FILE;
+use crate::daemon::worktree::Repo;
+use crate::domain::event::EventBody;
+use crate::domain::id::BeadId;
+use crate::domain::model::{Phase, Status};
+
+use super::error::EngineError;
+use super::merge::MERGING_FILE;
+use super::storage::Deferred;
+use super::{Engine, Input};
+
+/// What the recovery task found.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    /// The starting commit of each interrupted step's attempt, from its run folder.
+    bases: HashMap<BeadId, String>,
+    /// Closed beads whose worktree and branch can go.
+    sweep: Vec<BeadId>,
+}
+
+/// A step that was running, as the task needs it.
+struct WasRunning {
+    step: BeadId,
+    run_dir: PathBuf,
+}
+
+/// Everything the recovery task needs.
+struct RecoveryJob {
+    repo: Repo,
+    target: String,
+    marker: PathBuf,
+    running: Vec<WasRunning>,
+    /// Closed beads, and whether each was cancelled.
+    closed: HashMap<BeadId, bool>,
+}
 
 impl Engine {
-    /// Records the steps that were running when the previous daemon stopped as interrupted
-    /// (killing their leftover process groups first) and sweeps worktrees nobody needs.
-    /// Returns whether the interruptions were recorded; when the journal cannot be written
-    /// they are recorded later by [`Engine::record_interruptions`].
-    pub(super) fn recover(&mut self) -> bool {
-        self.clear_interrupted_merge();
-        let recorded = self.record_interruptions(true);
-        self.sweep();
-        recorded
+    /// Starts recovery: the engine holds its inputs until the task reports back.
+    pub(super) fn recover(&mut self) {
+        let state = self.store.state();
+        let running = self
+            .running_steps()
+            .into_iter()
+            .map(|(work, step, attempt)| {
+                let name = state
+                    .get(step.as_str())
+                    .and_then(|s| s.step_meta())
+                    .map(|m| m.step)
+                    .unwrap_or_default();
+                WasRunning {
+                    run_dir: self.paths.run_dir(&work, &name, attempt),
+                    step,
+                }
+            })
+            .collect();
+        let closed = state
+            .beads()
+            .filter(|b| b.status == Status::Closed)
+            .map(|b| {
+                let cancelled = b
+                    .close_reason
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with("cancelled"));
+                (b.id.clone(), cancelled)
+            })
+            .collect();
+        let job = RecoveryJob {
+            repo: self.repo.clone(),
+            target: self.loaded.config.target_branch.clone(),
+            marker: self.paths.state.join(MERGING_FILE),
+            running,
+            closed,
+        };
+        self.recovering = Some(Vec::new());
+        self.tasks.blocking(
+            move || Input::Recovered(Box::new(look(job))),
+            |e| {
+                tracing::error!(error = %e, "the recovery task failed; recording interruptions without it");
+                Input::Recovered(Box::default())
+            },
+        );
     }
 
-    /// Builds and records the interruption of every step whose phase is still `running`.
-    /// `kill` kills their leftover groups: only on the first try, since a group id can be
-    /// taken by a stranger once the old group is gone.
-    pub(super) fn record_interruptions(&mut self, kill: bool) -> bool {
+    /// The recovery task reported: record the interruptions, sweep, and handle what waited.
+    pub(super) fn recovered(&mut self, recovered: Box<Recovered>) {
+        if let Err(EngineError::Unwritten(_)) = self.record_interruptions(&recovered) {
+            // Recorded later by the storage retry (no group is killed then: a group id can
+            // be taken by a stranger once the old group is gone).
+            let sweep = recovered.sweep.clone();
+            self.storage.defer(Deferred::Recover(recovered));
+            self.start_removals(&sweep);
+        } else {
+            self.start_removals(&recovered.sweep);
+        }
+        for input in self.recovering.take().unwrap_or_default() {
+            self.handle(input);
+        }
+    }
+
+    fn start_removals(&mut self, beads: &[BeadId]) {
+        for bead in beads {
+            self.start_removal(bead);
+        }
+    }
+
+    /// Records the interruption of every step whose phase is still `running`, resetting it
+    /// to the starting commit its run folder names (or the one it had).
+    pub(super) fn record_interruptions(
+        &mut self,
+        recovered: &Recovered,
+    ) -> Result<(), EngineError> {
         let state = self.store.state();
-        let active: Vec<_> = state
+        let mut events = Vec::new();
+        for (work, step, attempt) in self.running_steps() {
+            let meta = state.get(step.as_str()).and_then(|s| s.step_meta());
+            let reset_to = recovered
+                .bases
+                .get(&step)
+                .cloned()
+                .or(meta.and_then(|m| m.reset_to));
+            tracing::info!(step = %step, attempt, "step was running when the daemon stopped: interrupted");
+            events.push(EventBody::StepInterrupted {
+                bead: work,
+                step: step.clone(),
+                attempt,
+                reset_to,
+            });
+            events.push(EventBody::BeadStatus {
+                id: step,
+                status: Status::Open,
+                reason: None,
+            });
+        }
+        let active: Vec<BeadId> = state
             .beads()
             .filter(|b| !b.is_step() && b.status == Status::InProgress)
             .filter(|b| state.steps(b.id.as_str()).next().is_some())
             .map(|b| b.id.clone())
             .collect();
-        let mut events = Vec::new();
-        for work in &active {
-            for step in state.steps(work.as_str()) {
-                let Some(meta) = step.step_meta() else {
-                    continue;
-                };
+        self.active.extend(active);
+        self.record(events).map(drop)
+    }
+
+    /// Steps in progress whose phase is `running`, of work beads in progress: (work, step,
+    /// attempt).
+    fn running_steps(&self) -> Vec<(BeadId, BeadId, u32)> {
+        let state = self.store.state();
+        let mut found = Vec::new();
+        let works = state
+            .beads()
+            .filter(|b| !b.is_step() && b.status == Status::InProgress);
+        for work in works {
+            for step in state.steps(work.id.as_str()) {
                 if step.status != Status::InProgress {
                     continue;
                 }
-                let Some(Phase::Running { attempt, .. }) = meta.phase else {
+                let Some(meta) = step.step_meta() else {
                     continue;
                 };
-                let run_dir = self.paths.run_dir(work, &meta.step, attempt);
-                if let Some(pgid) = read_number(&run_dir.join(PID_FILE)).filter(|_| kill) {
-                    match crate::daemon::agent::kill_leftover_group(pgid) {
-                        Ok(true) => {
-                            tracing::info!(step = %step.id, pgid, "killed a leftover agent")
-                        }
-                        Ok(false) => {}
-                        Err(e) => {
-                            tracing::warn!(step = %step.id, pgid, error = %e, "cannot kill a leftover agent")
-                        }
-                    }
+                if let Some(Phase::Running { attempt, .. }) = meta.phase {
+                    found.push((work.id.clone(), step.id.clone(), attempt));
                 }
-                let reset_to = std::fs::read_to_string(run_dir.join(BASE_FILE))
-                    .ok()
-                    .map(|s| s.trim().to_owned())
-                    .filter(|s| !s.is_empty())
-                    .or(meta.reset_to.clone());
-                tracing::info!(step = %step.id, attempt, "step was running when the daemon stopped: interrupted");
-                events.push(EventBody::StepInterrupted {
-                    bead: work.clone(),
-                    step: step.id.clone(),
-                    attempt,
-                    reset_to,
-                });
-                events.push(EventBody::BeadStatus {
-                    id: step.id.clone(),
-                    status: Status::Open,
-                    reason: None,
-                });
             }
         }
-        self.active.extend(active);
-        self.record(events).is_some()
+        found
     }
+}
 
-    /// A merge marker left by the previous daemon means it was killed during a merge: the
-    /// lock files that merge held on the target are stale. (The bead itself merges first
-    /// again, see `start_merges`.)
-    fn clear_interrupted_merge(&mut self) {
-        let marker = self.paths.state.join(super::schedule::MERGING_FILE);
-        let Ok(since) = std::fs::metadata(&marker).and_then(|m| m.modified()) else {
-            return;
-        };
-        let target = self.loaded.config.target_branch.clone();
-        if let Err(e) = self.repo.clear_interrupted_merge_locks(&target, since) {
-            tracing::warn!(error = %e, "cannot clear the locks of an interrupted merge");
+/// The recovery task: clears the locks of an interrupted merge, kills leftover agents and
+/// reads their starting commits, and finds the worktrees to sweep.
+fn look(job: RecoveryJob) -> Recovered {
+    clear_interrupted_merge(&job);
+    let mut bases = HashMap::new();
+    for was in &job.running {
+        if let Some(pgid) = read_number(&was.run_dir.join(PID_FILE)) {
+            match crate::daemon::agent::kill_leftover_group(pgid) {
+                Ok(true) => tracing::info!(step = %was.step, pgid, "killed a leftover agent"),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(step = %was.step, pgid, error = %e, "cannot kill a leftover agent")
+                }
+            }
+        }
+        let base = std::fs::read_to_string(was.run_dir.join(BASE_FILE))
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty());
+        if let Some(base) = base {
+            bases.insert(was.step.clone(), base);
         }
     }
+    Recovered {
+        bases,
+        sweep: sweep(&job),
+    }
+}
 
-    /// Removes worktrees and branches of beads that are closed and merged (or cancelled). A
-    /// branch whose bead is unknown, open or blocked is kept.
-    fn sweep(&mut self) {
-        let listed = match self.repo.list() {
-            Ok(listed) => listed,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot list worktrees for the start-up sweep");
-                return;
-            }
-        };
-        let target = self.loaded.config.target_branch.clone();
-        for bead in listed {
-            let Some(b) = self.store.state().get(bead.as_str()) else {
-                continue;
-            };
-            if b.status != Status::Closed {
-                continue;
-            }
-            let cancelled = b
-                .close_reason
-                .as_deref()
-                .is_some_and(|r| r.starts_with("cancelled"));
-            if cancelled || self.repo.is_merged(&bead, &target).unwrap_or(false) {
-                self.start_removal(&bead);
-            }
-        }
+/// A merge marker left by the previous daemon means it was killed during a merge: the lock
+/// files that merge held on the target are stale. (The bead itself merges first again, see
+/// `merge`.)
+fn clear_interrupted_merge(job: &RecoveryJob) {
+    let Ok(since) = std::fs::metadata(&job.marker).and_then(|m| m.modified()) else {
+        return;
+    };
+    if let Err(e) = job.repo.clear_interrupted_merge_locks(&job.target, since) {
+        tracing::warn!(error = %e, "cannot clear the locks of an interrupted merge");
     }
+}
+
+/// Worktrees and branches of beads that are closed and merged (or cancelled). A branch whose
+/// bead is unknown, open or blocked is kept.
+fn sweep(job: &RecoveryJob) -> Vec<BeadId> {
+    let listed = match job.repo.list() {
+        Ok(listed) => listed,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot list worktrees for the start-up sweep");
+            return Vec::new();
+        }
+    };
+    listed
+        .into_iter()
+        .filter(|bead| match job.closed.get(bead) {
+            None => false,
+            Some(true) => true,
+            Some(false) => job.repo.is_merged(bead, &job.target).unwrap_or(false),
+        })
+        .collect()
 }
 
 fn read_number(path: &std::path::Path) -> Option<i32> {

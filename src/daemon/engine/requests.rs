@@ -1,8 +1,6 @@
 //! Control requests: one handler per method. Each validates its input, builds events, writes
 //! them, and answers only once they are durable.
 
-use std::path::Path;
-
 use serde_json::{json, Value};
 
 use crate::domain::event::EventBody;
@@ -52,10 +50,10 @@ impl Engine {
             Method::Cancel(p) => self.cancel(p),
             Method::Pause(p) => Ok(self.pause(p, true)),
             Method::Resume(p) => Ok(self.pause(p, false)),
-            Method::Reload => self
-                .reload()
-                .map(|()| json!({"reloaded": true}))
-                .map_err(RpcError::bad_request),
+            // Served by the engine's reload task (see `Engine::handle`).
+            Method::Reload => Err(RpcError::internal(
+                "a reload is served by the engine's reload task",
+            )),
             Method::Hook(p) => self.hook(p),
             Method::Import(p) => self.import(p.beads),
             Method::Export => Ok(self.export()),
@@ -114,7 +112,7 @@ impl Engine {
             "waiting_approval": waiting,
             "paused": self.paused,
             "paused_models": self.paused_models.keys().collect::<Vec<_>>(),
-            "storage_error": self.storage_error,
+            "storage_error": self.storage.error,
             "stopping": self.stopping,
             "active": self.list(&ListParams { status: Some("in_progress".into()), steps: false })["beads"],
         })
@@ -202,6 +200,16 @@ impl Engine {
     }
 
     fn submit(&mut self, inputs: Vec<BeadInput>) -> Handled {
+        let (ids, events) = self.submission(inputs)?;
+        let written = self.record_for_client(events)?;
+        Ok(json!({"ids": ids, "seq": written.last().map(|e| e.seq)}))
+    }
+
+    /// The beads of a submission, checked and filled in, and the events that create them.
+    pub(super) fn submission(
+        &mut self,
+        inputs: Vec<BeadInput>,
+    ) -> Handled<(Vec<BeadId>, Vec<EventBody>)> {
         let now = crate::daemon::clock::now();
         let mut beads = Vec::with_capacity(inputs.len());
         let mut taken = std::collections::HashSet::new();
@@ -215,8 +223,7 @@ impl Engine {
             .into_iter()
             .map(|b| EventBody::BeadCreated { bead: Box::new(b) })
             .collect();
-        let written = self.record_for_client(events)?;
-        Ok(json!({"ids": ids, "seq": written.last().map(|e| e.seq)}))
+        Ok((ids, events))
     }
 
     /// Checks a submitted bead and fills in what the daemon owns: id, timestamps, status.
@@ -406,9 +413,8 @@ impl Engine {
             meta.attempts,
             &Outcome::Approved { comment: p.comment },
         ));
-        if !self.apply_decision(&work.id, events) {
-            return Err(self.not_written());
-        }
+        self.apply_decision(&work.id, events)
+            .map_err(|_| self.not_written())?;
         Ok(json!({"approved": step.id}))
     }
 
@@ -435,9 +441,8 @@ impl Engine {
             meta.attempts,
             &Outcome::ApprovalRejected { reason: p.reason },
         ));
-        if !self.apply_decision(&work.id, events) {
-            return Err(self.not_written());
-        }
+        self.apply_decision(&work.id, events)
+            .map_err(|_| self.not_written())?;
         Ok(json!({"rejected": step.id}))
     }
 
@@ -503,9 +508,8 @@ impl Engine {
             self.cancelling.insert(work.id.clone(), p.reason);
             return Ok(json!({"cancelling": work.id}));
         }
-        if !self.finish_cancel(&work, p.reason, Vec::new()) {
-            return Err(self.not_written());
-        }
+        self.finish_cancel(&work, p.reason, Vec::new())
+            .map_err(|_| self.not_written())?;
         Ok(json!({"cancelled": work.id}))
     }
 
@@ -526,118 +530,6 @@ impl Engine {
             }
         }
         json!({"paused": self.paused, "paused_models": self.paused_models.keys().collect::<Vec<_>>()})
-    }
-
-    /// Ingests a bead file from the inbox, or moves it aside with a note saying why.
-    pub(super) fn ingest(&mut self, path: &Path) {
-        let Some(raw) = path.file_name() else { return };
-        let name = raw.to_string_lossy();
-        if name.starts_with('.') || name.ends_with(".tmp") || !path.is_file() {
-            return;
-        }
-        let identity = inbox_identity(path, &name);
-        if let Some(identity) = &identity {
-            if self.ingested(identity) {
-                // The daemon stopped after recording this file's beads and before removing it.
-                tracing::info!(file = %path.display(), "already ingested; removing it");
-                if let Err(e) = std::fs::remove_file(path) {
-                    tracing::warn!(file = %path.display(), error = %e, "cannot remove an ingested file");
-                }
-                return;
-            }
-        }
-        let failures = self.write_failures;
-        let result = match raw.to_str() {
-            // Nothing in the file is read: a name that is not text is refused on its own.
-            None => Err("the file name is not UTF-8".to_owned()),
-            Some(_) => read_bead_file(path).and_then(|mut inputs| {
-                if let Some(identity) = &identity {
-                    for input in &mut inputs {
-                        input
-                            .metadata
-                            .get_or_insert_with(Default::default)
-                            .insert(INBOX_KEY.into(), Value::String(identity.clone()));
-                    }
-                }
-                self.submit(inputs).map_err(|e| e.message)
-            }),
-        };
-        if self.write_failures != failures {
-            // Not the file's fault: it stays in the inbox and is read again once the journal
-            // can be written (`Engine::handle` keeps the input).
-            tracing::warn!(file = %path.display(), "cannot record a bead file yet; it stays in the inbox");
-            return;
-        }
-        match result {
-            Ok(answer) => {
-                tracing::info!(file = %path.display(), ids = %answer["ids"], "ingested a bead file");
-                if let Err(e) = std::fs::remove_file(path) {
-                    tracing::warn!(file = %path.display(), error = %e, "cannot remove an ingested file");
-                }
-            }
-            Err(why) => {
-                tracing::warn!(file = %path.display(), reason = %why, "refused a bead file");
-                let dir = self.paths.rejected();
-                let mut why_name = raw.to_owned();
-                why_name.push(".why");
-                let moved = std::fs::create_dir_all(&dir)
-                    .and_then(|()| std::fs::rename(path, dir.join(raw)))
-                    .and_then(|()| std::fs::write(dir.join(why_name), format!("{why}\n")));
-                if let Err(e) = moved {
-                    tracing::error!(file = %path.display(), error = %e, "cannot move a refused bead file aside");
-                }
-            }
-        }
-    }
-
-    /// Whether a bead was created from the inbox file `identity` names.
-    fn ingested(&self, identity: &str) -> bool {
-        self.store.state().beads().any(|b| {
-            b.metadata
-                .as_ref()
-                .and_then(|m| m.get(INBOX_KEY))
-                .is_some_and(|v| v == identity)
-        })
-    }
-}
-
-/// The metadata key recording which inbox file a bead came from (see [`inbox_identity`]).
-pub const INBOX_KEY: &str = "catalyst_inbox";
-
-/// An inbox file as it is on disk: its name, device, inode, modification time and size. The
-/// beads made from it record this, so that a file the daemon recorded but did not get to
-/// remove (it was killed in between) is recognized instead of submitted twice, while a file
-/// dropped again later (a new inode) is a new submission.
-fn inbox_identity(path: &Path, name: &str) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).ok()?;
-    Some(format!(
-        "{name} {}:{}:{}.{:09}:{}",
-        m.dev(),
-        m.ino(),
-        m.mtime(),
-        m.mtime_nsec(),
-        m.size()
-    ))
-}
-
-/// A bead file: JSON or TOML, one bead's fields or `beads = [...]`.
-fn read_bead_file(path: &Path) -> Result<Vec<BeadInput>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
-    let value: Value = if path.extension().is_some_and(|e| e == "toml") {
-        toml::from_str(&text).map_err(|e| format!("not valid TOML: {}", e.to_string().trim()))?
-    } else {
-        serde_json::from_str(&text).map_err(|e| format!("not valid JSON: {e}"))?
-    };
-    let method = crate::protocol::parse_request(
-        json!({"id": 0, "method": "submit", "params": value})
-            .to_string()
-            .as_bytes(),
-    )
-    .map_err(|(_, e)| e.message)?;
-    match method.method {
-        Method::Submit(beads) => Ok(beads),
-        _ => Err("not a bead".into()),
     }
 }
 

@@ -12,23 +12,21 @@ use tokio::time::Instant;
 use crate::domain::event::EventBody;
 use crate::domain::formula::pour;
 use crate::domain::id::BeadId;
-use crate::domain::model::{Bead, Phase, Role, Status, StepMeta};
+use crate::domain::model::{Bead, Role, Status, StepMeta};
 use crate::domain::time::Timestamp;
 
-use super::runner::{self, GateJob, StepJob};
-use super::{Engine, Input, MergeFailure, Running};
+use super::{Engine, Input, Running};
+use crate::daemon::runner::{self, GateJob, JobError, JobSources, StepJob};
 
 /// Metadata key of a work bead's formula variables (an object of strings).
 pub const VARS_KEY: &str = "formula_vars";
-
-/// The bead whose merge into the target is in flight, in the state folder.
-pub const MERGING_FILE: &str = "merging";
 
 impl Engine {
     /// Starts whatever can start now. Nothing starts while the journal cannot be written:
     /// the storage retry timer resumes scheduling once it can.
     pub(super) fn schedule(&mut self) {
-        if self.paused || self.stopping || self.storage_error.is_some() {
+        if self.paused || self.stopping || self.storage.error.is_some() || self.recovering.is_some()
+        {
             return;
         }
         self.start_merges();
@@ -75,7 +73,7 @@ impl Engine {
         let mut order: Vec<(u8, Timestamp, BeadId)> = self
             .active
             .iter()
-            .filter(|w| !self.running.contains_key(*w) && !self.merging.contains(*w))
+            .filter(|w| !self.running.contains_key(*w) && !self.git.merging.contains(*w))
             .filter_map(|w| state.get(w.as_str()))
             .filter(|b| b.status == Status::InProgress)
             .map(|b| (b.priority, b.created_at, b.id.clone()))
@@ -120,7 +118,8 @@ impl Engine {
     }
 
     fn wait_for_approval(&mut self, work: &BeadId, step: &Bead) {
-        self.record(vec![
+        // Not written: the storage error stops scheduling, and this runs again after.
+        let _ = self.record(vec![
             EventBody::BeadStatus {
                 id: step.id.clone(),
                 status: Status::InProgress,
@@ -141,19 +140,21 @@ impl Engine {
             attempt,
             model: Some(model.clone()),
         };
-        if self.record(vec![dispatched]).is_none() {
+        if self.record(vec![dispatched]).is_err() {
             return false;
         }
         let job = match self.step_job(work, step, meta, attempt, &model) {
             Ok(job) => job,
             Err(e) => {
                 tracing::error!(step = %step.id, error = %e, "cannot prepare the step");
-                let done = runner::StepDone::failed(work, &step.id, meta.role, attempt, e);
-                self.step_done(done);
+                let done =
+                    runner::StepDone::failed(work, &step.id, meta.role, attempt, e.to_string());
+                let result = self.step_done(&done);
+                self.keep_if_unwritten(result, Input::StepDone(Box::new(done)));
                 return false;
             }
         };
-        let cancel = self.agents.child_token();
+        let cancel = self.tasks.agents.child_token();
         self.running.insert(
             work.clone(),
             Running {
@@ -165,8 +166,8 @@ impl Engine {
                 stop_blocked: false,
             },
         );
-        let tx = self.tx.clone();
-        self.tracker.spawn(async move {
+        let tx = self.tasks.tx.clone();
+        self.tasks.tracker.spawn(async move {
             let done = runner::run_agent_step(job, cancel).await;
             // The engine is gone only when the daemon is stopping; the journal then says the
             // step was running, and the next start re-runs it.
@@ -183,7 +184,7 @@ impl Engine {
             attempt,
             model: None,
         };
-        if self.record(vec![dispatched]).is_none() {
+        if self.record(vec![dispatched]).is_err() {
             return false;
         }
         let config = &self.loaded.config;
@@ -202,7 +203,7 @@ impl Engine {
             output_cap: config.output_cap_bytes,
             reset_to: meta.reset_to.clone(),
         };
-        let cancel = self.agents.child_token();
+        let cancel = self.tasks.agents.child_token();
         self.running.insert(
             work.clone(),
             Running {
@@ -214,8 +215,8 @@ impl Engine {
                 stop_blocked: false,
             },
         );
-        let tx = self.tx.clone();
-        self.tracker.spawn(async move {
+        let tx = self.tasks.tx.clone();
+        self.tasks.tracker.spawn(async move {
             let done = runner::run_gate_step(job, cancel).await;
             let _ = tx.send(Input::StepDone(Box::new(done))).await;
         });
@@ -268,11 +269,11 @@ impl Engine {
                 status: Status::InProgress,
                 reason: None,
             }]);
-            if resumed.is_some() {
+            if resumed.is_ok() {
                 self.active.insert(bead.id.clone());
                 self.dispatch_next_step(&bead.id);
             }
-            return resumed.is_some();
+            return resumed.is_ok();
         }
         let poured = match self.loaded.formulas.get(name) {
             None => Err(format!("unknown formula `{name}`")),
@@ -284,11 +285,8 @@ impl Engine {
         let steps = match poured {
             Ok(steps) => steps,
             Err(reason) => {
-                self.block_bead(
-                    &bead.id,
-                    None,
-                    &format!("cannot pour the formula: {reason}"),
-                );
+                let reason = format!("cannot pour the formula: {reason}");
+                let _ = self.block_bead(&bead.id, None, &reason);
                 return false;
             }
         };
@@ -297,7 +295,7 @@ impl Engine {
             formula: name.to_owned(),
             steps,
         };
-        if self.record(vec![event]).is_none() {
+        if self.record(vec![event]).is_err() {
             return false;
         }
         self.active.insert(bead.id.clone());
@@ -305,104 +303,23 @@ impl Engine {
         true
     }
 
-    /// Starts the fast-forward of the target for one merge step whose agent is done.
-    ///
-    /// Merges run one at a time: they all move the same target and update the same checkout
-    /// of it, which `Repo::merge_into_target` requires to be serialized. The bead whose merge
-    /// is in flight is written to [`MERGING_FILE`] first, and the marker stays until that
-    /// merge's outcome is recorded (a merge that must wait keeps it). A daemon killed half-way
-    /// through updating the checkout leaves files that only that bead's merge recognizes as
-    /// its own, so that bead merges first, as a resumed merge (`resume_merge_into_target`)
-    /// that also overwrites files the kill cut short.
-    fn start_merges(&mut self) {
-        if !self.merging.is_empty() || self.dirty_retry.is_some() {
-            return;
-        }
-        let state = self.store.state();
-        let mut waiting: Vec<(u8, Timestamp, BeadId, BeadId)> = self
-            .active
-            .iter()
-            .filter(|w| !self.running.contains_key(*w))
-            .filter_map(|w| {
-                let step = state.steps(w.as_str()).find(|s| {
-                    s.status == Status::InProgress
-                        && s.step_meta().and_then(|m| m.phase) == Some(Phase::Merging)
-                })?;
-                let work = state.get(w.as_str())?;
-                Some((work.priority, work.created_at, w.clone(), step.id.clone()))
-            })
-            .collect();
-        if waiting.is_empty() {
-            return;
-        }
-        waiting.sort();
-        let marker = self.paths.state.join(MERGING_FILE);
-        let marked = std::fs::read_to_string(&marker).ok().and_then(|bead| {
-            let since = std::fs::metadata(&marker).and_then(|m| m.modified()).ok()?;
-            let at = waiting
-                .iter()
-                .position(|(_, _, w, _)| w.as_str() == bead.trim());
-            if at.is_none() {
-                // That merge's outcome is recorded: the marker only outlived it.
-                let _ = std::fs::remove_file(&marker);
-            }
-            Some((at?, since))
-        });
-        let pick = marked.map_or(0, |(at, _)| at);
-        // A marker written before this daemon started is a merge a kill interrupted: what it
-        // may have cut short was written between then and this start.
-        let interrupted = marked
-            .map(|(_, since)| since)
-            .filter(|since| *since < self.started)
-            .map(|since| (since, self.started));
-        let (_, _, work, step) = waiting.swap_remove(pick);
-        if marked.is_none() {
-            if let Err(e) = crate::daemon::fsutil::write_atomic(&marker, work.as_str().as_bytes()) {
-                tracing::error!(path = %marker.display(), error = %e, "cannot record the merge about to start; not merging");
-                return;
-            }
-        }
-        self.merging.insert(work.clone());
-        let repo = self.repo.clone();
-        let target = self.loaded.config.target_branch.clone();
-        let tx = self.tx.clone();
-        self.tracker.spawn(async move {
-            let bead = work.clone();
-            let result = tokio::task::spawn_blocking(move || match interrupted {
-                Some(window) => repo.resume_merge_into_target(&bead, &target, window),
-                None => repo.merge_into_target(&bead, &target),
-            })
-            .await
-            .map_err(|e| MergeFailure {
-                message: e.to_string(),
-                transient: false,
-            })
-            .and_then(|r| {
-                r.map_err(|e| MergeFailure {
-                    message: e.to_string(),
-                    transient: e.is_transient(),
-                })
-            });
-            let _ = tx.send(Input::MergeDone { work, step, result }).await;
-        });
-    }
-
     /// Removes a closed bead's worktree and branch in the background.
     pub(super) fn start_removal(&mut self, work: &BeadId) {
-        if !self.removing.insert(work.clone()) {
+        if !self.git.removing.insert(work.clone()) {
             return;
         }
         let repo = self.repo.clone();
-        let tx = self.tx.clone();
-        let work = work.clone();
-        self.tracker.spawn(async move {
-            let bead = work.clone();
-            let result = tokio::task::spawn_blocking(move || repo.remove(&bead))
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r.map_err(|e| e.to_string()));
-            let _ = tx.send(Input::Removed { work, result }).await;
-        });
+        let (work, lost) = (work.clone(), work.clone());
+        self.tasks.blocking(
+            move || {
+                let result = repo.remove(&work).map_err(Into::into);
+                Input::Removed { work, result }
+            },
+            |e| Input::Removed {
+                work: lost,
+                result: Err(e.into()),
+            },
+        );
     }
 
     /// The earliest `defer_until` still ahead, as an instant for the engine's timer.
@@ -421,8 +338,17 @@ impl Engine {
         meta: &StepMeta,
         attempt: u32,
         model: &str,
-    ) -> Result<StepJob, String> {
-        runner::StepJob::build(self, work, step, meta, attempt, model)
+    ) -> Result<StepJob, JobError> {
+        let settings = self.hook_settings(meta.role);
+        let from = JobSources {
+            state: self.store.state(),
+            paths: &self.paths,
+            repo: &self.repo,
+            config: &self.loaded.config,
+            prompts: &self.loaded.prompts,
+            settings: &settings,
+        };
+        StepJob::build(from, work, step, meta, attempt, model)
     }
 }
 

@@ -74,7 +74,7 @@ impl Engine {
             waiting_approval,
             paused: self.paused,
             stopping: self.stopping,
-            storage_error: self.storage_error.is_some(),
+            storage_error: self.storage.error.is_some(),
         }
     }
 }

@@ -44,6 +44,18 @@ pub enum StoreError {
     /// The events were refused before anything was written.
     #[error(transparent)]
     Refused(#[from] ApplyError),
+    /// A blocking task working on the store did not finish (it panicked).
+    #[error("a store task failed: {0}")]
+    Task(String),
+}
+
+/// Why replay stopped at an event.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("seq {seq} does not follow {last} (the snapshot's or the previous event's)")]
+    OutOfOrder { seq: u64, last: u64 },
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
 }
 
 impl StoreError {
@@ -91,14 +103,13 @@ impl Store {
                 return Ok(());
             }
             if event.seq != state.seq() + 1 {
-                return Err(format!(
-                    "seq {} does not follow {} (the snapshot's or the previous event's)",
-                    event.seq,
-                    state.seq()
-                ));
+                return Err(ReplayError::OutOfOrder {
+                    seq: event.seq,
+                    last: state.seq(),
+                });
             }
             report.replayed += 1;
-            state.apply(event).map_err(|e| e.to_string())
+            state.apply(event).map_err(ReplayError::from)
         })?;
         if let Some((line, bytes)) = summary.torn {
             tracing::warn!(
@@ -156,7 +167,12 @@ impl Store {
     /// syncs and removes a small file next to the journal. The engine's storage retry timer
     /// calls it before handling again what it could not record.
     pub fn probe(&self) -> Result<(), StoreError> {
-        let path = self.dir.join(PROBE_FILE);
+        Store::probe_dir(&self.dir)
+    }
+
+    /// [`Store::probe`] of the state folder `dir`, for a task that does not hold the store.
+    pub fn probe_dir(dir: &Path) -> Result<(), StoreError> {
+        let path = dir.join(PROBE_FILE);
         let written = fsutil::write_atomic(&path, &[b'\n'; 4096]);
         let _ = fs::remove_file(&path);
         written.map_err(StoreError::io("cannot write", &path))

@@ -1,6 +1,6 @@
-//! The `hook` method: the daemon's side of `catalyst hook` (docs/agents.md#hooks). The daemon decides,
-//! records, and only then answers, so every tool decision is in the journal before the agent
-//! acts on it.
+//! Tool calls and stops of running agents: the `hook` method, the daemon's side of `catalyst
+//! hook` (docs/agents.md#hooks). The daemon decides, records, and only then answers, so every
+//! tool decision is in the journal before the agent acts on it.
 
 use std::path::Path;
 

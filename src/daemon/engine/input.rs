@@ -1,0 +1,120 @@
+//! What the engine is told, and the handle other tasks hold to tell it. Event sources send
+//! their own types; the `From` impls here map them to [`Input`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::daemon::beads::follow::BeadsFileRead;
+use crate::daemon::beads::writeback;
+use crate::daemon::fswatch::WorkspaceChange;
+use crate::daemon::runner::{GitTaskError, StepDone};
+use crate::daemon::store::StoreError;
+use crate::protocol::{ErrorCode, Method, RpcError};
+
+use super::error::LoadError;
+use super::inbox::{InboxFile, InboxSettled};
+use super::merge::MergeReport;
+use super::recovery::Recovered;
+use super::summary::Summary;
+use super::Loaded;
+use crate::domain::id::BeadId;
+
+/// What the engine is told.
+#[derive(Debug)]
+pub enum Input {
+    /// A control request, answered on `reply` once its events are durable.
+    Request {
+        method: Method,
+        reply: oneshot::Sender<Result<Value, RpcError>>,
+    },
+    /// A step's attempt (agent or gate) ended.
+    StepDone(Box<StepDone>),
+    /// The daemon's fast-forward of the target branch ended (or could not start).
+    MergeDone(Box<MergeReport>),
+    /// A bead's worktree and branch were removed (or could not be).
+    Removed {
+        work: BeadId,
+        result: Result<(), GitTaskError>,
+    },
+    /// A file appeared in the inbox.
+    Inbox(PathBuf),
+    /// An inbox file was read.
+    InboxRead(Box<InboxFile>),
+    /// An inbox file was removed or moved aside after it was handled.
+    InboxSettled(InboxSettled),
+    /// Start-up recovery's look at the disk ended: what was running, what can go.
+    Recovered(Box<Recovered>),
+    /// The state folder was probed after a failed journal write (see `Engine::retry_storage`);
+    /// `wait` is the pause before the next probe if this one failed.
+    Probed {
+        result: Result<(), StoreError>,
+        wait: Duration,
+    },
+    /// Config, prompts or formulas changed on disk (or SIGHUP).
+    Reload,
+    /// Config, prompts and formulas were read again, for a reload asked by `reply` if any.
+    Reloaded {
+        loaded: Result<Loaded, LoadError>,
+        reply: Option<oneshot::Sender<Result<Value, RpcError>>>,
+    },
+    /// Asks for the [`Summary`]. Answered only once recovery is done, so the first answer also
+    /// tells that the daemon is ready.
+    Summary(oneshot::Sender<Summary>),
+    /// The followed beads file was read (see `crate::daemon::beads::follow`).
+    BeadsFile(Vec<crate::domain::model::Bead>),
+    /// A write-back command ran (see `crate::daemon::beads::writeback`).
+    WriteBack(writeback::Report),
+}
+
+impl From<WorkspaceChange> for Input {
+    fn from(change: WorkspaceChange) -> Input {
+        match change {
+            WorkspaceChange::InboxFile(path) => Input::Inbox(path),
+            WorkspaceChange::Reload => Input::Reload,
+        }
+    }
+}
+
+impl From<BeadsFileRead> for Input {
+    fn from(BeadsFileRead(beads): BeadsFileRead) -> Input {
+        Input::BeadsFile(beads)
+    }
+}
+
+impl From<writeback::Report> for Input {
+    fn from(report: writeback::Report) -> Input {
+        Input::WriteBack(report)
+    }
+}
+
+/// The parts of the engine other tasks hold: where to send inputs, and the last durable seq.
+#[derive(Clone, Debug)]
+pub struct EngineHandle {
+    pub tx: mpsc::Sender<Input>,
+    pub seq: watch::Receiver<u64>,
+    pub journal: PathBuf,
+}
+
+impl EngineHandle {
+    /// Sends a control request and waits for its answer.
+    pub async fn request(&self, method: Method) -> Result<Value, RpcError> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(Input::Request { method, reply })
+            .await
+            .map_err(|_| RpcError::new(ErrorCode::ShuttingDown, "the daemon is stopping"))?;
+        answer
+            .await
+            .map_err(|_| RpcError::new(ErrorCode::ShuttingDown, "the daemon is stopping"))?
+    }
+
+    /// The engine's [`Summary`]; `None` once the engine has stopped.
+    pub async fn summary(&self) -> Option<Summary> {
+        let (reply, answer) = oneshot::channel();
+        self.tx.send(Input::Summary(reply)).await.ok()?;
+        answer.await.ok()
+    }
+}

@@ -1,0 +1,72 @@
+//! Config, prompts and formulas: read at start, replaced together on reload.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::daemon::Paths;
+use crate::domain::config::Config;
+use crate::domain::formula::FormulaSet;
+use crate::domain::prompt::PromptSet;
+
+use super::error::LoadError;
+use super::Engine;
+
+/// Config, prompts and formulas, replaced together on reload.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    pub config: Arc<Config>,
+    pub prompts: Arc<PromptSet>,
+    pub formulas: Arc<FormulaSet>,
+}
+
+impl Loaded {
+    /// Reads the workspace's config, prompts and formulas. Any problem refuses the whole set,
+    /// so a broken edit never half-applies.
+    pub fn load(paths: &Paths) -> Result<Loaded, LoadError> {
+        let config = crate::daemon::load::config(&paths.config())?;
+        let prompts_file = paths.prompts();
+        let prompts = if prompts_file.exists() {
+            crate::daemon::load::prompts(&prompts_file)?
+        } else {
+            PromptSet::builtin()
+        };
+        let (formulas, problems) =
+            crate::daemon::load::formulas(&paths.formula_dirs(), &|name| prompts.has(name));
+        if !problems.is_empty() {
+            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            return Err(LoadError::Formulas(lines.join("; ")));
+        }
+        Ok(Loaded {
+            config: Arc::new(config),
+            prompts: Arc::new(prompts),
+            formulas: Arc::new(formulas),
+        })
+    }
+}
+
+impl Engine {
+    /// Puts newly read config, prompts and formulas in force.
+    pub(super) fn replace_loaded(&mut self, loaded: Loaded) {
+        if loaded.config.target_branch != self.loaded.config.target_branch {
+            tracing::warn!(
+                "`target_branch` changed: beads already poured keep merging into the new one"
+            );
+        }
+        if loaded.config.beads.watch != self.loaded.config.beads.watch {
+            tracing::warn!(
+                "`beads.watch` changed: the daemon follows the new file after a restart"
+            );
+        }
+        self.loaded = loaded;
+        tracing::info!("reloaded config, prompts and formulas");
+    }
+
+    /// The `--settings` JSON for an agent of `role`: the hooks that ask the daemon. The same
+    /// for every role, since the daemon knows the step's role when a hook asks.
+    pub(super) fn hook_settings(&self, _role: crate::domain::model::Role) -> Value {
+        crate::domain::agent::settings::settings(&crate::daemon::load::catalyst_bin(
+            &self.loaded.config,
+        ))
+    }
+}

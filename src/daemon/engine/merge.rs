@@ -1,0 +1,423 @@
+//! The daemon's fast-forward of the target for merge steps whose agent is done.
+//!
+//! Merges run one at a time: they all move the same target and update the same checkout of
+//! it, which `Repo::merge_into_target` requires to be serialized. The bead whose merge is in
+//! flight is written to [`MERGING_FILE`] first, and the marker stays until that merge's
+//! outcome is settled (a merge that must wait keeps it). A daemon killed half-way through
+//! updating the checkout leaves files that only that bead's merge recognizes as its own, so
+//! that bead merges first, as a resumed merge (`resume_merge_into_target`) that also
+//! overwrites files the kill cut short.
+//!
+//! Everything that touches the disk (the marker, git, the run folder's `target` file) runs in
+//! one blocking task, which reports a [`MergeReport`]; the engine then decides from the state
+//! and records.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use crate::daemon::runner::{GitTaskError, TARGET_FILE};
+use crate::daemon::worktree::{MergeOutcome, Repo};
+use crate::domain::event::EventBody;
+use crate::domain::id::BeadId;
+use crate::domain::model::{Bead, Phase, Status};
+use crate::domain::router::Outcome;
+use crate::domain::time::Timestamp;
+
+use super::error::EngineError;
+use super::route::{block_events, Attempt, Routed};
+use super::{Engine, Input, Now};
+
+/// The bead whose merge into the target is in flight, in the state folder.
+pub const MERGING_FILE: &str = "merging";
+
+/// How long to wait before trying again a merge whose marker could not be written.
+const MARKER_RETRY: Duration = Duration::from_secs(1);
+
+/// Why the daemon's fast-forward of the target failed.
+#[derive(Debug)]
+pub struct MergeFailure {
+    pub error: GitTaskError,
+    /// Trying again later may work (the target moved at that instant, a git lock is held):
+    /// the bead waits instead of being blocked.
+    pub transient: bool,
+}
+
+/// What a merge task reports.
+#[derive(Debug)]
+pub enum MergeReport {
+    /// The merge's marker could not be written, so no merge started.
+    NotStarted,
+    /// The task died (a panic in git); which bead it picked is unknown.
+    Failed(GitTaskError),
+    /// The merge of a bead's branch ran.
+    Ran(MergeRan),
+}
+
+/// A merge that ran, with what the engine needs to judge its outcome.
+#[derive(Debug)]
+pub struct MergeRan {
+    pub work: BeadId,
+    pub step: BeadId,
+    pub result: Result<MergeOutcome, MergeFailure>,
+    /// The target's tip when the merge step's attempt began (its run folder's `target`),
+    /// read when the branch was not up to date.
+    pub target_at_start: Option<String>,
+    /// The branch's tip, read when it was already merged.
+    pub head: Option<String>,
+}
+
+/// A bead whose merge step waits for the daemon's merge.
+#[derive(Debug)]
+struct Candidate {
+    work: BeadId,
+    step: BeadId,
+    /// The run folder of the merge step's last attempt.
+    run_dir: PathBuf,
+}
+
+/// Everything the merge task needs.
+struct MergeJob {
+    /// Beads waiting, by priority then age.
+    candidates: Vec<Candidate>,
+    marker: PathBuf,
+    /// When this daemon started: a marker older than this was left by a killed one.
+    started: SystemTime,
+    repo: Repo,
+    target: String,
+}
+
+impl Engine {
+    /// Starts the merge task for the beads whose merge step waits for the daemon.
+    pub(super) fn start_merges(&mut self) {
+        if !self.git.merging.is_empty() || self.git.retry.is_some() {
+            return;
+        }
+        let state = self.store.state();
+        let mut waiting: Vec<(u8, Timestamp, Candidate)> = self
+            .active
+            .iter()
+            .filter(|w| !self.running.contains_key(*w))
+            .filter_map(|w| {
+                let step = state.steps(w.as_str()).find(|s| {
+                    s.status == Status::InProgress
+                        && s.step_meta().and_then(|m| m.phase) == Some(Phase::Merging)
+                })?;
+                let meta = step.step_meta()?;
+                let work = state.get(w.as_str())?;
+                let run_dir = self.paths.run_dir(w, &meta.step, meta.attempts);
+                let candidate = Candidate {
+                    work: w.clone(),
+                    step: step.id.clone(),
+                    run_dir,
+                };
+                Some((work.priority, work.created_at, candidate))
+            })
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        waiting.sort_by(|a, b| (a.0, a.1, &a.2.work).cmp(&(b.0, b.1, &b.2.work)));
+        let job = MergeJob {
+            candidates: waiting.into_iter().map(|(_, _, c)| c).collect(),
+            marker: self.paths.state.join(MERGING_FILE),
+            started: self.started,
+            repo: self.repo.clone(),
+            target: self.loaded.config.target_branch.clone(),
+        };
+        self.git.merging = job.candidates.iter().map(|c| c.work.clone()).collect();
+        self.tasks.blocking(
+            move || Input::MergeDone(Box::new(run_merge(job))),
+            |e| Input::MergeDone(Box::new(MergeReport::Failed(e.into()))),
+        );
+    }
+
+    /// The merge task ended: decide from the state, then record.
+    pub(super) fn merge_done(&mut self, report: MergeReport) -> Result<(), EngineError> {
+        self.git.merging.clear();
+        let now = Now::read();
+        let ran = match report {
+            MergeReport::Ran(ran) => ran,
+            MergeReport::NotStarted => {
+                self.git.retry = Some(now.mono + MARKER_RETRY);
+                return Ok(());
+            }
+            MergeReport::Failed(e) => {
+                tracing::error!(error = %e, "the merge task failed; trying again later");
+                self.git.retry = Some(now.mono + MARKER_RETRY);
+                return Ok(());
+            }
+        };
+        let state = self.store.state();
+        let (Some(bead), Some(step_bead)) = (
+            state.get(ran.work.as_str()).cloned(),
+            state.get(ran.step.as_str()).cloned(),
+        ) else {
+            return Ok(());
+        };
+        match self.merge_verdict(&bead, &step_bead, ran, now.wall) {
+            MergeVerdict::Decided(routed) => self.apply_routed(&bead.id, routed, now),
+            MergeVerdict::Wait { conflict, retry } => {
+                self.git.retry = Some(now.mono + retry);
+                self.record(vec![conflict]).map(drop)
+            }
+        }
+    }
+
+    /// What a merge's outcome means for the bead, from the state at `now`.
+    fn merge_verdict(
+        &self,
+        work: &Bead,
+        step: &Bead,
+        ran: MergeRan,
+        now: Timestamp,
+    ) -> MergeVerdict {
+        let MergeRan {
+            result,
+            target_at_start,
+            head,
+            ..
+        } = ran;
+        let target = self.loaded.config.target_branch.clone();
+        let retry = Duration::from_secs(self.loaded.config.dirty_target_retry_secs);
+        let decided = |events| {
+            MergeVerdict::Decided(Routed {
+                events,
+                pause: None,
+            })
+        };
+        match result {
+            Ok(MergeOutcome::Merged { from, to }) => {
+                decided(self.merged_events(work, step, target, from.to_string(), to.to_string()))
+            }
+            Ok(MergeOutcome::AlreadyMerged) => {
+                let head = head.unwrap_or_default();
+                decided(self.merged_events(work, step, target, head.clone(), head))
+            }
+            Ok(MergeOutcome::NotUpToDate { target: t, branch }) => {
+                if target_at_start.is_some_and(|s| s.trim() != t.as_str()) {
+                    // Another bead's merge moved the target after this merge agent began: it
+                    // lost a race, it did not fail. It runs again, not counted.
+                    return decided(overtaken(work, step, target, t.as_str()));
+                }
+                self.not_up_to_date(work, step, &target, t.as_str(), branch.as_str(), now)
+            }
+            Ok(MergeOutcome::TargetDirty { files }) => {
+                let reason = format!(
+                    "`{target}` is checked out with uncommitted changes ({}); waiting, trying again in {}s",
+                    files.join(", "),
+                    retry.as_secs()
+                );
+                tracing::warn!(bead = %work.id, "{reason}");
+                MergeVerdict::wait(&work.id, target, reason, retry)
+            }
+            Err(e) if e.transient => {
+                let reason = format!(
+                    "cannot move `{target}` yet: {}; trying again in {}s",
+                    e.error,
+                    retry.as_secs()
+                );
+                tracing::warn!(bead = %work.id, "{reason}");
+                MergeVerdict::wait(&work.id, target, reason, retry)
+            }
+            Err(e) => {
+                let reason = format!("cannot move `{target}`: {}", e.error);
+                tracing::error!(bead = %work.id, "{reason}");
+                decided(block_events(work, Some(&step.id), &reason, now))
+            }
+        }
+    }
+
+    /// The merge agent did not bring the branch up to date: a failed attempt of the step.
+    fn not_up_to_date(
+        &self,
+        work: &Bead,
+        step: &Bead,
+        target: &str,
+        tip: &str,
+        branch: &str,
+        now: Timestamp,
+    ) -> MergeVerdict {
+        let Some(meta) = step.step_meta() else {
+            return MergeVerdict::Decided(Routed {
+                events: Vec::new(),
+                pause: None,
+            });
+        };
+        let reason = format!(
+            "`{target}` ({tip}) is not an ancestor of the bead's branch ({branch}): the merge step must bring the branch up to date"
+        );
+        let conflict = EventBody::MergeConflict {
+            bead: work.id.clone(),
+            target: target.to_owned(),
+            reason: reason.clone(),
+        };
+        let outcome = Outcome::Failed { reason };
+        let attempt = Attempt {
+            work,
+            step,
+            meta: &meta,
+            number: meta.attempts,
+            outcome: &outcome,
+        };
+        let mut routed = self.routed(&attempt, now);
+        routed.events.insert(0, conflict);
+        MergeVerdict::Decided(routed)
+    }
+
+    /// The merge step closes, and the bead with it when that was its last step.
+    fn merged_events(
+        &self,
+        work: &Bead,
+        step: &Bead,
+        target: String,
+        from: String,
+        to: String,
+    ) -> Vec<EventBody> {
+        let summary = step.step_meta().and_then(|m| m.summary);
+        let mut events = vec![
+            EventBody::MergeCompleted {
+                bead: work.id.clone(),
+                target: target.clone(),
+                from,
+                to,
+            },
+            EventBody::BeadStatus {
+                id: step.id.clone(),
+                status: Status::Closed,
+                reason: Some(format!("merged into `{target}`")),
+            },
+        ];
+        events.extend(self.close_if_done(
+            work,
+            &step.id,
+            summary.or(Some(format!("merged into `{target}`"))),
+        ));
+        events
+    }
+}
+
+/// What the engine does about a merge that ran.
+enum MergeVerdict {
+    /// Record the events and keep the indexes in step with them.
+    Decided(Routed),
+    /// The merge must wait: record the conflict and try again after `retry`.
+    Wait {
+        conflict: EventBody,
+        retry: Duration,
+    },
+}
+
+impl MergeVerdict {
+    fn wait(work: &BeadId, target: String, reason: String, retry: Duration) -> MergeVerdict {
+        MergeVerdict::Wait {
+            conflict: EventBody::MergeConflict {
+                bead: work.clone(),
+                target,
+                reason,
+            },
+            retry,
+        }
+    }
+}
+
+/// A merge another bead's merge overtook: the step runs again, not counted.
+fn overtaken(work: &Bead, step: &Bead, target: String, tip: &str) -> Vec<EventBody> {
+    let reason = format!(
+        "`{target}` moved on to {tip} while the merge agent worked; bringing the branch up to date again"
+    );
+    vec![
+        EventBody::MergeConflict {
+            bead: work.id.clone(),
+            target,
+            reason: reason.clone(),
+        },
+        EventBody::StepRetry {
+            bead: work.id.clone(),
+            step: step.id.clone(),
+            reason,
+            counted: false,
+            manual: false,
+        },
+        EventBody::BeadStatus {
+            id: step.id.clone(),
+            status: Status::Open,
+            reason: None,
+        },
+    ]
+}
+
+/// The merge task: picks the bead (the one a marker names first), marks it, merges, reads
+/// what the engine needs to judge the outcome, and drops the marker unless the merge waits.
+fn run_merge(mut job: MergeJob) -> MergeReport {
+    let marker = &job.marker;
+    let marked = std::fs::read_to_string(marker).ok().and_then(|bead| {
+        let since = std::fs::metadata(marker).and_then(|m| m.modified()).ok()?;
+        let at = job
+            .candidates
+            .iter()
+            .position(|c| c.work.as_str() == bead.trim());
+        if at.is_none() {
+            // That merge's outcome is recorded: the marker only outlived it.
+            let _ = std::fs::remove_file(marker);
+        }
+        Some((at?, since))
+    });
+    let pick = marked.map_or(0, |(at, _)| at);
+    // A marker written before this daemon started is a merge a kill interrupted: what it may
+    // have cut short was written between then and this start.
+    let interrupted = marked
+        .map(|(_, since)| since)
+        .filter(|since| *since < job.started)
+        .map(|since| (since, job.started));
+    let Candidate {
+        work,
+        step,
+        run_dir,
+    } = job.candidates.swap_remove(pick);
+    if marked.is_none() {
+        if let Err(e) = crate::daemon::fsutil::write_atomic(marker, work.as_str().as_bytes()) {
+            tracing::error!(path = %marker.display(), error = %e, "cannot record the merge about to start; not merging");
+            return MergeReport::NotStarted;
+        }
+    }
+    let result = match interrupted {
+        Some(window) => job
+            .repo
+            .resume_merge_into_target(&work, &job.target, window),
+        None => job.repo.merge_into_target(&work, &job.target),
+    }
+    .map_err(|e| MergeFailure {
+        transient: e.is_transient(),
+        error: e.into(),
+    });
+    let target_at_start = match &result {
+        Ok(MergeOutcome::NotUpToDate { .. }) => {
+            std::fs::read_to_string(run_dir.join(TARGET_FILE)).ok()
+        }
+        _ => None,
+    };
+    let head = match &result {
+        Ok(MergeOutcome::AlreadyMerged) => job.repo.head(&work).ok().map(|c| c.to_string()),
+        _ => None,
+    };
+    // A merge that must wait keeps its marker (it goes first when it is tried again, and
+    // files an interrupted checkout cut short stay recognizable); any other outcome ends the
+    // merge. If the outcome is not recorded, the bead stays in phase `merging` and merges
+    // again; a stale marker is dropped by the next merge task.
+    let waits = matches!(result, Ok(MergeOutcome::TargetDirty { .. }))
+        || matches!(&result, Err(e) if e.transient);
+    if !waits {
+        if let Err(e) = std::fs::remove_file(marker) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(path = %marker.display(), error = %e, "cannot remove the merge marker");
+            }
+        }
+    }
+    MergeReport::Ran(MergeRan {
+        work,
+        step,
+        result,
+        target_at_start,
+        head,
+    })
+}

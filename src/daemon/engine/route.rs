@@ -1,0 +1,414 @@
+//! From an attempt's outcome to events: the router decides, and this turns its decision into
+//! one group of events, computed from the state and the time passed in. Nothing here changes
+//! the engine; the caller records the events and then applies what they imply.
+
+use crate::domain::event::EventBody;
+use crate::domain::id::BeadId;
+use crate::domain::model::{Bead, Comment, CommentId, Counters, Phase, Role, Status, StepMeta};
+use crate::domain::router::{self, BlockCause, Decision, FixSource, Outcome};
+use crate::domain::time::Timestamp;
+
+use super::Engine;
+
+/// The author of the daemon's comments.
+pub const DAEMON: &str = "catalyst";
+
+/// A decision as events, and the model pause it asks for.
+#[derive(Debug)]
+pub(super) struct Routed {
+    pub(super) events: Vec<EventBody>,
+    pub(super) pause: Option<ModelPause>,
+}
+
+/// A model to pause after a usage limit: `secs` is already the backed-off length.
+#[derive(Debug)]
+pub(super) struct ModelPause {
+    pub(super) model: String,
+    pub(super) secs: u64,
+}
+
+/// What one routing is about.
+pub(super) struct Attempt<'a> {
+    pub(super) work: &'a Bead,
+    pub(super) step: &'a Bead,
+    pub(super) meta: &'a StepMeta,
+    pub(super) number: u32,
+    pub(super) outcome: &'a Outcome,
+}
+
+impl Engine {
+    /// The router's decision for an outcome, as events, at `now`.
+    pub(super) fn routed(&self, at: &Attempt<'_>, now: Timestamp) -> Routed {
+        let meta = at.meta;
+        let decision = router::route(
+            meta.role,
+            at.outcome,
+            &meta.counters,
+            meta.max_fix_iterations,
+            &self.loaded.config.router,
+        );
+        let phase = match (&decision, meta.role) {
+            (Decision::Close, Role::Merge) => Some(Phase::Merging),
+            _ => None,
+        };
+        let mut events = result_events(at, &decision, phase.clone());
+        let summary = match at.outcome {
+            Outcome::Finished { result, .. } => Some(result.summary.clone()),
+            _ => None,
+        };
+        let mut pause = None;
+        match decision {
+            Decision::Close if phase.is_some() => {}
+            Decision::Requeue { reason } => {
+                let model = self.model_for(meta);
+                let secs = self.pause_secs(&model);
+                events.push(EventBody::ModelPaused {
+                    model: model.clone(),
+                    until: Timestamp::from_utc(
+                        now.to_utc() + chrono::Duration::seconds(secs as i64),
+                    ),
+                    reason: reason.clone(),
+                });
+                events.push(EventBody::StepRetry {
+                    bead: at.work.id.clone(),
+                    step: at.step.id.clone(),
+                    reason,
+                    counted: false,
+                    manual: false,
+                });
+                events.push(step_status(at.step, Status::Open, None));
+                pause = Some(ModelPause { model, secs });
+            }
+            decision => events.extend(self.decision_events(at, decision, summary, now)),
+        }
+        Routed { events, pause }
+    }
+
+    /// The events of a decision other than a requeue.
+    fn decision_events(
+        &self,
+        at: &Attempt<'_>,
+        decision: Decision,
+        summary: Option<String>,
+        now: Timestamp,
+    ) -> Vec<EventBody> {
+        let (work, step, meta) = (at.work, at.step, at.meta);
+        let mut events = Vec::new();
+        match decision {
+            Decision::Close => {
+                events.push(step_status(step, Status::Closed, summary.clone()));
+                events.extend(self.close_if_done(work, &step.id, summary));
+            }
+            Decision::CloseAndRerunFixed => {
+                events.push(step_status(step, Status::Closed, summary));
+                if let Some(fixed) = &meta.fixes {
+                    events.push(EventBody::BeadStatus {
+                        id: fixed.clone(),
+                        status: Status::Open,
+                        reason: None,
+                    });
+                }
+            }
+            Decision::CreateFix {
+                iteration,
+                source,
+                instructions,
+            } => events.extend(self.create_fix(at, iteration, source, instructions, now)),
+            Decision::Retry {
+                attempt,
+                max_attempts,
+                reason,
+            } => {
+                let text = format!(
+                    "[daemon] RETRY {} attempt {attempt}/{max_attempts}: {reason}",
+                    meta.step
+                );
+                events.push(EventBody::StepRetry {
+                    bead: work.id.clone(),
+                    step: step.id.clone(),
+                    reason,
+                    counted: true,
+                    manual: false,
+                });
+                events.push(step_status(step, Status::Open, None));
+                events.push(comment_at(work, text, now));
+            }
+            Decision::Escalate {
+                attempt,
+                model,
+                reason,
+            } => {
+                let text = format!(
+                    "[daemon] RETRY {} attempt {attempt} with `{model}` (escalated): {reason}",
+                    meta.step
+                );
+                events.push(EventBody::StepEscalated {
+                    bead: work.id.clone(),
+                    step: step.id.clone(),
+                    model,
+                    reason,
+                });
+                events.push(step_status(step, Status::Open, None));
+                events.push(comment_at(work, text, now));
+            }
+            Decision::Block { cause, reason } => {
+                let reason = block_reason(cause, &meta.step, &reason);
+                events.extend(block_events(work, Some(&step.id), &reason, now));
+            }
+            Decision::Requeue { .. } => {
+                debug_assert!(false, "a requeue is turned into events by `routed`");
+            }
+        }
+        events
+    }
+
+    /// Closes the work bead when `closing` was its last open step.
+    pub(super) fn close_if_done(
+        &self,
+        work: &Bead,
+        closing: &BeadId,
+        summary: Option<String>,
+    ) -> Vec<EventBody> {
+        let open = self
+            .store
+            .state()
+            .steps(work.id.as_str())
+            .any(|s| s.id != *closing && s.status != Status::Closed);
+        if open {
+            return Vec::new();
+        }
+        vec![EventBody::BeadStatus {
+            id: work.id.clone(),
+            status: Status::Closed,
+            reason: Some(summary.unwrap_or_else(|| "done".into())),
+        }]
+    }
+
+    fn create_fix(
+        &self,
+        at: &Attempt<'_>,
+        iteration: u32,
+        source: FixSource,
+        instructions: String,
+        now: Timestamp,
+    ) -> Vec<EventBody> {
+        let (work, step, meta) = (at.work, at.step, at.meta);
+        // Fix ids count per bead: a gate's fix-1 and a review's fix-1 must not collide.
+        let number = self
+            .store
+            .state()
+            .steps(work.id.as_str())
+            .filter(|s| s.step_meta().is_some_and(|m| m.role == Role::Fix))
+            .count()
+            + 1;
+        let name = format!("fix-{number}");
+        let fix = match fix_bead(at, &name, iteration, instructions, now) {
+            Ok(fix) => fix,
+            Err(e) => {
+                let reason = format!("cannot create a fix step: {e}");
+                return block_events(work, Some(&step.id), &reason, now);
+            }
+        };
+        let what = match source {
+            FixSource::Review => "review rejected",
+            FixSource::Gate => "checks failed",
+            FixSource::Approval => "approval rejected",
+        };
+        vec![
+            EventBody::FixCreated {
+                bead: work.id.clone(),
+                fixes: step.id.clone(),
+                iteration,
+                step: Box::new(fix),
+            },
+            comment_at(
+                work,
+                format!(
+                    "[daemon] FIX_ITERATION: {iteration} ({what} at {}; {name})",
+                    meta.step
+                ),
+                now,
+            ),
+        ]
+    }
+
+    /// How long `model` pauses after a usage limit. The pause doubles each time the model hits
+    /// its limit again before one of its runs went through (exponential backoff, capped at
+    /// `max_pause_secs`); such a run starts the next pause from `pause_secs` again.
+    fn pause_secs(&self, model: &str) -> u64 {
+        let config = &self.loaded.config;
+        match self.model_backoff.get(model) {
+            Some(last) => last.saturating_mul(2).min(config.max_pause_secs),
+            None => config.pause_secs,
+        }
+    }
+
+    /// A comment by the daemon on a bead, now.
+    pub(super) fn comment(&self, bead: &Bead, text: String) -> EventBody {
+        comment_at(bead, text, crate::daemon::clock::now())
+    }
+}
+
+/// The step's result event, and the gate's own event for a gate's outcome.
+fn result_events(at: &Attempt<'_>, decision: &Decision, phase: Option<Phase>) -> Vec<EventBody> {
+    let (status, verdict, summary) = match at.outcome {
+        Outcome::Finished { result, .. } => (
+            Some(result.status),
+            result.verdict,
+            Some(result.summary.clone()),
+        ),
+        _ => (None, None, None),
+    };
+    let (bead, step) = (at.work.id.clone(), at.step.id.clone());
+    let mut events = vec![EventBody::StepResult {
+        bead: bead.clone(),
+        step: step.clone(),
+        attempt: at.number,
+        outcome: outcome_kind(at.outcome).into(),
+        status,
+        verdict,
+        summary,
+        decision: decision.clone(),
+        counters: router::counters_after(at.meta.counters, decision),
+        phase,
+    }];
+    match at.outcome {
+        Outcome::GatePassed => events.push(EventBody::GatePassed {
+            bead,
+            step,
+            by: None,
+        }),
+        Outcome::GateFailed { output } => events.push(EventBody::GateFailed {
+            bead,
+            step,
+            output: output.clone(),
+        }),
+        _ => {}
+    }
+    events
+}
+
+/// The fix step `name` for the step of `at`, carrying the instructions.
+fn fix_bead(
+    at: &Attempt<'_>,
+    name: &str,
+    iteration: u32,
+    instructions: String,
+    now: Timestamp,
+) -> Result<Bead, crate::domain::id::IdError> {
+    let work = at.work;
+    let id = work.id.step(name)?;
+    let mut fix = Bead::new(id, format!("Fix: {}", work.id), now);
+    fix.description = Some(instructions);
+    fix.priority = work.priority;
+    fix.dependencies.push(crate::domain::model::Dependency::new(
+        fix.id.clone(),
+        work.id.clone(),
+        crate::domain::model::DepType::ParentChild,
+        now,
+    ));
+    fix.set_step_meta(&StepMeta {
+        step: name.to_owned(),
+        role: Role::Fix,
+        model: None,
+        bead: work.id.clone(),
+        formula: at.meta.formula.clone(),
+        prompt: None,
+        run: Vec::new(),
+        timeout: None,
+        max_fix_iterations: None,
+        tools: None,
+        fixes: Some(at.step.id.clone()),
+        iteration: Some(iteration),
+        attempts: 0,
+        counters: Counters::default(),
+        phase: None,
+        next_model: None,
+        reset_to: None,
+        summary: None,
+    });
+    Ok(fix)
+}
+
+fn step_status(step: &Bead, status: Status, reason: Option<String>) -> EventBody {
+    EventBody::BeadStatus {
+        id: step.id.clone(),
+        status,
+        reason,
+    }
+}
+
+/// Events that block a step (if any) and its work bead, with the reason as a comment.
+pub(super) fn block_events(
+    work: &Bead,
+    step: Option<&BeadId>,
+    reason: &str,
+    now: Timestamp,
+) -> Vec<EventBody> {
+    let mut events = Vec::new();
+    if let Some(step) = step {
+        events.push(EventBody::BeadStatus {
+            id: step.clone(),
+            status: Status::Blocked,
+            reason: Some(reason.to_owned()),
+        });
+    }
+    events.push(EventBody::BeadStatus {
+        id: work.id.clone(),
+        status: Status::Blocked,
+        reason: Some(reason.to_owned()),
+    });
+    events.push(comment_at(work, format!("[daemon] BLOCKED: {reason}"), now));
+    events
+}
+
+/// A comment by the daemon on a bead, numbered after its last one.
+pub(super) fn comment_at(bead: &Bead, text: String, now: Timestamp) -> EventBody {
+    EventBody::BeadComment {
+        id: bead.id.clone(),
+        comment: Comment {
+            id: CommentId::Int(next_comment_id(bead)),
+            issue_id: bead.id.clone(),
+            author: DAEMON.into(),
+            text,
+            created_at: now,
+            extra: Default::default(),
+        },
+    }
+}
+
+fn next_comment_id(bead: &Bead) -> i64 {
+    bead.comments
+        .iter()
+        .filter_map(|c| match &c.id {
+            CommentId::Int(n) => Some(*n),
+            CommentId::Str(_) => None,
+        })
+        .max()
+        .unwrap_or(0)
+        + 1
+}
+
+fn outcome_kind(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Finished { .. } => "finished",
+        Outcome::Malformed { .. } => "malformed",
+        Outcome::Failed { .. } => "failed",
+        Outcome::UsageLimit { .. } => "usage_limit",
+        Outcome::GatePassed => "gate_passed",
+        Outcome::GateFailed { .. } => "gate_failed",
+        Outcome::Approved { .. } => "approved",
+        Outcome::ApprovalRejected { .. } => "approval_rejected",
+    }
+}
+
+fn block_reason(cause: BlockCause, step: &str, reason: &str) -> String {
+    let what = match cause {
+        BlockCause::AgentBlocked => "the agent reported BLOCKED",
+        BlockCause::AgentError => "the agent reported ERROR",
+        BlockCause::FixLimit => "fix limit reached",
+        BlockCause::AttemptsExhausted => "no valid result",
+        BlockCause::WrongOutcome => "internal",
+    };
+    format!("{step}: {what}: {reason}")
+}

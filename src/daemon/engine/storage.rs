@@ -1,0 +1,165 @@
+//! Recording: every change goes through [`Engine::record`] as one group commit. A failed write
+//! stops dispatching until the state folder takes writes again; what could not be recorded is
+//! kept and handled again then (docs/journal.md: nothing happens that is not recorded first).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::daemon::store::{ApplyError, Store, StoreError};
+use crate::domain::event::{Event, EventBody};
+use crate::protocol::RpcError;
+
+use super::error::EngineError;
+use super::recovery::Recovered;
+use super::{Engine, Handled, Input};
+
+/// The first wait before looking again at a journal that could not be written, and the most.
+const STORAGE_RETRY_FIRST: Duration = Duration::from_secs(1);
+const STORAGE_RETRY_MAX: Duration = Duration::from_secs(15);
+
+/// The journal's health, and what waits for it.
+#[derive(Debug, Default)]
+pub(super) struct Storage {
+    /// Set while the journal cannot be written: nothing is dispatched until a write succeeds.
+    pub(super) error: Option<String>,
+    /// While `error` is set: when to look again, and the wait after that.
+    pub(super) retry: Option<(Instant, Duration)>,
+    /// A probe of the state folder is under way (see [`Engine::retry_storage`]).
+    probing: bool,
+    /// Work whose events could not be written, handled again once the journal is writable.
+    deferred: Vec<Deferred>,
+}
+
+/// Work the engine could not record because the journal could not be written.
+#[derive(Debug)]
+pub(super) enum Deferred {
+    /// An input whose events failed to write; handling it again is safe (see `handle`).
+    Input(Input),
+    /// Start-up recovery's events (interrupted steps) failed to write.
+    Recover(Box<Recovered>),
+}
+
+impl Storage {
+    pub(super) fn defer(&mut self, deferred: Deferred) {
+        self.deferred.push(deferred);
+    }
+
+    /// When the retry timer fires, if it is armed.
+    pub(super) fn wake(&self) -> Option<Instant> {
+        self.retry.map(|(at, _)| at)
+    }
+}
+
+impl Engine {
+    /// Writes a group of events and publishes the new seq. A refused group is a bug (events
+    /// are built from the state they are checked against) and is logged; a failed write sets
+    /// the storage error, which stops dispatching and arms a timer that looks again.
+    pub(super) fn record(&mut self, bodies: Vec<EventBody>) -> Result<Vec<Event>, EngineError> {
+        if bodies.is_empty() {
+            return Ok(Vec::new());
+        }
+        match self.store.commit(bodies) {
+            Ok(events) => {
+                if self.storage.error.take().is_some() {
+                    tracing::info!("the journal is writable again; dispatching resumes");
+                }
+                self.seq.send_replace(self.store.state().seq());
+                self.queue_writebacks(&events);
+                Ok(events)
+            }
+            Err(StoreError::Refused(e)) => {
+                tracing::error!(error = %e, "the engine built events that do not apply");
+                Err(EngineError::Refused(e))
+            }
+            Err(e) => {
+                if self.storage.error.is_none() {
+                    tracing::error!(error = %e, "cannot write the journal; dispatching stops until it can");
+                } else {
+                    tracing::debug!(error = %e, "cannot write the journal");
+                }
+                self.storage.error = Some(e.to_string());
+                if self.storage.retry.is_none() && !self.storage.probing {
+                    self.storage.retry = Some((
+                        Instant::now() + STORAGE_RETRY_FIRST,
+                        STORAGE_RETRY_FIRST * 2,
+                    ));
+                }
+                Err(EngineError::Unwritten(e))
+            }
+        }
+    }
+
+    /// [`Engine::record`] for a request: a failure becomes the client's error.
+    pub(super) fn record_for_client(&mut self, bodies: Vec<EventBody>) -> Handled<Vec<Event>> {
+        self.check_for_client(&bodies)?;
+        self.record(bodies).map_err(|_| self.not_written())
+    }
+
+    /// Checks a client's events against the state; a refusal names what is wrong.
+    pub(super) fn check_for_client(&self, bodies: &[EventBody]) -> Handled<()> {
+        self.store.state().check_group(bodies).map_err(|e| match e {
+            ApplyError::NotFound(id) => RpcError::not_found(format!("bead `{id}` does not exist")),
+            ApplyError::Exists(id) => RpcError::conflict(format!("bead `{id}` already exists")),
+            other => RpcError::bad_request(other.to_string()),
+        })
+    }
+
+    /// The client's error when its request's events could not be written: nothing was done.
+    pub(super) fn not_written(&self) -> RpcError {
+        RpcError::internal(format!(
+            "cannot write the journal, nothing was changed: {}",
+            self.storage.error.as_deref().unwrap_or("refused")
+        ))
+    }
+
+    /// Keeps `input` for later when `result` says its events could not be written.
+    pub(super) fn keep_if_unwritten(&mut self, result: Result<(), EngineError>, input: Input) {
+        if let Err(EngineError::Unwritten(_)) = result {
+            self.storage.defer(Deferred::Input(input));
+        }
+    }
+
+    /// The storage retry timer: looks whether the state folder takes a durable write again,
+    /// in a task that reports [`Input::Probed`].
+    pub(super) fn retry_storage(&mut self) {
+        let Some((_, wait)) = self.storage.retry.take() else {
+            return;
+        };
+        self.storage.probing = true;
+        let dir = self.store.dir().to_owned();
+        let tx = self.tasks.tx.clone();
+        self.tasks.tracker.spawn(async move {
+            let result = tokio::task::spawn_blocking(move || Store::probe_dir(&dir))
+                .await
+                .unwrap_or_else(|e| Err(StoreError::Task(e.to_string())));
+            let _ = tx.send(Input::Probed { result, wait }).await;
+        });
+    }
+
+    /// The probe's answer: once the state folder takes a write again, the storage error is
+    /// lifted, what could not be recorded is handled again, and scheduling resumes (its first
+    /// dispatch is itself a journal write, so nothing starts unless that succeeds).
+    pub(super) fn probed(&mut self, result: Result<(), StoreError>, wait: Duration) {
+        self.storage.probing = false;
+        if let Err(e) = result {
+            let next = (wait * 2).min(STORAGE_RETRY_MAX);
+            tracing::debug!(error = %e, retry_in = ?wait, "the state folder still takes no writes");
+            self.storage.retry = Some((Instant::now() + wait, next));
+            return;
+        }
+        if let Some(error) = self.storage.error.take() {
+            tracing::info!(%error, "the state folder takes writes again; resuming");
+        }
+        for deferred in std::mem::take(&mut self.storage.deferred) {
+            match deferred {
+                Deferred::Input(input) => self.handle(input),
+                Deferred::Recover(recovered) => {
+                    if let Err(EngineError::Unwritten(_)) = self.record_interruptions(&recovered) {
+                        self.storage.defer(Deferred::Recover(recovered));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! One attempt of an agent step: worktree, run folder inputs, the agent, the judgement and
+//! the daemon's commit of its work.
+
+use std::path::Path;
+
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::daemon::agent;
+use crate::daemon::fsutil;
+use crate::daemon::worktree::CommitId;
+use crate::domain::agent::outcome::outcome;
+use crate::domain::agent::report::{Exit, RunReport};
+use crate::domain::model::Role;
+use crate::domain::result::{ResultStatus, StepResult};
+use crate::domain::router::Outcome;
+
+use super::{
+    git, prepare_worktree, write_json, StepDone, StepJob, BASE_FILE, REPORT_FILE, RESULT_FILE,
+    SETTINGS_FILE, TARGET_FILE,
+};
+
+/// What `result.json` holds.
+#[derive(Serialize)]
+struct ResultRecord<'a> {
+    outcome: &'a Option<Outcome>,
+    base: &'a Option<CommitId>,
+    commit: &'a Option<CommitId>,
+}
+
+/// One attempt of an agent step, start to end.
+pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken) -> StepDone {
+    let mut done = StepDone::failed(&job.work, &job.step, job.role, job.attempt, String::new());
+    let base =
+        match prepare_worktree(&job.repo, &job.work, &job.target, job.reset_to.as_deref()).await {
+            Ok(base) => base,
+            Err(e) => {
+                return StepDone::failed(
+                    &job.work,
+                    &job.step,
+                    job.role,
+                    job.attempt,
+                    format!("cannot prepare the worktree: {e}"),
+                )
+            }
+        };
+    done.base = Some(base.clone());
+    let written = write_inputs(&mut job, &base).and_then(|()| match job.role {
+        Role::Merge => {
+            let tip = job
+                .repo
+                .target_head(&job.target)
+                .map_err(std::io::Error::other)?;
+            fsutil::write_atomic(&job.run_dir.join(TARGET_FILE), tip.as_str().as_bytes())
+        }
+        _ => Ok(()),
+    });
+    if let Err(e) = written {
+        return StepDone {
+            base: Some(base),
+            ..StepDone::failed(
+                &job.work,
+                &job.step,
+                job.role,
+                job.attempt,
+                format!("cannot write the run folder: {e}"),
+            )
+        };
+    }
+    let report = agent::run(job.spec.clone(), cancel).await;
+    write_json(&job.run_dir.join(REPORT_FILE), &report);
+    done.exit = report.exit.to_string();
+    done.duration_ms = report.duration_ms;
+    done.cost_usd = report.cost_usd;
+    if report.exit == Exit::Cancelled {
+        done.outcome = None;
+        return done;
+    }
+    let (outcome, commit) = judge(&job, &report, &base).await;
+    done.outcome = Some(outcome);
+    done.commit = commit;
+    write_json(
+        &job.run_dir.join(RESULT_FILE),
+        &ResultRecord {
+            outcome: &done.outcome,
+            base: &done.base,
+            commit: &done.commit,
+        },
+    );
+    done
+}
+
+/// The outcome of a finished agent, and the daemon's commit of its work when it reported DONE.
+async fn judge(job: &StepJob, report: &RunReport, base: &CommitId) -> (Outcome, Option<CommitId>) {
+    let (repo, work, base2) = (job.repo.clone(), job.work.clone(), base.clone());
+    let changed = match git(move || repo.changed_since(&work, &base2)).await {
+        Ok(changed) => changed,
+        Err(e) => {
+            return (
+                Outcome::Failed {
+                    reason: format!("cannot inspect the worktree: {e}"),
+                },
+                None,
+            )
+        }
+    };
+    let Some(outcome) = outcome(report, job.role, changed) else {
+        return (
+            Outcome::Failed {
+                reason: "cancelled".into(),
+            },
+            None,
+        );
+    };
+    // Only roles that write get their work committed; what a read-only role left behind is
+    // discarded by the next attempt's reset.
+    let summary = match &outcome {
+        Outcome::Finished { result, .. }
+            if result.status == ResultStatus::Done && job.role.writes() =>
+        {
+            commit_summary(result)
+        }
+        _ => return (outcome, None),
+    };
+    let message = format!(
+        "{} {}: {summary}\n\nCatalyst-Step: {}/{}\n",
+        job.work, job.step_name, job.step_name, job.attempt
+    );
+    let (repo, work) = (job.repo.clone(), job.work.clone());
+    match git(move || repo.commit_all(&work, &message)).await {
+        Ok(commit) => (outcome, commit),
+        Err(e) => (
+            Outcome::Failed {
+                reason: format!("cannot commit the agent's work: {e}"),
+            },
+            None,
+        ),
+    }
+}
+
+/// The SUMMARY on one line, as the daemon's commit subject.
+fn commit_summary(result: &StepResult) -> String {
+    let line: String = result
+        .summary
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut subject: String = line.chars().take(100).collect();
+    if subject.is_empty() {
+        subject.push_str("done");
+    }
+    subject
+}
+
+/// Writes the run folder's inputs: starting commit, context files (with earlier steps' final
+/// messages read from their run folders), prompt and hook settings.
+fn write_inputs(job: &mut StepJob, base: &CommitId) -> std::io::Result<()> {
+    fsutil::create_dir_durable(&job.run_dir)?;
+    fsutil::write_atomic(&job.run_dir.join(BASE_FILE), base.as_str().as_bytes())?;
+    for (step, run) in job.context.earlier_steps.iter_mut().zip(&job.earlier_runs) {
+        step.final_message = run.as_deref().and_then(final_message);
+    }
+    crate::daemon::rundir::write_context(&job.run_dir, &job.context)?;
+    let settings = serde_json::to_vec_pretty(&job.settings).map_err(std::io::Error::other)?;
+    fsutil::write_replace(&job.run_dir.join(SETTINGS_FILE), &settings)?;
+    debug_assert_eq!(job.spec.prompt, job.prompt);
+    Ok(())
+}
+
+/// The message an earlier attempt's agent wrote before its result block.
+fn final_message(run_dir: &Path) -> Option<String> {
+    let text = std::fs::read(run_dir.join(RESULT_FILE)).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    let message = value.pointer("/outcome/result/message")?.as_str()?;
+    (!message.is_empty()).then(|| message.to_owned())
+}

@@ -1,0 +1,27 @@
+//! What can go wrong before or around an attempt. The texts end up in the journal (a failed
+//! attempt's `exit` and reason), so they say what was being done and to what.
+
+use crate::daemon::worktree::GitError;
+use crate::domain::id::BeadId;
+use crate::domain::prompt::PromptError;
+
+/// A job could not be built from the state: the attempt fails before anything runs.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("bead `{0}` is gone")]
+    BeadGone(BeadId),
+    #[error(transparent)]
+    Prompt(#[from] PromptError),
+    /// The configured agent profile is unusable.
+    #[error("{0}")]
+    Profile(String),
+}
+
+/// A git operation run on a blocking thread failed, or its thread did.
+#[derive(Debug, thiserror::Error)]
+pub enum GitTaskError {
+    #[error("git task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+    #[error(transparent)]
+    Git(#[from] GitError),
+}

@@ -1,0 +1,159 @@
+//! One attempt of a gate step: its commands, run by the daemon in the worktree.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::daemon::agent::{self, RunSpec};
+use crate::daemon::worktree::{CommitId, Repo};
+use crate::domain::agent::profile::{AgentProfile, OutputFormat, StdinMode};
+use crate::domain::agent::report::{Exit, RunReport};
+use crate::domain::id::BeadId;
+use crate::domain::model::Role;
+use crate::domain::router::Outcome;
+
+use super::{prepare_worktree, write_json, StepDone, REPORT_FILE, RESULT_FILE};
+
+/// What one attempt of a gate step needs.
+#[derive(Debug)]
+pub struct GateJob {
+    pub work: BeadId,
+    pub step: BeadId,
+    pub attempt: u32,
+    pub commands: Vec<String>,
+    pub repo: Repo,
+    pub target: String,
+    pub run_dir: PathBuf,
+    pub timeout: Duration,
+    pub grace: Duration,
+    pub output_cap: u64,
+    pub reset_to: Option<String>,
+}
+
+/// The most output of a failed gate command passed on to the fix step.
+const GATE_OUTPUT_TAIL: usize = 16 * 1024;
+
+/// One gate command's run, in the gate's `result.json`.
+#[derive(Serialize)]
+struct CommandRecord {
+    command: String,
+    /// `command-<n>` in the run folder: its `stdout`, `stderr` and `report.json`.
+    dir: PathBuf,
+    exit: String,
+    duration_ms: u64,
+}
+
+/// What a gate's `result.json` holds.
+#[derive(Serialize)]
+struct GateRecord<'a> {
+    outcome: &'a Option<Outcome>,
+    base: &'a Option<CommitId>,
+    exit: &'a str,
+    duration_ms: u64,
+    commands: &'a [CommandRecord],
+}
+
+/// Runs the gate's commands one after the other (`sh -c`), each in its own process group;
+/// together they may take the gate's timeout, after which the one running is stopped and the
+/// gate fails. The first command that fails fails the gate with its output. Each command's
+/// output and report stay in the run folder, under `command-<n>/`.
+pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone {
+    let mut done = StepDone::failed(&job.work, &job.step, Role::Gate, job.attempt, String::new());
+    let base =
+        match prepare_worktree(&job.repo, &job.work, &job.target, job.reset_to.as_deref()).await {
+            Ok(base) => base,
+            Err(e) => {
+                return StepDone::failed(
+                    &job.work,
+                    &job.step,
+                    Role::Gate,
+                    job.attempt,
+                    format!("cannot prepare the worktree: {e}"),
+                )
+            }
+        };
+    done.base = Some(base);
+    let profile = AgentProfile {
+        command: vec!["sh".into(), "-c".into(), "{prompt}".into()],
+        format: OutputFormat::Text,
+        env: Default::default(),
+        stdin: StdinMode::Null,
+    };
+    let deadline = tokio::time::Instant::now() + job.timeout;
+    let mut records = Vec::new();
+    let mut outcome = Some(Outcome::GatePassed);
+    for (i, command) in job.commands.iter().enumerate() {
+        // At least a second, so a command that starts at the deadline still gets to report.
+        let left = deadline
+            .saturating_duration_since(tokio::time::Instant::now())
+            .max(Duration::from_secs(1));
+        let spec = RunSpec {
+            profile: profile.clone(),
+            model: String::new(),
+            prompt: command.clone(),
+            worktree: job.repo.worktree_path(&job.work),
+            run_dir: job.run_dir.join(format!("command-{}", i + 1)),
+            env: vec![
+                ("CATALYST_BEAD".into(), job.work.to_string()),
+                ("CATALYST_STEP".into(), job.step.to_string()),
+                ("CATALYST_ROLE".into(), "gate".into()),
+            ],
+            settings_path: None,
+            timeout: left,
+            stall_timeout: left,
+            grace: job.grace,
+            output_cap: job.output_cap,
+        };
+        let report = agent::run(spec.clone(), cancel.clone()).await;
+        write_json(&spec.run_dir.join(REPORT_FILE), &report);
+        done.duration_ms += report.duration_ms;
+        done.exit = report.exit.to_string();
+        records.push(CommandRecord {
+            command: command.clone(),
+            dir: spec.run_dir.clone(),
+            exit: done.exit.clone(),
+            duration_ms: report.duration_ms,
+        });
+        if report.exit == Exit::Cancelled {
+            outcome = None;
+            break;
+        }
+        if report.exit != Exit::Code(0) {
+            let output = gate_output(&spec.run_dir, command, &report);
+            outcome = Some(Outcome::GateFailed { output });
+            break;
+        }
+    }
+    done.outcome = outcome;
+    if done.outcome.is_some() {
+        write_json(
+            &job.run_dir.join(RESULT_FILE),
+            &GateRecord {
+                outcome: &done.outcome,
+                base: &done.base,
+                exit: &done.exit,
+                duration_ms: done.duration_ms,
+                commands: &records,
+            },
+        );
+    }
+    done
+}
+
+/// A failed command's output for the fix agent: the command, the end of its stdout and
+/// stderr, and how it ended.
+fn gate_output(run_dir: &Path, command: &str, report: &RunReport) -> String {
+    let tail = |name: &str| {
+        let bytes = std::fs::read(run_dir.join(name)).unwrap_or_default();
+        let start = bytes.len().saturating_sub(GATE_OUTPUT_TAIL);
+        String::from_utf8_lossy(&bytes[start..]).into_owned()
+    };
+    format!(
+        "$ {command}\n{}{}\n({})",
+        tail(agent::STDOUT_FILE),
+        tail(agent::STDERR_FILE),
+        report.exit
+    )
+}

@@ -1,0 +1,221 @@
+//! Building an agent step's job at dispatch: the context (the bead's text, earlier steps,
+//! feedback, comments), the rendered prompt and the agent's command.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::daemon::agent::RunSpec;
+use crate::daemon::worktree::{self, Repo};
+use crate::daemon::Paths;
+use crate::domain::config::Config;
+use crate::domain::context::{self, Context, EarlierStep, Feedback, FeedbackKind, StepInfo};
+use crate::domain::id::BeadId;
+use crate::domain::model::{Bead, Role, Status, StepMeta};
+use crate::domain::prompt::{PromptSet, PromptVars};
+use crate::domain::state::State;
+
+use super::{JobError, SETTINGS_FILE};
+
+/// What a job is built from: the state as of its dispatch and the daemon's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct JobSources<'a> {
+    pub state: &'a State,
+    pub paths: &'a Paths,
+    pub repo: &'a Repo,
+    pub config: &'a Config,
+    pub prompts: &'a PromptSet,
+    /// The `--settings` JSON: the hooks that ask the daemon.
+    pub settings: &'a serde_json::Value,
+}
+
+/// Everything one agent attempt needs, built at dispatch.
+#[derive(Debug)]
+pub struct StepJob {
+    pub(super) work: BeadId,
+    pub(super) step: BeadId,
+    pub(super) step_name: String,
+    pub(super) role: Role,
+    pub(super) attempt: u32,
+    pub(super) repo: Repo,
+    pub(super) target: String,
+    pub(super) run_dir: PathBuf,
+    pub(super) reset_to: Option<String>,
+    pub(super) context: Context,
+    /// Run folders of earlier steps whose final messages go into the context.
+    pub(super) earlier_runs: Vec<Option<PathBuf>>,
+    pub(super) prompt: String,
+    pub(super) settings: serde_json::Value,
+    pub(super) spec: RunSpec,
+}
+
+impl StepJob {
+    /// Builds the job for attempt `attempt` of `step` with `model`.
+    pub fn build(
+        from: JobSources<'_>,
+        work: &BeadId,
+        step: &Bead,
+        meta: &StepMeta,
+        attempt: u32,
+        model: &str,
+    ) -> Result<StepJob, JobError> {
+        let config = from.config;
+        let bead = from
+            .state
+            .get(work.as_str())
+            .ok_or_else(|| JobError::BeadGone(work.clone()))?;
+        let run_dir = from.paths.run_dir(work, &meta.step, attempt);
+        let worktree = from.repo.worktree_path(work);
+        let (earlier_steps, earlier_runs) = earlier(from, work, &step.id);
+        let context = Context {
+            bead: bead.into(),
+            step: StepInfo {
+                id: step.id.clone(),
+                step: meta.step.clone(),
+                role: meta.role,
+                title: step.title.clone(),
+                description: step.description.clone(),
+                formula: meta.formula.clone(),
+                attempt,
+                iteration: meta.iteration.unwrap_or(0),
+                fixes: meta.fixes.clone(),
+            },
+            earlier_steps,
+            feedback: feedback(from.state, work),
+            comments: bead.comments.iter().map(Into::into).collect(),
+        };
+        let vars = PromptVars {
+            bead_id: work.clone(),
+            step_id: step.id.clone(),
+            step: meta.step.clone(),
+            role: meta.role,
+            model: model.to_owned(),
+            attempt,
+            iteration: meta.iteration.unwrap_or(0),
+            worktree: worktree.clone(),
+            branch: worktree::branch_name(work),
+            target_branch: config.target_branch.clone(),
+            context_md: run_dir.join(context::CONTEXT_MD),
+            context_json: run_dir.join(context::CONTEXT_JSON),
+            run_dir: run_dir.clone(),
+            result_contract: from.prompts.contract().to_owned(),
+        };
+        let template = meta.prompt.as_deref().unwrap_or(meta.role.as_str());
+        let prompt = from.prompts.render(template, &vars)?;
+        let spec = run_spec(
+            from, work, &step.id, meta, model, &prompt, worktree, &run_dir,
+        )?;
+        Ok(StepJob {
+            work: work.clone(),
+            step: step.id.clone(),
+            step_name: meta.step.clone(),
+            role: meta.role,
+            attempt,
+            repo: from.repo.clone(),
+            target: config.target_branch.clone(),
+            run_dir,
+            reset_to: meta.reset_to.clone(),
+            context,
+            earlier_runs,
+            prompt,
+            settings: from.settings.clone(),
+            spec,
+        })
+    }
+}
+
+/// The agent's command, environment and limits for one attempt.
+#[allow(clippy::too_many_arguments)]
+fn run_spec(
+    from: JobSources<'_>,
+    work: &BeadId,
+    step: &BeadId,
+    meta: &StepMeta,
+    model: &str,
+    prompt: &str,
+    worktree: PathBuf,
+    run_dir: &Path,
+) -> Result<RunSpec, JobError> {
+    let config = from.config;
+    let mut profile = config.profile().map_err(JobError::Profile)?;
+    if let Some(tools) = config.role_policy(meta.role).tools_for(meta.tools.as_ref()) {
+        profile = profile.with_tools(tools);
+    }
+    let env = vec![
+        (
+            "CATALYST_SOCKET".to_owned(),
+            from.paths.socket().display().to_string(),
+        ),
+        ("CATALYST_BEAD".to_owned(), work.to_string()),
+        ("CATALYST_STEP".to_owned(), step.to_string()),
+        ("CATALYST_ROLE".to_owned(), meta.role.to_string()),
+        (
+            "CATALYST_CONTEXT".to_owned(),
+            run_dir.join(context::CONTEXT_MD).display().to_string(),
+        ),
+    ];
+    Ok(RunSpec {
+        profile,
+        model: config.model_id(model).to_owned(),
+        prompt: prompt.to_owned(),
+        worktree,
+        run_dir: run_dir.to_owned(),
+        env,
+        settings_path: Some(run_dir.join(SETTINGS_FILE)),
+        timeout: Duration::from_secs(meta.timeout.unwrap_or(config.agent_timeout_secs)),
+        stall_timeout: config.stall_timeout(),
+        grace: config.grace(),
+        output_cap: config.output_cap_bytes,
+    })
+}
+
+/// The molecule's steps that closed before `current`, in creation order, with the run folder
+/// of each one's last attempt.
+fn earlier(
+    from: JobSources<'_>,
+    work: &BeadId,
+    current: &BeadId,
+) -> (Vec<EarlierStep>, Vec<Option<PathBuf>>) {
+    let mut steps = Vec::new();
+    let mut runs = Vec::new();
+    for bead in from.state.steps(work.as_str()) {
+        if bead.id == *current || bead.status != Status::Closed {
+            continue;
+        }
+        let Some(meta) = bead.step_meta() else {
+            continue;
+        };
+        runs.push((meta.attempts > 0).then(|| from.paths.run_dir(work, &meta.step, meta.attempts)));
+        steps.push(EarlierStep {
+            id: bead.id.clone(),
+            step: meta.step.clone(),
+            role: meta.role,
+            status: bead.status.clone(),
+            summary: meta.summary.clone(),
+            final_message: None,
+        });
+    }
+    (steps, runs)
+}
+
+/// Every rejection so far: the fix steps' texts, which are the instructions they carry.
+fn feedback(state: &State, work: &BeadId) -> Vec<Feedback> {
+    state
+        .steps(work.as_str())
+        .filter_map(|fix| {
+            let meta = fix.step_meta()?;
+            let fixed = meta.fixes.as_ref()?;
+            let fixed_meta = state.get(fixed.as_str())?.step_meta()?;
+            let kind = match fixed_meta.role {
+                Role::Gate => FeedbackKind::Gate,
+                Role::Approval => FeedbackKind::Approval,
+                _ => FeedbackKind::Review,
+            };
+            Some(Feedback {
+                step: fixed_meta.step,
+                kind,
+                iteration: meta.iteration,
+                text: fix.description.clone().unwrap_or_default(),
+            })
+        })
+        .collect()
+}

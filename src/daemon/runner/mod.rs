@@ -1,0 +1,143 @@
+//! The tasks that carry out one attempt of a step: the bead's worktree is made ready at the
+//! step's starting commit, the context files and prompt are written, the agent (or the gate's
+//! commands) runs, and the daemon commits what an agent that reported DONE left behind.
+//!
+//! A task never touches the engine's state: it gets a [`StepJob`] or [`GateJob`] built from
+//! the parts it needs ([`JobSources`]) and returns a [`StepDone`], which the engine receives
+//! as one of its inputs.
+
+mod agent_step;
+mod error;
+mod gate;
+mod job;
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::daemon::fsutil;
+use crate::daemon::worktree::{self, CommitId, Repo};
+use crate::domain::id::BeadId;
+use crate::domain::model::Role;
+use crate::domain::router::Outcome;
+
+pub use agent_step::run_agent_step;
+pub use error::{GitTaskError, JobError};
+pub use gate::{run_gate_step, GateJob};
+pub use job::{JobSources, StepJob};
+
+/// The starting commit of an attempt, in its run folder (crash recovery reads it back).
+pub const BASE_FILE: &str = "base";
+/// The target branch's tip when a merge step's attempt started, in its run folder: if the
+/// target has moved on by the time the daemon fast-forwards it, the attempt lost a race with
+/// another bead's merge, which is not the agent's failure.
+pub const TARGET_FILE: &str = "target";
+/// The parsed result and outcome of an attempt, in its run folder.
+pub const RESULT_FILE: &str = "result.json";
+/// The agent's run report, in its run folder.
+pub const REPORT_FILE: &str = "report.json";
+/// The hook settings passed with `--settings`.
+pub const SETTINGS_FILE: &str = "settings.json";
+
+/// How an attempt ended, for the engine.
+#[derive(Clone, Debug)]
+pub struct StepDone {
+    pub work: BeadId,
+    pub step: BeadId,
+    pub role: Role,
+    pub attempt: u32,
+    /// `None` when the attempt was cancelled (shutdown, or a person's cancel): an interruption,
+    /// which the router never sees.
+    pub outcome: Option<Outcome>,
+    pub exit: String,
+    pub duration_ms: u64,
+    pub cost_usd: Option<f64>,
+    /// The step's starting commit.
+    pub base: Option<CommitId>,
+    /// The commit the daemon made of the agent's work.
+    pub commit: Option<CommitId>,
+}
+
+impl StepDone {
+    /// An attempt that failed before anything ran.
+    pub fn failed(
+        work: &BeadId,
+        step: &BeadId,
+        role: Role,
+        attempt: u32,
+        reason: String,
+    ) -> StepDone {
+        StepDone {
+            work: work.clone(),
+            step: step.clone(),
+            role,
+            attempt,
+            outcome: Some(Outcome::Failed {
+                reason: reason.clone(),
+            }),
+            exit: reason,
+            duration_ms: 0,
+            cost_usd: None,
+            base: None,
+            commit: None,
+        }
+    }
+}
+
+/// Runs the git side in a blocking thread.
+async fn git<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, worktree::GitError> + Send + 'static,
+) -> Result<T, GitTaskError> {
+    tokio::task::spawn_blocking(f).await?.map_err(Into::into)
+}
+
+/// Makes the bead's worktree ready at the step's starting commit: created if missing, reset
+/// to `reset_to` (an interrupted attempt's start) or to the branch tip, so that nothing a
+/// failed attempt left behind leaks into this one.
+async fn prepare_worktree(
+    repo: &Repo,
+    work: &BeadId,
+    target: &str,
+    reset_to: Option<&str>,
+) -> Result<CommitId, GitTaskError> {
+    let (repo, work, target) = (repo.clone(), work.clone(), target.to_owned());
+    let reset_to = reset_to.map(str::to_owned);
+    git(move || {
+        let tree = repo.create(&work, &target)?;
+        let base = match reset_to.as_deref().map(CommitId::parse) {
+            Some(Ok(commit)) => Some(commit),
+            // A base file from a crash that cannot be read back: start from the tip.
+            Some(Err(e)) => {
+                tracing::warn!(bead = %work, error = %e, "unreadable starting commit; using the branch tip");
+                None
+            }
+            None => None,
+        };
+        match base {
+            Some(base) => {
+                repo.reset_to(&work, &base)?;
+                Ok(base)
+            }
+            // The usual case: the worktree is clean at the tip after the daemon's last commit.
+            // Only leftovers of a failed attempt (or a read-only role's stray writes) need the
+            // reset, which costs a checkout.
+            None => {
+                if repo.changed_since(&work, &tree.head)? {
+                    repo.reset_to(&work, &tree.head)?;
+                }
+                Ok(tree.head)
+            }
+        }
+    })
+    .await
+}
+
+/// Writes a run record; a record that cannot be written is logged, the attempt goes on.
+fn write_json<T: Serialize>(path: &Path, value: &T) {
+    let written = serde_json::to_vec_pretty(value)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| fsutil::write_replace(path, &bytes));
+    if let Err(e) = written {
+        tracing::warn!(path = %path.display(), error = %e, "cannot write a run record");
+    }
+}

@@ -8,4 +8,5 @@ mod guardrails;
 mod repo;
 mod scheduling;
 mod support;
+mod wire;
 mod workflow;

@@ -38,7 +38,7 @@ use crate::domain::event::{Event, EventBody};
 use crate::domain::formula::FormulaSet;
 use crate::domain::id::BeadId;
 use crate::domain::prompt::PromptSet;
-use crate::protocol::{ErrorCode, Method, RpcError};
+use crate::protocol::{Answer, EngineRequest, ErrorCode, RpcError};
 
 pub use runner::StepDone;
 pub use summary::Summary;
@@ -48,8 +48,8 @@ pub use summary::Summary;
 pub enum Input {
     /// A control request, answered on `reply` once its events are durable.
     Request {
-        method: Method,
-        reply: oneshot::Sender<Result<Value, RpcError>>,
+        method: EngineRequest,
+        reply: oneshot::Sender<Result<Answer, RpcError>>,
     },
     /// A step's attempt (agent or gate) ended.
     StepDone(Box<StepDone>),
@@ -117,7 +117,7 @@ pub struct EngineHandle {
 
 impl EngineHandle {
     /// Sends a control request and waits for its answer.
-    pub async fn request(&self, method: Method) -> Result<Value, RpcError> {
+    pub async fn request(&self, method: EngineRequest) -> Result<Answer, RpcError> {
         let (reply, answer) = oneshot::channel();
         self.tx
             .send(Input::Request { method, reply })

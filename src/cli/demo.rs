@@ -13,7 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::client::Client;
 use crate::daemon::{self, Paths};
-use crate::protocol::{BeadInput, Method, ShowParams, SubscribeParams};
+use crate::domain::event::EventBody;
+use crate::domain::model::Status;
+use crate::protocol::{BeadInput, ShowParams, StreamLine, SubscribeParams};
 
 /// What the demo's stub agents do.
 const SCENARIO: &str = r#"
@@ -153,22 +155,26 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
     let mut client = Client::connect(&paths.socket()).await?;
     let mut events = Client::connect(&paths.socket()).await?;
     events
-        .call(&Method::Subscribe(SubscribeParams {
+        .subscribe(SubscribeParams {
             since: Some(0),
             bead: None,
             types: None,
             follow: true,
-        }))
+        })
         .await?;
     let submitted = client
-        .call(&Method::Submit(vec![BeadInput {
+        .submit(vec![BeadInput {
             title: "Add a greet() function".into(),
             description: Some("hello.py needs greet(name) returning 'hello <name>'.".into()),
             acceptance_criteria: Some("greet() exists and has a test".into()),
             ..Default::default()
-        }]))
+        }])
         .await?;
-    let id = submitted["ids"][0].as_str().unwrap_or_default().to_owned();
+    let id = submitted
+        .ids
+        .first()
+        .map(ToString::to_string)
+        .unwrap_or_default();
     writeln!(out, "submitted {id}; events:")?;
     let finished =
         tokio::time::timeout(Duration::from_secs(300), follow(&mut events, &id, out)).await;
@@ -176,26 +182,8 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
         Ok(status) => status?,
         Err(_) => "timed out".into(),
     };
-    let shown = client
-        .call(&Method::Show(ShowParams {
-            id: id.clone(),
-            runs: false,
-        }))
-        .await?;
     writeln!(out, "\nbead {id} is {status}")?;
-    for step in shown["steps"].as_array().into_iter().flatten() {
-        writeln!(
-            out,
-            "  {:<14} {:<8} {}",
-            step["step"].as_str().unwrap_or(""),
-            step["status"].as_str().unwrap_or(""),
-            step["summary"].as_str().unwrap_or("")
-        )?;
-    }
-    writeln!(out, "\n`main` now:")?;
-    for line in git_log(&repo_dir)? {
-        writeln!(out, "  {line}")?;
-    }
+    report(&mut client, &id, &repo_dir, out).await?;
     shutdown.cancel();
     match daemon.await {
         Ok(result) => result?,
@@ -213,16 +201,48 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
 
 /// Prints events until the bead closes or blocks; returns its final status.
 async fn follow(events: &mut Client, id: &str, out: &mut impl Write) -> Result<String, DemoError> {
-    while let Some(event) = events.next_value().await? {
+    while let Some(StreamLine::Event(event)) = events.next_event().await? {
         writeln!(out, "{}", crate::cli::render::render_event(&event))?;
-        if event["type"] == "bead.status" && event["id"] == id {
-            let status = event["status"].as_str().unwrap_or("");
-            if status == "closed" || status == "blocked" {
-                return Ok(status.to_owned());
+        if let EventBody::BeadStatus {
+            id: about, status, ..
+        } = &event.body
+        {
+            if about.to_string() == id && matches!(status, Status::Closed | Status::Blocked) {
+                return Ok(status.to_string());
             }
         }
     }
     Ok("unknown (the event stream ended)".into())
+}
+
+/// The bead's steps and `main`'s log, once the bead has ended.
+async fn report(
+    client: &mut Client,
+    id: &str,
+    repo: &Path,
+    out: &mut impl Write,
+) -> Result<(), DemoError> {
+    let shown = client
+        .show(ShowParams {
+            id: id.to_owned(),
+            runs: false,
+        })
+        .await?;
+    for step in &shown.steps {
+        let detail = step.detail.as_ref();
+        writeln!(
+            out,
+            "  {:<14} {:<8} {}",
+            detail.map_or("", |d| &d.step),
+            step.status.to_string(),
+            detail.and_then(|d| d.summary.as_deref()).unwrap_or("")
+        )?;
+    }
+    writeln!(out, "\n`main` now:")?;
+    for line in git_log(repo)? {
+        writeln!(out, "  {line}")?;
+    }
+    Ok(())
 }
 
 fn git_log(repo: &Path) -> Result<Vec<String>, DemoError> {

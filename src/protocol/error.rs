@@ -16,6 +16,28 @@ pub enum ErrorCode {
     Internal,
 }
 
+impl ErrorCode {
+    /// The code as it is on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::UnknownMethod => "unknown_method",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::TooLarge => "too_large",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
 #[error("{message}")]
 pub struct RpcError {
@@ -45,5 +67,27 @@ impl RpcError {
 
     pub fn internal(message: impl Into<String>) -> RpcError {
         RpcError::new(ErrorCode::Internal, message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_print_as_on_the_wire() {
+        for code in [
+            ErrorCode::BadRequest,
+            ErrorCode::UnknownMethod,
+            ErrorCode::NotFound,
+            ErrorCode::Conflict,
+            ErrorCode::TooLarge,
+            ErrorCode::Forbidden,
+            ErrorCode::ShuttingDown,
+            ErrorCode::Internal,
+        ] {
+            let wire = serde_json::to_string(&code).expect("a code");
+            assert_eq!(wire, format!("\"{code}\""));
+        }
     }
 }

@@ -32,7 +32,7 @@ pub fn add_runs(show: &mut ShowAnswer, paths: &Paths) {
         let mut records = runs(paths, &show.id, &detail.step, detail.attempts);
         for record in &mut records {
             if let Some((ts, model)) = found.get(&(step.id.to_string(), record.attempt)) {
-                record.dispatched_at = Some(ts.clone());
+                record.dispatched_at = Some(*ts);
                 record.model = Some(model.clone());
             }
         }

@@ -136,8 +136,8 @@ impl Engine {
             .map(|m| m.step);
         BeadSummary {
             close_reason: bead.close_reason.clone(),
-            closed_at: bead.closed_at.clone(),
-            created_at: bead.created_at.clone(),
+            closed_at: bead.closed_at,
+            created_at: bead.created_at,
             current,
             done: done as u64,
             formula: self.formula_name(bead),

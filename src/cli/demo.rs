@@ -45,33 +45,75 @@ responses = [{ summary = "branch is up to date with main" }]
 
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
-    #[error("demo: {0}")]
-    Setup(String),
+    #[error("demo: cannot {action} in `{}`: {source}", path.display())]
+    Git {
+        action: &'static str,
+        path: PathBuf,
+        source: git2::Error,
+    },
+    #[error("demo: the daemon task failed: {0}")]
+    DaemonTask(#[source] tokio::task::JoinError),
+    #[error("demo: the bead ended {0}")]
+    Ended(String),
     #[error(transparent)]
     Daemon(#[from] daemon::DaemonError),
     #[error(transparent)]
     Client(#[from] crate::cli::client::ClientError),
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
+    #[error("demo: cannot write `{}`: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("demo: cannot make a temporary folder: {0}")]
+    TempDir(#[source] std::io::Error),
+    #[error("demo: cannot find this program's path: {0}")]
+    CurrentExe(#[source] std::io::Error),
+    #[error("cannot write the output: {0}")]
+    Output(#[from] std::io::Error),
 }
 
-fn setup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> DemoError + '_ {
-    move |e| DemoError::Setup(format!("{what}: {e}"))
+/// Makes the folders up to `path` and writes `contents` there.
+fn write_file(path: &Path, contents: &str) -> Result<(), DemoError> {
+    let failed = |source| DemoError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(failed)?;
+    }
+    std::fs::write(path, contents).map_err(failed)
+}
+
+fn make_dir(path: &Path) -> Result<(), DemoError> {
+    std::fs::create_dir_all(path).map_err(|source| DemoError::Write {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// The error of git `action` in the repository at `path`.
+fn git<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(git2::Error) -> DemoError + 'a {
+    move |source| DemoError::Git {
+        action,
+        path: path.to_owned(),
+        source,
+    }
 }
 
 /// Creates a repository with one commit on `main`.
 pub fn init_repo(dir: &Path) -> Result<(), DemoError> {
-    let repo = git2::Repository::init(dir).map_err(setup("git init"))?;
-    std::fs::write(dir.join("README.md"), "# demo\n")?;
-    let mut index = repo.index().map_err(setup("index"))?;
+    let repo = git2::Repository::init(dir).map_err(git("create a repository", dir))?;
+    write_file(&dir.join("README.md"), "# demo\n")?;
+    let mut index = repo.index().map_err(git("write the index", dir))?;
     index
         .add_path(Path::new("README.md"))
-        .map_err(setup("git add"))?;
-    index.write().map_err(setup("index"))?;
+        .map_err(git("add README.md", dir))?;
+    index.write().map_err(git("write the index", dir))?;
     let tree = repo
-        .find_tree(index.write_tree().map_err(setup("tree"))?)
-        .map_err(setup("tree"))?;
-    let sig = git2::Signature::now("demo", "demo@localhost").map_err(setup("signature"))?;
+        .find_tree(index.write_tree().map_err(git("write the tree", dir))?)
+        .map_err(git("write the tree", dir))?;
+    let sig =
+        git2::Signature::now("demo", "demo@localhost").map_err(git("make a signature", dir))?;
     repo.commit(
         Some("refs/heads/main"),
         &sig,
@@ -80,8 +122,9 @@ pub fn init_repo(dir: &Path) -> Result<(), DemoError> {
         &tree,
         &[],
     )
-    .map_err(setup("commit"))?;
-    repo.set_head("refs/heads/main").map_err(setup("HEAD"))?;
+    .map_err(git("commit", dir))?;
+    repo.set_head("refs/heads/main")
+        .map_err(git("point HEAD at main", dir))?;
     Ok(())
 }
 
@@ -126,16 +169,20 @@ fn toml_string(s: &str) -> String {
 pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
     let dir = tempfile::Builder::new()
         .prefix("catalyst-demo-")
-        .tempdir()?;
+        .tempdir()
+        .map_err(DemoError::TempDir)?;
     let root: PathBuf = dir.path().to_owned();
     let repo_dir = root.join("repo");
-    std::fs::create_dir_all(&repo_dir)?;
+    make_dir(&repo_dir)?;
     init_repo(&repo_dir)?;
     let paths = Paths::new(&repo_dir);
-    std::fs::create_dir_all(&paths.state)?;
+    make_dir(&paths.state)?;
     let scenario = root.join("scenario.toml");
-    std::fs::write(&scenario, SCENARIO)?;
-    let exe = std::env::current_exe()?.display().to_string();
+    write_file(&scenario, SCENARIO)?;
+    let exe = std::env::current_exe()
+        .map_err(DemoError::CurrentExe)?
+        .display()
+        .to_string();
     // The agents' hooks run this very binary (`catalyst hook …`), whatever it is called.
     let config = format!(
         "catalyst_bin = {}\n{}",
@@ -146,7 +193,7 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
             &root.join("agents.log"),
         )
     );
-    std::fs::write(paths.config(), config)?;
+    write_file(&paths.config(), &config)?;
     writeln!(out, "demo repository: {}", repo_dir.display())?;
 
     let shutdown = CancellationToken::new();
@@ -187,14 +234,14 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
     shutdown.cancel();
     match daemon.await {
         Ok(result) => result?,
-        Err(e) => return Err(DemoError::Setup(format!("the daemon task failed: {e}"))),
+        Err(e) => return Err(DemoError::DaemonTask(e)),
     }
     if keep {
         let kept = dir.keep();
         writeln!(out, "kept {}", kept.display())?;
     }
     if status != "closed" {
-        return Err(DemoError::Setup(format!("the bead ended {status}")));
+        return Err(DemoError::Ended(status));
     }
     Ok(())
 }
@@ -245,13 +292,16 @@ async fn report(
     Ok(())
 }
 
-fn git_log(repo: &Path) -> Result<Vec<String>, DemoError> {
-    let repo = git2::Repository::open(repo).map_err(setup("open"))?;
-    let mut walk = repo.revwalk().map_err(setup("log"))?;
-    walk.push_ref("refs/heads/main").map_err(setup("log"))?;
+fn git_log(path: &Path) -> Result<Vec<String>, DemoError> {
+    let repo = git2::Repository::open(path).map_err(git("open the repository", path))?;
+    let mut walk = repo.revwalk().map_err(git("read the log of main", path))?;
+    walk.push_ref("refs/heads/main")
+        .map_err(git("read the log of main", path))?;
     let mut lines = Vec::new();
     for oid in walk.flatten() {
-        let commit = repo.find_commit(oid).map_err(setup("log"))?;
+        let commit = repo
+            .find_commit(oid)
+            .map_err(git("read the log of main", path))?;
         lines.push(format!(
             "{} {}",
             &oid.to_string()[..10],

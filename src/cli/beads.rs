@@ -9,7 +9,7 @@ use crate::cli::client::{Client, ClientError};
 use crate::daemon::store::Store;
 use crate::daemon::Paths;
 use crate::domain::model::Bead;
-use crate::protocol::{ImportParams, Method, MAX_LINE};
+use crate::protocol::MAX_LINE;
 
 use crate::domain::beads::import::{self, ImportReport};
 use crate::domain::beads::jsonl;
@@ -40,8 +40,6 @@ pub enum InterchangeError {
     Store(#[from] crate::daemon::store::StoreError),
     #[error("bead `{0}` is too large to send to the daemon in one request (1 MiB)")]
     TooLarge(String),
-    #[error("the daemon answered `{0}` with something unexpected: {1}")]
-    Answer(&'static str, String),
 }
 
 /// What an import did.
@@ -103,14 +101,8 @@ async fn import_through(
             size + serde_json::to_string(next).map_or(0, |s| s.len()) > BATCH_BYTES
         });
         if full {
-            let answer = client
-                .call(&Method::Import(ImportParams {
-                    beads: std::mem::take(&mut batch),
-                }))
-                .await?;
-            let part: ImportReport = serde_json::from_value(answer)
-                .map_err(|e| InterchangeError::Answer("import", e.to_string()))?;
-            report.add(part);
+            let part = client.import(std::mem::take(&mut batch)).await?;
+            report.add(part.0);
             size = 0;
         }
     }
@@ -131,10 +123,8 @@ fn import_offline(paths: &Paths, beads: Vec<Bead>) -> Result<ImportReport, Inter
 pub async fn export(paths: &Paths, socket: &Path) -> Result<(Vec<Bead>, Mode), InterchangeError> {
     match Client::connect(socket).await {
         Ok(mut client) => {
-            let mut answer = client.call(&Method::Export).await?;
-            let beads = serde_json::from_value(answer["beads"].take())
-                .map_err(|e| InterchangeError::Answer("export", e.to_string()))?;
-            Ok((beads, Mode::Daemon))
+            let exported = client.export().await?;
+            Ok((exported.beads, Mode::Daemon))
         }
         Err(ClientError::NotRunning(_)) => {
             if !paths.state.is_dir() {

@@ -1,14 +1,20 @@
 //! The client side of the control socket, used by `catalyst ctl`, `catalyst hook` and the
-//! demo.
+//! demo: one typed method per request, and the typed lines of the streams that follow
+//! `subscribe` and `logs`.
 
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 
-use crate::protocol::{Hello, Method, Response, RpcError, PROTOCOL};
+use crate::protocol::{
+    BeadInput, BeadList, Exported, Hello, HookAnswer, HookParams, Imported, ListParams, LogLine,
+    LogsOpened, LogsParams, Method, Response, RpcError, ShowAnswer, ShowParams, StatusAnswer,
+    StreamEnd, StreamLine, Submitted, SubscribeParams, Subscribed, PROTOCOL,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -23,7 +29,7 @@ pub enum ClientError {
     Closed,
     #[error("catalystd sent something unexpected: {0}")]
     Protocol(String),
-    #[error("{}: {}", serde_json::to_value(.0.code).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(), .0.message)]
+    #[error("{}: {}", .0.code, .0.message)]
     Rpc(RpcError),
 }
 
@@ -89,7 +95,7 @@ impl Client {
         }
     }
 
-    /// Sends a request and waits for its response.
+    /// Sends a request and waits for its response, as JSON (for `--json` and scripts).
     pub async fn call(&mut self, method: &Method) -> Result<Value, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
@@ -113,19 +119,80 @@ impl Client {
         }
     }
 
-    /// Every event after `since` that the journal holds now (a `subscribe` without `follow`).
-    /// The connection is used up: the daemon closes it after the replay.
+    /// Sends a request and reads its answer as `T`.
+    pub async fn request<T: DeserializeOwned>(
+        &mut self,
+        method: &Method,
+    ) -> Result<T, ClientError> {
+        let answer = self.call(method).await?;
+        answer_as(method.name(), answer)
+    }
+
+    pub async fn status(&mut self) -> Result<StatusAnswer, ClientError> {
+        self.request(&Method::Status).await
+    }
+
+    pub async fn list(&mut self, p: ListParams) -> Result<BeadList, ClientError> {
+        self.request(&Method::List(p)).await
+    }
+
+    pub async fn show(&mut self, p: ShowParams) -> Result<ShowAnswer, ClientError> {
+        self.request(&Method::Show(p)).await
+    }
+
+    pub async fn submit(&mut self, beads: Vec<BeadInput>) -> Result<Submitted, ClientError> {
+        self.request(&Method::Submit(beads)).await
+    }
+
+    pub async fn hook(&mut self, p: HookParams) -> Result<HookAnswer, ClientError> {
+        self.request(&Method::Hook(p)).await
+    }
+
+    pub async fn import(
+        &mut self,
+        beads: Vec<crate::domain::model::Bead>,
+    ) -> Result<Imported, ClientError> {
+        self.request(&Method::Import(crate::protocol::ImportParams { beads }))
+            .await
+    }
+
+    pub async fn export(&mut self) -> Result<Exported, ClientError> {
+        self.request(&Method::Export).await
+    }
+
+    /// Starts an event stream; read it with [`Client::next_event`].
+    pub async fn subscribe(&mut self, p: SubscribeParams) -> Result<Subscribed, ClientError> {
+        self.request(&Method::Subscribe(p)).await
+    }
+
+    /// Starts reading a run's output; read it with [`Client::next_log`].
+    pub async fn logs(&mut self, p: LogsParams) -> Result<LogsOpened, ClientError> {
+        self.request(&Method::Logs(p)).await
+    }
+
+    /// The next line of an event stream; `None` when the daemon closed the connection.
+    pub async fn next_event(&mut self) -> Result<Option<StreamLine>, ClientError> {
+        self.next_typed("event").await
+    }
+
+    /// The next line of a run's output; `None` when the daemon closed the connection.
+    pub async fn next_log(&mut self) -> Result<Option<LogLine>, ClientError> {
+        self.next_typed("log line").await
+    }
+
+    /// Every event after `since` that the journal holds now (a `subscribe` without `follow`),
+    /// as JSON. The connection is used up: the daemon closes it after the replay.
     pub async fn replay(mut self, since: u64) -> Result<Vec<Value>, ClientError> {
-        let params = crate::protocol::SubscribeParams {
+        let params = SubscribeParams {
             since: Some(since),
             bead: None,
             types: None,
             follow: false,
         };
-        self.call(&Method::Subscribe(params)).await?;
+        self.subscribe(params).await?;
         let mut events = Vec::new();
         while let Some(event) = self.next_value().await? {
-            if event["type"] == "end" {
+            if serde_json::from_value::<StreamEnd>(event.clone()).is_ok() {
                 break;
             }
             events.push(event);
@@ -148,6 +215,13 @@ impl Client {
 
     /// The next line from the daemon as JSON; `None` when it closed the connection.
     pub async fn next_value(&mut self) -> Result<Option<Value>, ClientError> {
+        self.next_typed("JSON").await
+    }
+
+    async fn next_typed<T: DeserializeOwned>(
+        &mut self,
+        what: &str,
+    ) -> Result<Option<T>, ClientError> {
         let mut line = String::new();
         let n = self
             .reader
@@ -159,6 +233,12 @@ impl Client {
         }
         serde_json::from_str(&line)
             .map(Some)
-            .map_err(|e| ClientError::Protocol(format!("not JSON: {e}")))
+            .map_err(|e| ClientError::Protocol(format!("not {what}: {e}")))
     }
+}
+
+/// Reads the answer to `method` as `T`.
+pub fn answer_as<T: DeserializeOwned>(method: &str, answer: Value) -> Result<T, ClientError> {
+    serde_json::from_value(answer)
+        .map_err(|e| ClientError::Protocol(format!("the answer to `{method}`: {e}")))
 }

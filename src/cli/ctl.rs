@@ -6,13 +6,15 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use crate::cli::client::{Client, ClientError};
+use crate::cli::client::{answer_as, Client, ClientError};
+use crate::cli::live::WatchError;
 use crate::cli::render::{compact, render_event, render_list, render_show, render_status};
 use crate::daemon::Paths;
 use crate::domain::event::BeadPatch;
 use crate::protocol::{
-    ApproveParams, BeadInput, CloseParams, CommentParams, IdParams, ListParams, LogsParams, Method,
-    PauseParams, RejectParams, ShowParams, SubscribeParams, UpdateParams,
+    ApproveParams, BeadInput, BeadList, CloseParams, CommentParams, IdParams, ListParams, LogLine,
+    LogsParams, Method, PauseParams, RejectParams, ShowAnswer, ShowParams, StatusAnswer,
+    StreamLine, Submitted, SubscribeParams, UpdateParams,
 };
 
 #[derive(Debug, Args)]
@@ -175,20 +177,37 @@ pub struct SubmitArgs {
 pub enum CtlError {
     #[error(transparent)]
     Client(#[from] ClientError),
-    #[error("{0}")]
-    Input(String),
+    #[error("cannot read `{}`: {source}", path.display())]
+    ReadInput {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
-    Io(#[from] std::io::Error),
+    Watch(WatchError),
+    #[error("cannot write the output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+impl From<WatchError> for CtlError {
+    fn from(e: WatchError) -> CtlError {
+        match e {
+            WatchError::Client(c) => CtlError::Client(c),
+            other => CtlError::Watch(other),
+        }
+    }
 }
 
 fn read_text(path: &PathBuf) -> Result<String, CtlError> {
+    let failed = |source| CtlError::ReadInput {
+        path: path.clone(),
+        source,
+    };
     if path.as_os_str() == "-" {
         let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text)?;
+        std::io::stdin().read_to_string(&mut text).map_err(failed)?;
         return Ok(text);
     }
-    std::fs::read_to_string(path)
-        .map_err(|e| CtlError::Input(format!("cannot read `{}`: {e}", path.display())))
+    std::fs::read_to_string(path).map_err(failed)
 }
 
 impl CtlArgs {
@@ -215,16 +234,13 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
             bead,
             types,
         } => {
-            return events(
-                &mut client,
-                out,
-                args.json,
-                *since,
-                *follow,
-                bead.clone(),
-                types.clone(),
-            )
-            .await;
+            let params = SubscribeParams {
+                since: Some(since.unwrap_or(0)),
+                bead: bead.clone(),
+                types: (!types.is_empty()).then(|| types.clone()),
+                follow: *follow,
+            };
+            return events(&mut client, out, args.json, params).await;
         }
         CtlCommand::Logs {
             step,
@@ -241,13 +257,7 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
             return logs(&mut client, out, p).await;
         }
         CtlCommand::Watch => {
-            return crate::cli::live::run(client, &args.socket(), out)
-                .await
-                .map_err(|e| match e {
-                    crate::cli::live::WatchError::Client(c) => CtlError::Client(c),
-                    crate::cli::live::WatchError::Io(e) => CtlError::Io(e),
-                    other => CtlError::Input(other.to_string()),
-                });
+            return Ok(crate::cli::live::run(client, &args.socket(), out).await?);
         }
         other => method_for(other)?,
     };
@@ -260,23 +270,25 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
         )?;
         return Ok(());
     }
-    let text = match &args.command {
-        CtlCommand::Status => render_status(&result),
-        CtlCommand::Ready | CtlCommand::List { .. } => render_list(&result["beads"]),
-        CtlCommand::Show { .. } => render_show(&result),
-        CtlCommand::Submit(_) => {
-            let ids: Vec<String> = result["ids"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect();
+    let text = render(&method, result)?;
+    out.write_all(text.as_bytes())?;
+    Ok(())
+}
+
+/// The answer to `method` for people.
+fn render(method: &Method, result: serde_json::Value) -> Result<String, ClientError> {
+    let name = method.name();
+    Ok(match method {
+        Method::Status => render_status(&answer_as::<StatusAnswer>(name, result)?),
+        Method::Ready | Method::List(_) => render_list(&answer_as::<BeadList>(name, result)?.beads),
+        Method::Show(_) => render_show(&answer_as::<ShowAnswer>(name, result)?),
+        Method::Submit(_) => {
+            let submitted: Submitted = answer_as(name, result)?;
+            let ids: Vec<String> = submitted.ids.iter().map(ToString::to_string).collect();
             format!("submitted {}\n", ids.join(" "))
         }
         _ => format!("{}\n", compact(&result)),
-    };
-    out.write_all(text.as_bytes())?;
-    Ok(())
+    })
 }
 
 fn method_for(command: &CtlCommand) -> Result<Method, CtlError> {
@@ -291,44 +303,8 @@ fn method_for(command: &CtlCommand) -> Result<Method, CtlError> {
             id: bead.clone(),
             runs: *runs,
         }),
-        CtlCommand::Submit(s) => {
-            let description = match (&s.description_file, &s.description) {
-                (Some(path), _) => Some(read_text(path)?),
-                (None, d) => d.clone(),
-            };
-            Method::Submit(vec![BeadInput {
-                id: s.id.clone(),
-                title: s.title.clone(),
-                description,
-                acceptance_criteria: s.acceptance.clone(),
-                priority: s.priority,
-                labels: s.labels.clone(),
-                formula: s.formula.clone(),
-                after: s.after.clone(),
-                ..Default::default()
-            }])
-        }
-        CtlCommand::Update {
-            bead,
-            title,
-            priority,
-            description_file,
-            acceptance,
-            labels,
-        } => {
-            let description = description_file.as_ref().map(read_text).transpose()?;
-            Method::Update(Box::new(UpdateParams {
-                id: bead.clone(),
-                set: BeadPatch {
-                    title: title.clone(),
-                    priority: *priority,
-                    description: description.map(Some),
-                    acceptance_criteria: acceptance.clone().map(Some),
-                    labels: (!labels.is_empty()).then(|| labels.clone()),
-                    ..Default::default()
-                },
-            }))
-        }
+        CtlCommand::Submit(s) => submit_method(s)?,
+        CtlCommand::Update { .. } => update_method(command)?,
         CtlCommand::Comment { bead, text, author } => Method::Comment(CommentParams {
             id: bead.clone(),
             text: text.clone(),
@@ -366,28 +342,67 @@ fn method_for(command: &CtlCommand) -> Result<Method, CtlError> {
     })
 }
 
+fn submit_method(s: &SubmitArgs) -> Result<Method, CtlError> {
+    let description = match (&s.description_file, &s.description) {
+        (Some(path), _) => Some(read_text(path)?),
+        (None, d) => d.clone(),
+    };
+    Ok(Method::Submit(vec![BeadInput {
+        id: s.id.clone(),
+        title: s.title.clone(),
+        description,
+        acceptance_criteria: s.acceptance.clone(),
+        priority: s.priority,
+        labels: s.labels.clone(),
+        formula: s.formula.clone(),
+        after: s.after.clone(),
+        ..Default::default()
+    }]))
+}
+
+fn update_method(command: &CtlCommand) -> Result<Method, CtlError> {
+    let CtlCommand::Update {
+        bead,
+        title,
+        priority,
+        description_file,
+        acceptance,
+        labels,
+    } = command
+    else {
+        unreachable!("called for `update` only")
+    };
+    let description = description_file.as_ref().map(read_text).transpose()?;
+    Ok(Method::Update(Box::new(UpdateParams {
+        id: bead.clone(),
+        set: BeadPatch {
+            title: title.clone(),
+            priority: *priority,
+            description: description.map(Some),
+            acceptance_criteria: acceptance.clone().map(Some),
+            labels: (!labels.is_empty()).then(|| labels.clone()),
+            ..Default::default()
+        },
+    })))
+}
+
+/// Prints the event stream: for people one line per event, for scripts each event as JSON
+/// with its keys in alphabetical order.
 async fn events(
     client: &mut Client,
     out: &mut impl Write,
     json: bool,
-    since: Option<u64>,
-    follow: bool,
-    bead: Option<String>,
-    types: Vec<String>,
+    params: SubscribeParams,
 ) -> Result<(), CtlError> {
-    let params = SubscribeParams {
-        since: Some(since.unwrap_or(0)),
-        bead,
-        types: (!types.is_empty()).then_some(types),
-        follow,
-    };
-    client.call(&Method::Subscribe(params)).await?;
-    while let Some(event) = client.next_value().await? {
-        if event["type"] == "end" {
+    client.subscribe(params).await?;
+    while let Some(line) = client.next_event().await? {
+        let StreamLine::Event(event) = line else {
             break;
-        }
+        };
         if json {
-            writeln!(out, "{event}")?;
+            let value = serde_json::to_value(&event)
+                .map_err(|e| ClientError::Protocol(format!("an event: {e}")))?;
+            writeln!(out, "{value}")?;
         } else {
             writeln!(out, "{}", render_event(&event))?;
         }
@@ -397,15 +412,10 @@ async fn events(
 }
 
 async fn logs(client: &mut Client, out: &mut impl Write, p: LogsParams) -> Result<(), CtlError> {
-    client.call(&Method::Logs(p)).await?;
-    while let Some(line) = client.next_value().await? {
-        match line["type"].as_str() {
-            Some("log") => {
-                out.write_all(line["data"].as_str().unwrap_or("").as_bytes())?;
-                out.flush()?;
-            }
-            _ => break,
-        }
+    client.logs(p).await?;
+    while let Some(LogLine::Data(line)) = client.next_log().await? {
+        out.write_all(line.data.as_bytes())?;
+        out.flush()?;
     }
     Ok(())
 }

@@ -13,7 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::client::Client;
 use crate::daemon::{self, Paths};
-use crate::protocol::{BeadInput, Method, ShowParams, SubscribeParams};
+use crate::domain::event::EventBody;
+use crate::domain::model::Status;
+use crate::protocol::{BeadInput, ShowParams, StreamLine, SubscribeParams};
 
 /// What the demo's stub agents do.
 const SCENARIO: &str = r#"
@@ -43,33 +45,75 @@ responses = [{ summary = "branch is up to date with main" }]
 
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
-    #[error("demo: {0}")]
-    Setup(String),
+    #[error("demo: cannot {action} in `{}`: {source}", path.display())]
+    Git {
+        action: &'static str,
+        path: PathBuf,
+        source: git2::Error,
+    },
+    #[error("demo: the daemon task failed: {0}")]
+    DaemonTask(#[source] tokio::task::JoinError),
+    #[error("demo: the bead ended {0}")]
+    Ended(String),
     #[error(transparent)]
     Daemon(#[from] daemon::DaemonError),
     #[error(transparent)]
     Client(#[from] crate::cli::client::ClientError),
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
+    #[error("demo: cannot write `{}`: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("demo: cannot make a temporary folder: {0}")]
+    TempDir(#[source] std::io::Error),
+    #[error("demo: cannot find this program's path: {0}")]
+    CurrentExe(#[source] std::io::Error),
+    #[error("cannot write the output: {0}")]
+    Output(#[from] std::io::Error),
 }
 
-fn setup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> DemoError + '_ {
-    move |e| DemoError::Setup(format!("{what}: {e}"))
+/// Makes the folders up to `path` and writes `contents` there.
+fn write_file(path: &Path, contents: &str) -> Result<(), DemoError> {
+    let failed = |source| DemoError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(failed)?;
+    }
+    std::fs::write(path, contents).map_err(failed)
+}
+
+fn make_dir(path: &Path) -> Result<(), DemoError> {
+    std::fs::create_dir_all(path).map_err(|source| DemoError::Write {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// The error of git `action` in the repository at `path`.
+fn git<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(git2::Error) -> DemoError + 'a {
+    move |source| DemoError::Git {
+        action,
+        path: path.to_owned(),
+        source,
+    }
 }
 
 /// Creates a repository with one commit on `main`.
 pub fn init_repo(dir: &Path) -> Result<(), DemoError> {
-    let repo = git2::Repository::init(dir).map_err(setup("git init"))?;
-    std::fs::write(dir.join("README.md"), "# demo\n")?;
-    let mut index = repo.index().map_err(setup("index"))?;
+    let repo = git2::Repository::init(dir).map_err(git("create a repository", dir))?;
+    write_file(&dir.join("README.md"), "# demo\n")?;
+    let mut index = repo.index().map_err(git("write the index", dir))?;
     index
         .add_path(Path::new("README.md"))
-        .map_err(setup("git add"))?;
-    index.write().map_err(setup("index"))?;
+        .map_err(git("add README.md", dir))?;
+    index.write().map_err(git("write the index", dir))?;
     let tree = repo
-        .find_tree(index.write_tree().map_err(setup("tree"))?)
-        .map_err(setup("tree"))?;
-    let sig = git2::Signature::now("demo", "demo@localhost").map_err(setup("signature"))?;
+        .find_tree(index.write_tree().map_err(git("write the tree", dir))?)
+        .map_err(git("write the tree", dir))?;
+    let sig =
+        git2::Signature::now("demo", "demo@localhost").map_err(git("make a signature", dir))?;
     repo.commit(
         Some("refs/heads/main"),
         &sig,
@@ -78,8 +122,9 @@ pub fn init_repo(dir: &Path) -> Result<(), DemoError> {
         &tree,
         &[],
     )
-    .map_err(setup("commit"))?;
-    repo.set_head("refs/heads/main").map_err(setup("HEAD"))?;
+    .map_err(git("commit", dir))?;
+    repo.set_head("refs/heads/main")
+        .map_err(git("point HEAD at main", dir))?;
     Ok(())
 }
 
@@ -124,16 +169,20 @@ fn toml_string(s: &str) -> String {
 pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
     let dir = tempfile::Builder::new()
         .prefix("catalyst-demo-")
-        .tempdir()?;
+        .tempdir()
+        .map_err(DemoError::TempDir)?;
     let root: PathBuf = dir.path().to_owned();
     let repo_dir = root.join("repo");
-    std::fs::create_dir_all(&repo_dir)?;
+    make_dir(&repo_dir)?;
     init_repo(&repo_dir)?;
     let paths = Paths::new(&repo_dir);
-    std::fs::create_dir_all(&paths.state)?;
+    make_dir(&paths.state)?;
     let scenario = root.join("scenario.toml");
-    std::fs::write(&scenario, SCENARIO)?;
-    let exe = std::env::current_exe()?.display().to_string();
+    write_file(&scenario, SCENARIO)?;
+    let exe = std::env::current_exe()
+        .map_err(DemoError::CurrentExe)?
+        .display()
+        .to_string();
     // The agents' hooks run this very binary (`catalyst hook …`), whatever it is called.
     let config = format!(
         "catalyst_bin = {}\n{}",
@@ -144,7 +193,7 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
             &root.join("agents.log"),
         )
     );
-    std::fs::write(paths.config(), config)?;
+    write_file(&paths.config(), &config)?;
     writeln!(out, "demo repository: {}", repo_dir.display())?;
 
     let shutdown = CancellationToken::new();
@@ -153,22 +202,26 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
     let mut client = Client::connect(&paths.socket()).await?;
     let mut events = Client::connect(&paths.socket()).await?;
     events
-        .call(&Method::Subscribe(SubscribeParams {
+        .subscribe(SubscribeParams {
             since: Some(0),
             bead: None,
             types: None,
             follow: true,
-        }))
+        })
         .await?;
     let submitted = client
-        .call(&Method::Submit(vec![BeadInput {
+        .submit(vec![BeadInput {
             title: "Add a greet() function".into(),
             description: Some("hello.py needs greet(name) returning 'hello <name>'.".into()),
             acceptance_criteria: Some("greet() exists and has a test".into()),
             ..Default::default()
-        }]))
+        }])
         .await?;
-    let id = submitted["ids"][0].as_str().unwrap_or_default().to_owned();
+    let id = submitted
+        .ids
+        .first()
+        .map(ToString::to_string)
+        .unwrap_or_default();
     writeln!(out, "submitted {id}; events:")?;
     let finished =
         tokio::time::timeout(Duration::from_secs(300), follow(&mut events, &id, out)).await;
@@ -176,62 +229,79 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
         Ok(status) => status?,
         Err(_) => "timed out".into(),
     };
-    let shown = client
-        .call(&Method::Show(ShowParams {
-            id: id.clone(),
-            runs: false,
-        }))
-        .await?;
     writeln!(out, "\nbead {id} is {status}")?;
-    for step in shown["steps"].as_array().into_iter().flatten() {
-        writeln!(
-            out,
-            "  {:<14} {:<8} {}",
-            step["step"].as_str().unwrap_or(""),
-            step["status"].as_str().unwrap_or(""),
-            step["summary"].as_str().unwrap_or("")
-        )?;
-    }
-    writeln!(out, "\n`main` now:")?;
-    for line in git_log(&repo_dir)? {
-        writeln!(out, "  {line}")?;
-    }
+    report(&mut client, &id, &repo_dir, out).await?;
     shutdown.cancel();
     match daemon.await {
         Ok(result) => result?,
-        Err(e) => return Err(DemoError::Setup(format!("the daemon task failed: {e}"))),
+        Err(e) => return Err(DemoError::DaemonTask(e)),
     }
     if keep {
         let kept = dir.keep();
         writeln!(out, "kept {}", kept.display())?;
     }
     if status != "closed" {
-        return Err(DemoError::Setup(format!("the bead ended {status}")));
+        return Err(DemoError::Ended(status));
     }
     Ok(())
 }
 
 /// Prints events until the bead closes or blocks; returns its final status.
 async fn follow(events: &mut Client, id: &str, out: &mut impl Write) -> Result<String, DemoError> {
-    while let Some(event) = events.next_value().await? {
+    while let Some(StreamLine::Event(event)) = events.next_event().await? {
         writeln!(out, "{}", crate::cli::render::render_event(&event))?;
-        if event["type"] == "bead.status" && event["id"] == id {
-            let status = event["status"].as_str().unwrap_or("");
-            if status == "closed" || status == "blocked" {
-                return Ok(status.to_owned());
+        if let EventBody::BeadStatus {
+            id: about, status, ..
+        } = &event.body
+        {
+            if about.to_string() == id && matches!(status, Status::Closed | Status::Blocked) {
+                return Ok(status.to_string());
             }
         }
     }
     Ok("unknown (the event stream ended)".into())
 }
 
-fn git_log(repo: &Path) -> Result<Vec<String>, DemoError> {
-    let repo = git2::Repository::open(repo).map_err(setup("open"))?;
-    let mut walk = repo.revwalk().map_err(setup("log"))?;
-    walk.push_ref("refs/heads/main").map_err(setup("log"))?;
+/// The bead's steps and `main`'s log, once the bead has ended.
+async fn report(
+    client: &mut Client,
+    id: &str,
+    repo: &Path,
+    out: &mut impl Write,
+) -> Result<(), DemoError> {
+    let shown = client
+        .show(ShowParams {
+            id: id.to_owned(),
+            runs: false,
+        })
+        .await?;
+    for step in &shown.steps {
+        let detail = step.detail.as_ref();
+        writeln!(
+            out,
+            "  {:<14} {:<8} {}",
+            detail.map_or("", |d| &d.step),
+            step.status.to_string(),
+            detail.and_then(|d| d.summary.as_deref()).unwrap_or("")
+        )?;
+    }
+    writeln!(out, "\n`main` now:")?;
+    for line in git_log(repo)? {
+        writeln!(out, "  {line}")?;
+    }
+    Ok(())
+}
+
+fn git_log(path: &Path) -> Result<Vec<String>, DemoError> {
+    let repo = git2::Repository::open(path).map_err(git("open the repository", path))?;
+    let mut walk = repo.revwalk().map_err(git("read the log of main", path))?;
+    walk.push_ref("refs/heads/main")
+        .map_err(git("read the log of main", path))?;
     let mut lines = Vec::new();
     for oid in walk.flatten() {
-        let commit = repo.find_commit(oid).map_err(setup("log"))?;
+        let commit = repo
+            .find_commit(oid)
+            .map_err(git("read the log of main", path))?;
         lines.push(format!(
             "{} {}",
             &oid.to_string()[..10],

@@ -18,11 +18,25 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-use crate::cli::client::Client;
+use crate::cli::client::{Client, ClientError};
 pub use crate::domain::agent::settings::HookEvent;
-use crate::protocol::{HookAnswer, HookDecision, HookParams, Method};
+use crate::protocol::{HookAnswer, HookDecision, HookParams};
+
+/// Why the daemon could not be asked about a hook call.
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    #[error("`{0}` is not set: not running under catalyst")]
+    NotUnderCatalyst(&'static str),
+    #[error("the hook input is not JSON: {0}")]
+    Input(#[source] serde_json::Error),
+    #[error("catalystd did not answer within {}s", .0.as_secs())]
+    Timeout(Duration),
+    #[error(transparent)]
+    Ask(#[from] ClientError),
+}
 
 impl clap::ValueEnum for HookEvent {
     fn value_variants<'a>() -> &'a [HookEvent] {
@@ -79,34 +93,107 @@ const CONTENT_KEYS: [&str; 5] = ["content", "old_string", "new_string", "new_sou
 pub async fn run(event: HookEvent, input: &[u8], env: &HookEnv) -> HookOutput {
     let asked = match serde_json::from_slice::<Value>(input) {
         Ok(value) => ask(event, payload(event, value), env).await,
-        Err(e) => Err(format!("the hook input is not JSON: {e}")),
+        Err(e) => Err(HookError::Input(e)),
     };
     answer(event, asked, env)
 }
 
 /// Asks the daemon about one hook call.
-async fn ask(event: HookEvent, payload: Value, env: &HookEnv) -> Result<HookAnswer, String> {
+async fn ask(event: HookEvent, payload: Value, env: &HookEnv) -> Result<HookAnswer, HookError> {
     let socket = env
         .socket
         .as_deref()
-        .ok_or("`CATALYST_SOCKET` is not set: not running under catalyst")?;
+        .ok_or(HookError::NotUnderCatalyst("CATALYST_SOCKET"))?;
     let step = env
         .step
         .clone()
-        .ok_or("`CATALYST_STEP` is not set: not running under catalyst")?;
-    let method = Method::Hook(HookParams {
+        .ok_or(HookError::NotUnderCatalyst("CATALYST_STEP"))?;
+    let params = HookParams {
         step,
         event: event.name().into(),
         payload,
-    });
-    let call = async {
-        let mut client = Client::connect(socket).await.map_err(|e| e.to_string())?;
-        client.call(&method).await.map_err(|e| e.to_string())
     };
-    let value = tokio::time::timeout(ASK_TIMEOUT, call)
+    let call = async {
+        let mut client = Client::connect(socket).await?;
+        client.hook(params).await
+    };
+    let answer = tokio::time::timeout(ASK_TIMEOUT, call)
         .await
-        .map_err(|_| format!("catalystd did not answer within {}s", ASK_TIMEOUT.as_secs()))??;
-    serde_json::from_value(value).map_err(|e| format!("catalystd's answer is not understood: {e}"))
+        .map_err(|_| HookError::Timeout(ASK_TIMEOUT))??;
+    Ok(answer)
+}
+
+/// What a `Stop` hook's input says of the final message.
+#[derive(Default, Deserialize)]
+struct StopInput {
+    #[serde(default)]
+    last_assistant_message: Option<String>,
+    #[serde(default)]
+    transcript_path: Option<PathBuf>,
+}
+
+/// One line of a Claude Code transcript, as far as the final message goes.
+#[derive(Deserialize)]
+struct TranscriptEntry {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    message: Option<TranscriptMessage>,
+}
+
+#[derive(Deserialize)]
+struct TranscriptMessage {
+    #[serde(default)]
+    content: Content,
+}
+
+/// A message's content: blocks, or a plain string (which the final message never is).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Blocks(Vec<Block>),
+    Other(serde::de::IgnoredAny),
+}
+
+impl Default for Content {
+    fn default() -> Self {
+        Content::Other(serde::de::IgnoredAny)
+    }
+}
+
+#[derive(Deserialize)]
+struct Block {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+/// Claude Code's hook output on stdout.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaudeHookOutput {
+    pub hook_specific_output: HookSpecificOutput,
+}
+
+/// Its fields in alphabetical order, as they have always been printed.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HookSpecificOutput {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional_context: Option<String>,
+    pub hook_event_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_decision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_decision_reason: Option<String>,
+}
+
+impl ClaudeHookOutput {
+    fn line(self) -> String {
+        let json = serde_json::to_string(&self).unwrap_or_default();
+        format!("{json}\n")
+    }
 }
 
 /// What the daemon is sent of a hook's input: what it decides on, without file contents.
@@ -124,20 +211,17 @@ fn payload(event: HookEvent, input: Value) -> Value {
             keep(&mut out, "tool_use_id");
             let mut tool_input = input.get("tool_input").cloned().unwrap_or(Value::Null);
             if let Some(map) = tool_input.as_object_mut() {
-                map.retain(|k, _| !CONTENT_KEYS.contains(&k.as_str()));
+                map.retain(|k, _| !CONTENT_KEYS.iter().any(|c| *c == *k));
             }
             out.insert("tool_input".into(), tool_input);
         }
         HookEvent::Stop => {
             keep(&mut out, "stop_hook_active");
-            let message = input
-                .get("last_assistant_message")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .or_else(|| {
-                    let path = input.get("transcript_path")?.as_str()?;
-                    last_assistant_text(Path::new(path))
-                });
+            let stop: StopInput = serde_json::from_value(input.clone()).unwrap_or_default();
+            let message = stop.last_assistant_message.or_else(|| {
+                let path = stop.transcript_path?;
+                last_assistant_text(&path)
+            });
             if let Some(message) = message {
                 out.insert("last_assistant_message".into(), tail(&message).into());
             }
@@ -163,18 +247,22 @@ pub fn last_assistant_text(transcript: &Path) -> Option<String> {
     let mut last = None;
     for line in std::io::BufReader::new(file).lines() {
         let Ok(line) = line else { break };
-        let Ok(entry) = serde_json::from_str::<Value>(&line) else {
+        let Ok(entry) = serde_json::from_str::<TranscriptEntry>(&line) else {
             continue;
         };
-        if entry["type"] != "assistant" {
+        if entry.kind != "assistant" {
             continue;
         }
-        let text: Vec<&str> = entry["message"]["content"]
-            .as_array()
+        let Some(TranscriptMessage {
+            content: Content::Blocks(blocks),
+        }) = entry.message
+        else {
+            continue;
+        };
+        let text: Vec<String> = blocks
             .into_iter()
-            .flatten()
-            .filter(|c| c["type"] == "text")
-            .filter_map(|c| c["text"].as_str())
+            .filter(|b| b.kind.as_deref() == Some("text"))
+            .filter_map(|b| b.text)
             .collect();
         if !text.is_empty() {
             last = Some(text.join("\n"));
@@ -184,7 +272,7 @@ pub fn last_assistant_text(transcript: &Path) -> Option<String> {
 }
 
 /// Turns the daemon's answer (or the failure to get one) into Claude Code's hook output.
-pub fn answer(event: HookEvent, asked: Result<HookAnswer, String>, env: &HookEnv) -> HookOutput {
+pub fn answer(event: HookEvent, asked: Result<HookAnswer, HookError>, env: &HookEnv) -> HookOutput {
     match (event, asked) {
         (HookEvent::PreToolUse, Ok(a)) => {
             let decision = match a.decision {
@@ -195,14 +283,17 @@ pub fn answer(event: HookEvent, asked: Result<HookAnswer, String>, env: &HookEnv
                 "allow" => "allowed by catalyst".into(),
                 _ => "denied by catalyst".into(),
             });
-            let out = json!({"hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": decision,
-                "permissionDecisionReason": reason,
-            }});
+            let out = ClaudeHookOutput {
+                hook_specific_output: HookSpecificOutput {
+                    additional_context: None,
+                    hook_event_name: "PreToolUse".into(),
+                    permission_decision: Some(decision.into()),
+                    permission_decision_reason: Some(reason),
+                },
+            };
             HookOutput {
                 code: 0,
-                stdout: format!("{out}\n"),
+                stdout: out.line(),
                 stderr: String::new(),
             }
         }
@@ -234,13 +325,17 @@ pub fn answer(event: HookEvent, asked: Result<HookAnswer, String>, env: &HookEnv
             if context.is_empty() {
                 return HookOutput::default();
             }
-            let out = json!({"hookSpecificOutput": {
-                "hookEventName": "SessionStart",
-                "additionalContext": context,
-            }});
+            let out = ClaudeHookOutput {
+                hook_specific_output: HookSpecificOutput {
+                    additional_context: Some(context),
+                    hook_event_name: "SessionStart".into(),
+                    permission_decision: None,
+                    permission_decision_reason: None,
+                },
+            };
             HookOutput {
                 code: 0,
-                stdout: format!("{out}\n"),
+                stdout: out.line(),
                 stderr: String::new(),
             }
         }
@@ -269,6 +364,7 @@ fn fallback_context(env: &HookEnv) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn env() -> HookEnv {
         HookEnv {
@@ -279,8 +375,14 @@ mod tests {
         }
     }
 
-    fn json_of(out: &HookOutput) -> Value {
-        serde_json::from_str(&out.stdout).expect("JSON on stdout")
+    fn json_of(out: &HookOutput) -> HookSpecificOutput {
+        serde_json::from_str::<ClaudeHookOutput>(&out.stdout)
+            .expect("Claude Code's hook output on stdout")
+            .hook_specific_output
+    }
+
+    fn gone() -> HookError {
+        HookError::Ask(ClientError::Closed)
     }
 
     #[test]
@@ -293,10 +395,12 @@ mod tests {
         let out = answer(HookEvent::PreToolUse, Ok(deny), &env());
         assert_eq!(out.code, 0);
         let v = json_of(&out);
-        assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+        assert_eq!(v.permission_decision.as_deref(), Some("deny"));
+        assert_eq!(v.permission_decision_reason.as_deref(), Some("read-only"));
         assert_eq!(
-            v["hookSpecificOutput"]["permissionDecisionReason"],
-            "read-only"
+            out.stdout,
+            "{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"deny\",\"permissionDecisionReason\":\"read-only\"}}\n",
+            "the keys in the order they have always had"
         );
 
         let allow = HookAnswer {
@@ -304,11 +408,11 @@ mod tests {
             ..Default::default()
         };
         let v = json_of(&answer(HookEvent::PreToolUse, Ok(allow), &env()));
-        assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "allow");
+        assert_eq!(v.permission_decision.as_deref(), Some("allow"));
 
-        let unreachable = answer(HookEvent::PreToolUse, Err("gone".into()), &env());
+        let unreachable = answer(HookEvent::PreToolUse, Err(gone()), &env());
         assert_eq!(unreachable.code, 2, "no daemon: denied");
-        assert!(unreachable.stderr.contains("gone"));
+        assert!(unreachable.stderr.contains("closed the connection"));
 
         let block = HookAnswer {
             decision: Some(HookDecision::Block),
@@ -317,21 +421,16 @@ mod tests {
         };
         let out = answer(HookEvent::Stop, Ok(block), &env());
         assert_eq!((out.code, out.stderr.trim()), (2, "missing `STATUS`"));
-        assert_eq!(answer(HookEvent::Stop, Err("gone".into()), &env()).code, 0);
+        assert_eq!(answer(HookEvent::Stop, Err(gone()), &env()).code, 0);
 
         let context = HookAnswer {
             additional_context: Some("step cat-1.review".into()),
             ..Default::default()
         };
         let v = json_of(&answer(HookEvent::SessionStart, Ok(context), &env()));
-        assert_eq!(
-            v["hookSpecificOutput"]["additionalContext"],
-            "step cat-1.review"
-        );
-        let v = json_of(&answer(HookEvent::SessionStart, Err("gone".into()), &env()));
-        let text = v["hookSpecificOutput"]["additionalContext"]
-            .as_str()
-            .unwrap_or_default();
+        assert_eq!(v.additional_context.as_deref(), Some("step cat-1.review"));
+        let v = json_of(&answer(HookEvent::SessionStart, Err(gone()), &env()));
+        let text = v.additional_context.unwrap_or_default();
         assert!(
             text.contains("cat-1.review") && text.contains("context.md"),
             "{text}"
@@ -366,12 +465,14 @@ mod tests {
         std::fs::write(&transcript, text.join("\n") + "\nnot json\n").expect("write");
         let input = json!({"stop_hook_active": false, "transcript_path": transcript});
         let sent = payload(HookEvent::Stop, input);
-        assert_eq!(sent["last_assistant_message"], "the end");
-        assert_eq!(sent["stop_hook_active"], false);
+        assert_eq!(
+            sent,
+            json!({"stop_hook_active": false, "last_assistant_message": "the end"})
+        );
         let given = json!({"last_assistant_message": "given", "transcript_path": transcript});
         assert_eq!(
-            payload(HookEvent::Stop, given)["last_assistant_message"],
-            "given"
+            payload(HookEvent::Stop, given).get("last_assistant_message"),
+            Some(&json!("given"))
         );
     }
 

@@ -2,34 +2,55 @@
 //! run folder (what the agent was given and what it did) and the journal (when it was
 //! dispatched, with which model).
 //!
-//! The run folder part is read by the engine when it answers `show`; the journal part is added
-//! by the connection task afterwards ([`add_dispatches`]), since scanning a long journal must
-//! not hold up the engine.
+//! Read by the connection task ([`add_runs`]) on top of the engine's `show`: reading run
+//! folders and scanning a long journal must not hold up the engine.
 
 use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 use crate::daemon::agent::{PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
 use crate::daemon::store::JOURNAL_FILE;
 use crate::daemon::Paths;
+use crate::domain::agent::report::Exit;
 use crate::domain::context::{CONTEXT_JSON, CONTEXT_MD};
+use crate::domain::event::{Event, EventBody};
 use crate::domain::id::BeadId;
+use crate::domain::time::Timestamp;
+use crate::protocol::{GateCommand, RunFiles, RunRecord, ShowAnswer};
 
-/// The run folder's files an audit names, by the key it names them with.
-const FILES: [(&str, &str); 9] = [
-    ("prompt", PROMPT_FILE),
-    ("context", CONTEXT_MD),
-    ("context_json", CONTEXT_JSON),
-    ("settings", "settings.json"),
-    ("stdout", STDOUT_FILE),
-    ("stderr", STDERR_FILE),
-    ("report", "report.json"),
-    ("result", "result.json"),
-    ("base", "base"),
-];
+/// Adds every attempt of every step to a `show` answer: the run folders' records, and when and
+/// with which model each attempt was dispatched.
+pub fn add_runs(show: &mut ShowAnswer, paths: &Paths) {
+    let found = dispatches(&paths.state, show.id.as_str());
+    for step in &mut show.steps {
+        let Some(detail) = &mut step.detail else {
+            continue;
+        };
+        let mut records = runs(paths, &show.id, &detail.step, detail.attempts);
+        for record in &mut records {
+            if let Some((ts, model)) = found.get(&(step.id.to_string(), record.attempt)) {
+                record.dispatched_at = Some(*ts);
+                record.model = Some(model.clone());
+            }
+        }
+        detail.runs = Some(records);
+    }
+}
+
+/// Every attempt of `step` (its id within the formula) of bead `work`, from the run folders.
+///
+/// Each record has the attempt, its folder, the paths of the files there (only those that
+/// exist), the agent's report and the daemon's result as stored, and flattened for people:
+/// `exit`, `duration_ms`, `cost_usd`, `outcome`, `status`, `verdict`, `summary`, `reason`,
+/// `commit`. A gate's attempt lists its `commands` with their output files instead.
+pub fn runs(paths: &Paths, work: &BeadId, step: &str, attempts: u32) -> Vec<RunRecord> {
+    (1..=attempts)
+        .map(|attempt| run(&paths.run_dir(work, step, attempt), attempt))
+        .collect()
+}
 
 fn read_json(path: &Path) -> Value {
     std::fs::read(path)
@@ -38,70 +59,78 @@ fn read_json(path: &Path) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// Every attempt of `step` (its id within the formula) of bead `work`, from the run folders.
-///
-/// Each record has the attempt, its folder, the paths of the files there (`files`: prompt,
-/// context, stdout, stderr, …, only those that exist), the agent's report and the daemon's
-/// result as stored, and flattened for people: `exit`, `duration_ms`, `cost_usd`, `outcome`,
-/// `status`, `verdict`, `summary`, `reason`, `commit`. A gate's attempt lists its `commands`
-/// with their output files instead.
-pub fn runs(paths: &Paths, work: &BeadId, step: &str, attempts: u32) -> Vec<Value> {
-    (1..=attempts)
-        .map(|attempt| run(&paths.run_dir(work, step, attempt), attempt))
-        .collect()
+/// The string at `path` in `value`, if there is one.
+fn text(value: &Value, path: &[&str]) -> Option<String> {
+    let mut at = value;
+    for key in path {
+        at = at.get(key)?;
+    }
+    at.as_str().map(str::to_owned)
 }
 
-fn run(dir: &Path, attempt: u32) -> Value {
+fn number(value: &Value, key: &str) -> Option<u64> {
+    value.get(key).and_then(Value::as_u64)
+}
+
+fn run(dir: &Path, attempt: u32) -> RunRecord {
     let report = read_json(&dir.join("report.json"));
     let result = read_json(&dir.join("result.json"));
-    let outcome = &result["outcome"];
-    let mut record = json!({
-        "attempt": attempt,
-        "run_dir": dir,
-        "files": files(dir),
-        "report": report,
-        "result": result,
-        "exit": serde_json::from_value::<crate::domain::agent::report::Exit>(report["exit"].clone())
-            .map_or(Value::Null, |e| json!(e.to_string())),
-        "duration_ms": report["duration_ms"],
-        "cost_usd": report["cost_usd"],
-        "outcome": outcome["type"],
-        "status": outcome["result"]["status"],
-        "verdict": outcome["result"]["verdict"],
-        "summary": outcome["result"]["summary"],
-        "reason": outcome["reason"],
-        "commit": result["commit"],
-    });
-    if let Some(commands) = result["commands"].as_array() {
-        record["commands"] = json!(commands
-            .iter()
-            .map(|c| {
-                let mut c = c.clone();
-                if let Some(d) = c["dir"].as_str().map(PathBuf::from) {
-                    c["files"] = files(&d);
-                }
-                c
-            })
-            .collect::<Vec<_>>());
-        record["exit"] = result["exit"].clone();
-        record["duration_ms"] = result["duration_ms"].clone();
+    let commands = result
+        .get("commands")
+        .and_then(|c| serde_json::from_value::<Vec<GateCommand>>(c.clone()).ok());
+    let mut record = RunRecord {
+        attempt,
+        commands: None,
+        commit: text(&result, &["commit"]),
+        cost_usd: report.get("cost_usd").and_then(Value::as_f64),
+        dispatched_at: None,
+        duration_ms: number(&report, "duration_ms"),
+        exit: report
+            .get("exit")
+            .and_then(|e| serde_json::from_value::<Exit>(e.clone()).ok())
+            .map(|e| e.to_string()),
+        files: files(dir),
+        model: None,
+        outcome: text(&result, &["outcome", "type"]),
+        reason: text(&result, &["outcome", "reason"]),
+        report: Value::Null,
+        result: Value::Null,
+        run_dir: dir.to_owned(),
+        status: text(&result, &["outcome", "result", "status"]),
+        summary: text(&result, &["outcome", "result", "summary"]),
+        verdict: text(&result, &["outcome", "result", "verdict"]),
+    };
+    if let Some(mut commands) = commands {
+        for c in &mut commands {
+            c.files = Some(files(&c.dir));
+        }
+        record.commands = Some(commands);
+        record.exit = text(&result, &["exit"]);
+        record.duration_ms = number(&result, "duration_ms");
     }
+    record.report = report;
+    record.result = result;
     record
 }
 
-fn files(dir: &Path) -> Value {
-    let found: Map<String, Value> = FILES
-        .iter()
-        .map(|(key, name)| (key, dir.join(name)))
-        .filter(|(_, path)| path.exists())
-        .map(|(key, path)| ((*key).to_owned(), json!(path)))
-        .collect();
-    Value::Object(found)
+fn files(dir: &Path) -> RunFiles {
+    let at = |name: &str| Some(dir.join(name)).filter(|p| p.exists());
+    RunFiles {
+        base: at("base"),
+        context: at(CONTEXT_MD),
+        context_json: at(CONTEXT_JSON),
+        prompt: at(PROMPT_FILE),
+        report: at("report.json"),
+        result: at("result.json"),
+        settings: at("settings.json"),
+        stderr: at(STDERR_FILE),
+        stdout: at(STDOUT_FILE),
+    }
 }
 
 /// When and with which model each attempt of a bead's steps was dispatched, from every journal
 /// segment in the state folder: `(step id, attempt) → (ts, model)`.
-pub fn dispatches(state: &Path, bead: &str) -> HashMap<(String, u64), (Value, Value)> {
+pub fn dispatches(state: &Path, bead: &str) -> HashMap<(String, u32), (Timestamp, Option<String>)> {
     let mut segments: Vec<PathBuf> = std::fs::read_dir(state)
         .into_iter()
         .flatten()
@@ -128,50 +157,29 @@ pub fn dispatches(state: &Path, bead: &str) -> HashMap<(String, u64), (Value, Va
             if !line.contains("\"step.dispatched\"") || !line.contains(&quoted) {
                 continue;
             }
-            let Ok(event) = serde_json::from_str::<Value>(&line) else {
+            let Ok(event) = serde_json::from_str::<Event>(&line) else {
                 continue;
             };
-            if event["bead"] != bead {
-                continue;
+            if let EventBody::StepDispatched {
+                bead: b,
+                step,
+                attempt,
+                model,
+            } = event.body
+            {
+                if b.as_str() == bead {
+                    out.insert((step.to_string(), attempt), (event.ts, model));
+                }
             }
-            let (Some(step), Some(attempt)) = (event["step"].as_str(), event["attempt"].as_u64())
-            else {
-                continue;
-            };
-            out.insert(
-                (step.to_owned(), attempt),
-                (event["ts"].clone(), event["model"].clone()),
-            );
         }
     }
     out
 }
 
-/// Adds `dispatched_at` and `model` from the journal to every run of a `show --runs` answer.
-pub fn add_dispatches(show: &mut Value, state: &Path) {
-    let Some(bead) = show["bead"]["id"].as_str().map(str::to_owned) else {
-        return;
-    };
-    let found = dispatches(state, &bead);
-    for step in show["steps"].as_array_mut().into_iter().flatten() {
-        let Some(id) = step["id"].as_str().map(str::to_owned) else {
-            continue;
-        };
-        for run in step["runs"].as_array_mut().into_iter().flatten() {
-            let Some(attempt) = run["attempt"].as_u64() else {
-                continue;
-            };
-            if let Some((ts, model)) = found.get(&(id.clone(), attempt)) {
-                run["dispatched_at"] = ts.clone();
-                run["model"] = model.clone();
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn dispatches_are_read_from_every_segment_in_order() {
@@ -199,22 +207,17 @@ mod tests {
         .expect("live");
         let found = dispatches(dir.path(), "cat-1");
         assert_eq!(found.len(), 2);
-        assert_eq!(found[&("cat-1.implement".to_owned(), 1)].1, "sonnet");
+        let model = |attempt| found[&("cat-1.implement".to_owned(), attempt)].1.clone();
+        assert_eq!(model(1).as_deref(), Some("sonnet"));
         assert_eq!(
-            found[&("cat-1.implement".to_owned(), 2)].1,
-            "opus",
+            model(2).as_deref(),
+            Some("opus"),
             "the later dispatch of an attempt wins"
         );
-
-        let mut show = json!({"bead": {"id": "cat-1"}, "steps": [
-            {"id": "cat-1.implement", "runs": [{"attempt": 1}, {"attempt": 2}, {"attempt": 3}]},
-        ]});
-        add_dispatches(&mut show, dir.path());
-        let runs = &show["steps"][0]["runs"];
-        assert_eq!(runs[0]["model"], "sonnet");
-        assert_eq!(runs[1]["model"], "opus");
-        assert_eq!(runs[1]["dispatched_at"], "2026-01-01T00:00:03Z");
-        assert!(runs[2].get("model").is_none());
+        assert_eq!(
+            found[&("cat-1.implement".to_owned(), 2)].0.to_string(),
+            "2026-01-01T00:00:03Z"
+        );
     }
 
     #[test]
@@ -236,14 +239,14 @@ mod tests {
         )
         .expect("result");
         let r = run(&run_dir, 1);
-        assert_eq!(r["files"]["prompt"], json!(run_dir.join(PROMPT_FILE)));
-        assert_eq!(r["files"]["context"], json!(run_dir.join(CONTEXT_MD)));
-        assert!(r["files"].get("stderr").is_none(), "only files that exist");
-        assert_eq!(r["exit"], "exit code 0");
-        assert_eq!(r["duration_ms"], 12);
-        assert_eq!(r["cost_usd"], 0.5);
-        assert_eq!(r["outcome"], "finished");
-        assert_eq!(r["summary"], "did it");
-        assert_eq!(r["commit"], "abc");
+        assert_eq!(r.files.prompt, Some(run_dir.join(PROMPT_FILE)));
+        assert_eq!(r.files.context, Some(run_dir.join(CONTEXT_MD)));
+        assert_eq!(r.files.stderr, None, "only files that exist");
+        assert_eq!(r.exit.as_deref(), Some("exit code 0"));
+        assert_eq!(r.duration_ms, Some(12));
+        assert_eq!(r.cost_usd, Some(0.5));
+        assert_eq!(r.outcome.as_deref(), Some("finished"));
+        assert_eq!(r.summary.as_deref(), Some("did it"));
+        assert_eq!(r.commit.as_deref(), Some("abc"));
     }
 }

@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use futures::{SinkExt, StreamExt};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::fs::File;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncSeekExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -24,9 +24,13 @@ use tokio_util::task::TaskTracker;
 use crate::daemon::engine::EngineHandle;
 use crate::daemon::Paths;
 use crate::protocol::{
-    parse_request, ErrorCode, Hello, LogsParams, Method, Response, RpcError, SubscribeParams,
-    MAX_LINE,
+    parse_request, Answer, ConnectionMethod, EngineRequest, ErrorCode, Hello, IdParams, LogData,
+    LogEnd, LogsOpened, LogsParams, Response, Route, RpcError, Stopping, StreamEnd,
+    SubscribeParams, Subscribed, MAX_LINE,
 };
+
+/// An error line, which has no result.
+type ErrorLine = Response<()>;
 
 /// Binds the control socket at `path`: the folder is made private (0700), a stale socket
 /// left by a dead daemon is replaced, and the socket itself is 0600.
@@ -176,7 +180,7 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
                 shared.uid
             ),
         );
-        return send(&mut conn, &Response::err(Value::Null, error)).await;
+        return send(&mut conn, &ErrorLine::err(Value::Null, error)).await;
     }
     send(&mut conn, &Hello::new()).await?;
     loop {
@@ -192,12 +196,12 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
                     ErrorCode::TooLarge,
                     format!("a request line may be at most {MAX_LINE} bytes"),
                 );
-                send(&mut conn, &Response::err(Value::Null, error)).await?;
+                send(&mut conn, &ErrorLine::err(Value::Null, error)).await?;
                 continue;
             }
             Some(Ok(Line::NotUtf8)) => {
                 let error = RpcError::bad_request("a request line must be UTF-8");
-                send(&mut conn, &Response::err(Value::Null, error)).await?;
+                send(&mut conn, &ErrorLine::err(Value::Null, error)).await?;
                 continue;
             }
             Some(Err(e)) => return Err(codec_io(e)),
@@ -208,47 +212,52 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
         let request = match parse_request(line.as_bytes()) {
             Ok(r) => r,
             Err((id, error)) => {
-                send(&mut conn, &Response::err(id, error)).await?;
+                send(&mut conn, &ErrorLine::err(id, error)).await?;
                 continue;
             }
         };
         let id = request.id;
-        match request.method {
-            Method::Subscribe(p) => return subscribe(conn, id, p, &shared).await,
-            Method::Logs(p) if p.follow => return logs(conn, id, p, &shared, true).await,
-            Method::Logs(p) => logs(&mut conn, id, p, &shared, false).await?,
-            Method::Shutdown => {
-                send(&mut conn, &Response::ok(id, json!({"stopping": true}))).await?;
+        let method = match request.method.route() {
+            Route::Engine(request) => {
+                let answer = shared.engine.request(request).await;
+                send(&mut conn, &Response::answer(id, answer)).await?;
+                continue;
+            }
+            Route::Connection(method) => method,
+        };
+        match method {
+            ConnectionMethod::Subscribe(p) => return subscribe(conn, id, p, &shared).await,
+            ConnectionMethod::Logs(p) if p.follow => return logs(conn, id, p, &shared, true).await,
+            ConnectionMethod::Logs(p) => logs(&mut conn, id, p, &shared, false).await?,
+            ConnectionMethod::Shutdown => {
+                let answer = Stopping { stopping: true };
+                send(&mut conn, &Response::ok(id, answer)).await?;
                 shared.shutdown.cancel();
                 return Ok(());
             }
-            method => {
-                let audit = matches!(&method, Method::Show(p) if p.runs);
-                let mut answer = shared.engine.request(method).await;
-                if audit {
-                    answer = add_dispatches(answer, &shared.paths).await;
-                }
-                let response = match answer {
-                    Ok(result) => Response::ok(id, result),
-                    Err(error) => Response::err(id, error),
-                };
-                send(&mut conn, &response).await?;
+            ConnectionMethod::ShowRuns(p) => {
+                let answer = show_runs(p, &shared).await;
+                send(&mut conn, &Response::answer(id, answer)).await?;
             }
         }
     }
 }
 
-/// Adds each attempt's dispatch (time, model) from the journal to a `show --runs` answer,
-/// outside the engine, which must not wait on a long journal.
-async fn add_dispatches(answer: Result<Value, RpcError>, paths: &Paths) -> Result<Value, RpcError> {
-    let mut result = answer?;
-    let state = paths.state.clone();
+/// `show --runs`: the engine's `show`, then every attempt from the run folders and the
+/// journal, read here: the engine must not wait on files.
+async fn show_runs(p: IdParams, shared: &Shared) -> Result<Answer, RpcError> {
+    let Answer::Show(mut show) = shared.engine.request(EngineRequest::Show(p)).await? else {
+        return Err(RpcError::internal(
+            "the engine answered `show` with something else",
+        ));
+    };
+    let paths = shared.paths.clone();
     tokio::task::spawn_blocking(move || {
-        crate::daemon::audit::add_dispatches(&mut result, &state);
-        result
+        crate::daemon::audit::add_runs(&mut show, &paths);
+        Answer::Show(show)
     })
     .await
-    .map_err(|e| RpcError::internal(format!("reading the journal failed: {e}")))
+    .map_err(|e| RpcError::internal(format!("reading the run folders failed: {e}")))
 }
 
 /// Streams journal events: replay from `since` out of the journal file, then follow it as the
@@ -263,11 +272,11 @@ async fn subscribe(
     let since = p.since.unwrap_or(*seq.borrow());
     let types = p.types.clone();
     let bead = p.bead.clone();
-    send(
-        &mut conn,
-        &Response::ok(id, json!({"subscribed": true, "since": since})),
-    )
-    .await?;
+    let answer = Subscribed {
+        since,
+        subscribed: true,
+    };
+    send(&mut conn, &Response::ok(id, answer)).await?;
     let mut file = BufReader::new(File::open(&shared.engine.journal).await?);
     let mut partial = String::new();
     let mut caught_up = false;
@@ -299,7 +308,7 @@ async fn subscribe(
         conn.flush().await.map_err(codec_io)?;
         if !p.follow {
             let last = *seq.borrow();
-            return send(&mut conn, &json!({"type": "end", "seq": last})).await;
+            return send(&mut conn, &StreamEnd::new(last)).await;
         }
         tokio::select! {
             () = shared.shutdown.cancelled() => return Ok(()),
@@ -397,9 +406,10 @@ async fn logs<C: std::borrow::BorrowMut<Conn>>(
     let conn = conn.borrow_mut();
     let path = match run_output(&shared.paths, &p) {
         Ok(path) => path,
-        Err(error) => return send(conn, &Response::err(id, error)).await,
+        Err(error) => return send(conn, &ErrorLine::err(id, error)).await,
     };
-    send(conn, &Response::ok(id, json!({"file": path}))).await?;
+    let answer = LogsOpened { file: path.clone() };
+    send(conn, &Response::ok(id, answer)).await?;
     let (tx, mut changed) = watch::channel(());
     let _watcher = if follow {
         crate::daemon::fswatch::file_changes(&path, tx)
@@ -418,10 +428,10 @@ async fn logs<C: std::borrow::BorrowMut<Conn>>(
             }
             offset += n as u64;
             let data = String::from_utf8_lossy(&buf[..n]).into_owned();
-            send(conn, &json!({"type": "log", "data": data})).await?;
+            send(conn, &LogData::new(data)).await?;
         }
         if !follow {
-            return send(conn, &json!({"type": "log.end"})).await;
+            return send(conn, &LogEnd::default()).await;
         }
         tokio::select! {
             () = shared.shutdown.cancelled() => return Ok(()),

@@ -6,4 +6,5 @@ mod control;
 mod gates;
 mod guardrails;
 mod scheduling;
+mod wire;
 mod workflow;

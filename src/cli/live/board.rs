@@ -5,30 +5,47 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 
 use crate::cli::render::{progress_bar, render_event};
+use crate::domain::event::{Event, EventBody};
+use crate::domain::id::BeadId;
+use crate::domain::model::Status;
+use crate::protocol::{BeadList, StatusAnswer};
 
 /// Events kept for the bottom of the screen.
 const RECENT: usize = 8;
 
-#[derive(Debug, Default, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 struct Work {
     title: String,
-    status: String,
+    status: Status,
     /// Step id → status, for the progress bar.
-    steps: BTreeMap<String, String>,
+    steps: BTreeMap<String, Status>,
     /// A molecule poured before we looked, whose steps we only know by count.
     known_done: u64,
     known_total: u64,
 }
 
 impl Work {
+    fn new(title: String, status: Status) -> Work {
+        Work {
+            title,
+            status,
+            steps: BTreeMap::new(),
+            known_done: 0,
+            known_total: 0,
+        }
+    }
+
     fn progress(&self) -> (u64, u64) {
         if self.steps.is_empty() {
             return (self.known_done, self.known_total);
         }
-        let done = self.steps.values().filter(|s| *s == "closed").count() as u64;
+        let done = self
+            .steps
+            .values()
+            .filter(|s| **s == Status::Closed)
+            .count() as u64;
         (done, self.steps.len() as u64)
     }
 
@@ -36,15 +53,15 @@ impl Work {
     fn current(&self) -> Option<&str> {
         self.steps
             .iter()
-            .find(|(_, s)| *s == "in_progress" || *s == "blocked")
+            .find(|(_, s)| **s == Status::InProgress || **s == Status::Blocked)
             .map(|(id, _)| id.rsplit_once('.').map_or(id.as_str(), |(_, n)| n))
     }
 }
 
 #[derive(Debug, Clone, PartialEq)]
 struct Run {
-    step: String,
-    attempt: u64,
+    step: BeadId,
+    attempt: u32,
     model: Option<String>,
     since: DateTime<Utc>,
 }
@@ -61,58 +78,54 @@ pub struct Board {
     recent: VecDeque<String>,
 }
 
-fn text(v: &Value) -> String {
-    v.as_str().unwrap_or("").to_owned()
-}
-
 impl Board {
     /// The starting point: `status`, `list` of work beads and `list --steps` (everything).
-    pub fn new(status: &Value, work: &Value, all: &Value, now: DateTime<Utc>) -> Board {
+    pub fn new(
+        status: &StatusAnswer,
+        work: &BeadList,
+        all: &BeadList,
+        now: DateTime<Utc>,
+    ) -> Board {
         let mut board = Board {
-            seq: status["seq"].as_u64().unwrap_or(0),
+            seq: status.seq,
             header: format!(
                 "catalystd {} (pid {}) on {}",
-                text(&status["version"]),
-                status["pid"],
-                text(&status["workspace"])
+                status.version,
+                status.pid,
+                status.workspace.display()
             ),
             ..Board::default()
         };
-        for b in work["beads"].as_array().into_iter().flatten() {
-            board.work.insert(
-                text(&b["id"]),
-                Work {
-                    title: text(&b["title"]),
-                    status: text(&b["status"]),
-                    known_done: b["done"].as_u64().unwrap_or(0),
-                    known_total: b["total"].as_u64().unwrap_or(0),
-                    ..Work::default()
-                },
-            );
+        for b in &work.beads {
+            let w = Work {
+                known_done: b.done,
+                known_total: b.total,
+                ..Work::new(b.title.clone(), b.status.clone())
+            };
+            board.work.insert(b.id.to_string(), w);
         }
-        for s in all["beads"].as_array().into_iter().flatten() {
-            let id = text(&s["id"]);
+        for s in &all.beads {
+            let id = s.id.to_string();
             if board.work.contains_key(&id) {
                 continue;
             }
             if let Some(owner) = board.owner_of(&id) {
-                board.add_step(&owner, &id, &text(&s["status"]));
+                board.add_step(&owner, &id, s.status.clone());
             }
         }
-        for r in status["running"].as_array().into_iter().flatten() {
-            let elapsed = chrono::Duration::milliseconds(r["elapsed_ms"].as_i64().unwrap_or(0));
-            board.running.insert(
-                text(&r["bead"]),
-                Run {
-                    step: text(&r["step"]),
-                    attempt: r["attempt"].as_u64().unwrap_or(0),
-                    model: r["model"].as_str().map(str::to_owned),
-                    since: now - elapsed,
-                },
-            );
+        for r in &status.running {
+            let elapsed = chrono::Duration::milliseconds(i64::try_from(r.elapsed_ms).unwrap_or(0));
+            let run = Run {
+                step: r.step.clone(),
+                attempt: r.attempt,
+                model: r.model.clone(),
+                since: now - elapsed,
+            };
+            let bead = r.bead.as_ref().map(ToString::to_string).unwrap_or_default();
+            board.running.insert(bead, run);
         }
-        for w in status["waiting_approval"].as_array().into_iter().flatten() {
-            board.approvals.insert(text(w));
+        for w in &status.waiting_approval {
+            board.approvals.insert(w.to_string());
         }
         board
     }
@@ -129,101 +142,102 @@ impl Board {
             .map(str::to_owned)
     }
 
-    fn add_step(&mut self, work: &str, step: &str, status: &str) {
+    fn add_step(&mut self, work: &str, step: &str, status: Status) {
         self.owner.insert(step.to_owned(), work.to_owned());
         if let Some(w) = self.work.get_mut(work) {
-            w.steps.insert(step.to_owned(), status.to_owned());
+            w.steps.insert(step.to_owned(), status);
         }
     }
 
     /// Folds one event.
-    pub fn apply(&mut self, e: &Value) {
-        if let Some(seq) = e["seq"].as_u64() {
-            if seq <= self.seq {
-                return;
-            }
-            self.seq = seq;
+    pub fn apply(&mut self, e: &Event) {
+        if e.seq <= self.seq {
+            return;
         }
-        let bead = text(&e["bead"]);
-        match e["type"].as_str().unwrap_or("") {
-            "bead.created" => {
-                let b = &e["bead"];
-                if b["metadata"]["catalyst"].is_null() {
-                    self.work.insert(
-                        text(&b["id"]),
-                        Work {
-                            title: text(&b["title"]),
-                            status: text(&b["status"]),
-                            ..Work::default()
-                        },
-                    );
-                }
-            }
-            "molecule.poured" => {
-                if let Some(w) = self.work.get_mut(&bead) {
-                    w.status = "in_progress".into();
-                    w.steps.clear();
-                }
-                for s in e["steps"].as_array().into_iter().flatten() {
-                    self.add_step(&bead, &text(&s["id"]), &text(&s["status"]));
-                }
-            }
-            "fix.created" => {
-                let s = &e["step"];
-                self.add_step(&bead, &text(&s["id"]), &text(&s["status"]));
-            }
-            "bead.status" => {
-                let id = text(&e["id"]);
-                let status = text(&e["status"]);
-                if status != "in_progress" {
-                    self.approvals.remove(&id);
-                }
-                if let Some(owner) = self.owner.get(&id).cloned() {
-                    self.add_step(&owner, &id, &status);
-                } else if let Some(w) = self.work.get_mut(&id) {
-                    w.status = status;
-                }
-            }
-            "step.dispatched" => {
-                // The fold marks the step in progress without a `bead.status` of its own.
-                let step = text(&e["step"]);
-                if let Some(owner) = self.owner_of(&step) {
-                    self.add_step(&owner, &step, "in_progress");
-                }
-                let since = e["ts"]
-                    .as_str()
-                    .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-                    .map_or_else(Utc::now, |t| t.with_timezone(&Utc));
-                self.running.insert(
-                    bead,
-                    Run {
-                        step: text(&e["step"]),
-                        attempt: e["attempt"].as_u64().unwrap_or(0),
-                        model: e["model"].as_str().map(str::to_owned),
-                        since,
-                    },
-                );
-            }
-            "step.finished" | "step.interrupted"
-                if self
-                    .running
-                    .get(&bead)
-                    .is_some_and(|r| r.step == text(&e["step"])) =>
-            {
-                self.running.remove(&bead);
-            }
-            "gate.waiting" => {
-                self.approvals.insert(text(&e["step"]));
-            }
-            "gate.passed" => {
-                self.approvals.remove(&text(&e["step"]));
-            }
-            _ => {}
-        }
+        self.seq = e.seq;
+        self.fold(e);
         self.recent.push_back(render_event(e));
         while self.recent.len() > RECENT {
             self.recent.pop_front();
         }
+    }
+
+    fn fold(&mut self, e: &Event) {
+        match &e.body {
+            EventBody::BeadCreated { bead } if !bead.is_step() => {
+                let work = Work::new(bead.title.clone(), bead.status.clone());
+                self.work.insert(bead.id.to_string(), work);
+            }
+            EventBody::MoleculePoured { bead, steps, .. } => {
+                let bead = bead.to_string();
+                if let Some(w) = self.work.get_mut(&bead) {
+                    w.status = Status::InProgress;
+                    w.steps.clear();
+                }
+                for s in steps {
+                    self.add_step(&bead, s.id.as_str(), s.status.clone());
+                }
+            }
+            EventBody::FixCreated { bead, step, .. } => {
+                self.add_step(bead.as_str(), step.id.as_str(), step.status.clone());
+            }
+            EventBody::BeadStatus { id, status, .. } => {
+                let id = id.to_string();
+                if *status != Status::InProgress {
+                    self.approvals.remove(&id);
+                }
+                if let Some(owner) = self.owner.get(&id).cloned() {
+                    self.add_step(&owner, &id, status.clone());
+                } else if let Some(w) = self.work.get_mut(&id) {
+                    w.status = status.clone();
+                }
+            }
+            EventBody::StepDispatched {
+                bead,
+                step,
+                attempt,
+                model,
+            } => self.dispatched(e, bead, step, *attempt, model.clone()),
+            EventBody::StepFinished { bead, step, .. }
+            | EventBody::StepInterrupted { bead, step, .. }
+                if self
+                    .running
+                    .get(bead.as_str())
+                    .is_some_and(|r| r.step == *step) =>
+            {
+                self.running.remove(bead.as_str());
+            }
+            EventBody::GateWaiting { step, .. } => {
+                self.approvals.insert(step.to_string());
+            }
+            EventBody::GatePassed { step, .. } => {
+                self.approvals.remove(step.as_str());
+            }
+            _ => {}
+        }
+    }
+
+    fn dispatched(
+        &mut self,
+        e: &Event,
+        bead: &BeadId,
+        step: &BeadId,
+        attempt: u32,
+        model: Option<String>,
+    ) {
+        // The fold marks the step in progress without a `bead.status` of its own.
+        if let Some(owner) = self.owner_of(step.as_str()) {
+            self.add_step(&owner, step.as_str(), Status::InProgress);
+        }
+        let since = DateTime::parse_from_rfc3339(&e.ts.to_string())
+            .map_or_else(|_| Utc::now(), |t| t.with_timezone(&Utc));
+        let run = Run {
+            step: step.clone(),
+            attempt,
+            model,
+            since,
+        };
+        self.running.insert(bead.to_string(), run);
     }
 
     /// The screen, at most `height` lines of at most `width` characters.
@@ -233,11 +247,11 @@ impl Board {
             "q or Ctrl-C to quit".to_owned(),
             String::new(),
         ];
-        let order = |s: &str| match s {
-            "in_progress" => 0,
-            "blocked" => 1,
-            "open" => 2,
-            "closed" => 4,
+        let order = |s: &Status| match s {
+            Status::InProgress => 0,
+            Status::Blocked => 1,
+            Status::Open => 2,
+            Status::Closed => 4,
             _ => 3,
         };
         let mut work: Vec<(&String, &Work)> = self.work.iter().collect();
@@ -248,7 +262,7 @@ impl Board {
             let (done, total) = w.progress();
             lines.push(format!(
                 "  {id:<14} {:<12} {:<20} {:<10} {}",
-                w.status,
+                w.status.to_string(),
                 progress_bar(done, total, 10),
                 w.current().unwrap_or(""),
                 w.title
@@ -292,7 +306,9 @@ impl Board {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::domain::model::Bead;
+    use crate::domain::time::Timestamp;
+    use crate::protocol::BeadSummary;
 
     fn now() -> DateTime<Utc> {
         DateTime::parse_from_rfc3339("2026-01-01T00:01:05Z")
@@ -300,20 +316,104 @@ mod tests {
             .with_timezone(&Utc)
     }
 
+    fn ts() -> Timestamp {
+        Timestamp::parse("2026-01-01T00:00:00Z").unwrap()
+    }
+
+    fn id(s: &str) -> BeadId {
+        BeadId::new(s).unwrap()
+    }
+
+    fn event(seq: u64, body: EventBody) -> Event {
+        Event {
+            seq,
+            ts: ts(),
+            more: false,
+            body,
+        }
+    }
+
+    fn status(seq: u64) -> StatusAnswer {
+        StatusAnswer {
+            active: vec![],
+            beads: BTreeMap::new(),
+            paused: false,
+            paused_models: vec![],
+            pid: 7,
+            ready: 0,
+            running: vec![],
+            seq,
+            steps: 0,
+            stopping: false,
+            storage_error: None,
+            version: "0.1.0".into(),
+            waiting_approval: vec![],
+            workspace: "/w".into(),
+        }
+    }
+
+    fn summary(bead: &str, status: Status, done: u64, total: u64) -> BeadSummary {
+        BeadSummary {
+            close_reason: None,
+            closed_at: None,
+            created_at: ts(),
+            current: None,
+            done,
+            formula: None,
+            id: id(bead),
+            priority: 2,
+            running: None,
+            status,
+            title: "T".into(),
+            total,
+        }
+    }
+
+    fn list(beads: Vec<BeadSummary>) -> BeadList {
+        BeadList { beads }
+    }
+
+    fn bead_status(seq: u64, bead: &str, status: Status) -> Event {
+        event(
+            seq,
+            EventBody::BeadStatus {
+                id: id(bead),
+                status,
+                reason: None,
+            },
+        )
+    }
+
     #[test]
     fn events_move_the_progress_bar_and_the_running_list() {
-        let status = json!({"seq": 1, "pid": 7, "version": "0.1.0", "workspace": "/w", "running": [], "waiting_approval": []});
-        let mut board = Board::new(&status, &json!({"beads": []}), &json!({"beads": []}), now());
-        let step =
-            |id: &str| json!({"id": id, "status": "open", "metadata": {"catalyst": {"step": "x"}}});
+        let mut board = Board::new(&status(1), &list(vec![]), &list(vec![]), now());
+        let step = |s: &str| Bead::new(id(s), "x", ts());
         for e in [
-            json!({"seq": 2, "type": "bead.created", "bead": {"id": "cat-1", "title": "Hello", "status": "open"}}),
-            json!({"seq": 3, "type": "molecule.poured", "bead": "cat-1", "formula": "feature",
-                   "steps": [step("cat-1.refine"), step("cat-1.implement")]}),
-            json!({"seq": 4, "type": "bead.status", "id": "cat-1.refine", "status": "closed"}),
-            json!({"seq": 5, "type": "step.dispatched", "ts": "2026-01-01T00:00:00Z", "bead": "cat-1",
-                   "step": "cat-1.implement", "attempt": 1, "model": "sonnet"}),
-            json!({"seq": 5, "type": "bead.status", "id": "cat-1", "status": "blocked"}),
+            event(
+                2,
+                EventBody::BeadCreated {
+                    bead: Box::new(Bead::new(id("cat-1"), "Hello", ts())),
+                },
+            ),
+            event(
+                3,
+                EventBody::MoleculePoured {
+                    bead: id("cat-1"),
+                    formula: "feature".into(),
+                    steps: vec![step("cat-1.refine"), step("cat-1.implement")],
+                },
+            ),
+            bead_status(4, "cat-1.refine", Status::Closed),
+            event(
+                5,
+                EventBody::StepDispatched {
+                    bead: id("cat-1"),
+                    step: id("cat-1.implement"),
+                    attempt: 1,
+                    model: Some("sonnet".into()),
+                },
+            ),
+            bead_status(5, "cat-1", Status::Blocked),
         ] {
             board.apply(&e);
         }
@@ -331,10 +431,19 @@ mod tests {
                 && screen.contains("1:05"),
             "{screen}"
         );
-        board.apply(&json!({"seq": 6, "type": "step.finished", "bead": "cat-1", "step": "cat-1.implement", "attempt": 1}));
-        board.apply(
-            &json!({"seq": 7, "type": "bead.status", "id": "cat-1.implement", "status": "closed"}),
-        );
+        board.apply(&event(
+            6,
+            EventBody::StepFinished {
+                bead: id("cat-1"),
+                step: id("cat-1.implement"),
+                attempt: 1,
+                exit: "exit code 0".into(),
+                duration_ms: 5,
+                cost_usd: None,
+                commit: None,
+            },
+        ));
+        board.apply(&bead_status(7, "cat-1.implement", Status::Closed));
         let screen = board.render(now(), 100, 40).join("\n");
         assert!(
             screen.contains("[##########] 2/2") && screen.contains("RUNNING (0)"),
@@ -344,15 +453,24 @@ mod tests {
 
     #[test]
     fn the_first_screen_comes_from_status_and_list() {
-        let status = json!({"seq": 9, "running": [{"bead": "bd-1.2", "step": "bd-1.2.review", "attempt": 2, "model": "haiku", "elapsed_ms": 3000}],
-                            "waiting_approval": ["bd-1.2.approve"]});
-        let work = json!({"beads": [{"id": "bd-1.2", "title": "T", "status": "in_progress", "done": 1, "total": 3}]});
-        let all = json!({"beads": [
-            {"id": "bd-1.2", "status": "in_progress"},
-            {"id": "bd-1.2.plan", "status": "closed"},
-            {"id": "bd-1.2.review", "status": "in_progress"},
-            {"id": "bd-1.2.approve", "status": "open"},
-        ]});
+        let status = StatusAnswer {
+            running: vec![crate::protocol::RunningStep {
+                attempt: 2,
+                bead: Some(id("bd-1.2")),
+                elapsed_ms: 3000,
+                model: Some("haiku".into()),
+                step: id("bd-1.2.review"),
+            }],
+            waiting_approval: vec![id("bd-1.2.approve")],
+            ..status(9)
+        };
+        let work = list(vec![summary("bd-1.2", Status::InProgress, 1, 3)]);
+        let all = list(vec![
+            summary("bd-1.2", Status::InProgress, 1, 3),
+            summary("bd-1.2.plan", Status::Closed, 0, 0),
+            summary("bd-1.2.review", Status::InProgress, 0, 0),
+            summary("bd-1.2.approve", Status::Open, 0, 0),
+        ]);
         let board = Board::new(&status, &work, &all, now());
         let screen = board.render(now(), 100, 40).join("\n");
         assert!(

@@ -19,7 +19,7 @@ use futures::StreamExt;
 pub use board::Board;
 
 use crate::cli::client::{Client, ClientError};
-use crate::protocol::{ListParams, Method, SubscribeParams};
+use crate::protocol::{ListParams, StreamLine, SubscribeParams};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
@@ -84,28 +84,28 @@ pub async fn run(
     {
         return Err(WatchError::NotATerminal);
     }
-    let status = client.call(&Method::Status).await?;
+    let status = client.status().await?;
     let work = client
-        .call(&Method::List(ListParams {
+        .list(ListParams {
             status: None,
             steps: false,
-        }))
+        })
         .await?;
     let all = client
-        .call(&Method::List(ListParams {
+        .list(ListParams {
             status: None,
             steps: true,
-        }))
+        })
         .await?;
     let mut board = Board::new(&status, &work, &all, chrono::Utc::now());
     let mut events = Client::connect(socket).await?;
     events
-        .call(&Method::Subscribe(SubscribeParams {
+        .subscribe(SubscribeParams {
             since: Some(board.seq),
             bead: None,
             types: None,
             follow: true,
-        }))
+        })
         .await?;
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -117,9 +117,9 @@ pub async fn run(
         let (width, height) = terminal::size().unwrap_or((80, 24));
         screen.draw(&board.render(chrono::Utc::now(), width.into(), height.into()))?;
         tokio::select! {
-            event = events.next_value() => match event {
-                Ok(Some(e)) => board.apply(&e),
-                Ok(None) => { ended = Some("catalystd closed the connection"); break }
+            event = events.next_event() => match event {
+                Ok(Some(StreamLine::Event(e))) => board.apply(&e),
+                Ok(Some(StreamLine::End(_)) | None) => { ended = Some("catalystd closed the connection"); break }
                 Err(e) => return Err(e.into()),
             },
             key = keys.next() => match key {

@@ -7,20 +7,23 @@ use crate::daemon::beads::writeback::{self, Job, Report};
 use crate::domain::beads::SYNC_KEY;
 use crate::domain::event::{BeadPatch, Event, EventBody};
 use crate::domain::model::{Bead, JsonMap, Status};
+use crate::protocol::{Exported, Imported};
 
 use super::error::EngineError;
 use super::{Engine, Handled};
 
 impl Engine {
-    pub(super) fn import(&mut self, beads: Vec<Bead>) -> Handled {
+    pub(super) fn import(&mut self, beads: Vec<Bead>) -> Handled<Imported> {
         let (events, report) = crate::domain::beads::import::plan(self.store.state(), beads);
         self.record_for_client(events)?;
-        Ok(json!(report))
+        Ok(Imported(report))
     }
 
-    pub(super) fn export(&self) -> Value {
-        let beads: Vec<&Bead> = self.store.state().beads().collect();
-        json!({"beads": beads, "seq": self.store.state().seq()})
+    pub(super) fn export(&self) -> Exported {
+        Exported {
+            beads: self.store.state().beads().cloned().collect(),
+            seq: self.store.state().seq(),
+        }
     }
 
     /// Takes the open issues of the followed beads file that carry the configured label and

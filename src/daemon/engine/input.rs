@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::daemon::beads::follow::BeadsFileRead;
@@ -12,7 +11,7 @@ use crate::daemon::beads::writeback;
 use crate::daemon::fswatch::WorkspaceChange;
 use crate::daemon::runner::{GitTaskError, StepDone};
 use crate::daemon::store::StoreError;
-use crate::protocol::{ErrorCode, Method, RpcError};
+use crate::protocol::{Answer, EngineRequest, ErrorCode, RpcError};
 
 use super::error::LoadError;
 use super::inbox::{InboxFile, InboxSettled};
@@ -27,8 +26,8 @@ use crate::domain::id::BeadId;
 pub enum Input {
     /// A control request, answered on `reply` once its events are durable.
     Request {
-        method: Method,
-        reply: oneshot::Sender<Result<Value, RpcError>>,
+        method: EngineRequest,
+        reply: oneshot::Sender<Result<Answer, RpcError>>,
     },
     /// A step's attempt (agent or gate) ended.
     StepDone(Box<StepDone>),
@@ -58,7 +57,7 @@ pub enum Input {
     /// Config, prompts and formulas were read again, for a reload asked by `reply` if any.
     Reloaded {
         loaded: Result<Loaded, LoadError>,
-        reply: Option<oneshot::Sender<Result<Value, RpcError>>>,
+        reply: Option<oneshot::Sender<Result<Answer, RpcError>>>,
     },
     /// Asks for the [`Summary`]. Answered only once recovery is done, so the first answer also
     /// tells that the daemon is ready.
@@ -100,7 +99,7 @@ pub struct EngineHandle {
 
 impl EngineHandle {
     /// Sends a control request and waits for its answer.
-    pub async fn request(&self, method: Method) -> Result<Value, RpcError> {
+    pub async fn request(&self, method: EngineRequest) -> Result<Answer, RpcError> {
         let (reply, answer) = oneshot::channel();
         self.tx
             .send(Input::Request { method, reply })

@@ -25,7 +25,7 @@ mod tool_calls;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -38,7 +38,7 @@ use crate::daemon::Paths;
 use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
 use crate::domain::time::Timestamp;
-use crate::protocol::{Method, RpcError};
+use crate::protocol::{Answer, EngineRequest, Reloaded, RpcError};
 
 pub use crate::daemon::runner::StepDone;
 pub use error::{EngineError, LoadError};
@@ -256,7 +256,7 @@ impl Engine {
         }
         match input {
             Input::Request {
-                method: Method::Reload,
+                method: EngineRequest::Reload,
                 reply,
             } if !self.stopping => self.start_reload(Some(reply)),
             Input::Request { method, reply } => {
@@ -320,7 +320,7 @@ impl Engine {
     }
 
     /// Reads config, prompts and formulas in a task; `reply` is a `reload` request's.
-    fn start_reload(&mut self, reply: Option<oneshot::Sender<Handled>>) {
+    fn start_reload(&mut self, reply: Option<oneshot::Sender<Handled<Answer>>>) {
         let paths = self.paths.clone();
         self.tasks.blocking(
             move || Input::Reloaded {
@@ -337,12 +337,12 @@ impl Engine {
     fn reloaded(
         &mut self,
         loaded: Result<Loaded, LoadError>,
-        reply: Option<oneshot::Sender<Handled>>,
+        reply: Option<oneshot::Sender<Handled<Answer>>>,
     ) {
         let answer = match loaded {
             Ok(loaded) => {
                 self.replace_loaded(loaded);
-                Ok(json!({"reloaded": true}))
+                Ok(Answer::Reloaded(Reloaded { reloaded: true }))
             }
             Err(e) => {
                 if reply.is_none() {

@@ -18,7 +18,7 @@ use super::{Engine, Handled};
 pub const STOP_TOOL: &str = "Stop";
 
 impl Engine {
-    pub(super) fn hook(&mut self, p: HookParams) -> Handled {
+    pub(super) fn hook(&mut self, p: HookParams) -> Handled<HookAnswer> {
         let id = BeadId::new(&p.step).map_err(|e| RpcError::bad_request(e.to_string()))?;
         let step = self
             .store
@@ -29,17 +29,14 @@ impl Engine {
         let meta = step
             .step_meta()
             .ok_or_else(|| RpcError::bad_request(format!("`{id}` is not a step")))?;
-        let answer = match p.event.as_str() {
-            "PreToolUse" => self.hook_tool(&step, &meta, &p.payload)?,
-            "Stop" => self.hook_stop(&step, &meta, &p.payload)?,
-            "SessionStart" => self.hook_session(&step, &meta),
-            other => {
-                return Err(RpcError::bad_request(format!(
-                    "unknown hook event `{other}` (PreToolUse, Stop, SessionStart)"
-                )))
-            }
-        };
-        serde_json::to_value(answer).map_err(|e| RpcError::internal(e.to_string()))
+        match p.event.as_str() {
+            "PreToolUse" => self.hook_tool(&step, &meta, &p.payload),
+            "Stop" => self.hook_stop(&step, &meta, &p.payload),
+            "SessionStart" => Ok(self.hook_session(&step, &meta)),
+            other => Err(RpcError::bad_request(format!(
+                "unknown hook event `{other}` (PreToolUse, Stop, SessionStart)"
+            ))),
+        }
     }
 
     /// Whether `step` is the step running for its bead now: hooks of an agent that outlived

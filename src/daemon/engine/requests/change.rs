@@ -1,7 +1,7 @@
-//! Control requests: one handler per method. Each validates its input, builds events, writes
-//! them, and answers only once they are durable.
+//! The requests that change beads: each checks its input against the state, writes its events
+//! and answers once they are durable.
 
-use serde_json::{json, Value};
+use std::collections::HashSet;
 
 use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
@@ -9,210 +9,31 @@ use crate::domain::model::{Bead, Comment, CommentId, DepType, Dependency, Phase,
 use crate::domain::router::Outcome;
 use crate::domain::time::Timestamp;
 use crate::protocol::{
-    ApproveParams, BeadInput, CloseParams, CommentParams, ErrorCode, IdParams, ListParams, Method,
-    PauseParams, RejectParams, RpcError, ShowParams, UpdateParams,
+    ApproveParams, Approved, BeadInput, Cancelled, CloseParams, CommentParams, Commented, IdParams,
+    PauseParams, PauseState, RejectParams, Rejected, Retried, RpcError, StatusChanged, Submitted,
+    UpdateParams, Updated,
 };
 
-use super::{Engine, Handled};
+use crate::daemon::engine::{Engine, Handled};
 
 impl Engine {
-    pub(super) fn request(&mut self, method: Method) -> Handled {
-        // Agents still running in the shutdown grace period need their hooks answered.
-        if self.stopping
-            && !matches!(
-                method,
-                Method::Status
-                    | Method::Ready
-                    | Method::List(_)
-                    | Method::Show(_)
-                    | Method::Hook(_)
-                    | Method::Export
-            )
-        {
-            return Err(RpcError::new(
-                ErrorCode::ShuttingDown,
-                "the daemon is stopping",
-            ));
-        }
-        match method {
-            Method::Status => Ok(self.status()),
-            Method::Ready => Ok(self.ready_list()),
-            Method::List(p) => Ok(self.list(&p)),
-            Method::Show(p) => self.show(&p),
-            Method::Submit(beads) => self.submit(beads),
-            Method::Update(p) => self.update(*p),
-            Method::Comment(p) => self.add_comment(p),
-            Method::Close(p) => self.close(p),
-            Method::Reopen(p) => self.reopen(&p),
-            Method::Approve(p) => self.approve(p),
-            Method::Reject(p) => self.reject(p),
-            Method::Retry(p) => self.retry(&p),
-            Method::Cancel(p) => self.cancel(p),
-            Method::Pause(p) => Ok(self.pause(p, true)),
-            Method::Resume(p) => Ok(self.pause(p, false)),
-            // Served by the engine's reload task (see `Engine::handle`).
-            Method::Reload => Err(RpcError::internal(
-                "a reload is served by the engine's reload task",
-            )),
-            Method::Hook(p) => self.hook(p),
-            Method::Import(p) => self.import(p.beads),
-            Method::Export => Ok(self.export()),
-            Method::Shutdown | Method::Subscribe(_) | Method::Logs(_) => Err(RpcError::internal(
-                "this method is served by the connection, not the engine",
-            )),
-        }
-    }
-
-    fn bead(&self, id: &str) -> Handled<Bead> {
-        BeadId::new(id).map_err(|e| RpcError::bad_request(e.to_string()))?;
-        self.store
-            .state()
-            .get(id)
-            .cloned()
-            .ok_or_else(|| RpcError::not_found(format!("bead `{id}` does not exist")))
-    }
-
-    fn status(&self) -> Value {
-        let mut counts = serde_json::Map::new();
-        let mut steps = 0usize;
-        for bead in self.store.state().beads() {
-            if bead.is_step() {
-                steps += 1;
-                continue;
-            }
-            let n = counts.entry(bead.status.to_string()).or_insert(json!(0));
-            *n = json!(n.as_u64().unwrap_or(0) + 1);
-        }
-        let running: Vec<Value> = self
-            .running
-            .iter()
-            .map(|(work, r)| {
-                json!({
-                    "bead": work, "step": r.step, "attempt": r.attempt, "model": r.model,
-                    "elapsed_ms": r.started.elapsed().as_millis() as u64,
-                })
-            })
-            .collect();
-        let waiting: Vec<Value> = self
-            .active
-            .iter()
-            .flat_map(|w| self.store.state().steps(w.as_str()))
-            .filter(|s| s.step_meta().and_then(|m| m.phase) == Some(Phase::WaitingApproval))
-            .map(|s| json!(s.id))
-            .collect();
-        json!({
-            "pid": std::process::id(),
-            "version": env!("CARGO_PKG_VERSION"),
-            "workspace": self.paths.workspace,
-            "seq": self.store.state().seq(),
-            "beads": counts,
-            "steps": steps,
-            "ready": self.store.state().ready(crate::daemon::clock::now()).count(),
-            "running": running,
-            "waiting_approval": waiting,
-            "paused": self.paused,
-            "paused_models": self.paused_models.keys().collect::<Vec<_>>(),
-            "storage_error": self.storage.error,
-            "stopping": self.stopping,
-            "active": self.list(&ListParams { status: Some("in_progress".into()), steps: false })["beads"],
-        })
-    }
-
-    /// One line of `list`: the bead and its molecule's progress.
-    fn summary(&self, bead: &Bead) -> Value {
-        let steps: Vec<&Bead> = self.store.state().steps(bead.id.as_str()).collect();
-        let done = steps.iter().filter(|s| s.status == Status::Closed).count();
-        let current = steps
-            .iter()
-            .find(|s| s.status == Status::InProgress || s.status == Status::Blocked)
-            .and_then(|s| s.step_meta())
-            .map(|m| m.step);
-        let running = self.running.get(&bead.id).map(|r| {
-            json!({"step": r.step, "attempt": r.attempt, "model": r.model,
-                   "elapsed_ms": r.started.elapsed().as_millis() as u64})
-        });
-        json!({
-            "id": bead.id, "title": bead.title, "status": bead.status, "priority": bead.priority,
-            "formula": self.formula_name(bead), "done": done, "total": steps.len(),
-            "current": current, "running": running,
-            "created_at": bead.created_at, "closed_at": bead.closed_at, "close_reason": bead.close_reason,
-        })
-    }
-
-    fn ready_list(&self) -> Value {
-        let beads: Vec<Value> = self
-            .store
-            .state()
-            .ready(crate::daemon::clock::now())
-            .map(|b| self.summary(b))
-            .collect();
-        json!({ "beads": beads })
-    }
-
-    fn list(&self, p: &ListParams) -> Value {
-        let beads: Vec<Value> = self
-            .store
-            .state()
-            .beads()
-            .filter(|b| p.steps || !b.is_step())
-            .filter(|b| p.status.as_deref().is_none_or(|s| b.status.as_str() == s))
-            .map(|b| self.summary(b))
-            .collect();
-        json!({ "beads": beads })
-    }
-
-    fn show(&self, p: &ShowParams) -> Handled {
-        let bead = self.bead(&p.id)?;
-        let steps: Vec<Value> = self
-            .store
-            .state()
-            .steps(bead.id.as_str())
-            .map(|s| {
-                let meta = s.step_meta();
-                let mut v = json!({"id": s.id, "title": s.title, "status": s.status});
-                if let Some(m) = meta {
-                    v["step"] = json!(m.step);
-                    v["role"] = json!(m.role);
-                    v["attempts"] = json!(m.attempts);
-                    v["summary"] = json!(m.summary);
-                    v["phase"] = json!(m.phase);
-                    v["model"] = json!(m
-                        .model
-                        .clone()
-                        .or_else(|| self.loaded.config.role_model(m.role)));
-                    if p.runs {
-                        v["runs"] = json!(self.runs(&bead.id, &m.step, m.attempts));
-                    }
-                }
-                v
-            })
-            .collect();
-        let mut out = self.summary(&bead);
-        out["bead"] = json!(bead);
-        out["steps"] = json!(steps);
-        Ok(out)
-    }
-
-    /// Every attempt's record, from the run folders (the journal's part is added by the
-    /// connection, see [`crate::daemon::audit`]).
-    fn runs(&self, work: &BeadId, step: &str, attempts: u32) -> Vec<Value> {
-        crate::daemon::audit::runs(&self.paths, work, step, attempts)
-    }
-
-    fn submit(&mut self, inputs: Vec<BeadInput>) -> Handled {
+    pub(super) fn submit(&mut self, inputs: Vec<BeadInput>) -> Handled<Submitted> {
         let (ids, events) = self.submission(inputs)?;
         let written = self.record_for_client(events)?;
-        Ok(json!({"ids": ids, "seq": written.last().map(|e| e.seq)}))
+        Ok(Submitted {
+            ids,
+            seq: written.last().map(|e| e.seq),
+        })
     }
 
     /// The beads of a submission, checked and filled in, and the events that create them.
-    pub(super) fn submission(
+    pub(in crate::daemon::engine) fn submission(
         &mut self,
         inputs: Vec<BeadInput>,
     ) -> Handled<(Vec<BeadId>, Vec<EventBody>)> {
         let now = crate::daemon::clock::now();
         let mut beads = Vec::with_capacity(inputs.len());
-        let mut taken = std::collections::HashSet::new();
+        let mut taken = HashSet::new();
         for input in inputs {
             let bead = self.bead_from_input(input, now, &taken)?;
             taken.insert(bead.id.clone());
@@ -231,7 +52,7 @@ impl Engine {
         &mut self,
         input: BeadInput,
         now: Timestamp,
-        taken: &std::collections::HashSet<BeadId>,
+        taken: &HashSet<BeadId>,
     ) -> Handled<Bead> {
         let bad = |m: String| RpcError::bad_request(m);
         if input.title.trim().is_empty() {
@@ -289,7 +110,7 @@ impl Engine {
     }
 
     /// `<prefix>-<n in base 36>`, one more than the highest such id in the store.
-    fn new_id(&mut self, taken: &std::collections::HashSet<BeadId>) -> Handled<BeadId> {
+    fn new_id(&mut self, taken: &HashSet<BeadId>) -> Handled<BeadId> {
         let prefix = format!("{}-", self.loaded.config.prefix);
         if self.next_number == 0 {
             self.next_number = self
@@ -311,16 +132,16 @@ impl Engine {
         }
     }
 
-    fn update(&mut self, p: UpdateParams) -> Handled {
+    pub(super) fn update(&mut self, p: UpdateParams) -> Handled<Updated> {
         let bead = self.bead(&p.id)?;
         self.record_for_client(vec![EventBody::BeadUpdated {
             id: bead.id,
             patch: Box::new(p.set),
         }])?;
-        Ok(json!({"updated": p.id}))
+        Ok(Updated { updated: p.id })
     }
 
-    fn add_comment(&mut self, p: CommentParams) -> Handled {
+    pub(super) fn add_comment(&mut self, p: CommentParams) -> Handled<Commented> {
         let bead = self.bead(&p.id)?;
         let id = bead
             .comments
@@ -344,19 +165,27 @@ impl Engine {
             id: bead.id,
             comment,
         }])?;
-        Ok(json!({"comment": id}))
+        Ok(Commented { comment: id })
     }
 
-    fn set_status(&mut self, id: &BeadId, status: Status, reason: Option<String>) -> Handled {
+    fn set_status(
+        &mut self,
+        id: &BeadId,
+        status: Status,
+        reason: Option<String>,
+    ) -> Handled<StatusChanged> {
         self.record_for_client(vec![EventBody::BeadStatus {
             id: id.clone(),
             status: status.clone(),
             reason,
         }])?;
-        Ok(json!({"id": id, "status": status}))
+        Ok(StatusChanged {
+            id: id.clone(),
+            status,
+        })
     }
 
-    fn close(&mut self, p: CloseParams) -> Handled {
+    pub(super) fn close(&mut self, p: CloseParams) -> Handled<StatusChanged> {
         let bead = self.bead(&p.id)?;
         if self.running.contains_key(&bead.id) {
             return Err(RpcError::conflict(format!(
@@ -369,7 +198,7 @@ impl Engine {
         Ok(answer)
     }
 
-    fn reopen(&mut self, p: &IdParams) -> Handled {
+    pub(super) fn reopen(&mut self, p: &IdParams) -> Handled<StatusChanged> {
         let bead = self.bead(&p.id)?;
         if bead.status != Status::Closed {
             return Err(RpcError::conflict(format!(
@@ -392,7 +221,7 @@ impl Engine {
             })
     }
 
-    fn approve(&mut self, p: ApproveParams) -> Handled {
+    pub(super) fn approve(&mut self, p: ApproveParams) -> Handled<Approved> {
         let work = self.bead(&p.id)?;
         let step = self.waiting_approval(&work)?;
         let meta = step
@@ -415,10 +244,10 @@ impl Engine {
         ));
         self.apply_decision(&work.id, events)
             .map_err(|_| self.not_written())?;
-        Ok(json!({"approved": step.id}))
+        Ok(Approved { approved: step.id })
     }
 
-    fn reject(&mut self, p: RejectParams) -> Handled {
+    pub(super) fn reject(&mut self, p: RejectParams) -> Handled<Rejected> {
         if p.reason.trim().is_empty() {
             return Err(RpcError::bad_request("a rejection needs a reason"));
         }
@@ -443,11 +272,11 @@ impl Engine {
         ));
         self.apply_decision(&work.id, events)
             .map_err(|_| self.not_written())?;
-        Ok(json!({"rejected": step.id}))
+        Ok(Rejected { rejected: step.id })
     }
 
     /// Gives a blocked bead another go: its blocked step starts over with fresh counters.
-    fn retry(&mut self, p: &IdParams) -> Handled {
+    pub(super) fn retry(&mut self, p: &IdParams) -> Handled<Retried> {
         let work = self.bead(&p.id)?;
         if work.status != Status::Blocked {
             return Err(RpcError::conflict(format!(
@@ -490,12 +319,12 @@ impl Engine {
         if has_steps {
             self.active.insert(work.id.clone());
         }
-        Ok(json!({"retried": work.id}))
+        Ok(Retried { retried: work.id })
     }
 
     /// Stops a bead for good: its agent is stopped, the bead closed as cancelled, and its
     /// worktree and branch removed (the one case where an unmerged branch goes).
-    fn cancel(&mut self, p: CloseParams) -> Handled {
+    pub(super) fn cancel(&mut self, p: CloseParams) -> Handled<Cancelled> {
         let work = self.bead(&p.id)?;
         if work.status == Status::Closed {
             return Err(RpcError::conflict(format!(
@@ -506,20 +335,20 @@ impl Engine {
         if let Some(running) = self.running.get(&work.id) {
             running.cancel.cancel();
             self.cancelling.insert(work.id.clone(), p.reason);
-            return Ok(json!({"cancelling": work.id}));
+            return Ok(Cancelled::Cancelling(work.id));
         }
         self.finish_cancel(&work, p.reason, Vec::new())
             .map_err(|_| self.not_written())?;
-        Ok(json!({"cancelled": work.id}))
+        Ok(Cancelled::Cancelled(work.id))
     }
 
-    fn pause(&mut self, p: PauseParams, pause: bool) -> Value {
+    pub(super) fn pause(&mut self, p: PauseParams, pause: bool) -> PauseState {
         match p.model {
             None => self.paused = pause,
             Some(model) if pause => {
                 self.paused_models.insert(
                     model,
-                    super::Pause {
+                    crate::daemon::engine::Pause {
                         until: tokio::time::Instant::now()
                             + std::time::Duration::from_secs(365 * 24 * 3600),
                     },
@@ -529,7 +358,10 @@ impl Engine {
                 self.paused_models.remove(&model);
             }
         }
-        json!({"paused": self.paused, "paused_models": self.paused_models.keys().collect::<Vec<_>>()})
+        PauseState {
+            paused: self.paused,
+            paused_models: self.paused_models.keys().cloned().collect(),
+        }
     }
 }
 

@@ -1,0 +1,205 @@
+//! Control requests: one handler per method. Each validates its input, builds events, writes
+//! them, and answers only once they are durable. The queries are here; the changes are in
+//! [`change`].
+
+mod change;
+
+use crate::domain::id::BeadId;
+use crate::domain::model::{Bead, Phase, Status};
+use crate::protocol::{
+    Answer, BeadList, BeadSummary, EngineRequest, ErrorCode, IdParams, ListParams, RpcError,
+    RunningStep, ShowAnswer, StatusAnswer, StepDetail, StepView,
+};
+
+use super::{Engine, Handled};
+
+impl Engine {
+    pub(super) fn request(&mut self, request: EngineRequest) -> Handled<Answer> {
+        use EngineRequest as R;
+        // Agents still running in the shutdown grace period need their hooks answered.
+        if self.stopping
+            && !matches!(
+                request,
+                R::Status | R::Ready | R::List(_) | R::Show(_) | R::Hook(_) | R::Export
+            )
+        {
+            return Err(RpcError::new(
+                ErrorCode::ShuttingDown,
+                "the daemon is stopping",
+            ));
+        }
+        Ok(match request {
+            R::Status => Answer::Status(Box::new(self.status())),
+            R::Ready => Answer::Beads(self.ready_list()),
+            R::List(p) => Answer::Beads(self.list(&p)),
+            R::Show(p) => Answer::Show(Box::new(self.show(&p)?)),
+            R::Submit(beads) => Answer::Submitted(self.submit(beads)?),
+            R::Update(p) => Answer::Updated(self.update(*p)?),
+            R::Comment(p) => Answer::Commented(self.add_comment(p)?),
+            R::Close(p) => Answer::StatusChanged(self.close(p)?),
+            R::Reopen(p) => Answer::StatusChanged(self.reopen(&p)?),
+            R::Approve(p) => Answer::Approved(self.approve(p)?),
+            R::Reject(p) => Answer::Rejected(self.reject(p)?),
+            R::Retry(p) => Answer::Retried(self.retry(&p)?),
+            R::Cancel(p) => Answer::Cancelled(self.cancel(p)?),
+            R::Pause(p) => Answer::Paused(self.pause(p, true)),
+            R::Resume(p) => Answer::Paused(self.pause(p, false)),
+            // Served by the engine's reload task (see `Engine::handle`).
+            R::Reload => {
+                return Err(RpcError::internal(
+                    "a reload is served by the engine's reload task",
+                ))
+            }
+            R::Hook(p) => Answer::Hook(self.hook(p)?),
+            R::Import(p) => Answer::Imported(self.import(p.beads)?),
+            R::Export => Answer::Exported(self.export()),
+        })
+    }
+
+    fn bead(&self, id: &str) -> Handled<Bead> {
+        BeadId::new(id).map_err(|e| RpcError::bad_request(e.to_string()))?;
+        self.store
+            .state()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| RpcError::not_found(format!("bead `{id}` does not exist")))
+    }
+
+    fn status(&self) -> StatusAnswer {
+        let mut beads = std::collections::BTreeMap::new();
+        let mut steps = 0;
+        for bead in self.store.state().beads() {
+            if bead.is_step() {
+                steps += 1;
+                continue;
+            }
+            *beads.entry(bead.status.to_string()).or_insert(0) += 1;
+        }
+        let running = self
+            .running
+            .iter()
+            .map(|(work, r)| RunningStep {
+                bead: Some(work.clone()),
+                ..self.running_step(r)
+            })
+            .collect();
+        let waiting_approval = self
+            .active
+            .iter()
+            .flat_map(|w| self.store.state().steps(w.as_str()))
+            .filter(|s| s.step_meta().and_then(|m| m.phase) == Some(Phase::WaitingApproval))
+            .map(|s| s.id.clone())
+            .collect();
+        let active = self.list(&ListParams {
+            status: Some("in_progress".into()),
+            steps: false,
+        });
+        StatusAnswer {
+            active: active.beads,
+            beads,
+            paused: self.paused,
+            paused_models: self.paused_models.keys().cloned().collect(),
+            pid: std::process::id(),
+            ready: self
+                .store
+                .state()
+                .ready(crate::daemon::clock::now())
+                .count() as u64,
+            running,
+            seq: self.store.state().seq(),
+            steps,
+            stopping: self.stopping,
+            storage_error: self.storage.error.clone(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            waiting_approval,
+            workspace: self.paths.workspace.clone(),
+        }
+    }
+
+    fn running_step(&self, r: &super::Running) -> RunningStep {
+        RunningStep {
+            attempt: r.attempt,
+            bead: None,
+            elapsed_ms: r.started.elapsed().as_millis() as u64,
+            model: r.model.clone(),
+            step: r.step.clone(),
+        }
+    }
+
+    /// One line of `list`: the bead and its molecule's progress.
+    fn summary(&self, bead: &Bead) -> BeadSummary {
+        let steps: Vec<&Bead> = self.store.state().steps(bead.id.as_str()).collect();
+        let done = steps.iter().filter(|s| s.status == Status::Closed).count();
+        let current = steps
+            .iter()
+            .find(|s| s.status == Status::InProgress || s.status == Status::Blocked)
+            .and_then(|s| s.step_meta())
+            .map(|m| m.step);
+        BeadSummary {
+            close_reason: bead.close_reason.clone(),
+            closed_at: bead.closed_at,
+            created_at: bead.created_at,
+            current,
+            done: done as u64,
+            formula: self.formula_name(bead),
+            id: bead.id.clone(),
+            priority: bead.priority,
+            running: self.running.get(&bead.id).map(|r| self.running_step(r)),
+            status: bead.status.clone(),
+            title: bead.title.clone(),
+            total: steps.len() as u64,
+        }
+    }
+
+    fn ready_list(&self) -> BeadList {
+        let beads = self
+            .store
+            .state()
+            .ready(crate::daemon::clock::now())
+            .map(|b| self.summary(b))
+            .collect();
+        BeadList { beads }
+    }
+
+    fn list(&self, p: &ListParams) -> BeadList {
+        let beads = self
+            .store
+            .state()
+            .beads()
+            .filter(|b| p.steps || !b.is_step())
+            .filter(|b| p.status.as_deref().is_none_or(|s| b.status.as_str() == s))
+            .map(|b| self.summary(b))
+            .collect();
+        BeadList { beads }
+    }
+
+    /// A bead with its steps. The attempts of each step (`show --runs`) are read from the run
+    /// folders by the connection ([`crate::daemon::audit`]), not here: the engine does no file
+    /// I/O while it answers.
+    fn show(&self, p: &IdParams) -> Handled<ShowAnswer> {
+        let bead = self.bead(&p.id)?;
+        let steps = self
+            .store
+            .state()
+            .steps(bead.id.as_str())
+            .map(|s| StepView {
+                id: s.id.clone(),
+                status: s.status.clone(),
+                title: s.title.clone(),
+                detail: s.step_meta().map(|m| StepDetail {
+                    model: m
+                        .model
+                        .clone()
+                        .or_else(|| self.loaded.config.role_model(m.role)),
+                    step: m.step,
+                    role: m.role,
+                    attempts: m.attempts,
+                    summary: m.summary,
+                    phase: m.phase,
+                    runs: None,
+                }),
+            })
+            .collect();
+        Ok(ShowAnswer::new(self.summary(&bead), bead, steps))
+    }
+}

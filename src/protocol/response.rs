@@ -1,0 +1,256 @@
+//! Response lines and the answer of each method.
+//!
+//! The answers were first written as JSON objects, whose keys serde_json prints in
+//! alphabetical order; so that the wire stays the same, the fields of every answer are declared
+//! in alphabetical order, and the stored records they carry (beads, import reports) are printed
+//! with their keys sorted ([`sorted`]).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use super::error::RpcError;
+use super::show::ShowAnswer;
+use crate::domain::beads::import::ImportReport;
+use crate::domain::id::BeadId;
+use crate::domain::model::{Bead, Status};
+use crate::domain::time::Timestamp;
+
+/// One response line: `result` on success, `error` otherwise.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Response<T = Value> {
+    /// The request's id; `null` when the request had none or could not be read.
+    pub id: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<T>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RpcError>,
+}
+
+impl<T> Response<T> {
+    pub fn ok(id: Value, result: T) -> Response<T> {
+        Response {
+            id,
+            result: Some(result),
+            error: None,
+        }
+    }
+
+    pub fn err(id: Value, error: RpcError) -> Response<T> {
+        Response {
+            id,
+            result: None,
+            error: Some(error),
+        }
+    }
+
+    pub fn answer(id: Value, answer: Result<T, RpcError>) -> Response<T> {
+        match answer {
+            Ok(result) => Response::ok(id, result),
+            Err(error) => Response::err(id, error),
+        }
+    }
+}
+
+/// Serializes `value` with the keys of its objects in alphabetical order, as a
+/// [`serde_json::Value`] prints them.
+pub fn sorted<T: Serialize, S: Serializer>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+    serde_json::to_value(value)
+        .map_err(serde::ser::Error::custom)?
+        .serialize(s)
+}
+
+/// Tells a key given as `null` (`Some(None)`) from an absent one (`None`).
+pub fn double_option<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// Everything the engine answers, one variant per kind of answer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Answer {
+    Status(Box<StatusAnswer>),
+    Beads(BeadList),
+    Show(Box<ShowAnswer>),
+    Submitted(Submitted),
+    Updated(Updated),
+    Commented(Commented),
+    StatusChanged(StatusChanged),
+    Approved(Approved),
+    Rejected(Rejected),
+    Retried(Retried),
+    Cancelled(Cancelled),
+    Paused(PauseState),
+    Reloaded(Reloaded),
+    Hook(HookAnswer),
+    Imported(Imported),
+    Exported(Exported),
+}
+
+/// `status`: the daemon, its beads and what runs now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusAnswer {
+    /// The work beads in progress, as `list` gives them.
+    pub active: Vec<BeadSummary>,
+    /// Work beads by status.
+    pub beads: BTreeMap<String, u64>,
+    pub paused: bool,
+    pub paused_models: Vec<String>,
+    pub pid: u32,
+    pub ready: u64,
+    pub running: Vec<RunningStep>,
+    pub seq: u64,
+    /// Step beads, of every status.
+    pub steps: u64,
+    pub stopping: bool,
+    pub storage_error: Option<String>,
+    pub version: String,
+    pub waiting_approval: Vec<BeadId>,
+    pub workspace: PathBuf,
+}
+
+/// A step whose agent (or gate) runs now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunningStep {
+    pub attempt: u32,
+    /// The work bead; only in `status`, where the running steps are listed on their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bead: Option<BeadId>,
+    pub elapsed_ms: u64,
+    /// `None` for a gate.
+    pub model: Option<String>,
+    pub step: BeadId,
+}
+
+/// One line of `list`: a bead and its molecule's progress.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BeadSummary {
+    pub close_reason: Option<String>,
+    pub closed_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    /// The step in progress or blocked, by its name in the formula.
+    pub current: Option<String>,
+    pub done: u64,
+    pub formula: Option<String>,
+    pub id: BeadId,
+    pub priority: u8,
+    pub running: Option<RunningStep>,
+    pub status: Status,
+    pub title: String,
+    pub total: u64,
+}
+
+/// `list` and `ready`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BeadList {
+    pub beads: Vec<BeadSummary>,
+}
+
+/// `submit`: the new beads' ids and the seq of the last event written.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Submitted {
+    pub ids: Vec<BeadId>,
+    pub seq: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Updated {
+    pub updated: String,
+}
+
+/// `comment`: the new comment's id.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Commented {
+    pub comment: i64,
+}
+
+/// `close` and `reopen`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusChanged {
+    pub id: BeadId,
+    pub status: Status,
+}
+
+/// `approve`: the approval step that passed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Approved {
+    pub approved: BeadId,
+}
+
+/// `reject`: the approval step that was rejected.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rejected {
+    pub rejected: BeadId,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Retried {
+    pub retried: BeadId,
+}
+
+/// `cancel`: done at once, or once the running agent has stopped.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cancelled {
+    Cancelling(BeadId),
+    Cancelled(BeadId),
+}
+
+/// `pause` and `resume`: what is paused now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PauseState {
+    pub paused: bool,
+    pub paused_models: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reloaded {
+    pub reloaded: bool,
+}
+
+/// `shutdown`, answered by the connection before the daemon stops.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stopping {
+    pub stopping: bool,
+}
+
+/// The daemon's answer to a `hook` request, which `catalyst hook` turns into Claude Code's
+/// hook output.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookAnswer {
+    /// `SessionStart`: text added to the agent's context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional_context: Option<String>,
+    /// `PreToolUse`: allow or deny the call. `Stop`: allow or block the stop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<HookDecision>,
+    /// Why, for the agent (a denial or block) or for the log (an allow).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookDecision {
+    Allow,
+    Deny,
+    Block,
+}
+
+/// `import`: what became of the beads sent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Imported(#[serde(serialize_with = "sorted")] pub ImportReport);
+
+/// `export`: every bead of the store, in the order they entered it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Exported {
+    #[serde(serialize_with = "sorted")]
+    pub beads: Vec<Bead>,
+    pub seq: u64,
+}

@@ -1,0 +1,224 @@
+//! The answer to `show`: a bead, its progress, its steps and (with `runs`) every attempt of
+//! every step, for the audit trail.
+
+use std::path::PathBuf;
+
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+
+use super::response::{double_option, sorted, BeadSummary, RunningStep};
+use crate::domain::id::BeadId;
+use crate::domain::model::{Bead, Phase, Role, Status};
+use crate::domain::time::Timestamp;
+
+/// `show`: the fields of the bead's [`BeadSummary`], the bead itself and its steps.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShowAnswer {
+    #[serde(serialize_with = "sorted")]
+    pub bead: Bead,
+    pub close_reason: Option<String>,
+    pub closed_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub current: Option<String>,
+    pub done: u64,
+    pub formula: Option<String>,
+    pub id: BeadId,
+    pub priority: u8,
+    pub running: Option<RunningStep>,
+    pub status: Status,
+    pub steps: Vec<StepView>,
+    pub title: String,
+    pub total: u64,
+}
+
+impl ShowAnswer {
+    pub fn new(summary: BeadSummary, bead: Bead, steps: Vec<StepView>) -> ShowAnswer {
+        ShowAnswer {
+            bead,
+            close_reason: summary.close_reason,
+            closed_at: summary.closed_at,
+            created_at: summary.created_at,
+            current: summary.current,
+            done: summary.done,
+            formula: summary.formula,
+            id: summary.id,
+            priority: summary.priority,
+            running: summary.running,
+            status: summary.status,
+            steps,
+            title: summary.title,
+            total: summary.total,
+        }
+    }
+}
+
+/// One step of a `show`: its bead's id, title and status, and what catalyst knows of it when
+/// it is a step of a formula.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(from = "FlatStep")]
+pub struct StepView {
+    pub id: BeadId,
+    pub status: Status,
+    pub title: String,
+    pub detail: Option<StepDetail>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepDetail {
+    /// The step's name in its formula.
+    pub step: String,
+    pub role: Role,
+    pub attempts: u32,
+    pub summary: Option<String>,
+    pub phase: Option<Phase>,
+    /// The model the step runs with: its own, else its role's.
+    pub model: Option<String>,
+    /// Every attempt, with `show --runs`.
+    pub runs: Option<Vec<RunRecord>>,
+}
+
+/// A step's keys, in alphabetical order: `id`, `status` and `title` always, the others only
+/// for a step of a formula, and `runs` only with `show --runs`.
+impl Serialize for StepView {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        let detail = self.detail.as_ref();
+        if let Some(d) = detail {
+            map.serialize_entry("attempts", &d.attempts)?;
+        }
+        map.serialize_entry("id", &self.id)?;
+        if let Some(d) = detail {
+            map.serialize_entry("model", &d.model)?;
+            let phase = serde_json::to_value(&d.phase).map_err(serde::ser::Error::custom)?;
+            map.serialize_entry("phase", &phase)?;
+            map.serialize_entry("role", &d.role)?;
+            if let Some(runs) = &d.runs {
+                map.serialize_entry("runs", runs)?;
+            }
+        }
+        map.serialize_entry("status", &self.status)?;
+        if let Some(d) = detail {
+            map.serialize_entry("step", &d.step)?;
+            map.serialize_entry("summary", &d.summary)?;
+        }
+        map.serialize_entry("title", &self.title)?;
+        map.end()
+    }
+}
+
+#[derive(Deserialize)]
+struct FlatStep {
+    id: BeadId,
+    status: Status,
+    title: String,
+    #[serde(default)]
+    step: Option<String>,
+    role: Option<Role>,
+    #[serde(default)]
+    attempts: u32,
+    #[serde(default)]
+    summary: Option<String>,
+    #[serde(default)]
+    phase: Option<Phase>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    runs: Option<Vec<RunRecord>>,
+}
+
+impl From<FlatStep> for StepView {
+    fn from(f: FlatStep) -> StepView {
+        let detail = match (f.step, f.role) {
+            (Some(step), Some(role)) => Some(StepDetail {
+                step,
+                role,
+                attempts: f.attempts,
+                summary: f.summary,
+                phase: f.phase,
+                model: f.model,
+                runs: f.runs,
+            }),
+            _ => None,
+        };
+        StepView {
+            id: f.id,
+            status: f.status,
+            title: f.title,
+            detail,
+        }
+    }
+}
+
+/// One attempt of a step, from its run folder and the journal. The run folder's records are
+/// given as stored (`report`, `result`) and flattened for people (`exit` … `commit`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub attempt: u32,
+    /// A gate's commands, with their output files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commands: Option<Vec<GateCommand>>,
+    /// The commit the daemon made of the attempt's work.
+    pub commit: Option<String>,
+    pub cost_usd: Option<f64>,
+    /// When the attempt was dispatched, from the journal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatched_at: Option<Timestamp>,
+    pub duration_ms: Option<u64>,
+    /// How the process ended: `exit code 0`, `killed by SIGKILL`, …
+    pub exit: Option<String>,
+    pub files: RunFiles,
+    /// The model the attempt was dispatched with (`null` for a gate), from the journal.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "double_option"
+    )]
+    pub model: Option<Option<String>>,
+    /// `finished`, `malformed`, `gate_failed`, …
+    pub outcome: Option<String>,
+    pub reason: Option<String>,
+    /// The run's `report.json`, as stored.
+    pub report: Value,
+    /// The daemon's `result.json`, as stored.
+    pub result: Value,
+    pub run_dir: PathBuf,
+    pub status: Option<String>,
+    pub summary: Option<String>,
+    pub verdict: Option<String>,
+}
+
+/// The files of a run folder a person may look at, those that exist.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunFiles {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_json: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<PathBuf>,
+}
+
+/// One command of a gate's attempt, as its `result.json` records it, with its files.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GateCommand {
+    pub command: String,
+    /// `command-<n>` in the run folder.
+    pub dir: PathBuf,
+    pub duration_ms: u64,
+    pub exit: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<RunFiles>,
+}

@@ -28,7 +28,7 @@ pub struct TestDaemon {
 
 pub(crate) enum Run {
     InProcess(InProcess),
-    Process(Process),
+    Process(Box<Process>),
 }
 
 pub(crate) struct InProcess {

@@ -51,7 +51,7 @@ impl Spawn {
         let process = Process::start(self);
         TestDaemon {
             ws: process.spawn.ws.clone(),
-            run: Run::Process(process),
+            run: Run::Process(Box::new(process)),
         }
     }
 }

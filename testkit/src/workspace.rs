@@ -31,11 +31,14 @@ pub struct Workspace {
     pub daemon_log: PathBuf,
 }
 
+/// Writes the agent part of a workspace's config, given the workspace's root.
+type AgentConfig = Box<dyn FnOnce(&Path) -> String>;
+
 /// How a [`Workspace`] is set up; [`Workspace::new`] and [`Workspace::bare`] cover most tests.
 pub struct WorkspaceBuilder {
     scenario: String,
     config: String,
-    agent_config: Option<Box<dyn FnOnce(&Path) -> String>>,
+    agent_config: Option<AgentConfig>,
     repo_in: Option<PathBuf>,
     bare: bool,
     keep: bool,

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Finds import cycles between the modules of a crate.
 
-Reads the DOT graph `cargo modules dependencies` prints, keeps the "uses" edges between modules
-(leaving aside a module and its own ancestors or descendants, which may use each other freely),
-and prints every strongly connected component of more than one module. Exits 1 if there is
-one, 2 if the graph has no module at all (the tool's output changed), 0 otherwise.
+Reads the DOT graph `cargo modules dependencies` prints and keeps its "uses" edges between
+modules. A use of `a::x::y` by `a::z` counts as a use of the subtree `a::x` by the subtree
+`a::z`: each edge is lifted to the two sibling modules right below the closest module both ends
+share, so that a cycle through submodules (`a::x::y` uses `a::z`, `a::z` uses `a::x`) is found
+too, while a module and its own descendants may use each other freely. Prints every cycle
+among siblings with the uses behind it. Exits 1 if there is one, 2 if the graph has no module
+at all (the tool's output changed), 0 otherwise.
 """
 import re
 import sys
@@ -13,8 +16,15 @@ NODE = re.compile(r'^\s*"([^"]+)"\s*\[label="([^"]*)"')
 EDGE = re.compile(r'^\s*"([^"]+)"\s*->\s*"([^"]+)"\s*\[label="([^"]+)"')
 
 
-def related(a, b):
-    return a == b or a.startswith(b + "::") or b.startswith(a + "::")
+def lift(a, b):
+    """The sibling subtrees `a` and `b` lie in, or None when one contains the other."""
+    pa, pb = a.split("::"), b.split("::")
+    shared = 0
+    while shared < min(len(pa), len(pb)) and pa[shared] == pb[shared]:
+        shared += 1
+    if shared in (len(pa), len(pb)):
+        return None
+    return "::".join(pa[: shared + 1]), "::".join(pb[: shared + 1])
 
 
 def components(nodes, edges):
@@ -72,11 +82,12 @@ def main(path):
     if not modules:
         print(f"module-cycles: no modules in {path}; has the tool's output changed?")
         return 2
-    count = 0
+    edges, behind = {}, {}
     for a, b in uses:
-        if a in modules and b in modules and not related(a, b):
-            edges.setdefault(a, set()).add(b)
-            count += 1
+        if a in modules and b in modules and (pair := lift(a, b)):
+            edges.setdefault(pair[0], set()).add(pair[1])
+            behind.setdefault(pair, []).append(f"{a} uses {b}")
+    count = sum(len(v) for v in behind.values())
     cycles = [c for c in components(modules, edges) if len(c) > 1]
     print(f"module-cycles: {len(modules)} modules, {count} uses between them, {len(cycles)} cycles")
     for cycle in cycles:
@@ -85,7 +96,8 @@ def main(path):
         for a in cycle:
             for b in sorted(edges.get(a, ())):
                 if b in members:
-                    print(f"    {a} uses {b}")
+                    for use in behind[(a, b)]:
+                        print(f"    {use}")
     return 1 if cycles else 0
 
 

@@ -87,3 +87,53 @@ fn comments_are_not_code() {
     assert_eq!(code("    /// uses `tokio`"), "");
     assert_eq!(code("let a = 1; // std::fs"), "let a = 1;");
 }
+
+/// Runs `.ci/module-cycles.py` on a module graph in the format `cargo modules dependencies`
+/// prints, and returns its exit code and output.
+fn module_cycles(uses: &[(&str, &str)]) -> (i32, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut dot = String::from("digraph {\n");
+    for m in ["c", "c::a", "c::b", "c::a::inner"] {
+        dot.push_str(&format!(
+            "    \"{m}\" [label=\"pub mod|{m}\", fillcolor=\"#81c169\"]; // \"mod\" node\n"
+        ));
+    }
+    for (from, to) in uses {
+        dot.push_str(&format!(
+            "    \"{from}\" -> \"{to}\" [label=\"uses\", color=\"#7f7f7f\", style=\"dashed\"] [constraint=false]; // \"uses\" edge\n"
+        ));
+    }
+    dot.push_str("}\n");
+    let graph = dir.path().join("graph.dot");
+    std::fs::write(&graph, dot).expect("write the graph");
+    let out = std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/module-cycles.py"))
+        .arg(&graph)
+        .output()
+        .expect("run python3");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn the_cycle_check_finds_modules_that_use_each_other() {
+    let (code, out) = module_cycles(&[("c::a::inner", "c::b"), ("c::b", "c::a")]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("cycle: c::a <-> c::a::inner <-> c::b") || out.contains("c::b uses c::a"),
+        "{out}"
+    );
+    // A module and its own submodules may use each other; one-way uses are no cycle.
+    let (code, out) = module_cycles(&[
+        ("c::a", "c::a::inner"),
+        ("c::a::inner", "c::a"),
+        ("c::a", "c::b"),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("4 modules, 1 uses between them, 0 cycles"),
+        "{out}"
+    );
+}

@@ -8,12 +8,13 @@
 //! - [`request`]: the methods, how a request line is read, and which side of the daemon serves
 //!   each method;
 //! - [`params`]: each method's parameters;
-//! - [`response`] and [`show`]: each method's answer;
+//! - [`response`] and [`show`]: each method's answer, and [`answer`] the engine's answer to any;
 //! - [`stream`]: the lines after `subscribe` and `logs`;
 //! - [`error`]: error codes.
 
 use serde::{Deserialize, Serialize};
 
+pub mod answer;
 pub mod error;
 pub mod params;
 pub mod request;
@@ -21,6 +22,7 @@ pub mod response;
 pub mod show;
 pub mod stream;
 
+pub use answer::Answer;
 pub use error::{ErrorCode, RpcError};
 pub use params::{
     ApproveParams, BeadInput, CloseParams, CommentParams, HookParams, IdParams, ImportParams,
@@ -30,9 +32,9 @@ pub use request::{
     parse_request, ConnectionMethod, EngineRequest, Method, Request, Route, METHODS,
 };
 pub use response::{
-    Answer, Approved, BeadList, BeadSummary, Cancelled, Commented, Exported, HookAnswer,
-    HookDecision, Imported, PauseState, Rejected, Reloaded, Response, Retried, RunningStep,
-    StatusAnswer, StatusChanged, Stopping, Submitted, Updated,
+    Approved, BeadList, BeadSummary, Cancelled, Commented, Exported, HookAnswer, HookDecision,
+    Imported, PauseState, Rejected, Reloaded, Response, Retried, RunningStep, StatusAnswer,
+    StatusChanged, Stopping, Submitted, Updated,
 };
 pub use show::{GateCommand, RunFiles, RunRecord, ShowAnswer, StepDetail, StepView};
 pub use stream::{LogData, LogEnd, LogLine, LogsOpened, StreamEnd, StreamLine, Subscribed};

@@ -12,7 +12,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::error::RpcError;
-use super::show::ShowAnswer;
 use crate::domain::beads::import::ImportReport;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Status};
@@ -67,28 +66,6 @@ pub fn double_option<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(d).map(Some)
-}
-
-/// Everything the engine answers, one variant per kind of answer.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum Answer {
-    Status(Box<StatusAnswer>),
-    Beads(BeadList),
-    Show(Box<ShowAnswer>),
-    Submitted(Submitted),
-    Updated(Updated),
-    Commented(Commented),
-    StatusChanged(StatusChanged),
-    Approved(Approved),
-    Rejected(Rejected),
-    Retried(Retried),
-    Cancelled(Cancelled),
-    Paused(PauseState),
-    Reloaded(Reloaded),
-    Hook(HookAnswer),
-    Imported(Imported),
-    Exported(Exported),
 }
 
 /// `status`: the daemon, its beads and what runs now.

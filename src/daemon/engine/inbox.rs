@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use crate::protocol::{BeadInput, Method};
 
 use super::error::EngineError;
+use super::reports::{FileError, FileRead, InboxFile, InboxSettled};
 use super::storage::Deferred;
 use super::{Engine, Input};
 
@@ -27,43 +28,6 @@ pub(super) struct Inbox {
     /// Files noticed, in order, each once.
     queue: VecDeque<PathBuf>,
 }
-
-/// An inbox file as the reading task found it.
-#[derive(Debug)]
-pub struct InboxFile {
-    path: PathBuf,
-    /// `None` for a file the inbox ignores (hidden, `.tmp`, gone or not a file).
-    read: Option<FileRead>,
-}
-
-#[derive(Debug)]
-struct FileRead {
-    name: OsString,
-    identity: Option<String>,
-    beads: Result<Vec<BeadInput>, FileError>,
-}
-
-/// Why a bead file is refused before its beads are looked at; the text goes in its `.why`.
-#[derive(Debug, thiserror::Error)]
-enum FileError {
-    #[error("the file name is not UTF-8")]
-    NotUtf8Name,
-    #[error("cannot read: {0}")]
-    Read(#[source] std::io::Error),
-    #[error("not valid TOML: {}", .0.to_string().trim())]
-    Toml(#[source] toml::de::Error),
-    #[error("not valid JSON: {0}")]
-    Json(#[source] serde_json::Error),
-    /// The fields are not a bead's (the protocol's own message).
-    #[error("{0}")]
-    Fields(String),
-    #[error("not a bead")]
-    NotABead,
-}
-
-/// An inbox file is done with (removed, moved aside, or left for later).
-#[derive(Debug)]
-pub struct InboxSettled(PathBuf);
 
 impl Engine {
     /// A file appeared in the inbox: it is queued, and read when its turn comes.

@@ -14,9 +14,7 @@ use crate::daemon::store::StoreError;
 use crate::protocol::{Answer, EngineRequest, ErrorCode, RpcError};
 
 use super::error::LoadError;
-use super::inbox::{InboxFile, InboxSettled};
-use super::merge::MergeReport;
-use super::recovery::Recovered;
+use super::reports::{InboxFile, InboxSettled, MergeReport, Recovered};
 use super::summary::Summary;
 use super::Loaded;
 use crate::domain::id::BeadId;

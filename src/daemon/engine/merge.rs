@@ -15,7 +15,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use crate::daemon::runner::{GitTaskError, TARGET_FILE};
+use crate::daemon::runner::TARGET_FILE;
 use crate::daemon::worktree::{MergeOutcome, Repo};
 use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
@@ -24,6 +24,7 @@ use crate::domain::router::Outcome;
 use crate::domain::time::Timestamp;
 
 use super::error::EngineError;
+use super::reports::{MergeFailure, MergeRan, MergeReport};
 use super::route::{block_events, Attempt, Routed};
 use super::{Engine, Input, Now};
 
@@ -32,39 +33,6 @@ pub const MERGING_FILE: &str = "merging";
 
 /// How long to wait before trying again a merge whose marker could not be written.
 const MARKER_RETRY: Duration = Duration::from_secs(1);
-
-/// Why the daemon's fast-forward of the target failed.
-#[derive(Debug)]
-pub struct MergeFailure {
-    pub error: GitTaskError,
-    /// Trying again later may work (the target moved at that instant, a git lock is held):
-    /// the bead waits instead of being blocked.
-    pub transient: bool,
-}
-
-/// What a merge task reports.
-#[derive(Debug)]
-pub enum MergeReport {
-    /// The merge's marker could not be written, so no merge started.
-    NotStarted,
-    /// The task died (a panic in git); which bead it picked is unknown.
-    Failed(GitTaskError),
-    /// The merge of a bead's branch ran.
-    Ran(MergeRan),
-}
-
-/// A merge that ran, with what the engine needs to judge its outcome.
-#[derive(Debug)]
-pub struct MergeRan {
-    pub work: BeadId,
-    pub step: BeadId,
-    pub result: Result<MergeOutcome, MergeFailure>,
-    /// The target's tip when the merge step's attempt began (its run folder's `target`),
-    /// read when the branch was not up to date.
-    pub target_at_start: Option<String>,
-    /// The branch's tip, read when it was already merged.
-    pub head: Option<String>,
-}
 
 /// A bead whose merge step waits for the daemon's merge.
 #[derive(Debug)]

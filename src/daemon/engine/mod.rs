@@ -15,6 +15,7 @@ mod input;
 mod loaded;
 mod merge;
 mod recovery;
+mod reports;
 mod requests;
 mod route;
 mod schedule;
@@ -44,7 +45,7 @@ pub use crate::daemon::runner::StepDone;
 pub use error::{EngineError, LoadError};
 pub use input::{EngineHandle, Input};
 pub use loaded::Loaded;
-pub use merge::{MergeFailure, MergeRan, MergeReport};
+pub use reports::{MergeFailure, MergeRan, MergeReport};
 pub use summary::Summary;
 
 /// What is running for a work bead (one step at a time per bead).

@@ -17,17 +17,9 @@ use crate::domain::model::{Phase, Status};
 
 use super::error::EngineError;
 use super::merge::MERGING_FILE;
+use super::reports::Recovered;
 use super::storage::Deferred;
 use super::{Engine, Input};
-
-/// What the recovery task found.
-#[derive(Debug, Default)]
-pub struct Recovered {
-    /// The starting commit of each interrupted step's attempt, from its run folder.
-    bases: HashMap<BeadId, String>,
-    /// Closed beads whose worktree and branch can go.
-    sweep: Vec<BeadId>,
-}
 
 /// A step that was running, as the task needs it.
 struct WasRunning {

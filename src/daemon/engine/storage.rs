@@ -11,7 +11,7 @@ use crate::domain::event::{Event, EventBody};
 use crate::protocol::RpcError;
 
 use super::error::EngineError;
-use super::recovery::Recovered;
+use super::reports::Recovered;
 use super::{Engine, Handled, Input};
 
 /// The first wait before looking again at a journal that could not be written, and the most.

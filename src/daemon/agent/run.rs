@@ -68,43 +68,18 @@ pub(super) async fn run(spec: RunSpec, cancel: CancellationToken) -> RunReport {
 
 /// Writes the prompt, opens the output files and spawns the agent with its readers.
 async fn start(spec: &RunSpec) -> Result<Running, StartError> {
-    if !spec.worktree.is_dir() {
-        return Err(StartError::NoWorktree(spec.worktree.clone()));
-    }
-    let run_dir = &spec.run_dir;
-    tokio::fs::create_dir_all(run_dir)
-        .await
-        .map_err(|source| StartError::RunFolder {
-            path: run_dir.clone(),
-            source,
-        })?;
-    let prompt_file = run_dir.join(PROMPT_FILE);
-    write_prompt(&prompt_file, &spec.prompt).await?;
-
-    let argv = spec.profile.argv(&Vars {
-        model: &spec.model,
-        settings: spec.settings_path.as_deref(),
-        worktree: &spec.worktree,
-        run_dir,
-        prompt_file: &prompt_file,
-        prompt: &spec.prompt,
-    })?;
-    let Some((program_arg, args)) = argv.split_first() else {
+    let prepared = prepare(spec).await?;
+    let Some((program_arg, args)) = prepared.argv.split_first() else {
         return Err(ProfileError::EmptyCommand.into());
     };
     let program = program_arg.to_string_lossy().into_owned();
-
-    let stdout_file = open_capped(&run_dir.join(STDOUT_FILE), spec.output_cap).await?;
-    let stderr_file = open_capped(&run_dir.join(STDERR_FILE), spec.output_cap).await?;
-
-    let prompt_on_stdin = spec.profile.stdin == StdinMode::Prompt;
     let mut command = Command::new(program_arg);
     command
         .args(args)
         .current_dir(&spec.worktree)
         .envs(&spec.profile.env)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(if prompt_on_stdin {
+        .stdin(if prepared.prompt_on_stdin {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -115,7 +90,7 @@ async fn start(spec: &RunSpec) -> Result<Running, StartError> {
         .kill_on_drop(true);
     spawn::die_with_parent(&mut command);
 
-    let mut child = spawn::spawn(command).await.map_err(|e| match e.kind() {
+    let child = spawn::spawn(command).await.map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => StartError::NotFound(program.clone()),
         _ => StartError::Spawn {
             program: program.clone(),
@@ -137,9 +112,63 @@ async fn start(spec: &RunSpec) -> Result<Running, StartError> {
     ) {
         tracing::warn!(error = %e, "cannot write the agent's pid file");
     }
+    attach(child, pgid, group, spec, prepared)
+}
 
+/// What an agent's start needs ready before it spawns.
+struct Prepared {
+    argv: Vec<std::ffi::OsString>,
+    prompt_on_stdin: bool,
+    stdout: CappedFile,
+    stderr: CappedFile,
+}
+
+/// Checks the worktree, makes the run folder, writes the prompt, builds the command line and
+/// opens the output files.
+async fn prepare(spec: &RunSpec) -> Result<Prepared, StartError> {
+    if !spec.worktree.is_dir() {
+        return Err(StartError::NoWorktree(spec.worktree.clone()));
+    }
+    let run_dir = &spec.run_dir;
+    tokio::fs::create_dir_all(run_dir)
+        .await
+        .map_err(|source| StartError::RunFolder {
+            path: run_dir.clone(),
+            source,
+        })?;
+    let prompt_file = run_dir.join(PROMPT_FILE);
+    write_prompt(&prompt_file, &spec.prompt).await?;
+
+    let argv = spec.profile.argv(&Vars {
+        model: &spec.model,
+        settings: spec.settings_path.as_deref(),
+        worktree: &spec.worktree,
+        run_dir,
+        prompt_file: &prompt_file,
+        prompt: &spec.prompt,
+    })?;
+    if argv.is_empty() {
+        return Err(ProfileError::EmptyCommand.into());
+    }
+    Ok(Prepared {
+        argv,
+        prompt_on_stdin: spec.profile.stdin == StdinMode::Prompt,
+        stdout: open_capped(&run_dir.join(STDOUT_FILE), spec.output_cap).await?,
+        stderr: open_capped(&run_dir.join(STDERR_FILE), spec.output_cap).await?,
+    })
+}
+
+/// Feeds the prompt to a spawned agent (when the profile says so) and starts the readers of
+/// its output.
+fn attach(
+    mut child: Child,
+    pgid: Pid,
+    group: GroupGuard,
+    spec: &RunSpec,
+    prepared: Prepared,
+) -> Result<Running, StartError> {
     let stdin = match child.stdin.take() {
-        Some(mut pipe) if prompt_on_stdin => {
+        Some(mut pipe) if prepared.prompt_on_stdin => {
             let prompt = spec.prompt.clone();
             Some(tokio::spawn(async move {
                 // An agent may exit without reading all of its stdin; that is its business.
@@ -157,14 +186,14 @@ async fn start(spec: &RunSpec) -> Result<Running, StartError> {
     };
     let stdout = tokio::spawn(pump(
         out,
-        stdout_file,
+        prepared.stdout,
         StdoutParser::new(spec.profile.format, spec.output_cap),
         activity.clone(),
         drain.clone(),
     ));
     let stderr = tokio::spawn(pump(
         err,
-        stderr_file,
+        prepared.stderr,
         StderrScanner::new(),
         activity.clone(),
         drain.clone(),

@@ -75,12 +75,6 @@ pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone 
             }
         };
     done.base = Some(base);
-    let profile = AgentProfile {
-        command: vec!["sh".into(), "-c".into(), "{prompt}".into()],
-        format: OutputFormat::Text,
-        env: Default::default(),
-        stdin: StdinMode::Null,
-    };
     let deadline = tokio::time::Instant::now() + job.timeout;
     let mut records = Vec::new();
     let mut outcome = Some(Outcome::GatePassed);
@@ -89,23 +83,7 @@ pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone 
         let left = deadline
             .saturating_duration_since(tokio::time::Instant::now())
             .max(Duration::from_secs(1));
-        let spec = RunSpec {
-            profile: profile.clone(),
-            model: String::new(),
-            prompt: command.clone(),
-            worktree: job.repo.worktree_path(&job.work),
-            run_dir: job.run_dir.join(format!("command-{}", i + 1)),
-            env: vec![
-                ("CATALYST_BEAD".into(), job.work.to_string()),
-                ("CATALYST_STEP".into(), job.step.to_string()),
-                ("CATALYST_ROLE".into(), "gate".into()),
-            ],
-            settings_path: None,
-            timeout: left,
-            stall_timeout: left,
-            grace: job.grace,
-            output_cap: job.output_cap,
-        };
+        let spec = command_spec(&job, i, command, left);
         let report = agent::run(spec.clone(), cancel.clone()).await;
         write_json(&spec.run_dir.join(REPORT_FILE), &report);
         done.duration_ms += report.duration_ms;
@@ -140,6 +118,33 @@ pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone 
         );
     }
     done
+}
+
+/// How the gate's `n`th command (from 0) runs: `sh -c command` in the bead's worktree, within
+/// `left` of the gate's time.
+fn command_spec(job: &GateJob, n: usize, command: &str, left: Duration) -> RunSpec {
+    RunSpec {
+        profile: AgentProfile {
+            command: vec!["sh".into(), "-c".into(), "{prompt}".into()],
+            format: OutputFormat::Text,
+            env: Default::default(),
+            stdin: StdinMode::Null,
+        },
+        model: String::new(),
+        prompt: command.to_owned(),
+        worktree: job.repo.worktree_path(&job.work),
+        run_dir: job.run_dir.join(format!("command-{}", n + 1)),
+        env: vec![
+            ("CATALYST_BEAD".into(), job.work.to_string()),
+            ("CATALYST_STEP".into(), job.step.to_string()),
+            ("CATALYST_ROLE".into(), "gate".into()),
+        ],
+        settings_path: None,
+        timeout: left,
+        stall_timeout: left,
+        grace: job.grace,
+        output_cap: job.output_cap,
+    }
 }
 
 /// A failed command's output for the fix agent: the command, the end of its stdout and

@@ -10,7 +10,6 @@ use tokio_util::sync::CancellationToken;
 use catalyst::cli::client::Client;
 use catalyst::daemon::sdnotify::Notifier;
 use catalyst::daemon::{self, Paths};
-use catalyst::protocol::Method;
 
 /// Replaying a large journal is allocation-bound (every bead is a handful of small strings and
 /// vectors); mimalloc makes start-up about a quarter faster than glibc's allocator.
@@ -103,11 +102,11 @@ async fn signals(shutdown: CancellationToken, paths: Paths) {
                 let notifier = Notifier::from_env();
                 notifier.reloading();
                 let reloaded = match Client::connect(&paths.socket()).await {
-                    Ok(mut c) => c.call(&Method::Reload).await.map(|_| ()).map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
+                    Ok(mut c) => c.reload().await,
+                    Err(e) => Err(e),
                 };
                 match reloaded {
-                    Ok(()) => notifier.reloaded("reloaded config, prompts and formulas"),
+                    Ok(_) => notifier.reloaded("reloaded config, prompts and formulas"),
                     Err(e) => {
                         tracing::error!(error = %e, "SIGHUP: reload refused; the old files stay in force");
                         notifier.reloaded(&format!("reload refused: {e}"));

@@ -12,8 +12,8 @@ use tokio::net::UnixStream;
 
 use crate::protocol::{
     BeadInput, BeadList, Exported, Hello, HookAnswer, HookParams, Imported, ListParams, LogLine,
-    LogsOpened, LogsParams, Method, Response, RpcError, ShowAnswer, ShowParams, StatusAnswer,
-    StreamEnd, StreamLine, Submitted, SubscribeParams, Subscribed, PROTOCOL,
+    LogsOpened, LogsParams, Method, Reloaded, Response, RpcError, ShowAnswer, ShowParams,
+    StatusAnswer, StreamEnd, StreamLine, Submitted, SubscribeParams, Subscribed, PROTOCOL,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -154,6 +154,11 @@ impl Client {
     ) -> Result<Imported, ClientError> {
         self.request(&Method::Import(crate::protocol::ImportParams { beads }))
             .await
+    }
+
+    /// Asks the daemon to read its config, prompts and formulas again.
+    pub async fn reload(&mut self) -> Result<Reloaded, ClientError> {
+        self.request(&Method::Reload).await
     }
 
     pub async fn export(&mut self) -> Result<Exported, ClientError> {

@@ -120,6 +120,11 @@ pub enum ConfigError {
     Invalid { path: String, message: String },
 }
 
+/// The config's `agent` names neither a built-in profile nor one of its `profiles`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`agent` names an unknown profile `{0}`")]
+pub struct UnknownProfile(pub String);
+
 impl Config {
     /// Parses a config file's text; `path` names it in errors.
     pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
@@ -162,7 +167,7 @@ impl Config {
                 .validate()
                 .map_err(|e| format!("`profiles.{name}`: {e}"))?;
         }
-        self.profile()?;
+        self.profile().map_err(|e| e.to_string())?;
         for (role, policy) in &self.tool_policy {
             if !role.is_agent() {
                 return Err(format!(
@@ -194,14 +199,14 @@ impl Config {
     }
 
     /// The agent profile steps run with.
-    pub fn profile(&self) -> Result<AgentProfile, String> {
+    pub fn profile(&self) -> Result<AgentProfile, UnknownProfile> {
         if let Some(p) = self.profiles.get(&self.agent) {
             return Ok(p.clone());
         }
         match self.agent.as_str() {
             "claude" => Ok(AgentProfile::claude()),
             "codex" => Ok(AgentProfile::codex()),
-            other => Err(format!("`agent` names an unknown profile `{other}`")),
+            other => Err(UnknownProfile(other.to_owned())),
         }
     }
 

@@ -13,8 +13,8 @@ pub enum JobError {
     #[error(transparent)]
     Prompt(#[from] PromptError),
     /// The configured agent profile is unusable.
-    #[error("{0}")]
-    Profile(String),
+    #[error(transparent)]
+    Profile(#[from] crate::domain::config::UnknownProfile),
 }
 
 /// A git operation run on a blocking thread failed, or its thread did.

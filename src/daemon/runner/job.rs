@@ -136,7 +136,7 @@ fn run_spec(
     run_dir: &Path,
 ) -> Result<RunSpec, JobError> {
     let config = from.config;
-    let mut profile = config.profile().map_err(JobError::Profile)?;
+    let mut profile = config.profile()?;
     if let Some(tools) = config.role_policy(meta.role).tools_for(meta.tools.as_ref()) {
         profile = profile.with_tools(tools);
     }

@@ -150,11 +150,19 @@ pub fn stub_config(agent: &[String], scenario: &Path, log: &Path) -> String {
         .map(|c| toml_string(c))
         .collect::<Vec<_>>()
         .join(", ");
+    // The stub writes its response counts next to the scenario, and its log.
+    let writable = [scenario.parent(), log.parent()]
+        .into_iter()
+        .flatten()
+        .map(|dir| toml_string(&dir.display().to_string()))
+        .collect::<Vec<_>>()
+        .join(", ");
     // Only top-level keys (the profile as an inline table), so callers may append more keys
     // and tables after it.
     format!(
         "agent = \"stub\"\nstall_timeout_secs = 60\nagent_timeout_secs = 120\ngrace_secs = 2\n\
          profiles = {{ stub = {{ command = [{command}], format = \"claude-stream-json\", \
+         writable = [{writable}], \
          env = {{ STUB_CLAUDE_SCENARIO = {}, STUB_CLAUDE_LOG = {} }} }} }}\n",
         toml_string(&scenario.display().to_string()),
         toml_string(&log.display().to_string()),
@@ -177,7 +185,9 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
     init_repo(&repo_dir)?;
     let paths = Paths::new(&repo_dir);
     make_dir(&paths.state)?;
-    let scenario = root.join("scenario.toml");
+    // The stub's scenario, response counts and log in a folder of their own: the only one
+    // outside the worktree the sandboxed agents may write.
+    let scenario = root.join("stub").join("scenario.toml");
     write_file(&scenario, SCENARIO)?;
     let exe = std::env::current_exe()
         .map_err(DemoError::CurrentExe)?
@@ -190,7 +200,7 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
         stub_config(
             &[exe.clone(), "__stub-claude".into()],
             &scenario,
-            &root.join("agents.log"),
+            &root.join("stub").join("agents.log"),
         )
     );
     write_file(&paths.config(), &config)?;

@@ -17,6 +17,7 @@ pub mod paths;
 pub mod resolver;
 pub mod rundir;
 pub mod runner;
+pub mod sandbox;
 pub mod sdnotify;
 pub mod server;
 pub mod store;

@@ -90,7 +90,11 @@ impl WorkspaceBuilder {
         let repo = self.repo_in.as_deref().unwrap_or(&root).join("repo");
         std::fs::create_dir_all(&repo).expect("repo dir");
         catalyst::cli::demo::init_repo(&repo).expect("init repo");
-        let scenario = root.join("scenario.toml");
+        // The stub's files in a folder of their own, the only one outside the worktree that
+        // the sandboxed agents may write (see `stub_config`).
+        let stub = root.join("stub");
+        std::fs::create_dir_all(&stub).expect("stub dir");
+        let scenario = stub.join("scenario.toml");
         std::fs::write(&scenario, &self.scenario).expect("scenario");
         let dir = if self.keep {
             eprintln!("keeping {}", dir.keep().display());
@@ -103,7 +107,7 @@ impl WorkspaceBuilder {
             paths: Paths::new(&repo),
             repo,
             scenario,
-            log: root.join("agents.log"),
+            log: stub.join("agents.log"),
             daemon_log: root.join("daemon.log"),
             root,
         };

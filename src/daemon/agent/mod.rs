@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::domain::agent::profile::AgentProfile;
 use crate::domain::agent::report::RunReport;
+use crate::domain::agent::sandbox::{GitMounts, Network};
 
 pub use events::{MAX_LINE, TEXT_TAIL};
 pub use group::{kill_leftover_group, KillError};
@@ -72,6 +73,23 @@ pub struct RunSpec {
     pub grace: Duration,
     /// Bytes kept of each of stdout and stderr.
     pub output_cap: u64,
+    /// The operating-system sandbox the agent runs in; `None` runs it unconfined.
+    pub sandbox: Option<SandboxSpec>,
+}
+
+/// How one attempt is confined (see [`crate::domain::agent::sandbox`]).
+#[derive(Clone, Debug)]
+pub struct SandboxSpec {
+    /// The `bwrap` program.
+    pub bwrap: PathBuf,
+    /// The daemon's state folder, hidden but for the run folder and the socket.
+    pub state: PathBuf,
+    pub socket: PathBuf,
+    /// Set by the runner once the bead's worktree exists.
+    pub git: Option<GitMounts>,
+    /// Paths the agent may write besides its worktree and run folder.
+    pub writable: Vec<PathBuf>,
+    pub network: Network,
 }
 
 /// Runs one agent to its end; see the module documentation. Never fails: a run that could not

@@ -1,6 +1,7 @@
 //! Running one agent to its end: prepare the run folder, spawn, watch the clocks, stop the
 //! group, and put the report together.
 
+use std::ffi::OsString;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -19,10 +20,11 @@ use tokio_util::sync::CancellationToken;
 use super::events::{Parsed, StderrScanner, StdoutParser};
 use super::group::{signal_group, GroupGuard};
 use super::output::{pump, CappedFile, StreamStats};
-use super::{spawn, RunSpec, PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
+use super::{spawn, RunSpec, SandboxSpec, PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
 use crate::daemon::clock;
 use crate::domain::agent::profile::{OutputFormat, ProfileError, StdinMode, Vars};
 use crate::domain::agent::report::{Exit, RunReport};
+use crate::domain::agent::sandbox::{bwrap_args, Confinement};
 
 /// How long the output readers may go on after the group is killed. Killed processes close
 /// their pipes at once; only a process that left the group can keep one open, and its output
@@ -69,7 +71,11 @@ pub(super) async fn run(spec: RunSpec, cancel: CancellationToken) -> RunReport {
 /// Writes the prompt, opens the output files and spawns the agent with its readers.
 async fn start(spec: &RunSpec) -> Result<Running, StartError> {
     let prepared = prepare(spec).await?;
-    let Some((program_arg, args)) = prepared.argv.split_first() else {
+    let argv = match &spec.sandbox {
+        Some(sandbox) => confined(sandbox, spec, &prepared.argv),
+        None => prepared.argv.clone(),
+    };
+    let Some((program_arg, args)) = argv.split_first() else {
         return Err(ProfileError::EmptyCommand.into());
     };
     let program = program_arg.to_string_lossy().into_owned();
@@ -115,9 +121,25 @@ async fn start(spec: &RunSpec) -> Result<Running, StartError> {
     attach(child, pgid, group, spec, prepared)
 }
 
+/// `argv` run inside the attempt's sandbox: `bwrap`, its arguments, then `argv`.
+fn confined(sandbox: &SandboxSpec, spec: &RunSpec, argv: &[OsString]) -> Vec<OsString> {
+    let mut out = vec![sandbox.bwrap.clone().into_os_string()];
+    out.extend(bwrap_args(&Confinement {
+        worktree: &spec.worktree,
+        run_dir: &spec.run_dir,
+        state: &sandbox.state,
+        socket: &sandbox.socket,
+        git: sandbox.git.as_ref(),
+        writable: &sandbox.writable,
+        network: sandbox.network,
+    }));
+    out.extend(argv.iter().cloned());
+    out
+}
+
 /// What an agent's start needs ready before it spawns.
 struct Prepared {
-    argv: Vec<std::ffi::OsString>,
+    argv: Vec<OsString>,
     prompt_on_stdin: bool,
     stdout: CappedFile,
     stderr: CappedFile,

@@ -21,6 +21,8 @@ pub enum LoadError {
     Config(#[from] crate::domain::config::ConfigError),
     #[error(transparent)]
     Prompts(#[from] crate::domain::prompt::PromptError),
+    #[error(transparent)]
+    Sandbox(#[from] crate::daemon::sandbox::SandboxError),
     /// Every formula that does not load, `; `-separated.
     #[error("{0}")]
     Formulas(String),

@@ -25,6 +25,9 @@ impl Loaded {
     /// so a broken edit never half-applies.
     pub fn load(paths: &Paths) -> Result<Loaded, LoadError> {
         let config = crate::daemon::load::config(&paths.config())?;
+        if let Ok(profile) = config.profile() {
+            crate::daemon::sandbox::check(&config.agent, &profile)?;
+        }
         let prompts_file = paths.prompts();
         let prompts = if prompts_file.exists() {
             crate::daemon::load::prompts(&prompts_file)?

@@ -16,8 +16,8 @@ use crate::domain::result::{ResultStatus, StepResult};
 use crate::domain::router::Outcome;
 
 use super::{
-    git, prepare_worktree, write_json, StepDone, StepJob, BASE_FILE, REPORT_FILE, RESULT_FILE,
-    SETTINGS_FILE, TARGET_FILE,
+    git, prepare_worktree, write_json, GitTaskError, StepDone, StepJob, BASE_FILE, REPORT_FILE,
+    RESULT_FILE, SETTINGS_FILE, TARGET_FILE,
 };
 
 /// What `result.json` holds.
@@ -67,8 +67,30 @@ pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken) -> Step
             )
         };
     }
+    if let Err(e) = confine(&mut job).await {
+        return StepDone {
+            base: Some(base),
+            ..StepDone::failed(
+                &job.work,
+                &job.step,
+                job.role,
+                job.attempt,
+                format!("cannot prepare the sandbox: {e}"),
+            )
+        };
+    }
     let report = agent::run(job.spec.clone(), cancel).await;
     write_json(&job.run_dir.join(REPORT_FILE), &report);
+    if job.spec.sandbox.is_some() {
+        let (repo, work, private) = (
+            job.repo.clone(),
+            job.work.clone(),
+            job.run_dir.join(SANDBOX_DIR),
+        );
+        if let Err(e) = git(move || repo.adopt_sandbox_ref(&work, &private)).await {
+            tracing::warn!(bead = %job.work, error = %e, "cannot take the commits made in the sandbox");
+        }
+    }
     done.exit = report.exit.to_string();
     done.duration_ms = report.duration_ms;
     done.cost_usd = report.cost_usd;
@@ -88,6 +110,26 @@ pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken) -> Step
         },
     );
     done
+}
+
+/// The attempt's private copy of its branch ref and reflogs, in the run folder.
+const SANDBOX_DIR: &str = "sandbox";
+
+/// Adds the git paths of the bead's worktree to a sandboxed attempt's spec.
+async fn confine(job: &mut StepJob) -> Result<(), GitTaskError> {
+    if job.spec.sandbox.is_none() {
+        return Ok(());
+    }
+    let (repo, work, private) = (
+        job.repo.clone(),
+        job.work.clone(),
+        job.run_dir.join(SANDBOX_DIR),
+    );
+    let mounts = git(move || repo.sandbox_mounts(&work, &private)).await?;
+    if let Some(sandbox) = &mut job.spec.sandbox {
+        sandbox.git = Some(mounts);
+    }
+    Ok(())
 }
 
 /// The outcome of a finished agent, and the daemon's commit of its work when it reported DONE.

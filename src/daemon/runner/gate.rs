@@ -10,6 +10,7 @@ use crate::daemon::agent::{self, RunSpec};
 use crate::daemon::worktree::{CommitId, Repo};
 use crate::domain::agent::profile::{AgentProfile, OutputFormat, StdinMode};
 use crate::domain::agent::report::{Exit, RunReport};
+use crate::domain::agent::sandbox::{Network, SandboxKind};
 use crate::domain::id::BeadId;
 use crate::domain::model::Role;
 use crate::domain::router::Outcome;
@@ -129,6 +130,9 @@ fn command_spec(job: &GateJob, n: usize, command: &str, left: Duration) -> RunSp
             format: OutputFormat::Text,
             env: Default::default(),
             stdin: StdinMode::Null,
+            sandbox: SandboxKind::None,
+            network: Network::Open,
+            writable: Vec::new(),
         },
         model: String::new(),
         prompt: command.to_owned(),
@@ -144,6 +148,7 @@ fn command_spec(job: &GateJob, n: usize, command: &str, left: Duration) -> RunSp
         stall_timeout: left,
         grace: job.grace,
         output_cap: job.output_cap,
+        sandbox: None,
     }
 }
 

@@ -4,9 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::daemon::agent::RunSpec;
+use crate::daemon::agent::{RunSpec, SandboxSpec};
+use crate::daemon::sandbox::BWRAP;
 use crate::daemon::worktree::{self, Repo};
 use crate::daemon::Paths;
+use crate::domain::agent::profile::AgentProfile;
+use crate::domain::agent::sandbox::{expand_home, SandboxKind};
 use crate::domain::config::Config;
 use crate::domain::context::{self, Context, EarlierStep, Feedback, FeedbackKind, StepInfo};
 use crate::domain::id::BeadId;
@@ -153,6 +156,7 @@ fn run_spec(
             run_dir.join(context::CONTEXT_MD).display().to_string(),
         ),
     ];
+    let sandbox = sandbox_spec(&profile, from.paths);
     Ok(RunSpec {
         profile,
         model: config.model_id(model).to_owned(),
@@ -165,6 +169,33 @@ fn run_spec(
         stall_timeout: config.stall_timeout(),
         grace: config.grace(),
         output_cap: config.output_cap_bytes,
+        sandbox,
+    })
+}
+
+/// The sandbox a profile asks for, without its git paths (the runner adds them once the
+/// worktree exists); `None` for a profile with `sandbox = "none"`.
+fn sandbox_spec(profile: &AgentProfile, paths: &Paths) -> Option<SandboxSpec> {
+    if profile.sandbox == SandboxKind::None {
+        return None;
+    }
+    let home = profile
+        .env
+        .get("HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(PathBuf::from));
+    let writable = profile
+        .writable
+        .iter()
+        .filter_map(|p| expand_home(p, home.as_deref()))
+        .collect();
+    Some(SandboxSpec {
+        bwrap: PathBuf::from(BWRAP),
+        state: paths.state.clone(),
+        socket: paths.socket(),
+        git: None,
+        writable,
+        network: profile.network,
     })
 }
 

@@ -24,6 +24,7 @@
 mod commit;
 mod error;
 mod merge;
+mod sandbox;
 #[cfg(test)]
 mod tests;
 

@@ -7,6 +7,7 @@ pub mod limits;
 pub mod outcome;
 pub mod profile;
 pub mod report;
+pub mod sandbox;
 pub mod settings;
 pub mod stream;
 

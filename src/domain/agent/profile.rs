@@ -11,6 +11,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::sandbox::{Network, SandboxKind};
+
 /// How the agent's stdout is read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -58,6 +60,14 @@ pub struct AgentProfile {
     /// are set after these and win.
     pub env: BTreeMap<String, String>,
     pub stdin: StdinMode,
+    /// How the agent is confined by the operating system (see [`super::sandbox`]).
+    pub sandbox: SandboxKind,
+    /// What the agent may reach on the network.
+    pub network: Network,
+    /// Paths the agent CLI writes besides the worktree (its own state and credentials
+    /// folders); `~/` is the agent's `HOME` (the profile's `env`, else the daemon's). Only
+    /// these are writable outside the worktree when sandboxed.
+    pub writable: Vec<String>,
 }
 
 /// A profile as written in the config, before [`AgentProfile::validate`].
@@ -71,6 +81,12 @@ struct ProfileConfig {
     env: BTreeMap<String, String>,
     #[serde(default)]
     stdin: StdinMode,
+    #[serde(default)]
+    sandbox: SandboxKind,
+    #[serde(default)]
+    network: Network,
+    #[serde(default)]
+    writable: Vec<String>,
 }
 
 impl TryFrom<ProfileConfig> for AgentProfile {
@@ -82,6 +98,9 @@ impl TryFrom<ProfileConfig> for AgentProfile {
             format: c.format,
             env: c.env,
             stdin: c.stdin,
+            sandbox: c.sandbox,
+            network: c.network,
+            writable: c.writable,
         };
         profile.validate()?;
         Ok(profile)
@@ -160,6 +179,11 @@ impl AgentProfile {
             format: OutputFormat::ClaudeStreamJson,
             env: BTreeMap::new(),
             stdin: StdinMode::Prompt,
+            sandbox: SandboxKind::default(),
+            network: Network::default(),
+            writable: ["~/.claude", "~/.claude.json", "~/.claude.json.lock"]
+                .map(String::from)
+                .into(),
         }
     }
 
@@ -186,6 +210,9 @@ impl AgentProfile {
             format: OutputFormat::CodexJson,
             env: BTreeMap::new(),
             stdin: StdinMode::Null,
+            sandbox: SandboxKind::default(),
+            network: Network::default(),
+            writable: vec!["~/.codex".into()],
         }
     }
 

@@ -13,6 +13,7 @@ use super::*;
 use crate::domain::agent::outcome::outcome;
 use crate::domain::agent::profile::{AgentProfile, OutputFormat, ProfileError, StdinMode};
 use crate::domain::agent::report::{Exit, RunReport};
+use crate::domain::agent::sandbox::{Network, SandboxKind};
 use crate::domain::agent::tests::block;
 
 /// A temporary folder with a worktree, a run folder and room for agent scripts.
@@ -64,6 +65,9 @@ impl Fixture {
                 format,
                 env: BTreeMap::new(),
                 stdin: StdinMode::Prompt,
+                sandbox: SandboxKind::None,
+                network: Network::Open,
+                writable: Vec::new(),
             },
             model: "sonnet".into(),
             prompt: "Do the step.\n".into(),
@@ -75,6 +79,7 @@ impl Fixture {
             stall_timeout: Duration::from_secs(60),
             grace: Duration::from_secs(5),
             output_cap: 1024 * 1024,
+            sandbox: None,
         }
     }
 

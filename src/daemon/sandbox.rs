@@ -1,0 +1,62 @@
+//! Whether the sandbox the configured profile asks for can run on this machine, checked when
+//! the config is loaded, so that a missing bubblewrap stops the daemon at start-up (or refuses
+//! a reload) with a sentence saying what to do, instead of failing every attempt later. A
+//! profile with `sandbox = "none"` is logged as running its agents unconfined.
+
+use std::process::{Command, Stdio};
+
+use crate::domain::agent::profile::AgentProfile;
+use crate::domain::agent::sandbox::SandboxKind;
+
+/// The bubblewrap program, looked up on the daemon's `PATH`.
+pub const BWRAP: &str = "bwrap";
+
+/// Why the configured sandbox cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("the agent profile `{profile}` runs agents in a bubblewrap sandbox, but `{BWRAP}` cannot be started ({source}); install bubblewrap (Debian and Ubuntu: `apt install bubblewrap`) or set `sandbox = \"none\"` in the profile to run agents unconfined")]
+    Missing {
+        profile: String,
+        source: std::io::Error,
+    },
+    #[error("the agent profile `{profile}` runs agents in a bubblewrap sandbox, but `{BWRAP}` fails on this machine: {stderr}; set `sandbox = \"none\"` in the profile to run agents unconfined")]
+    Broken { profile: String, stderr: String },
+    #[error("the agent profile `{profile}` asks for a bubblewrap sandbox, which exists only on Linux; set `sandbox = \"none\"` in the profile")]
+    NotLinux { profile: String },
+}
+
+/// Checks that `profile` (named `name`) can run its agents as it says: for a bubblewrap
+/// sandbox, one confined `true` with the namespaces every attempt uses.
+pub fn check(name: &str, profile: &AgentProfile) -> Result<(), SandboxError> {
+    if profile.sandbox == SandboxKind::None {
+        tracing::warn!(profile = %name, "the sandbox is off (`sandbox = \"none\"`): agents run unconfined, limited only by the hooks' tool policy");
+        return Ok(());
+    }
+    if !cfg!(target_os = "linux") {
+        return Err(SandboxError::NotLinux {
+            profile: name.to_owned(),
+        });
+    }
+    let out = Command::new(BWRAP)
+        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+        .args([
+            "--unshare-pid",
+            "--unshare-net",
+            "--die-with-parent",
+            "--",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| SandboxError::Missing {
+            profile: name.to_owned(),
+            source,
+        })?;
+    if !out.status.success() {
+        return Err(SandboxError::Broken {
+            profile: name.to_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    Ok(())
+}

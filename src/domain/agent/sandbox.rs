@@ -1,0 +1,258 @@
+//! The operating-system sandbox around an agent attempt (docs/agents.md#the-sandbox): what a
+//! profile asks for, and the bubblewrap command line that gives it.
+//!
+//! Inside the sandbox the root file system is read-only; the attempt may write only its bead's
+//! worktree, its run folder, a private `/tmp`, the agent CLI's own state (the profile's
+//! `writable` paths) and, of the shared repository, the object store and the worktree's own
+//! admin folder. Its branch ref is a private copy the daemon hands back after the attempt, so
+//! other beads' refs, `.git/config` and `.git/hooks` stay read-only. The daemon's state folder
+//! (journal, other worktrees, other run folders) is hidden behind an empty file system, except
+//! the control socket, which `catalyst hook` needs. The agent gets its own PID namespace and dies
+//! with its parent; with a network policy other than `open` it gets its own network namespace.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// How a profile's agent is confined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxKind {
+    /// Bubblewrap (`bwrap`): the default on Linux.
+    Bwrap,
+    /// No confinement by the operating system: the hooks' tool policy is all there is.
+    None,
+}
+
+impl Default for SandboxKind {
+    fn default() -> SandboxKind {
+        if cfg!(target_os = "linux") {
+            SandboxKind::Bwrap
+        } else {
+            SandboxKind::None
+        }
+    }
+}
+
+/// What the agent may reach on the network.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Network {
+    /// Only its model API, through the daemon's proxy.
+    #[default]
+    ModelOnly,
+    /// Whatever the daemon's host reaches.
+    Open,
+    /// Nothing but its own loopback.
+    None,
+}
+
+/// The git paths one attempt's sandbox exposes, found by the daemon for the bead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GitMounts {
+    /// The repository's git folder (`.git`), read-only: mounted again in case the private
+    /// `/tmp` or the hidden state folder covers it.
+    pub common: PathBuf,
+    /// The shared object store (`.git/objects`): written by `git add` and `git commit`.
+    pub objects: PathBuf,
+    /// The worktree's admin folder (`.git/worktrees/<name>`): its HEAD, index and logs.
+    pub admin: PathBuf,
+    /// The folder of the bead branches' refs (`.git/refs/heads/catalyst`), and the private
+    /// copy mounted over it, which holds only this bead's ref.
+    pub refs: (PathBuf, PathBuf),
+    /// The same for their reflogs (`.git/logs/refs/heads/catalyst`).
+    pub logs: (PathBuf, PathBuf),
+}
+
+/// Everything one attempt's sandbox is made from.
+#[derive(Clone, Debug)]
+pub struct Confinement<'a> {
+    pub worktree: &'a Path,
+    pub run_dir: &'a Path,
+    /// The daemon's state folder (`.catalyst`), hidden.
+    pub state: &'a Path,
+    /// The control socket, reachable inside.
+    pub socket: &'a Path,
+    /// `None` when the worktree is not a linked git worktree (a gate's scratch folder).
+    pub git: Option<&'a GitMounts>,
+    /// Paths the agent may write besides the above (the profile's and the config's), already
+    /// expanded; those that do not exist are skipped.
+    pub writable: &'a [PathBuf],
+    pub network: Network,
+}
+
+/// The `bwrap` arguments that confine a command, up to and including the `--` before it. Later
+/// mounts go over earlier ones, so the order is: the read-only root, the private and hidden
+/// folders, then what is writable inside them.
+pub fn bwrap_args(c: &Confinement<'_>) -> Vec<OsString> {
+    let mut args = Args::default();
+    args.flags(&["--die-with-parent", "--unshare-pid", "--unshare-ipc"]);
+    args.flags(&["--unshare-uts", "--unshare-cgroup-try"]);
+    if c.network != Network::Open {
+        args.flags(&["--unshare-net"]);
+    }
+    args.pair("--ro-bind", Path::new("/"), Path::new("/"));
+    args.one("--dev", Path::new("/dev"));
+    args.one("--proc", Path::new("/proc"));
+    args.one("--tmpfs", Path::new("/tmp"));
+    args.one("--tmpfs", c.state);
+    args.bind(c.worktree);
+    args.bind(c.run_dir);
+    if let Some(git) = c.git {
+        args.pair("--ro-bind", &git.common, &git.common);
+        args.bind(&git.objects);
+        args.bind(&git.admin);
+        args.pair("--bind", &git.refs.1, &git.refs.0);
+        args.pair("--bind", &git.logs.1, &git.logs.0);
+    }
+    for path in c.writable {
+        args.pair("--bind-try", path, path);
+    }
+    args.bind(c.socket);
+    args.one("--chdir", c.worktree);
+    args.flags(&["--"]);
+    args.0
+}
+
+#[derive(Default)]
+struct Args(Vec<OsString>);
+
+impl Args {
+    fn flags(&mut self, flags: &[&str]) {
+        self.0.extend(flags.iter().map(OsString::from));
+    }
+
+    fn one(&mut self, flag: &str, path: &Path) {
+        self.0.push(flag.into());
+        self.0.push(path.into());
+    }
+
+    fn pair(&mut self, flag: &str, from: &Path, to: &Path) {
+        self.0.push(flag.into());
+        self.0.push(from.into());
+        self.0.push(to.into());
+    }
+
+    fn bind(&mut self, path: &Path) {
+        self.pair("--bind", path, path);
+    }
+}
+
+/// `path` with a leading `~/` replaced by `home`; `None` for a `~` path without a home.
+pub fn expand_home(path: &str, home: Option<&Path>) -> Option<PathBuf> {
+    match path.strip_prefix("~/") {
+        Some(rest) => home.map(|h| h.join(rest)),
+        None if path == "~" => home.map(Path::to_owned),
+        None => Some(PathBuf::from(path)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(c: &Confinement<'_>) -> Vec<String> {
+        bwrap_args(c)
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn position(args: &[String], window: &[&str]) -> usize {
+        args.windows(window.len())
+            .position(|w| w == window)
+            .unwrap_or_else(|| panic!("{window:?} in {args:?}"))
+    }
+
+    #[test]
+    fn the_state_folder_is_hidden_before_the_run_folder_and_socket_inside_it_are_bound() {
+        let git = GitMounts {
+            common: "/r/.git".into(),
+            objects: "/r/.git/objects".into(),
+            admin: "/r/.git/worktrees/cat-1".into(),
+            refs: ("/r/.git/refs/heads/catalyst".into(), "/run/refs".into()),
+            logs: (
+                "/r/.git/logs/refs/heads/catalyst".into(),
+                "/run/logs".into(),
+            ),
+        };
+        let writable = [PathBuf::from("/home/u/.claude")];
+        let c = Confinement {
+            worktree: Path::new("/r/.catalyst/worktrees/cat-1"),
+            run_dir: Path::new("/r/.catalyst/runs/cat-1/implement/1"),
+            state: Path::new("/r/.catalyst"),
+            socket: Path::new("/r/.catalyst/catalystd.sock"),
+            git: Some(&git),
+            writable: &writable,
+            network: Network::ModelOnly,
+        };
+        let a = args(&c);
+        let root = position(&a, &["--ro-bind", "/", "/"]);
+        let hidden = position(&a, &["--tmpfs", "/r/.catalyst"]);
+        let run = position(
+            &a,
+            &[
+                "--bind",
+                "/r/.catalyst/runs/cat-1/implement/1",
+                "/r/.catalyst/runs/cat-1/implement/1",
+            ],
+        );
+        let socket = position(
+            &a,
+            &[
+                "--bind",
+                "/r/.catalyst/catalystd.sock",
+                "/r/.catalyst/catalystd.sock",
+            ],
+        );
+        let tree = position(
+            &a,
+            &[
+                "--bind",
+                "/r/.catalyst/worktrees/cat-1",
+                "/r/.catalyst/worktrees/cat-1",
+            ],
+        );
+        assert!(root < hidden && hidden < run && hidden < socket && hidden < tree);
+        position(&a, &["--bind", "/run/refs", "/r/.git/refs/heads/catalyst"]);
+        position(&a, &["--bind-try", "/home/u/.claude", "/home/u/.claude"]);
+        assert!(a.contains(&"--unshare-net".to_owned()));
+        assert_eq!(a.last().map(String::as_str), Some("--"));
+        let common = position(&a, &["--ro-bind", "/r/.git", "/r/.git"]);
+        let objects = position(&a, &["--bind", "/r/.git/objects", "/r/.git/objects"]);
+        assert!(
+            common < objects,
+            "the writable parts go over the read-only git folder"
+        );
+        assert!(!a
+            .iter()
+            .any(|x| x == "/r/.git/config" || x == "/r/.git/hooks"));
+    }
+
+    #[test]
+    fn only_an_open_network_keeps_the_hosts_network() {
+        let c = |network| Confinement {
+            worktree: Path::new("/w"),
+            run_dir: Path::new("/run"),
+            state: Path::new("/s"),
+            socket: Path::new("/s/sock"),
+            git: None,
+            writable: &[],
+            network,
+        };
+        assert!(!args(&c(Network::Open)).contains(&"--unshare-net".to_owned()));
+        assert!(args(&c(Network::None)).contains(&"--unshare-net".to_owned()));
+    }
+
+    #[test]
+    fn a_tilde_is_the_agents_home() {
+        let home = Path::new("/home/u");
+        assert_eq!(
+            expand_home("~/.claude", Some(home)),
+            Some(PathBuf::from("/home/u/.claude"))
+        );
+        assert_eq!(expand_home("~/.claude", None), None);
+        assert_eq!(expand_home("/opt/x", None), Some(PathBuf::from("/opt/x")));
+    }
+}

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{raise, Signal};
 
 use crate::error::Error;
+use crate::log::ShellEntry;
 use crate::scenario::{relative_path, Response};
 
 /// How long `wait_for` waits before giving up, so a test that forgets to release a stub fails
@@ -61,6 +62,32 @@ fn make_parent(path: &Path) -> Result<(), Error> {
         Some(parent) => std::fs::create_dir_all(parent)
             .map_err(|e| Error::Action(format!("cannot create `{}`: {e}", parent.display()))),
         None => Ok(()),
+    }
+}
+
+/// Runs `command` with `sh -c` in `cwd`, as the agent's own child, and says how it went.
+pub fn shell(command: &str, cwd: &Path) -> ShellEntry {
+    let output = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .output();
+    match output {
+        Ok(out) => ShellEntry {
+            command: command.to_owned(),
+            exit_code: out.status.code(),
+            output: format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        },
+        Err(e) => ShellEntry {
+            command: command.to_owned(),
+            exit_code: None,
+            output: format!("cannot run sh: {e}"),
+        },
     }
 }
 

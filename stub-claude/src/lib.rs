@@ -47,6 +47,9 @@
 //!   tool flags (`--tools`, `--disallowedTools`) leave the tool out, else put to the
 //!   `PreToolUse` hooks of `--settings`, and performed only when allowed (`Write`, `Edit`,
 //!   `Read` and `Bash` really act; other tools do nothing).
+//! - `shell`: commands run with `sh -c` in the agent's own process, past the tool flags and
+//!   the hooks (what an agent that slipped a tool past the policy could do), each logged as a
+//!   `shell` line with its exit code and output.
 //! - timing: `sleep_ms`, `wait_for` (a path; block until it exists, at most 60 s).
 //! - endings: `exit_code`, `is_error = true` (an error result, exit 1 unless `exit_code`),
 //!   `signal` (`"KILL"`, `"SIGTERM"`, `9`: die by it after the response's earlier effects),
@@ -93,7 +96,8 @@ mod tools;
 
 pub use error::Error;
 pub use log::{
-    invocations, read_log, EndEntry, Invocation, LogEntry, LogEvent, StartEntry, ToolEntry,
+    invocations, read_log, EndEntry, Invocation, LogEntry, LogEvent, ShellEntry, StartEntry,
+    ToolEntry,
 };
 
 use std::io::Write;

@@ -34,6 +34,8 @@ pub enum LogEvent {
     SessionStart { additional_context: String },
     /// A tool call and whether it was allowed (by the tool flags, then the hooks).
     Tool(ToolEntry),
+    /// A `shell` command ran (past the hooks).
+    Shell(ShellEntry),
     /// A `Stop` hook run that blocked; the second one is ignored, as Claude Code's loop guard
     /// ignores it.
     StopBlock {
@@ -73,6 +75,14 @@ pub struct ToolEntry {
     pub input: Value,
 }
 
+/// A `shell` line: the command, its exit code (`None` when a signal ended it) and output.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShellEntry {
+    pub command: String,
+    pub exit_code: Option<i32>,
+    pub output: String,
+}
+
 /// The `end` line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EndEntry {
@@ -104,6 +114,7 @@ pub struct Invocation {
     pub ended_ms: Option<u64>,
     pub end: Option<EndEntry>,
     pub tools: Vec<ToolEntry>,
+    pub shell: Vec<ShellEntry>,
     pub stop_blocks: Vec<String>,
     pub additional_context: Vec<String>,
     pub errors: Vec<String>,
@@ -169,6 +180,7 @@ pub fn invocations(path: impl AsRef<Path>) -> io::Result<Vec<Invocation>> {
                 ended_ms: None,
                 end: None,
                 tools: Vec::new(),
+                shell: Vec::new(),
                 stop_blocks: Vec::new(),
                 additional_context: Vec::new(),
                 errors: Vec::new(),
@@ -188,6 +200,7 @@ pub fn invocations(path: impl AsRef<Path>) -> io::Result<Vec<Invocation>> {
                 inv.additional_context.push(additional_context)
             }
             LogEvent::Tool(tool) => inv.tools.push(tool),
+            LogEvent::Shell(shell) => inv.shell.push(shell),
             LogEvent::StopBlock { reason, .. } => inv.stop_blocks.push(reason),
             LogEvent::Error { message } => inv.errors.push(message),
             LogEvent::End(end) => {

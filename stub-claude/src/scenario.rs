@@ -56,6 +56,9 @@ pub struct Response {
     pub append: BTreeMap<String, String>,
     pub delete: Vec<String>,
     pub tools: Vec<ToolCall>,
+    /// Commands run with `sh -c` in the agent's own process tree, past every hook: what an
+    /// agent that slips a tool past the policy could do. Each is logged with its exit code.
+    pub shell: Vec<String>,
     pub sleep_ms: Option<u64>,
     pub wait_for: Option<String>,
     pub exit_code: Option<i32>,

@@ -333,6 +333,10 @@ impl<'a> Session<'a> {
             std::thread::sleep(Duration::from_millis(ms));
         }
         actions::change_files(r, &self.cwd)?;
+        for command in &r.shell {
+            let entry = actions::shell(command, &self.cwd);
+            self.log.write(LogEvent::Shell(entry));
+        }
         for call in &r.tools {
             self.call_tool(call);
         }

@@ -1,0 +1,123 @@
+//! Files outside the attempt: the user's home and `/etc`, the main checkout, the shared
+//! repository's configuration and hooks, the daemon's journal and other beads' worktrees.
+
+use std::path::PathBuf;
+
+use crate::{attempt, MAIN_CHECKOUT, STATE};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_home_folder_and_etc_cannot_be_written() {
+    let name = format!("catalyst-escape-{}", std::process::id());
+    let home = PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(&name);
+    let etc = PathBuf::from("/etc").join(&name);
+    let (_daemon, shell) = attempt(&[
+        &format!("touch \"$HOME/{name}\""),
+        &format!("touch /etc/{name}"),
+    ])
+    .await;
+    let escaped = [home.exists(), etc.exists()];
+    for path in [&home, &etc] {
+        let _ = std::fs::remove_file(path);
+    }
+    assert_eq!(escaped, [false, false], "{shell:?}");
+    assert!(shell.iter().all(|s| s.exit_code != Some(0)), "{shell:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_main_checkout_keeps_uncommitted_work_and_its_branch() {
+    let (daemon, shell) = attempt(&[
+        &format!("echo planted > {MAIN_CHECKOUT}/planted.txt"),
+        &format!("git -C {MAIN_CHECKOUT} reset --hard"),
+        &format!("git -C {MAIN_CHECKOUT} commit --allow-empty -m sneaked"),
+    ])
+    .await;
+    // The write may land in the sandbox's own empty folders (a checkout under `/tmp` is
+    // covered by the private `/tmp`) or fail; either way the real checkout never sees it.
+    assert!(!daemon.repo.join("planted.txt").exists(), "{shell:?}");
+    let log = daemon.main_log();
+    assert!(!log.iter().any(|l| l.contains("sneaked")), "{log:?}");
+    assert!(
+        shell[1..].iter().all(|s| s.exit_code != Some(0)),
+        "{shell:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shared_repository_config_and_hooks_cannot_be_changed() {
+    let (daemon, shell) = attempt(&[
+        "git config core.hooksPath /tmp/planted",
+        "git config filter.planted.clean 'touch /tmp/planted'",
+        &format!("echo 'touch planted' > {MAIN_CHECKOUT}/.git/hooks/pre-commit"),
+        &format!("echo '[core]' >> {MAIN_CHECKOUT}/.git/config"),
+    ])
+    .await;
+    let git = daemon.repo.join(".git");
+    let config = std::fs::read_to_string(git.join("config")).expect("the repository's config");
+    assert!(
+        !config.contains("planted") && !config.contains("hooksPath"),
+        "{config}"
+    );
+    assert!(!git.join("hooks/pre-commit").exists(), "{shell:?}");
+    assert!(shell.iter().all(|s| s.exit_code != Some(0)), "{shell:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_journal_and_other_beads_are_out_of_sight() {
+    // A first bead runs and closes; the second one's agent looks for the first one's run
+    // folders and the journal, and truncates the journal.
+    let first_rule = "[[rule]]\nrole = \"implement\"\nbead = \"cat-first\"\nresponses = [{ write = { \"a.txt\" = \"a\\n\" } }]\n";
+    let scenario = format!(
+        "{first_rule}\n{}",
+        crate::implement_runs(&[
+            &format!("cat {STATE}/journal.jsonl"),
+            &format!("ls -R {STATE}/runs {STATE}/worktrees"),
+            &format!("cat {STATE}/runs/cat-first/implement/1/prompt.md"),
+            &format!(": > {STATE}/journal.jsonl"),
+        ])
+    );
+    let daemon = catalyst_testkit::TestDaemon::start(&scenario, "").await;
+    let first = catalyst::protocol::BeadInput {
+        id: Some("cat-first".into()),
+        ..catalyst_testkit::bead("First")
+    };
+    daemon.submit(first).await;
+    daemon.wait_status("cat-first", "closed").await;
+    let second = daemon.submit(catalyst_testkit::bead("Second")).await;
+    daemon.wait_status(&second, "closed").await;
+    let shell = daemon
+        .invocations()
+        .into_iter()
+        .find(|i| i.bead.as_deref() == Some(second.as_str()) && i.role() == "implement")
+        .expect("the second bead's agent ran")
+        .shell;
+    for s in &shell {
+        assert!(!s.output.contains("bead.created"), "{s:?}");
+    }
+    assert!(!shell[1].output.contains("cat-first"), "{shell:?}");
+    assert_ne!(shell[0].exit_code, Some(0), "{shell:?}");
+    assert_ne!(shell[2].exit_code, Some(0), "{shell:?}");
+    // The journal is whole, and the daemon goes on.
+    let journal = daemon.journal();
+    assert!(journal
+        .iter()
+        .any(|e| e["type"] == "bead.created" && e["bead"]["id"] == "cat-first"));
+    daemon.call(catalyst::protocol::Method::Status).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_made_inside_the_worktree_reaches_the_branch() {
+    let (daemon, shell) = attempt(&[
+        "echo inside > inside.txt && git add inside.txt && git -c user.name=a -c user.email=a@b commit -q -m 'made inside the sandbox'",
+    ])
+    .await;
+    assert_eq!(shell[0].exit_code, Some(0), "{shell:?}");
+    let log = daemon.main_log();
+    assert!(
+        log.iter().any(|l| l.contains("made inside the sandbox")),
+        "{log:?}"
+    );
+    assert_eq!(
+        daemon.file_on_main("inside.txt").as_deref(),
+        Some("inside\n")
+    );
+}

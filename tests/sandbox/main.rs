@@ -1,0 +1,44 @@
+//! Escapes: an agent in a writing role tries to reach beyond its attempt, and the operating
+//! system's sandbox refuses. The agent is stub-claude running shell commands past every hook
+//! (the scenario's `shell`), so what stops it here is the sandbox alone; each test fails when
+//! the sandbox is off. The attempt and the daemon carry on: every bead still closes.
+
+mod files;
+mod processes;
+
+use catalyst_testkit::{bead, TestDaemon};
+use stub_claude::ShellEntry;
+
+/// From a bead's worktree (`<repo>/.catalyst/worktrees/<bead>`), the main checkout.
+pub const MAIN_CHECKOUT: &str = "../../..";
+/// From a bead's worktree, the daemon's state folder.
+pub const STATE: &str = "../..";
+
+/// A scenario whose implement agent runs `commands` (TOML strings) and then reports DONE
+/// with a file written, so the bead goes on to merge.
+pub fn implement_runs(commands: &[&str]) -> String {
+    let commands: Vec<String> = commands
+        .iter()
+        .map(|c| toml::Value::String((*c).to_owned()).to_string())
+        .collect();
+    format!(
+        "[[rule]]\nrole = \"implement\"\nresponses = [{{ shell = [{}], write = {{ \"done.txt\" = \"done\\n\" }}, summary = \"tried\" }}]\n",
+        commands.join(", ")
+    )
+}
+
+/// Runs one bead whose implement agent runs `commands`; returns the daemon (for what the test
+/// checks next) and what each command printed, once the bead has closed.
+pub async fn attempt(commands: &[&str]) -> (TestDaemon, Vec<ShellEntry>) {
+    let daemon = TestDaemon::start(&implement_runs(commands), "").await;
+    let id = daemon.submit(bead("Try to get out")).await;
+    daemon.wait_status(&id, "closed").await;
+    let shell = daemon
+        .invocations()
+        .into_iter()
+        .find(|i| i.role() == "implement")
+        .expect("the implement agent ran")
+        .shell;
+    assert_eq!(shell.len(), commands.len(), "every command ran: {shell:?}");
+    (daemon, shell)
+}

@@ -1,0 +1,43 @@
+//! Processes and the network: what an agent starts must end with its attempt, and it reaches
+//! no port but its model's.
+
+use std::net::TcpListener;
+
+use crate::attempt;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_leaves_the_group_still_ends_with_the_attempt() {
+    // The sleeper inherits the stub's environment, by which `agent_processes` finds it.
+    let (daemon, shell) = attempt(&[
+        "setsid sleep 600 > /dev/null 2>&1 < /dev/null &",
+        "nohup sleep 600 > /dev/null 2>&1 < /dev/null &",
+    ])
+    .await;
+    let left = daemon.agent_processes();
+    for (pid, _) in &left {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        left.is_empty(),
+        "still running after the attempt: {left:?} ({shell:?})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loopback_port_other_than_the_model_is_out_of_reach() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("listen on loopback");
+    listener.set_nonblocking(true).expect("non-blocking");
+    let port = listener.local_addr().expect("address").port();
+    let (_daemon, shell) =
+        attempt(&[&format!("bash -c 'echo leak > /dev/tcp/127.0.0.1/{port}'")]).await;
+    // A connection made while the attempt ran would be waiting in the backlog by now.
+    let accepted = listener.accept();
+    assert!(
+        accepted.is_err(),
+        "the agent reached port {port}: {shell:?}"
+    );
+    assert_ne!(shell[0].exit_code, Some(0), "{shell:?}");
+}

@@ -175,11 +175,32 @@ enum Outcome {
 /// The hidden subcommand that makes this binary a stand-in `claude` for the demo and tests.
 const STUB_CLAUDE: &str = "__stub-claude";
 
+/// The hidden first process of a sandboxed attempt's network namespace (see
+/// `catalyst::cli::sandbox_net`).
+const SANDBOX_NET: &str = "__sandbox-net";
+
+fn sandbox_net(args: &[String]) -> ExitCode {
+    use catalyst::cli::sandbox_net;
+    match sandbox_net::parse(args)
+        .and_then(|(forwards, command)| sandbox_net::run(&forwards, &command))
+    {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("catalyst: {e}");
+            ExitCode::from(127)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let mut args = std::env::args();
-    if args.nth(1).as_deref() == Some(STUB_CLAUDE) {
-        let code = stub_claude::run(args.collect());
-        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    match args.nth(1).as_deref() {
+        Some(STUB_CLAUDE) => {
+            let code = stub_claude::run(args.collect());
+            return ExitCode::from(u8::try_from(code).unwrap_or(1));
+        }
+        Some(SANDBOX_NET) => return sandbox_net(&args.collect::<Vec<_>>()),
+        _ => {}
     }
     let cli = Cli::parse();
     match run(cli) {

@@ -9,4 +9,5 @@ pub mod hook;
 pub mod init;
 pub mod live;
 pub mod render;
+pub mod sandbox_net;
 pub mod service;

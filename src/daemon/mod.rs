@@ -13,6 +13,7 @@ pub mod engine;
 pub mod fsutil;
 pub mod fswatch;
 pub mod load;
+pub mod netproxy;
 pub mod paths;
 pub mod resolver;
 pub mod rundir;

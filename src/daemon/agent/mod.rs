@@ -90,6 +90,20 @@ pub struct SandboxSpec {
     /// Paths the agent may write besides its worktree and run folder.
     pub writable: Vec<PathBuf>,
     pub network: Network,
+    /// How a `model-only` network reaches the model; `None` for the others.
+    pub net: Option<NetPlan>,
+}
+
+/// The model endpoints a `model-only` attempt reaches through the daemon (see
+/// [`crate::daemon::netproxy`]).
+#[derive(Clone, Debug)]
+pub struct NetPlan {
+    /// The `catalyst` binary, whose `__sandbox-net` runs inside the namespace.
+    pub catalyst: PathBuf,
+    /// Loopback model APIs, reached at the same address inside.
+    pub forwards: Vec<std::net::SocketAddr>,
+    /// The `host:port`s the HTTPS proxy connects to.
+    pub hosts: Vec<String>,
 }
 
 /// Runs one agent to its end; see the module documentation. Never fails: a run that could not

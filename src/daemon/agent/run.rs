@@ -20,8 +20,9 @@ use tokio_util::sync::CancellationToken;
 use super::events::{Parsed, StderrScanner, StdoutParser};
 use super::group::{signal_group, GroupGuard};
 use super::output::{pump, CappedFile, StreamStats};
-use super::{spawn, RunSpec, SandboxSpec, PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
+use super::{spawn, NetPlan, RunSpec, SandboxSpec, PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
 use crate::daemon::clock;
+use crate::daemon::netproxy::{self, NetGuard, Route};
 use crate::domain::agent::profile::{OutputFormat, ProfileError, StdinMode, Vars};
 use crate::domain::agent::report::{Exit, RunReport};
 use crate::domain::agent::sandbox::{bwrap_args, Confinement};
@@ -41,6 +42,8 @@ struct Running {
     stderr: JoinHandle<(StreamStats, StderrScanner)>,
     activity: Arc<Notify>,
     drain: CancellationToken,
+    /// The outside end of a `model-only` network, stopped when the run ends.
+    net: Option<NetGuard>,
 }
 
 /// Why supervision ended.
@@ -71,8 +74,17 @@ pub(super) async fn run(spec: RunSpec, cancel: CancellationToken) -> RunReport {
 /// Writes the prompt, opens the output files and spawns the agent with its readers.
 async fn start(spec: &RunSpec) -> Result<Running, StartError> {
     let prepared = prepare(spec).await?;
+    let mut net = None;
     let argv = match &spec.sandbox {
-        Some(sandbox) => confined(sandbox, spec, &prepared.argv),
+        Some(sandbox) => {
+            let mut inner = prepared.argv.clone();
+            if let Some(plan) = &sandbox.net {
+                let (guard, through) = network(plan, &spec.run_dir, inner)?;
+                net = Some(guard);
+                inner = through;
+            }
+            confined(sandbox, spec, &inner)
+        }
         None => prepared.argv.clone(),
     };
     let Some((program_arg, args)) = argv.split_first() else {
@@ -85,6 +97,7 @@ async fn start(spec: &RunSpec) -> Result<Running, StartError> {
         .current_dir(&spec.worktree)
         .envs(&spec.profile.env)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .envs(net.as_ref().map(|_| proxy_env()).into_iter().flatten())
         .stdin(if prepared.prompt_on_stdin {
             Stdio::piped()
         } else {
@@ -118,8 +131,58 @@ async fn start(spec: &RunSpec) -> Result<Running, StartError> {
     ) {
         tracing::warn!(error = %e, "cannot write the agent's pid file");
     }
-    attach(child, pgid, group, spec, prepared)
+    let mut running = attach(child, pgid, group, spec, prepared)?;
+    running.net = net;
+    Ok(running)
 }
+
+/// Where the HTTPS proxy listens inside an attempt's network namespace.
+const PROXY_INSIDE: &str = "127.0.0.1:3128";
+
+/// The environment that sends the agent's HTTPS through the proxy; loopback (a forwarded
+/// model API) goes direct.
+fn proxy_env() -> [(&'static str, String); 5] {
+    let proxy = format!("http://{PROXY_INSIDE}");
+    let direct = "localhost,127.0.0.1,::1".to_owned();
+    [
+        ("HTTPS_PROXY", proxy.clone()),
+        ("https_proxy", proxy.clone()),
+        ("ALL_PROXY", proxy),
+        ("NO_PROXY", direct.clone()),
+        ("no_proxy", direct),
+    ]
+}
+
+/// Starts the outside end of a `model-only` network and returns it with `argv` run through
+/// `catalyst __sandbox-net`, which carries the loopback ports inside to it.
+fn network(
+    plan: &NetPlan,
+    run_dir: &Path,
+    argv: Vec<OsString>,
+) -> Result<(NetGuard, Vec<OsString>), StartError> {
+    let mut routes = vec![Route::Proxy(plan.hosts.clone())];
+    routes.extend(plan.forwards.iter().map(|a| Route::Forward(*a)));
+    let dir = run_dir.join(NET_DIR);
+    let (guard, sockets) = netproxy::start(&dir, routes).map_err(|source| StartError::Create {
+        path: dir.clone(),
+        source,
+    })?;
+    let listens = std::iter::once(PROXY_INSIDE.to_owned())
+        .chain(plan.forwards.iter().map(ToString::to_string));
+    let mut through: Vec<OsString> = vec![plan.catalyst.clone().into(), "__sandbox-net".into()];
+    for (listen, socket) in listens.zip(&sockets) {
+        through.push("--listen".into());
+        let mut spec = OsString::from(format!("{listen}="));
+        spec.push(socket);
+        through.push(spec);
+    }
+    through.push("--".into());
+    through.extend(argv);
+    Ok((guard, through))
+}
+
+/// The sockets of an attempt's network, in its run folder.
+const NET_DIR: &str = "net";
 
 /// `argv` run inside the attempt's sandbox: `bwrap`, its arguments, then `argv`.
 fn confined(sandbox: &SandboxSpec, spec: &RunSpec, argv: &[OsString]) -> Vec<OsString> {
@@ -229,6 +292,7 @@ fn attach(
         stderr,
         activity,
         drain,
+        net: None,
     })
 }
 

@@ -133,6 +133,7 @@ fn command_spec(job: &GateJob, n: usize, command: &str, left: Duration) -> RunSp
             sandbox: SandboxKind::None,
             network: Network::Open,
             writable: Vec::new(),
+            model_hosts: Vec::new(),
         },
         model: String::new(),
         prompt: command.to_owned(),

@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::daemon::agent::{RunSpec, SandboxSpec};
+use crate::daemon::agent::{NetPlan, RunSpec, SandboxSpec};
 use crate::daemon::sandbox::BWRAP;
 use crate::daemon::worktree::{self, Repo};
 use crate::daemon::Paths;
 use crate::domain::agent::profile::AgentProfile;
-use crate::domain::agent::sandbox::{expand_home, SandboxKind};
+use crate::domain::agent::sandbox::{expand_path, url_endpoint, Network, SandboxKind};
 use crate::domain::config::Config;
 use crate::domain::context::{self, Context, EarlierStep, Feedback, FeedbackKind, StepInfo};
 use crate::domain::id::BeadId;
@@ -156,7 +156,7 @@ fn run_spec(
             run_dir.join(context::CONTEXT_MD).display().to_string(),
         ),
     ];
-    let sandbox = sandbox_spec(&profile, from.paths);
+    let sandbox = sandbox_spec(&profile, from.paths, config);
     Ok(RunSpec {
         profile,
         model: config.model_id(model).to_owned(),
@@ -175,20 +175,44 @@ fn run_spec(
 
 /// The sandbox a profile asks for, without its git paths (the runner adds them once the
 /// worktree exists); `None` for a profile with `sandbox = "none"`.
-fn sandbox_spec(profile: &AgentProfile, paths: &Paths) -> Option<SandboxSpec> {
+fn sandbox_spec(profile: &AgentProfile, paths: &Paths, config: &Config) -> Option<SandboxSpec> {
     if profile.sandbox == SandboxKind::None {
         return None;
     }
-    let home = profile
-        .env
-        .get("HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(PathBuf::from));
+    // The agent's environment: the profile's over the daemon's.
+    let var = |name: &str| {
+        profile
+            .env
+            .get(name)
+            .cloned()
+            .or_else(|| std::env::var(name).ok())
+    };
     let writable = profile
         .writable
         .iter()
-        .filter_map(|p| expand_home(p, home.as_deref()))
+        .filter_map(|p| expand_path(p, &var))
         .collect();
+    let net = (profile.network == Network::ModelOnly).then(|| {
+        let mut plan = NetPlan {
+            catalyst: crate::daemon::load::catalyst_bin(config),
+            forwards: Vec::new(),
+            hosts: profile.model_hosts.clone(),
+        };
+        for url in ["ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"].iter().filter_map(|n| var(n)) {
+            match url_endpoint(&url) {
+                Some((host, port, true)) => {
+                    let ip = if host == "localhost" { "127.0.0.1" } else { host.trim_matches(['[', ']']) };
+                    if let Ok(ip) = ip.parse() {
+                        plan.forwards.push(std::net::SocketAddr::new(ip, port));
+                    }
+                }
+                Some((host, port, false)) => plan.hosts.push(format!("{host}:{port}")),
+                None => tracing::warn!(%url, "a model base URL that is not http(s); the sandbox does not reach it"),
+            }
+        }
+        plan.forwards.dedup();
+        plan
+    });
     Some(SandboxSpec {
         bwrap: PathBuf::from(BWRAP),
         state: paths.state.clone(),
@@ -196,6 +220,7 @@ fn sandbox_spec(profile: &AgentProfile, paths: &Paths) -> Option<SandboxSpec> {
         git: None,
         writable,
         network: profile.network,
+        net,
     })
 }
 

@@ -68,6 +68,9 @@ pub struct AgentProfile {
     /// folders); `~/` is the agent's `HOME` (the profile's `env`, else the daemon's). Only
     /// these are writable outside the worktree when sandboxed.
     pub writable: Vec<String>,
+    /// The `host:port`s of the agent's model API, the only places a `model-only` network
+    /// reaches (besides the host of `ANTHROPIC_BASE_URL` or `OPENAI_BASE_URL` when set).
+    pub model_hosts: Vec<String>,
 }
 
 /// A profile as written in the config, before [`AgentProfile::validate`].
@@ -87,6 +90,8 @@ struct ProfileConfig {
     network: Network,
     #[serde(default)]
     writable: Vec<String>,
+    #[serde(default)]
+    model_hosts: Vec<String>,
 }
 
 impl TryFrom<ProfileConfig> for AgentProfile {
@@ -101,6 +106,7 @@ impl TryFrom<ProfileConfig> for AgentProfile {
             sandbox: c.sandbox,
             network: c.network,
             writable: c.writable,
+            model_hosts: c.model_hosts,
         };
         profile.validate()?;
         Ok(profile)
@@ -184,21 +190,30 @@ impl AgentProfile {
             writable: ["~/.claude", "~/.claude.json", "~/.claude.json.lock"]
                 .map(String::from)
                 .into(),
+            model_hosts: vec!["api.anthropic.com:443".into()],
         }
     }
 
-    /// `codex exec` with JSON events, sandboxed to the worktree, the prompt as its last argument
-    /// and stdin `/dev/null`: codex 0.169 appends whatever its stdin holds to the prompt when
-    /// stdin is not a terminal ("Reading additional input from stdin..."), so an inherited
-    /// stdin would hang it or leak into the prompt.
+    /// `codex exec` with JSON events, the prompt as its last argument and stdin `/dev/null`:
+    /// codex 0.169 appends whatever its stdin holds to the prompt when stdin is not a
+    /// terminal ("Reading additional input from stdin..."), so an inherited stdin would hang
+    /// it or leak into the prompt. Inside catalyst's sandbox (the default on Linux) Codex's own
+    /// (`-s workspace-write`, itself bubblewrap) cannot nest, so it runs with
+    /// `danger-full-access` and the outer sandbox confines it; where catalyst has no sandbox,
+    /// Codex's own confines it to the worktree.
     pub fn codex() -> AgentProfile {
+        let sandbox = SandboxKind::default();
+        let codex_sandbox = match sandbox {
+            SandboxKind::Bwrap => "danger-full-access",
+            SandboxKind::None => "workspace-write",
+        };
         AgentProfile {
             command: [
                 "codex",
                 "exec",
                 "--json",
                 "-s",
-                "workspace-write",
+                codex_sandbox,
                 "-C",
                 "{worktree}",
                 "-m",
@@ -210,9 +225,10 @@ impl AgentProfile {
             format: OutputFormat::CodexJson,
             env: BTreeMap::new(),
             stdin: StdinMode::Null,
-            sandbox: SandboxKind::default(),
+            sandbox,
             network: Network::default(),
-            writable: vec!["~/.codex".into()],
+            writable: vec!["$CODEX_HOME".into(), "~/.codex".into()],
+            model_hosts: vec!["api.openai.com:443".into(), "chatgpt.com:443".into()],
         }
     }
 

@@ -139,13 +139,42 @@ impl Args {
     }
 }
 
-/// `path` with a leading `~/` replaced by `home`; `None` for a `~` path without a home.
-pub fn expand_home(path: &str, home: Option<&Path>) -> Option<PathBuf> {
+/// `path` with a leading `~/` replaced by the `HOME` that `var` gives, and a whole `$NAME`
+/// by that variable; `None` when what it names is not set.
+pub fn expand_path(path: &str, var: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if let Some(name) = path.strip_prefix('$') {
+        return var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    }
+    let home = || var("HOME").filter(|v| !v.is_empty()).map(PathBuf::from);
     match path.strip_prefix("~/") {
-        Some(rest) => home.map(|h| h.join(rest)),
-        None if path == "~" => home.map(Path::to_owned),
+        Some(rest) => home().map(|h| h.join(rest)),
+        None if path == "~" => home(),
         None => Some(PathBuf::from(path)),
     }
+}
+
+/// Where a model API base URL (`http://127.0.0.1:8080/v1`, `https://api.example.com`) points:
+/// its host and port, and whether the host is this machine's loopback.
+pub fn url_endpoint(url: &str) -> Option<(String, u16, bool)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let default_port = match scheme {
+        "http" => 80,
+        "https" => 443,
+        _ => return None,
+    };
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => {
+            (h.to_owned(), p.parse().ok()?)
+        }
+        _ => (authority.to_owned(), default_port),
+    };
+    if host.is_empty() {
+        return None;
+    }
+    let loopback = host == "localhost" || host.starts_with("127.") || host == "[::1]";
+    Some((host, port, loopback))
 }
 
 #[cfg(test)]
@@ -246,13 +275,38 @@ mod tests {
     }
 
     #[test]
-    fn a_tilde_is_the_agents_home() {
-        let home = Path::new("/home/u");
+    fn a_tilde_is_the_agents_home_and_a_dollar_its_variable() {
+        let env = |name: &str| match name {
+            "HOME" => Some("/home/u".to_owned()),
+            "CODEX_HOME" => Some("/srv/codex".to_owned()),
+            _ => None,
+        };
+        let none = |_: &str| None;
         assert_eq!(
-            expand_home("~/.claude", Some(home)),
-            Some(PathBuf::from("/home/u/.claude"))
+            expand_path("~/.claude", &env),
+            Some("/home/u/.claude".into())
         );
-        assert_eq!(expand_home("~/.claude", None), None);
-        assert_eq!(expand_home("/opt/x", None), Some(PathBuf::from("/opt/x")));
+        assert_eq!(expand_path("$CODEX_HOME", &env), Some("/srv/codex".into()));
+        assert_eq!(expand_path("~/.claude", &none), None);
+        assert_eq!(expand_path("$CODEX_HOME", &none), None);
+        assert_eq!(expand_path("/opt/x", &none), Some("/opt/x".into()));
+    }
+
+    #[test]
+    fn a_base_url_names_its_host_and_port() {
+        assert_eq!(
+            url_endpoint("http://127.0.0.1:8080/v1"),
+            Some(("127.0.0.1".into(), 8080, true))
+        );
+        assert_eq!(
+            url_endpoint("https://api.example.com"),
+            Some(("api.example.com".into(), 443, false))
+        );
+        assert_eq!(
+            url_endpoint("http://localhost/x"),
+            Some(("localhost".into(), 80, true))
+        );
+        assert_eq!(url_endpoint("ftp://x"), None);
+        assert_eq!(url_endpoint("nonsense"), None);
     }
 }

@@ -68,6 +68,7 @@ impl Fixture {
                 sandbox: SandboxKind::None,
                 network: Network::Open,
                 writable: Vec::new(),
+                model_hosts: Vec::new(),
             },
             model: "sonnet".into(),
             prompt: "Do the step.\n".into(),

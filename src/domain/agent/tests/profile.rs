@@ -66,7 +66,12 @@ fn codex_profile_takes_the_prompt_as_its_last_argument_with_stdin_closed() {
             "exec",
             "--json",
             "-s",
-            "workspace-write",
+            // Codex's own sandbox cannot nest inside catalyst's.
+            if cfg!(target_os = "linux") {
+                "danger-full-access"
+            } else {
+                "workspace-write"
+            },
             "-C",
             "/ws/worktrees/cat-1",
             "-m",

@@ -160,6 +160,16 @@ impl Workspace {
         catalyst::cli::demo::stub_config(&agent, &self.scenario, &self.log)
     }
 
+    /// A path in the stub's own folder, which a sandboxed agent sees (the rest of the temporary
+    /// folder is behind the sandbox's private `/tmp`): where a test puts the file a scenario's
+    /// `wait_for` waits on.
+    pub fn stub_file(&self, name: &str) -> PathBuf {
+        self.scenario
+            .parent()
+            .expect("the stub's folder")
+            .join(name)
+    }
+
     /// Replaces the scenario.
     pub fn set_scenario(&self, scenario: &str) {
         std::fs::write(&self.scenario, scenario).expect("scenario");

@@ -43,7 +43,7 @@ fn has_line(message: &str, line: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_manager_hears_ready_status_watchdog_and_stopping() {
     let ws = Workspace::new("", "");
-    let go = ws.root.join("go");
+    let go = ws.stub_file("go");
     ws.set_scenario(&implement_waits_for(&go));
     let path = ws.root.join("notify.sock");
     let mut manager = Manager {

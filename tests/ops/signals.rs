@@ -5,10 +5,10 @@ use nix::sys::signal::Signal;
 
 use catalyst_testkit::{bead, TestDaemon, Workspace};
 
-/// An implement step that waits for `<root>/go` (released by the test) the first time and
+/// An implement step that waits for `go` in the stub's folder (released by the test) the first time and
 /// runs straight through any later time.
 fn waiting_implement(ws: &Workspace) -> std::path::PathBuf {
-    let go = ws.root.join("go");
+    let go = ws.stub_file("go");
     let scenario = format!(
         "[[rule]]\nrole = \"implement\"\nresponses = [\n  {{ wait_for = {:?}, write = {{ \"a.txt\" = \"a\\n\" }}, summary = \"wrote a\" }},\n  {{ write = {{ \"a.txt\" = \"a again\\n\" }}, summary = \"wrote a again\" }},\n]\n",
         go.display().to_string()

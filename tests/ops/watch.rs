@@ -92,7 +92,7 @@ async fn ctl_watch_follows_a_run_and_restores_the_terminal() {
         return;
     }
     let ws = Workspace::new("", "");
-    let go = ws.root.join("go");
+    let go = ws.stub_file("go");
     ws.set_scenario(&implement_waits_for(&go));
     let mut daemon = ws.spawn();
     daemon.client().await;

@@ -11,15 +11,6 @@ use catalyst_testkit::procfs::vm_kb;
 use catalyst_testkit::{bead_with_id, Workspace};
 
 /// Whether process `pid` is gone (or a zombie, which runs nothing).
-fn gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim().starts_with('Z')),
-    }
-}
-
 fn finished(e: &Value, step: &str, attempt: u32) -> bool {
     e["type"] == "step.finished" && e["step"] == step && e["attempt"] == attempt
 }
@@ -28,21 +19,16 @@ fn finished(e: &Value, step: &str, attempt: u32) -> bool {
 async fn a_hung_agent_and_its_children_are_killed_at_the_timeout_and_retried() {
     // The agent hangs in a tool call whose shell left a child that ignores SIGTERM: stopping
     // only the agent, or only politely, would leave that child running in the worktree.
-    let root = tempfile::tempdir().expect("temp dir");
-    let pid_file = root.path().join("child.pid");
-    let scenario = format!(
-        r#"
+    let scenario = r#"
 [[rule]]
 role = "implement"
 responses = [
-  {{ tools = [{{ name = "Bash", input = {{ command = "(trap '' TERM; exec sleep 300) >/dev/null 2>&1 & echo $! > {}; sleep 300" }} }}] }},
-  {{ write = {{ "hello.txt" = "hello\n" }}, summary = "wrote hello.txt" }},
+  { tools = [{ name = "Bash", input = { command = "(trap '' TERM; exec sleep 300) >/dev/null 2>&1 & sleep 300" } }] },
+  { write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" },
 ]
-"#,
-        pid_file.display()
-    );
+"#;
     let ws = Workspace::new(
-        &scenario,
+        scenario,
         "agent_timeout_secs = 2\nstall_timeout_secs = 60\ngrace_secs = 1",
     );
     let daemon = ws.spawn();
@@ -52,12 +38,16 @@ responses = [
             finished(e, "cat-hang.implement", 1)
         })
         .await;
-    let child: i32 = std::fs::read_to_string(&pid_file)
-        .expect("the child's pid")
-        .trim()
-        .parse()
-        .expect("a pid");
-    assert!(gone(child), "the child that ignored SIGTERM is gone");
+    // Every process the agent started carries the stub's environment.
+    let sleepers: Vec<_> = ws
+        .agent_processes()
+        .into_iter()
+        .filter(|(_, command)| command.contains("sleep 300"))
+        .collect();
+    assert!(
+        sleepers.is_empty(),
+        "the child that ignored SIGTERM is gone: {sleepers:?}"
+    );
     assert_eq!(end["exit"], "timed out after 2s");
     let took = end["duration_ms"].as_u64().expect("duration");
     assert!(

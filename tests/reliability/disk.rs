@@ -72,7 +72,12 @@ async fn a_full_disk_stops_dispatching_loses_nothing_and_resumes() {
         println!("skipped: mounting a tmpfs needs root (or CAP_SYS_ADMIN)");
         return;
     };
-    let release = files.join("release-a");
+    let ws = Workspace::builder()
+        .config("max_agents = 2")
+        .repo_in(&tmpfs.path)
+        .build();
+    // The release file in the stub's folder, which the sandboxed agent sees.
+    let release = ws.stub_file("release-a");
     let scenario = format!(
         r#"
 [[rule]]
@@ -90,11 +95,7 @@ responses = [{{ tools = [{{ name = "Bash", input = {{ command = "git -c user.nam
 "#,
         release.display()
     );
-    let ws = Workspace::builder()
-        .scenario(&scenario)
-        .config("max_agents = 2")
-        .repo_in(&tmpfs.path)
-        .build();
+    ws.set_scenario(&scenario);
     let mut daemon = ws.spawn();
     let mut acknowledged = vec!["cat-a".to_owned()];
     daemon.submit(bead_with_id("cat-a")).await;

@@ -362,7 +362,7 @@ async fn supervise(mut r: Running, spec: &RunSpec, cancel: CancellationToken) ->
         }
     };
     let exit = match ended {
-        Ended::Exited(Ok(status)) => exit_of(status),
+        Ended::Exited(Ok(status)) => exit_of(status, spec.sandbox.is_some()),
         Ended::Exited(Err(e)) => Exit::WaitFailed(e.to_string()),
         Ended::Stopped(why) => {
             tracing::info!(pgid = r.pgid.as_raw(), reason = %why, "stopping agent");
@@ -497,8 +497,17 @@ async fn text_message(
     (!text.trim().is_empty()).then_some(text)
 }
 
-fn exit_of(status: ExitStatus) -> Exit {
+/// How the agent ended. Inside the sandbox the agent is not bubblewrap's process but its
+/// child, and bubblewrap exits with 128 plus the signal's number when a signal ended the agent,
+/// as a shell does; that code is read back as the signal.
+fn exit_of(status: ExitStatus, sandboxed: bool) -> Exit {
     match (status.code(), status.signal()) {
+        (Some(code), _) if sandboxed && code > 128 => {
+            match nix::sys::signal::Signal::try_from(code - 128) {
+                Ok(signal) => Exit::Signal(signal as i32),
+                Err(_) => Exit::Code(code),
+            }
+        }
         (Some(code), _) => Exit::Code(code),
         (None, Some(signal)) => Exit::Signal(signal),
         // Neither a code nor a signal cannot happen for a reaped process on Unix.

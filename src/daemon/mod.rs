@@ -22,6 +22,7 @@ pub mod sandbox;
 pub mod sdnotify;
 pub mod server;
 pub mod store;
+pub mod wire;
 pub mod worktree;
 
 use std::fs::File;

@@ -3,6 +3,7 @@
 //! (the scenario's `shell`), so what stops it here is the sandbox alone; each test fails when
 //! the sandbox is off. The attempt and the daemon carry on: every bead still closes.
 
+mod control;
 mod files;
 mod processes;
 

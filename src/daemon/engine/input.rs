@@ -9,9 +9,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::daemon::beads::follow::BeadsFileRead;
 use crate::daemon::beads::writeback;
 use crate::daemon::fswatch::WorkspaceChange;
+use crate::daemon::runner::hook_socket::Ask;
 use crate::daemon::runner::{GitTaskError, StepDone};
 use crate::daemon::store::StoreError;
 use crate::protocol::{Answer, EngineRequest, ErrorCode, RpcError};
+use std::sync::Arc;
 
 use super::error::LoadError;
 use super::reports::{InboxFile, InboxSettled, MergeReport, Recovered};
@@ -93,6 +95,28 @@ pub struct EngineHandle {
     pub tx: mpsc::Sender<Input>,
     pub seq: watch::Receiver<u64>,
     pub journal: PathBuf,
+}
+
+/// How an attempt's socket asks the engine about a hook call (see
+/// [`crate::daemon::runner::hook_socket`]).
+pub(super) fn hook_asker(tx: mpsc::Sender<Input>) -> Ask {
+    Arc::new(move |params| {
+        let tx = tx.clone();
+        Box::pin(async move {
+            let stopping = || RpcError::new(ErrorCode::ShuttingDown, "the daemon is stopping");
+            let (reply, answer) = oneshot::channel();
+            let method = EngineRequest::Hook(params);
+            tx.send(Input::Request { method, reply })
+                .await
+                .map_err(|_| stopping())?;
+            match answer.await.map_err(|_| stopping())?? {
+                Answer::Hook(hook) => Ok(hook),
+                _ => Err(RpcError::internal(
+                    "the engine answered a hook call with something else",
+                )),
+            }
+        })
+    })
 }
 
 impl EngineHandle {

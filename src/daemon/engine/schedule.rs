@@ -167,8 +167,9 @@ impl Engine {
             },
         );
         let tx = self.tasks.tx.clone();
+        let ask = super::input::hook_asker(tx.clone());
         self.tasks.tracker.spawn(async move {
-            let done = runner::run_agent_step(job, cancel).await;
+            let done = runner::run_agent_step(job, cancel, ask).await;
             // The engine is gone only when the daemon is stopping; the journal then says the
             // step was running, and the next start re-runs it.
             let _ = tx.send(Input::StepDone(Box::new(done))).await;

@@ -6,6 +6,8 @@ use std::path::Path;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use super::hook_socket::{self, Ask};
+use super::job::attempt_socket;
 use crate::daemon::agent;
 use crate::daemon::fsutil;
 use crate::daemon::worktree::CommitId;
@@ -29,7 +31,7 @@ struct ResultRecord<'a> {
 }
 
 /// One attempt of an agent step, start to end.
-pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken) -> StepDone {
+pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken, ask: Ask) -> StepDone {
     let mut done = StepDone::failed(&job.work, &job.step, job.role, job.attempt, String::new());
     let base =
         match prepare_worktree(&job.repo, &job.work, &job.target, job.reset_to.as_deref()).await {
@@ -79,6 +81,23 @@ pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken) -> Step
             )
         };
     }
+    let socket = attempt_socket(&job.run_dir);
+    let served = hook_socket::start(&socket, job.step.clone(), ask);
+    let _served = match served {
+        Ok(served) => served,
+        Err(e) => {
+            return StepDone {
+                base: Some(base),
+                ..StepDone::failed(
+                    &job.work,
+                    &job.step,
+                    job.role,
+                    job.attempt,
+                    format!("cannot open the agent's socket `{}`: {e}", socket.display()),
+                )
+            }
+        }
+    };
     let report = agent::run(job.spec.clone(), cancel).await;
     write_json(&job.run_dir.join(REPORT_FILE), &report);
     if job.spec.sandbox.is_some() {

@@ -143,11 +143,9 @@ fn run_spec(
     if let Some(tools) = config.role_policy(meta.role).tools_for(meta.tools.as_ref()) {
         profile = profile.with_tools(tools);
     }
+    let socket = attempt_socket(run_dir);
     let env = vec![
-        (
-            "CATALYST_SOCKET".to_owned(),
-            from.paths.socket().display().to_string(),
-        ),
+        ("CATALYST_SOCKET".to_owned(), socket.display().to_string()),
         ("CATALYST_BEAD".to_owned(), work.to_string()),
         ("CATALYST_STEP".to_owned(), step.to_string()),
         ("CATALYST_ROLE".to_owned(), meta.role.to_string()),
@@ -156,7 +154,7 @@ fn run_spec(
             run_dir.join(context::CONTEXT_MD).display().to_string(),
         ),
     ];
-    let sandbox = sandbox_spec(&profile, from.paths, config);
+    let sandbox = sandbox_spec(&profile, from.paths, config, &socket);
     Ok(RunSpec {
         profile,
         model: config.model_id(model).to_owned(),
@@ -173,9 +171,34 @@ fn run_spec(
     })
 }
 
+/// The attempt's own socket (see [`super::hook_socket`]): `hook.sock` in its run folder, or,
+/// when that path is too long for a Unix socket, a name in the temporary folder derived from
+/// it.
+pub fn attempt_socket(run_dir: &Path) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let local = run_dir.join(HOOK_SOCKET);
+    if local.as_os_str().len() <= MAX_SOCKET_PATH {
+        return local;
+    }
+    let mut hash = std::collections::hash_map::DefaultHasher::new();
+    run_dir.hash(&mut hash);
+    std::env::temp_dir().join(format!("catalyst-hook-{:016x}.sock", hash.finish()))
+}
+
+/// The attempt socket's name in the run folder.
+const HOOK_SOCKET: &str = "hook.sock";
+
+/// The longest socket path used (Unix sockets take about 108 bytes).
+const MAX_SOCKET_PATH: usize = 100;
+
 /// The sandbox a profile asks for, without its git paths (the runner adds them once the
 /// worktree exists); `None` for a profile with `sandbox = "none"`.
-fn sandbox_spec(profile: &AgentProfile, paths: &Paths, config: &Config) -> Option<SandboxSpec> {
+fn sandbox_spec(
+    profile: &AgentProfile,
+    paths: &Paths,
+    config: &Config,
+    socket: &Path,
+) -> Option<SandboxSpec> {
     if profile.sandbox == SandboxKind::None {
         return None;
     }
@@ -216,7 +239,7 @@ fn sandbox_spec(profile: &AgentProfile, paths: &Paths, config: &Config) -> Optio
     Some(SandboxSpec {
         bwrap: PathBuf::from(BWRAP),
         state: paths.state.clone(),
-        socket: paths.socket(),
+        socket: socket.to_owned(),
         git: None,
         writable,
         network: profile.network,

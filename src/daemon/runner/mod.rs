@@ -9,6 +9,7 @@
 mod agent_step;
 mod error;
 mod gate;
+pub mod hook_socket;
 mod job;
 
 use std::path::Path;

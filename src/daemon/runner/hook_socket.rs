@@ -1,0 +1,126 @@
+//! An agent's own socket: what `CATALYST_SOCKET` names for one attempt. It speaks the control
+//! protocol but answers only `hook` calls for that attempt's step; every other method (approve,
+//! submit, shutdown…) and any other step is refused with `forbidden`. So an agent holds its own
+//! attempt's capabilities and no more, even though it runs as the daemon's user: the daemon's
+//! control socket is not reachable from the sandbox.
+
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::net::{UnixListener, UnixStream};
+use tokio_util::codec::Framed;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::daemon::wire::{codec_io, send, Line, RequestLines};
+use crate::domain::id::BeadId;
+use crate::protocol::{
+    parse_request, ErrorCode, Hello, HookAnswer, HookParams, Method, Response, RpcError,
+};
+
+/// Asks the engine about one hook call.
+pub type Ask = Arc<
+    dyn Fn(HookParams) -> Pin<Box<dyn Future<Output = Result<HookAnswer, RpcError>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// Serves the attempt's socket until dropped, then removes it.
+pub struct HookSocket {
+    _stop: DropGuard,
+    path: std::path::PathBuf,
+}
+
+impl Drop for HookSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Binds `path` (0600, a stale file replaced) and answers `step`'s hook calls on it.
+pub fn start(path: &Path, step: BeadId, ask: Ask) -> std::io::Result<HookSocket> {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    let stop = CancellationToken::new();
+    let token = stop.clone();
+    let uid = nix::unistd::getuid().as_raw();
+    tokio::spawn(async move {
+        loop {
+            let stream = tokio::select! {
+                () = token.cancelled() => return,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(_) => continue,
+                },
+            };
+            let (step, ask, token) = (step.clone(), ask.clone(), token.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = token.cancelled() => {}
+                    _ = connection(stream, &step, &ask, uid) => {}
+                }
+            });
+        }
+    });
+    Ok(HookSocket {
+        _stop: stop.drop_guard(),
+        path: path.to_owned(),
+    })
+}
+
+async fn connection(stream: UnixStream, step: &BeadId, ask: &Ask, uid: u32) -> std::io::Result<()> {
+    let peer = stream.peer_cred()?.uid();
+    let mut conn = Framed::new(stream, RequestLines::new());
+    if peer != uid {
+        let error = RpcError::new(
+            ErrorCode::Forbidden,
+            format!("uid {peer} may not use this socket"),
+        );
+        return send(&mut conn, &Response::<()>::err(Value::Null, error)).await;
+    }
+    send(&mut conn, &Hello::new()).await?;
+    while let Some(line) = conn.next().await {
+        let line = match line.map_err(codec_io)? {
+            Line::Text(line) if line.trim().is_empty() => continue,
+            Line::Text(line) => line,
+            Line::TooLong | Line::NotUtf8 => {
+                let error = RpcError::bad_request("not a request line");
+                send(&mut conn, &Response::<()>::err(Value::Null, error)).await?;
+                continue;
+            }
+        };
+        let answer = match parse_request(line.as_bytes()) {
+            Err((id, error)) => Response::err(id, error),
+            Ok(request) => match request.method {
+                Method::Hook(p) if p.step == step.as_str() => {
+                    Response::answer(request.id, ask(p).await)
+                }
+                Method::Hook(p) => Response::err(
+                    request.id,
+                    forbidden(format!(
+                        "this socket answers the hooks of `{step}` only, not of `{}`",
+                        p.step
+                    )),
+                ),
+                other => Response::err(
+                    request.id,
+                    forbidden(format!(
+                        "an agent's socket answers its own hooks only, not `{}`",
+                        other.name()
+                    )),
+                ),
+            },
+        };
+        send(&mut conn, &answer).await?;
+    }
+    Ok(())
+}
+
+fn forbidden(message: String) -> RpcError {
+    RpcError::new(ErrorCode::Forbidden, message)
+}

@@ -30,7 +30,8 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::domain::policy::{decide, Access, Permission, Scope};
+    use crate::domain::model::Role;
+    use crate::domain::policy::{decide, Access, Permission, RolePolicy, Scope};
 
     /// A worktree in a temporary folder, with a symlink pointing out of it and a dangling one.
     struct Tree {
@@ -63,6 +64,7 @@ mod tests {
             worktree: root,
             target_branch: "main",
             fs: &RealFs,
+            tools: None,
         }
     }
 
@@ -149,5 +151,57 @@ mod tests {
         }
         let denied = decide(&reader, "Bash", &json!({"command": "touch x"}), None);
         assert!(denied.reason().is_some_and(|r| r.contains("allowlist")));
+    }
+
+    #[test]
+    fn every_role_is_held_to_its_tool_list() {
+        let t = tree();
+        for role in [
+            Role::Implement,
+            Role::Fix,
+            Role::Merge,
+            Role::Task,
+            Role::Review,
+            Role::Refine,
+        ] {
+            let policy = RolePolicy::default_for(role);
+            let scope = Scope {
+                tools: policy.tools.as_deref(),
+                ..scope(policy.access, &t.root)
+            };
+            for tool in [
+                "EnterWorktree",
+                "ExitWorktree",
+                "CronCreate",
+                "ScheduleWakeup",
+                "SendMessage",
+                "Workflow",
+                "WebFetch",
+                "WebSearch",
+                "Agent",
+                "Task",
+                "SomethingNew",
+            ] {
+                let verdict = decide(&scope, tool, &json!({}), None);
+                let reason = verdict.reason().unwrap_or_default();
+                assert!(
+                    reason.contains("not on this step's tool list"),
+                    "{role} {tool}: {verdict:?}"
+                );
+            }
+            // Both kinds of role may read, search and run (checked) commands.
+            let read = json!({"file_path": "src/lib.rs"});
+            assert!(decide(&scope, "Read", &read, None).is_allowed(), "{role}");
+            let diff = json!({"command": "git diff main...HEAD"});
+            assert!(decide(&scope, "Bash", &diff, None).is_allowed(), "{role}");
+        }
+        // A list entry with a rule names its tool.
+        let listed = ["Bash(git log:*)".to_owned(), "WebFetch".to_owned()];
+        let scope = Scope {
+            tools: Some(&listed),
+            ..scope(Access::ReadOnly, &t.root)
+        };
+        assert!(decide(&scope, "WebFetch", &json!({"url": "x"}), None).is_allowed());
+        assert!(!decide(&scope, "Read", &json!({"file_path": "a"}), None).is_allowed());
     }
 }

@@ -227,11 +227,16 @@ impl Config {
     }
 
     /// The tool policy of an agent role: the configured one, else the built-in one.
+    /// A configured policy without `tools` keeps the role's default list.
     pub fn role_policy(&self, role: Role) -> RolePolicy {
-        self.tool_policy
-            .get(&role)
-            .cloned()
-            .unwrap_or_else(|| RolePolicy::default_for(role))
+        let default = RolePolicy::default_for(role);
+        match self.tool_policy.get(&role) {
+            Some(p) => RolePolicy {
+                access: p.access,
+                tools: p.tools.clone().or(default.tools),
+            },
+            None => default,
+        }
     }
 
     /// How many agents of `model` may run at once, if limited.

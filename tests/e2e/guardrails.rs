@@ -82,8 +82,8 @@ async fn a_reviewer_is_offered_only_reading_tools_and_its_write_never_happens() 
     assert!(
         review
             .argv
-            .ends_with(&["--tools", "Read", "Grep", "Glob"].map(String::from)),
-        "the command line offers reading tools only: {:?}",
+            .ends_with(&["--tools", "Read", "Grep", "Glob", "Bash"].map(String::from)),
+        "the command line offers reading tools (and the checked shell) only: {:?}",
         review.argv
     );
     let write = &review.tools[0];
@@ -99,7 +99,20 @@ async fn a_reviewer_is_offered_only_reading_tools_and_its_write_never_happens() 
         .iter()
         .find(|i| i.role() == "implement")
         .expect("the implementation ran");
-    assert!(!implement.argv.contains(&"--tools".to_string()));
+    // A writing role has its list too: files, search, the shell, a to-do list; nothing else.
+    let offered = implement
+        .argv
+        .iter()
+        .skip_while(|a| *a != "--tools")
+        .skip(1)
+        .cloned()
+        .collect::<Vec<_>>();
+    assert_eq!(
+        offered,
+        catalyst::domain::policy::WRITE_TOOLS.map(String::from),
+        "{:?}",
+        implement.argv
+    );
     assert_eq!(daemon.file_on_main("review-notes.txt"), None);
     assert_eq!(daemon.file_on_main("hello.txt").as_deref(), Some("hello\n"));
     let context = review.additional_context.join("\n");

@@ -60,8 +60,10 @@ impl Engine {
         } else {
             let config = &self.loaded.config;
             let worktree = self.repo.worktree_path(&meta.bead);
+            let policy = config.role_policy(meta.role);
             let scope = Scope {
-                access: config.role_policy(meta.role).access,
+                access: policy.access,
+                tools: policy.tools_for(meta.tools.as_ref()),
                 worktree: &worktree,
                 target_branch: &config.target_branch,
                 fs: &crate::daemon::resolver::RealFs,

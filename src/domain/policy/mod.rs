@@ -60,8 +60,24 @@ pub struct RolePolicy {
     pub tools: Option<Vec<String>>,
 }
 
-/// The tools a read-only role is offered by default.
-pub const READ_TOOLS: [&str; 3] = ["Read", "Grep", "Glob"];
+/// The tools a read-only role is offered by default. `Bash` is there so that a reviewer can run
+/// `git diff`; the hook lets through only read-only commands, and the sandbox makes that so.
+pub const READ_TOOLS: [&str; 4] = ["Read", "Grep", "Glob", "Bash"];
+
+/// The tools a writing role is offered by default: files, search, the shell and a to-do list.
+/// Subagents (`Task`, `Agent`), the web, worktrees, schedules and messages are off unless a
+/// formula step's `tools` or the config's `[tool_policy.<role>]` names them.
+pub const WRITE_TOOLS: [&str; 9] = [
+    "Read",
+    "Write",
+    "Edit",
+    "MultiEdit",
+    "Glob",
+    "Grep",
+    "Bash",
+    "TodoWrite",
+    "NotebookEdit",
+];
 
 /// Claude Code's tools that change files, with the input key naming the file.
 pub const FILE_WRITE_TOOLS: [(&str, &str); 4] = [
@@ -99,7 +115,7 @@ impl RolePolicy {
             },
             _ => RolePolicy {
                 access: Access::Worktree,
-                tools: None,
+                tools: Some(WRITE_TOOLS.map(String::from).to_vec()),
             },
         }
     }
@@ -164,12 +180,27 @@ pub struct Scope<'a> {
     pub target_branch: &'a str,
     /// How paths are resolved (the real file system, in the daemon).
     pub fs: &'a dyn path::Resolve,
+    /// The step's tool list; a tool not on it is denied. `None`: no list.
+    pub tools: Option<&'a [String]>,
+}
+
+/// The tool a tool-list entry names: `Bash` of `Bash(git log:*)`.
+fn listed_name(entry: &str) -> &str {
+    entry.split('(').next().unwrap_or(entry).trim()
 }
 
 /// Decides one tool call. `input` is the tool's input as the hook received it; `cwd` the
 /// session's folder, against which relative paths are resolved (the worktree when absent).
 pub fn decide(scope: &Scope<'_>, tool: &str, input: &Value, cwd: Option<&Path>) -> Permission {
     let base = cwd.filter(|c| c.is_absolute()).unwrap_or(scope.worktree);
+    if let Some(tools) = scope.tools {
+        if !tools.iter().any(|t| listed_name(t) == tool) {
+            return deny(format!(
+                "`{tool}` is not on this step's tool list ({})",
+                tools.join(", ")
+            ));
+        }
+    }
     if let Some((_, key)) = FILE_WRITE_TOOLS.iter().find(|(name, _)| *name == tool) {
         if scope.access == Access::ReadOnly {
             return deny(format!(

@@ -118,7 +118,7 @@ fn roles_have_their_default_policies() {
     for role in [Role::Implement, Role::Fix, Role::Merge, Role::Task] {
         let p = RolePolicy::default_for(role);
         assert_eq!(p.access, Access::Worktree, "{role}");
-        assert_eq!(p.tools_for(None), None);
+        assert_eq!(p.tools_for(None), Some(&WRITE_TOOLS.map(String::from)[..]));
     }
     let step = vec!["Read".to_string(), "Bash".to_string()];
     let review = RolePolicy::default_for(Role::Review);

@@ -98,7 +98,7 @@ pub fn commented_config() -> String {
          # Every key is optional: the values below are the built-in defaults, commented out.\n\
          # Uncomment a line to change it. The daemon reloads this file when it changes and\n\
          # on SIGHUP; a broken edit is refused and the old config stays in force.\n\n\
-         # budget_usd = 5.0            # block a bead once its agents report spending more\n",
+         # budget_usd = 10.0           # block a bead once its agents report spending more (0: no limit)\n         # max_turns = 100             # turns one Claude Code attempt may take (0: no limit)\n",
     );
     let defaults = Config::commented_default();
     for line in defaults.lines() {

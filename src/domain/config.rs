@@ -58,9 +58,13 @@ pub struct Config {
     pub dirty_target_retry_secs: u64,
     /// Retries, escalation and fix limits.
     pub router: RouterConfig,
-    /// US dollars an agent may spend on one bead (from the cost agents report); the bead is
-    /// blocked once it is exceeded. None: no limit.
-    pub budget_usd: Option<f64>,
+    /// US dollars the agents may spend on one bead (from the cost they report); the bead is
+    /// blocked once it is exceeded, and a Claude Code attempt is stopped by its CLI when it
+    /// reaches what is left (`--max-budget-usd`). `0`: no limit.
+    pub budget_usd: f64,
+    /// The most turns one attempt of a Claude Code agent may take (`--max-turns`); an attempt
+    /// that reaches it fails and is retried like any failure. `0`: no limit.
+    pub max_turns: u32,
     /// Tool policies by agent role, replacing the built-in ones (`refine` and `review`
     /// read-only with `Read Grep Glob`, the others writing inside the worktree).
     pub tool_policy: BTreeMap<Role, RolePolicy>,
@@ -101,7 +105,8 @@ impl Default for Config {
             max_pause_secs: 60 * 60,
             dirty_target_retry_secs: 30,
             router: RouterConfig::default(),
-            budget_usd: None,
+            budget_usd: DEFAULT_BUDGET_USD,
+            max_turns: DEFAULT_MAX_TURNS,
             tool_policy: BTreeMap::new(),
             catalyst_bin: None,
             beads: crate::domain::beads::BeadsConfig::default(),
@@ -125,7 +130,24 @@ pub enum ConfigError {
 #[error("`agent` names an unknown profile `{0}`")]
 pub struct UnknownProfile(pub String);
 
+/// The default budget of one bead, in US dollars: a few implement/review/fix rounds of a
+/// mid-sized change with the default models, and a stop for an agent caught in a loop.
+pub const DEFAULT_BUDGET_USD: f64 = 10.0;
+
+/// The default turn limit of one Claude Code attempt.
+pub const DEFAULT_MAX_TURNS: u32 = 100;
+
 impl Config {
+    /// The budget of one bead, unless it is off (`budget_usd = 0`).
+    pub fn budget(&self) -> Option<f64> {
+        (self.budget_usd > 0.0).then_some(self.budget_usd)
+    }
+
+    /// The turn limit of one attempt, unless it is off (`max_turns = 0`).
+    pub fn turn_limit(&self) -> Option<u32> {
+        (self.max_turns > 0).then_some(self.max_turns)
+    }
+
     /// Parses a config file's text; `path` names it in errors.
     pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| ConfigError::Invalid {
@@ -147,6 +169,9 @@ impl Config {
                 "`prefix` `{}` would not make valid ids",
                 self.prefix
             ));
+        }
+        if !(self.budget_usd.is_finite() && self.budget_usd >= 0.0) {
+            return Err("`budget_usd` must be a number of dollars, 0 for no limit".into());
         }
         if self.max_agents == 0 {
             return Err("`max_agents` must be at least 1".into());

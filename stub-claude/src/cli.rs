@@ -105,6 +105,7 @@ const OPTIONS: &[(&str, Option<char>, Arity)] = &[
     ("append-system-prompt", None, Arity::Value),
     ("system-prompt", None, Arity::Value),
     ("max-turns", None, Arity::Value),
+    ("max-budget-usd", None, Arity::Value),
     ("session-id", None, Arity::Value),
     ("dangerously-skip-permissions", None, Arity::Switch),
     ("add-dir", None, Arity::List),

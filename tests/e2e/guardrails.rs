@@ -486,3 +486,37 @@ responses = [{ write = { "b.txt" = "b\n" }, summary = "added b.txt" }]
     }
     assert_eq!(folders, runs.len(), "one run folder per agent run");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_attempt_is_capped_in_turns_and_by_what_is_left_of_the_budget() {
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "a.txt" = "a\n" }, summary = "wrote a", cost_usd = 2.5 }]
+"#;
+    let daemon = TestDaemon::start(scenario, "").await;
+    let id = daemon.submit(bead("Capped")).await;
+    daemon.wait_status(&id, "closed").await;
+    let runs = daemon.invocations();
+    let caps = |role: &str| {
+        let argv = &runs
+            .iter()
+            .find(|i| i.role() == role)
+            .expect("the role ran")
+            .argv;
+        let value = |flag: &str| {
+            argv.iter()
+                .position(|a| a == flag)
+                .and_then(|i| argv.get(i + 1))
+                .cloned()
+        };
+        (value("--max-turns"), value("--max-budget-usd"))
+    };
+    // The defaults: 100 turns, $10 a bead; the review runs on what the implementer left.
+    let default_turns = catalyst::domain::config::DEFAULT_MAX_TURNS.to_string();
+    assert_eq!(
+        caps("implement"),
+        (Some(default_turns.clone()), Some("10.00".into()))
+    );
+    assert_eq!(caps("review"), (Some(default_turns), Some("7.50".into())));
+}

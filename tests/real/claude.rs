@@ -91,9 +91,16 @@ pub(crate) fn write_hello() -> Vec<Turn> {
 
 /// The text of the tool results in a request's last message.
 fn tool_results(request: &Value) -> Vec<(bool, String)> {
+    // The newest message that carries tool results: Claude Code may add a system note after
+    // it (the budget left, with `--max-budget-usd`).
+    let has_results = |m: &&Value| {
+        m["content"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
+    };
     let last = request["messages"]
         .as_array()
-        .and_then(|m| m.last())
+        .and_then(|m| m.iter().rev().find(has_results))
         .cloned()
         .unwrap_or_default();
     last["content"]

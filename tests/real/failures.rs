@@ -85,7 +85,7 @@ fn error_max_turns_is_a_failure_that_is_retried() {
             ],
         )])
         .await;
-        let daemon = start_with_args(&mock, "", &["--max-turns", "1"]).await;
+        let daemon = start_with_args(&mock, "max_turns = 1", &[]).await;
         let id = daemon.submit(bead("Too long")).await;
         let (result, retry) = first_retry(&daemon, &id, "refine").await;
         assert_eq!(result["outcome"], "failed", "{result}");

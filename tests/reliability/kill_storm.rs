@@ -213,6 +213,12 @@ async fn run(kills: usize, seed: u64, max_gap_ms: u64) -> RunEnd {
     };
     let status = daemon.terminate().await;
     assert!(status.success(), "catalystd stopped with {status}");
+    // A sandboxed agent's namespace is torn down by the kernel just after its last process is
+    // killed: wait for that, within the timeout, before checking that nothing is left.
+    catalyst_testkit::poll::poll(std::time::Duration::from_millis(20), async || {
+        ws.agent_processes().is_empty().then_some(())
+    })
+    .await;
     let end = check_run(&ws, &events, &statuses, kills);
     RunEnd {
         duration: started.elapsed(),

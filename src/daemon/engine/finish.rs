@@ -174,7 +174,7 @@ impl Engine {
 
     /// Blocks a bead whose agents have spent more than the budget.
     fn over_budget(&mut self, work: &BeadId) -> Result<(), EngineError> {
-        let Some(budget) = self.loaded.config.budget_usd else {
+        let Some(budget) = self.loaded.config.budget() else {
             return Ok(());
         };
         let Some(bead) = self.store.state().get(work.as_str()) else {

@@ -28,6 +28,12 @@ impl Loaded {
         if let Ok(profile) = config.profile() {
             crate::daemon::sandbox::check(&config.agent, &profile)?;
         }
+        if config.budget().is_none() {
+            tracing::warn!("`budget_usd = 0`: beads have no spending limit");
+        }
+        if config.turn_limit().is_none() {
+            tracing::warn!("`max_turns = 0`: Claude Code attempts have no turn limit");
+        }
         let prompts_file = paths.prompts();
         let prompts = if prompts_file.exists() {
             crate::daemon::load::prompts(&prompts_file)?

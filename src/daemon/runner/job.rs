@@ -139,7 +139,17 @@ fn run_spec(
     run_dir: &Path,
 ) -> Result<RunSpec, JobError> {
     let config = from.config;
-    let mut profile = config.profile()?;
+    let spent = from
+        .state
+        .get(work.as_str())
+        .and_then(|b| b.metadata.as_ref())
+        .and_then(|m| m.get(crate::domain::state::COST_KEY))
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(0.0);
+    let budget_left = config.budget().map(|b| b - spent);
+    let mut profile = config
+        .profile()?
+        .with_caps(config.turn_limit(), budget_left);
     if let Some(tools) = config.role_policy(meta.role).tools_for(meta.tools.as_ref()) {
         profile = profile.with_tools(tools);
     }

@@ -232,6 +232,25 @@ impl AgentProfile {
         }
     }
 
+    /// The profile with Claude Code's per-attempt caps appended to its command: `--max-turns`
+    /// and `--max-budget-usd` (what is left of the bead's budget). Other formats have no such
+    /// flags and are returned unchanged. Must come before [`AgentProfile::with_tools`], whose
+    /// list takes every argument after it.
+    pub fn with_caps(mut self, max_turns: Option<u32>, budget_left: Option<f64>) -> AgentProfile {
+        if self.format != OutputFormat::ClaudeStreamJson {
+            return self;
+        }
+        if let Some(turns) = max_turns {
+            self.command.push("--max-turns".into());
+            self.command.push(turns.to_string());
+        }
+        if let Some(left) = budget_left {
+            self.command.push("--max-budget-usd".into());
+            self.command.push(format!("{:.2}", left.max(0.01)));
+        }
+        self
+    }
+
     /// The profile with `--tools` and `tools` appended to its command, for Claude Code
     /// profiles (`claude-stream-json`); other formats do not take Claude's flags and are
     /// returned unchanged. The flag goes last: Claude's list-valued flags take every argument

@@ -26,6 +26,12 @@ pub enum Line {
 /// leave the connection usable (docs/protocol.md#framing).
 pub struct RequestLines(LinesCodec);
 
+impl Default for RequestLines {
+    fn default() -> RequestLines {
+        RequestLines::new()
+    }
+}
+
 impl RequestLines {
     pub fn new() -> RequestLines {
         RequestLines(LinesCodec::new_with_max_length(MAX_LINE))

@@ -53,7 +53,7 @@ async fn the_gated_formula_fixes_its_checks_and_waits_for_a_person_across_a_rest
     assert!(
         failed["output"]
             .as_str()
-            .is_some_and(|o| o.contains("$ test -f fixed.txt") && o.contains("exit code 1")),
+            .is_some_and(|o| o.contains("$ sh -c 'test -f fixed.txt'") && o.contains("exit code 1")),
         "{failed}"
     );
     daemon
@@ -156,7 +156,7 @@ async fn assert_the_audit_shows_every_attempt(daemon: &TestDaemon, id: &str) {
         text.contains("model sonnet") && text.contains("prompt ") && text.contains("context "),
         "{text}"
     );
-    assert!(text.contains("$ test -f fixed.txt"), "{text}");
+    assert!(text.contains("$ sh -c 'test -f fixed.txt'"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,6 +5,7 @@
 
 mod control;
 mod files;
+mod formulas;
 mod processes;
 
 use catalyst_testkit::{bead, TestDaemon};

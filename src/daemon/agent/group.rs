@@ -47,6 +47,47 @@ pub fn kill_leftover_group(pgid: i32) -> Result<bool, KillError> {
     }
 }
 
+/// SIGKILLs the process group of every process whose `CATALYST_CONTEXT` lies under `runs`
+/// (an agent of this workspace, or anything it started, sandbox included), and returns how
+/// many groups it killed. For start-up, before any agent runs: it finds the agents a killed
+/// daemon left running that no pid file names (it died between starting them and recording
+/// them).
+pub fn kill_orphans(runs: &std::path::Path) -> usize {
+    let mut needle = b"CATALYST_CONTEXT=".to_vec();
+    needle.extend_from_slice(runs.as_os_str().as_encoded_bytes());
+    needle.push(b'/');
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let own = getpgrp();
+    let mut killed = std::collections::BTreeSet::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if !environ
+            .split(|b| *b == 0)
+            .any(|var| var.starts_with(&needle))
+        {
+            continue;
+        }
+        let Ok(pgid) = nix::unistd::getpgid(Some(Pid::from_raw(pid))) else {
+            continue;
+        };
+        if pgid != own && pgid.as_raw() > 1 && killed.insert(pgid.as_raw()) {
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+    }
+    killed.len()
+}
+
 /// SIGKILLs the group when dropped while armed, so an agent's group dies even when the future
 /// running it is dropped half-way (`kill_on_drop` only reaches the leader).
 pub(crate) struct GroupGuard {

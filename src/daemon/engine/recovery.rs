@@ -33,6 +33,8 @@ struct RecoveryJob {
     target: String,
     marker: PathBuf,
     running: Vec<WasRunning>,
+    /// The run folders' root: agents of this workspace carry a path under it.
+    runs: PathBuf,
     /// Closed beads, and whether each was cancelled.
     closed: HashMap<BeadId, bool>,
 }
@@ -71,6 +73,7 @@ impl Engine {
             repo: self.repo.clone(),
             target: self.loaded.config.target_branch.clone(),
             marker: self.paths.state.join(MERGING_FILE),
+            runs: self.paths.runs(),
             running,
             closed,
         };
@@ -191,6 +194,13 @@ fn look(job: RecoveryJob) -> Recovered {
         if let Some(base) = base {
             bases.insert(was.step.clone(), base);
         }
+    }
+    let orphans = crate::daemon::agent::kill_orphans(&job.runs);
+    if orphans > 0 {
+        tracing::info!(
+            groups = orphans,
+            "killed agents a previous daemon left without a pid file"
+        );
     }
     Recovered {
         bases,

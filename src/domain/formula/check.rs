@@ -126,6 +126,16 @@ impl Formula {
                         "`{{title}}` cannot be used in `run`: the bead's title is untrusted text and the shell would run it"
                             .into(),
                     );
+                } else if field == "run"
+                    && self
+                        .vars
+                        .get(name)
+                        .is_some_and(|v| v.pattern.is_none() && v.allowed.is_empty())
+                    && reported.insert((field, name))
+                {
+                    problem(format!(
+                        "var `{name}` is used in `run`, so it needs a `pattern` (or an `enum`) its values are checked against: a bead's submitter gives the value, and the daemon runs the command"
+                    ));
                 } else if !self.vars.contains_key(name)
                     && !BUILTIN_VARS.contains(&name)
                     && reported.insert((field, name))
@@ -383,6 +393,8 @@ mod tests {
              "a: `{{typo}}` in `description` is not a declared var"),
             ("[[steps]]\nid = \"a\"\ntitle = \"A\"\nrole = \"gate\"\nrun = [\"echo {{title}}\"]\n",
              "a: `{{title}}` cannot be used in `run`"),
+            ("[[steps]]\nid = \"a\"\ntitle = \"A\"\nrole = \"gate\"\nrun = [\"echo {{known}}\"]\n",
+             "a: var `known` is used in `run`, so it needs a `pattern` (or an `enum`)"),
             ("[[steps]]\nid = \"a\"\ntitle = \"A\"\nmetadata = { catalyst = 1 }\n",
              "a: metadata key `catalyst` is reserved"),
             ("[vars.bead]\ndefault = \"x\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",

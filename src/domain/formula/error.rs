@@ -21,6 +21,15 @@ pub enum PourError {
         value: String,
         allowed: Vec<String>,
     },
+    #[error(
+        "formula `{formula}`: `{value}` does not match the pattern `{pattern}` of var `{name}`"
+    )]
+    NoMatch {
+        formula: String,
+        name: String,
+        value: String,
+        pattern: String,
+    },
     /// The step bead's id `<bead>.<step>` is not a valid id (for example, too long).
     #[error("formula `{formula}`: step `{step}`: {source}")]
     StepId {

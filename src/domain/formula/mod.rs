@@ -66,6 +66,9 @@ pub struct VarDef {
     pub required: bool,
     /// beads' `enum`: the allowed values; empty allows any.
     pub allowed: Vec<String>,
+    /// A regular expression every value must match whole. Required of a var used in a gate's
+    /// `run`, whose commands the daemon itself executes.
+    pub pattern: Option<String>,
 }
 
 /// One step of a formula, which becomes one step bead when poured.

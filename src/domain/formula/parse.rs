@@ -122,14 +122,18 @@ fn parse_vars(file: &str, table: Table, problems: &mut Vec<Problem>) -> BTreeMap
                     default: r.string("default"),
                     required: r.bool("required").unwrap_or(false),
                     allowed: r.strings("enum").unwrap_or_default(),
+                    pattern: r.string("pattern"),
                 };
+                if let Some(Err(e)) = def.pattern.as_deref().map(regex::Regex::new) {
+                    r.problem(format!("`pattern` is not a regular expression: {e}"));
+                }
                 match r.string("type").as_deref() {
                     None | Some("string") => {}
                     Some(t) => r.problem(format!(
                         "`type = \"{t}\"` is not supported: vars are strings"
                     )),
                 }
-                r.finish(&[("pattern", "var patterns are not supported; use `enum`")]);
+                r.finish(&[]);
                 def
             }
             other => {
@@ -385,8 +389,8 @@ mod tests {
                 "`type = \"expansion\"` is not supported",
             ),
             (
-                "formula = \"f\"\n[vars.v]\npattern = \"^a\"\n",
-                "t.formula.toml: var `v`: `pattern` is not supported",
+                "formula = \"f\"\n[vars.v]\npattern = \"(\"\n",
+                "t.formula.toml: var `v`: `pattern` is not a regular expression",
             ),
             (
                 "formula = \"f\"\n[[steps]]\nid = \"a\"\ntype = \"bug\"\n",

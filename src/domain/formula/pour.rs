@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 pub use super::error::PourError;
-use super::vars::substitute;
+use super::vars::{substitute, substitute_quoted};
 use super::Formula;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, DepType, Dependency, JsonMap, StepMeta, STEP_META_KEY};
@@ -110,7 +110,11 @@ fn step_meta(
         bead: work.clone(),
         formula: Some(formula.name.clone()),
         prompt: step.prompt.clone(),
-        run: step.run.iter().map(|c| substitute(c, values)).collect(),
+        run: step
+            .run
+            .iter()
+            .map(|c| substitute_quoted(c, values))
+            .collect(),
         timeout: step.timeout,
         max_fix_iterations: step.max_fix_iterations,
         tools: step.tools.clone(),
@@ -240,7 +244,8 @@ mod tests {
         let checks = beads[2].step_meta().expect("meta");
         assert_eq!(checks.role, Role::Gate);
         assert_eq!(checks.model, None);
-        assert_eq!(checks.run, ["make rust-test", "true"]);
+        // Values reach the shell quoted, one word each.
+        assert_eq!(checks.run, ["make 'rust'-test", "true"]);
         assert_eq!(checks.timeout, Some(900));
         assert_eq!(checks.max_fix_iterations, Some(2));
         assert_eq!(beads[2].priority, 0);

@@ -140,7 +140,7 @@ mod tests {
         let checks = steps[2].step_meta().expect("meta");
         assert_eq!(
             checks.run,
-            ["make test"],
+            ["sh -c 'make test'"],
             "the var's default is substituted"
         );
         assert_eq!(steps[0].title, "Plan: Add a flag");

@@ -73,6 +73,25 @@ pub fn substitute(text: &str, values: &BTreeMap<String, String>) -> String {
     out
 }
 
+/// Whether `value` matches `pattern` whole (no pattern: any value). A pattern that does not
+/// compile matches nothing (formula check reports it).
+fn matches_whole(pattern: Option<&str>, value: &str) -> bool {
+    let Some(pattern) = pattern else {
+        return true;
+    };
+    regex::Regex::new(&format!("^(?:{pattern})$")).is_ok_and(|re| re.is_match(value))
+}
+
+/// [`substitute`] for a shell command line: every value is single-quoted, so that the shell
+/// reads it as one word whatever it holds.
+pub fn substitute_quoted(text: &str, values: &BTreeMap<String, String>) -> String {
+    let quoted = values
+        .iter()
+        .map(|(k, v)| (k.clone(), format!("'{}'", v.replace('\'', "'\\''"))))
+        .collect();
+    substitute(text, &quoted)
+}
+
 impl Formula {
     /// The values a pour substitutes: the given values, then declared defaults, then the
     /// built-ins `bead` and `title` from `work`.
@@ -110,6 +129,14 @@ impl Formula {
                         name: name.clone(),
                         value: value.clone(),
                         allowed: def.allowed.clone(),
+                    });
+                }
+                Some(value) if !matches_whole(def.pattern.as_deref(), value) => {
+                    return Err(PourError::NoMatch {
+                        formula,
+                        name: name.clone(),
+                        value: value.clone(),
+                        pattern: def.pattern.clone().unwrap_or_default(),
                     });
                 }
                 Some(value) => {
@@ -172,5 +199,33 @@ mod tests {
             vec!["b", "a", "b"]
         );
         assert!(placeholders("no braces {here}").is_empty());
+    }
+
+    #[test]
+    fn a_value_must_match_its_pattern_whole_and_reaches_the_shell_as_one_word() {
+        let text = "formula = \"f\"\n[vars.cmd]\npattern = \"[a-z ]+\"\n[[steps]]\nid = \"g\"\ntitle = \"G\"\nrole = \"gate\"\nrun = [\"sh -c {{cmd}}\"]\n";
+        let formula = Formula::parse(text, "f.formula.toml").expect("parses");
+        let work = crate::domain::model::Bead::new(
+            crate::domain::id::BeadId::new("cat-1").unwrap(),
+            "t",
+            crate::domain::time::Timestamp::parse("2026-01-01T00:00:00Z").unwrap(),
+        );
+        let given = |v: &str| values(&[("cmd", v)]);
+        for bad in ["make test; touch x", "make test\n", "", "a$b"] {
+            let err = formula.resolve_vars(&given(bad), &work).expect_err(bad);
+            assert!(
+                err.to_string().contains("does not match the pattern"),
+                "{bad}: {err}"
+            );
+        }
+        let ok = formula
+            .resolve_vars(&given("make test"), &work)
+            .expect("matches");
+        assert_eq!(substitute_quoted("sh -c {{cmd}}", &ok), "sh -c 'make test'");
+        let quoted = values(&[("v", "it's; rm -rf x")]);
+        assert_eq!(
+            substitute_quoted("echo {{v}}", &quoted),
+            "echo 'it'\\''s; rm -rf x'"
+        );
     }
 }

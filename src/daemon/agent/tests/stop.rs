@@ -138,6 +138,34 @@ async fn a_run_cancelled_before_it_starts_spawns_nothing() {
 }
 
 #[test]
+fn agents_of_this_workspace_without_a_pid_file_are_found_by_their_environment() {
+    use std::os::unix::process::CommandExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let spawn = |context: std::path::PathBuf| {
+        std::process::Command::new("sh")
+            .args(["-c", "sleep 1000 & sleep 1000"])
+            .env("CATALYST_CONTEXT", context)
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    };
+    let mut ours = spawn(runs.join("cat-1/implement/1/context.md"));
+    let mut other = spawn(dir.path().join("runs2/cat-1/implement/1/context.md"));
+    assert_eq!(kill_orphans(&runs), 1);
+    let status = ours.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+    // Another workspace's agent is left alone.
+    assert!(other.try_wait().unwrap().is_none());
+    let _ = kill_leftover_group(i32::try_from(other.id()).unwrap());
+    other.wait().unwrap();
+}
+
+#[test]
 fn leftover_groups_are_killed_and_gone_ones_are_fine() {
     use std::os::unix::process::CommandExt;
 

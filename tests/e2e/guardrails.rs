@@ -520,3 +520,36 @@ responses = [{ write = { "a.txt" = "a\n" }, summary = "wrote a", cost_usd = 2.5 
     );
     assert_eq!(caps("review"), (Some(default_turns), Some("7.50".into())));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reviewer_and_the_merger_get_the_change_in_their_context() {
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
+"#;
+    let daemon = TestDaemon::start(scenario, "").await;
+    let id = daemon.submit(bead("Say hello")).await;
+    daemon.wait_status(&id, "closed").await;
+    for step in ["review", "merge"] {
+        let run = daemon.run_dir(&id, step, 1);
+        let context = std::fs::read_to_string(run.join("context.md")).expect("context.md");
+        assert!(
+            context.contains(&format!("## The change (`git diff main...catalyst/{id}`)"))
+                && context.contains("- added `hello.txt`")
+                && context.contains("+hello"),
+            "{step}: {context}"
+        );
+        let diff = std::fs::read_to_string(run.join("change.diff")).expect("change.diff");
+        assert!(
+            diff.contains("+++ b/hello.txt") && diff.contains("+hello"),
+            "{diff}"
+        );
+    }
+    let implement = daemon.run_dir(&id, "implement", 1);
+    let context = std::fs::read_to_string(implement.join("context.md")).expect("context.md");
+    assert!(
+        !context.contains("## The change"),
+        "only the steps that judge: {context}"
+    );
+}

@@ -10,9 +10,10 @@ use super::hook_socket::{self, Ask};
 use super::job::attempt_socket;
 use crate::daemon::agent;
 use crate::daemon::fsutil;
-use crate::daemon::worktree::CommitId;
+use crate::daemon::worktree::{self, CommitId};
 use crate::domain::agent::outcome::outcome;
 use crate::domain::agent::report::{Exit, RunReport};
+use crate::domain::context::Change;
 use crate::domain::model::Role;
 use crate::domain::result::{ResultStatus, StepResult};
 use crate::domain::router::Outcome;
@@ -47,7 +48,8 @@ pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken, ask: As
             }
         };
     done.base = Some(base.clone());
-    let written = write_inputs(&mut job, &base).and_then(|()| match job.role {
+    let patch = change(&mut job).await;
+    let written = write_inputs(&mut job, &base, patch.as_deref()).and_then(|()| match job.role {
         Role::Merge => {
             let tip = job
                 .repo
@@ -129,6 +131,31 @@ pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken, ask: As
         },
     );
     done
+}
+
+/// The whole patch of the bead's branch, in the run folder of a step that judges it.
+const CHANGE_FILE: &str = "change.diff";
+
+/// For the steps that judge the work (review, merge): what the bead's branch changes against
+/// the target, put into the context; returns the whole patch for the run folder. A git
+/// failure leaves the context without it (the agent can still run `git diff`).
+async fn change(job: &mut StepJob) -> Option<String> {
+    if !matches!(job.role, Role::Review | Role::Merge) {
+        return None;
+    }
+    let (repo, work, target) = (job.repo.clone(), job.work.clone(), job.target.clone());
+    match git(move || repo.change(&work, &target)).await {
+        Ok((files, patch)) => {
+            let range = format!("{}...{}", job.target, worktree::branch_name(&job.work));
+            let full = job.run_dir.join(CHANGE_FILE);
+            job.context.change = Some(Change::new(range, files, &patch, full));
+            Some(patch)
+        }
+        Err(e) => {
+            tracing::warn!(bead = %job.work, error = %e, "cannot put the change into the context");
+            None
+        }
+    }
 }
 
 /// The attempt's private copy of its branch ref and reflogs, in the run folder.
@@ -215,8 +242,11 @@ fn commit_summary(result: &StepResult) -> String {
 
 /// Writes the run folder's inputs: starting commit, context files (with earlier steps' final
 /// messages read from their run folders), prompt and hook settings.
-fn write_inputs(job: &mut StepJob, base: &CommitId) -> std::io::Result<()> {
+fn write_inputs(job: &mut StepJob, base: &CommitId, patch: Option<&str>) -> std::io::Result<()> {
     fsutil::create_dir_durable(&job.run_dir)?;
+    if let Some(patch) = patch {
+        fsutil::write_replace(&job.run_dir.join(CHANGE_FILE), patch.as_bytes())?;
+    }
     fsutil::write_atomic(&job.run_dir.join(BASE_FILE), base.as_str().as_bytes())?;
     for (step, run) in job.context.earlier_steps.iter_mut().zip(&job.earlier_runs) {
         step.final_message = run.as_deref().and_then(final_message);

@@ -85,6 +85,7 @@ impl StepJob {
             earlier_steps,
             feedback: feedback(from.state, work),
             comments: bead.comments.iter().map(Into::into).collect(),
+            change: None,
         };
         let vars = PromptVars {
             bead_id: work.clone(),

@@ -21,6 +21,7 @@
 //!   branch only ever moves forward to a descendant.
 //! - **`.catalyst/` is never staged or cleaned** inside a worktree: it holds daemon state.
 
+mod change;
 mod commit;
 mod error;
 mod merge;

@@ -39,6 +39,62 @@ pub struct Context {
     /// The work bead's comments, oldest first.
     #[serde(default)]
     pub comments: Vec<ContextComment>,
+    /// What the bead's branch changes, for the steps that judge it (review, merge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<Change>,
+}
+
+/// What the bead's branch changes against the target branch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    /// What was compared, e.g. `main...catalyst/cat-1`.
+    pub range: String,
+    pub files: Vec<ChangedFile>,
+    /// The patch, cut at a whole line below [`CHANGE_CAP`] bytes when longer.
+    pub diff: String,
+    pub truncated: bool,
+    /// The whole patch, in the run folder.
+    pub full_diff: std::path::PathBuf,
+}
+
+/// One file the change touches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangedFile {
+    /// `added`, `modified`, `deleted` or `renamed`.
+    pub status: String,
+    pub path: String,
+}
+
+/// The most patch bytes put into the context; the rest is in the full diff's file.
+pub const CHANGE_CAP: usize = 64 * 1024;
+
+impl Change {
+    /// The change with `patch` cut at a whole line below [`CHANGE_CAP`].
+    pub fn new(
+        range: String,
+        files: Vec<ChangedFile>,
+        patch: &str,
+        full_diff: std::path::PathBuf,
+    ) -> Change {
+        let truncated = patch.len() > CHANGE_CAP;
+        let diff = if truncated {
+            let mut cut = CHANGE_CAP;
+            while !patch.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let end = patch[..cut].rfind('\n').map_or(0, |i| i + 1);
+            patch[..end].to_owned()
+        } else {
+            patch.to_owned()
+        };
+        Change {
+            range,
+            files,
+            diff,
+            truncated,
+            full_diff,
+        }
+    }
 }
 
 /// The text of the work bead.
@@ -198,6 +254,7 @@ impl Context {
             step.step, self.bead.id, step.id
         );
         self.step_section(&mut md);
+        self.change_section(&mut md);
         let current = self.current_feedback();
         if !current.is_empty() {
             let _ = writeln!(md, "## Feedback to address (round {})\n", step.iteration);
@@ -256,6 +313,37 @@ impl Context {
         md.push('\n');
         text_field(md, "Title", Some(&step.title));
         text_field(md, "Description", step.description.as_deref());
+    }
+
+    fn change_section(&self, md: &mut String) {
+        let Some(change) = &self.change else {
+            return;
+        };
+        let _ = writeln!(md, "## The change (`git diff {}`)\n", change.range);
+        if change.files.is_empty() {
+            md.push_str("The branch changes no file.\n\n");
+            return;
+        }
+        for file in &change.files {
+            let _ = writeln!(md, "- {} {}", file.status, code(&file.path));
+        }
+        md.push('\n');
+        if change.truncated {
+            let _ = writeln!(
+                md,
+                "The patch is longer than {} KiB: its beginning follows, the whole of it is in `{}`.\n",
+                CHANGE_CAP / 1024,
+                change.full_diff.display()
+            );
+        } else {
+            let _ = writeln!(
+                md,
+                "The whole patch, also in `{}`:\n",
+                change.full_diff.display()
+            );
+        }
+        let fence = "`".repeat(longest_backtick_run(&change.diff).max(2) + 1);
+        let _ = writeln!(md, "{fence}diff\n{}{fence}\n", change.diff);
     }
 
     fn bead_section(&self, md: &mut String) {

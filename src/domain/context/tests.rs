@@ -57,6 +57,7 @@ fn sample() -> Context {
             text: "Please keep the output format stable.".into(),
             created_at: at(),
         }],
+        change: None,
     }
 }
 
@@ -136,4 +137,46 @@ fn untrusted_text_cannot_break_out_of_its_block() {
     assert!(md.contains("bell\u{fffd} and \u{fffd}[31mred\n"), "{md}");
     assert_eq!(code("`x`"), "`` `x` ``");
     assert_eq!(code(""), "(empty)");
+}
+
+#[test]
+fn a_reviewer_sees_the_files_and_the_patch_cut_at_a_line() {
+    let files = vec![
+        ChangedFile {
+            status: "modified".into(),
+            path: "src/sync.rs".into(),
+        },
+        ChangedFile {
+            status: "added".into(),
+            path: "tests/dry_run.rs".into(),
+        },
+    ];
+    let mut ctx = sample();
+    let patch = "--- a/src/sync.rs\n+++ b/src/sync.rs\n@@ -1 +1 @@\n-old\n+new ```\n";
+    ctx.change = Some(Change::new(
+        "main...catalyst/cat-1".into(),
+        files.clone(),
+        patch,
+        "/runs/change.diff".into(),
+    ));
+    let md = ctx.to_markdown();
+    assert!(
+        md.contains("## The change (`git diff main...catalyst/cat-1`)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("- modified `src/sync.rs`\n- added `tests/dry_run.rs`"),
+        "{md}"
+    );
+    assert!(
+        md.contains("````diff\n--- a/src/sync.rs"),
+        "a fence longer than the patch's: {md}"
+    );
+    assert!(md.contains("also in `/runs/change.diff`"), "{md}");
+
+    let long: String = (0..10_000).map(|i| format!("+line {i}\n")).collect();
+    let change = Change::new("a...b".into(), files, &long, "/d".into());
+    assert!(change.truncated);
+    assert!(change.diff.len() <= CHANGE_CAP && change.diff.ends_with('\n'));
+    assert!(long.starts_with(&change.diff));
 }

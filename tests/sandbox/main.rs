@@ -7,6 +7,7 @@ mod control;
 mod files;
 mod formulas;
 mod processes;
+mod readonly;
 
 use catalyst_testkit::{bead, TestDaemon};
 use stub_claude::ShellEntry;

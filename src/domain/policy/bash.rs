@@ -98,10 +98,18 @@ fn read_only_simple(words: &[Word]) -> Result<(), Refusal> {
             Ok(())
         }
         "tail" => refuse_args(&|a| {
-            a == "-f" || a == "-F" || a.starts_with("--follow") || short_flags(a, &['f', 'F'])
+            a == "-f" || a == "-F" || abbreviates(a, "--follow") || short_flags(a, &['f', 'F'])
         }),
-        "sort" => refuse_args(&|a| a.starts_with("--output") || short_flags(a, &['o'])),
-        "rg" => refuse_args(&|a| a == "--pre" || a.starts_with("--pre=")),
+        "sort" => refuse_args(&|a| {
+            abbreviates(a, "--output")
+                || abbreviates(a, "--compress-program")
+                || short_flags(a, &['o'])
+        }),
+        "rg" => refuse_args(&|a| {
+            ["--pre", "--hostname-bin"]
+                .iter()
+                .any(|o| a == *o || a.starts_with(&format!("{o}=")))
+        }),
         "find" => refuse_args(&|a| {
             matches!(
                 a,
@@ -121,6 +129,13 @@ fn read_only_simple(words: &[Word]) -> Result<(), Refusal> {
             "`{other}` is not on the read-only allowlist (ls, cat, head, tail, wc, grep, rg, find, git status/diff/log/show, …)"
         )),
     }
+}
+
+/// Whether `arg` names the long option `full`, whole or abbreviated as getopt accepts it
+/// (`--fo`, `--o=x`), with or without `=value`.
+fn abbreviates(arg: &str, full: &str) -> bool {
+    let name = arg.split('=').next().unwrap_or(arg);
+    name.len() > 2 && name.starts_with("--") && full.starts_with(name)
 }
 
 /// Whether `arg` is a cluster of short flags (`-nf`) holding one of `flags`.
@@ -191,10 +206,10 @@ fn git_read_only(args: &[&str]) -> Result<(), Refusal> {
     }
     let rest = &args[i + 1..];
     if let Some(bad) = rest.iter().find(|a| {
-        a.starts_with("--output")
-            || a.starts_with("--ext-diff")
-            || a.starts_with("--open-files-in-pager")
-            || **a == "-O"
+        abbreviates(a, "--output")
+            || abbreviates(a, "--ext-diff")
+            || abbreviates(a, "--open-files-in-pager")
+            || a.starts_with("-O")
     }) {
         return Err(refuse!("`git {sub} {bad}` can write or run other programs"));
     }

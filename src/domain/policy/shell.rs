@@ -45,7 +45,8 @@ pub(super) fn lex(command: &str) -> Result<Vec<Token>, Refusal> {
     };
     while let Some(c) = lexer.chars.next() {
         match c {
-            ' ' | '\t' | '\r' => lexer.finish(),
+            // Not `\r`: bash reads it as part of a word, so `ls\r#; x` runs `x`.
+            ' ' | '\t' => lexer.finish(),
             '\n' => lexer.op(Op::List),
             '#' if lexer.word.is_none() => lexer.comment(),
             '\'' => lexer.single_quoted()?,
@@ -71,7 +72,8 @@ pub(super) fn lex(command: &str) -> Result<Vec<Token>, Refusal> {
                 lexer.op(Op::List);
             }
             '>' | '<' => lexer.redirect(),
-            '*' | '?' | '[' => {
+            // `{a,b}` and `{1..3}` are brace expansion: one word becomes several.
+            '*' | '?' | '[' | '{' => {
                 let w = lexer.word();
                 w.glob = true;
                 w.text.push(c);

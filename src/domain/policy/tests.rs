@@ -38,7 +38,22 @@ fn read_only_bash_allows_reading_commands_only() {
         ("(cd / && ls)", "subshells"),
         ("sleep 100 &", "background"),
         ("find . -delete", "find"),
-        ("find . -exec rm {} \\;", "find"),
+        ("find . -exec rm {} \\;", "`{}`"),
+        // Brace expansion turns one word into options.
+        ("find . {-exec,} touch X ';'", "`{-exec,}`"),
+        ("sort {-o,X} a", "`{-o,X}`"),
+        ("git log {--output=X,}", "`{--output=X,}`"),
+        // Options as getopt reads them: abbreviated, glued, with `=`.
+        ("git grep -O'vim' foo", "-Ovim"),
+        ("git grep --open=vim foo", "--open=vim"),
+        ("git log --outp=x", "--outp=x"),
+        ("sort --o=X a", "sort"),
+        ("sort --compress-prog=sh a", "sort"),
+        ("tail --fo log", "tail"),
+        ("rg --hostname-bin=./evil foo", "rg"),
+        // A carriage return is part of a word to bash, not a space before a comment.
+        ("ls\r#; touch X", "allowlist"),
+        ("echo $'\\x41'", "expansions"),
         ("find . -fprint out.txt", "find"),
         ("git push", "git push"),
         ("git commit -m x", "git commit"),

@@ -33,7 +33,16 @@ pub fn implement_runs(commands: &[&str]) -> String {
 /// Runs one bead whose implement agent runs `commands`; returns the daemon (for what the test
 /// checks next) and what each command printed, once the bead has closed.
 pub async fn attempt(commands: &[&str]) -> (TestDaemon, Vec<ShellEntry>) {
+    attempt_with(commands, |_| {}).await
+}
+
+/// [`attempt`], with `setup` run on the workspace before the bead is submitted.
+pub async fn attempt_with(
+    commands: &[&str],
+    setup: impl FnOnce(&catalyst_testkit::Workspace),
+) -> (TestDaemon, Vec<ShellEntry>) {
     let daemon = TestDaemon::start(&implement_runs(commands), "").await;
+    setup(&daemon);
     let id = daemon.submit(bead("Try to get out")).await;
     daemon.wait_status(&id, "closed").await;
     let shell = daemon

@@ -3,7 +3,7 @@
 
 use std::net::TcpListener;
 
-use crate::attempt;
+use crate::{attempt, attempt_with};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_that_leaves_the_group_still_ends_with_the_attempt() {
@@ -40,4 +40,23 @@ async fn a_loopback_port_other_than_the_model_is_out_of_reach() {
         "the agent reached port {port}: {shell:?}"
     );
     assert_ne!(shell[0].exit_code, Some(0), "{shell:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_reaches_no_remote() {
+    // A remote the daemon's user can write, outside the attempt.
+    let (daemon, shell) = attempt_with(&["git push -q origin HEAD:refs/heads/pushed"], |ws| {
+        let remote = ws.root.join("remote.git");
+        git2::Repository::init_bare(&remote).expect("a bare remote");
+        let repo = git2::Repository::open(&ws.repo).expect("the repository");
+        repo.remote("origin", &remote.display().to_string())
+            .expect("origin");
+    })
+    .await;
+    assert_ne!(shell[0].exit_code, Some(0), "{shell:?}");
+    let remote = git2::Repository::open_bare(daemon.root.join("remote.git")).expect("remote");
+    assert!(
+        remote.find_reference("refs/heads/pushed").is_err(),
+        "{shell:?}"
+    );
 }

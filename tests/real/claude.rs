@@ -426,3 +426,45 @@ fn a_429_pauses_the_model_instead_of_burning_attempts() {
         );
     });
 }
+
+#[test]
+fn a_command_the_hook_allows_is_still_held_by_the_sandbox() {
+    if !in_netns(
+        "claude::a_command_the_hook_allows_is_still_held_by_the_sandbox",
+        "claude",
+    ) {
+        return;
+    }
+    runtime().block_on(async {
+        let escape = "touch \"$HOME/escaped.txt\"; echo planted > ../../../planted.txt; git -C ../../.. commit -q --allow-empty -m sneaked; true";
+        let mut implement = vec![Turn::tool(
+            "Bash",
+            json!({"command": escape, "description": "try to get out"}),
+        )];
+        implement.extend(write_hello());
+        let mock = MockAnthropic::start(vec![
+            ("refine", vec![done("planned")]),
+            ("implement", implement),
+            ("review", vec![approve()]),
+            ("merge", vec![done("up to date with main")]),
+        ])
+        .await;
+        let daemon = start(&mock, "").await;
+        let id = daemon.submit(catalyst_testkit::bead("Say hello")).await;
+        daemon.wait_status(&id, "closed").await;
+        // The hook let the command through (it names neither `.git` nor `.catalyst`) ...
+        let events = daemon.events().await;
+        assert!(
+            events.iter().any(|e| e["type"] == "agent.tool"
+                && e["tool"] == "Bash"
+                && e["allowed"] == true
+                && e["target"].as_str().is_some_and(|t| t.contains("escaped.txt"))),
+            "the hook allowed the command"
+        );
+        // ... and the operating system held it: nothing outside the worktree changed.
+        assert!(!daemon.root.join("home/escaped.txt").exists());
+        assert!(!daemon.repo.join("planted.txt").exists());
+        assert!(!daemon.main_log().iter().any(|l| l.contains("sneaked")));
+        assert_eq!(daemon.file_on_main("hello.txt").as_deref(), Some("hello\n"));
+    });
+}

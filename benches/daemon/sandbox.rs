@@ -46,6 +46,7 @@ fn confined(dir: &Path, network: Network) -> SandboxSpec {
         socket: dir.join("run/hook.sock"),
         git: None,
         writable: Vec::new(),
+        readable: Vec::new(),
         network,
         net: (network == Network::ModelOnly).then(|| NetPlan {
             catalyst: catalyst_testkit::catalyst_bin(),

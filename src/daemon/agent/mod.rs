@@ -89,6 +89,8 @@ pub struct SandboxSpec {
     pub git: Option<GitMounts>,
     /// Paths the agent may write besides its worktree and run folder.
     pub writable: Vec<PathBuf>,
+    /// Folders to keep readable over the private `/tmp` and the hidden state folder.
+    pub readable: Vec<PathBuf>,
     pub network: Network,
     /// How a `model-only` network reaches the model; `None` for the others.
     pub net: Option<NetPlan>,

@@ -194,6 +194,7 @@ fn confined(sandbox: &SandboxSpec, spec: &RunSpec, argv: &[OsString]) -> Vec<OsS
         socket: &sandbox.socket,
         git: sandbox.git.as_ref(),
         writable: &sandbox.writable,
+        readable: &sandbox.readable,
         network: sandbox.network,
     }));
     out.extend(argv.iter().cloned());

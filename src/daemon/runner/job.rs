@@ -182,6 +182,24 @@ fn run_spec(
     })
 }
 
+/// Where `program` is installed (the folder above its `bin/` or `debug/`), when the sandbox's
+/// private `/tmp` or hidden state folder would cover it; `None` for a program elsewhere, which
+/// the read-only root already shows. A program named without a path is looked up on `PATH`.
+fn install_prefix(program: &Path, state: &Path) -> Option<PathBuf> {
+    let found = if program.components().count() > 1 {
+        program.to_owned()
+    } else {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|dir| dir.join(program))
+            .find(|p| p.is_file())?
+    };
+    let hidden = |p: &Path| p.starts_with("/tmp") || p.starts_with(state);
+    if !hidden(&found) {
+        return None;
+    }
+    found.parent()?.parent().map(Path::to_owned)
+}
+
 /// The attempt's own socket (see [`super::hook_socket`]): `hook.sock` in its run folder, or,
 /// when that path is too long for a Unix socket, a name in the temporary folder derived from
 /// it.
@@ -247,7 +265,18 @@ fn sandbox_spec(
         plan.forwards.dedup();
         plan
     });
+    let catalyst = crate::daemon::load::catalyst_bin(config);
+    let programs = profile
+        .command
+        .first()
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([catalyst]);
+    let readable = programs
+        .filter_map(|p| install_prefix(&p, &paths.state))
+        .collect();
     Some(SandboxSpec {
+        readable,
         bwrap: PathBuf::from(BWRAP),
         state: paths.state.clone(),
         socket: socket.to_owned(),

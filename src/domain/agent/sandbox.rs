@@ -79,6 +79,9 @@ pub struct Confinement<'a> {
     /// Paths the agent may write besides the above (the profile's and the config's), already
     /// expanded; those that do not exist are skipped.
     pub writable: &'a [PathBuf],
+    /// Folders the private `/tmp` or the hidden state folder would cover but the agent must
+    /// read: where its program and `catalyst` are installed, when that is under `/tmp`.
+    pub readable: &'a [PathBuf],
     pub network: Network,
 }
 
@@ -97,6 +100,9 @@ pub fn bwrap_args(c: &Confinement<'_>) -> Vec<OsString> {
     args.one("--proc", Path::new("/proc"));
     args.one("--tmpfs", Path::new("/tmp"));
     args.one("--tmpfs", c.state);
+    for path in c.readable {
+        args.pair("--ro-bind-try", path, path);
+    }
     args.bind(c.worktree);
     args.bind(c.run_dir);
     if let Some(git) = c.git {
@@ -214,6 +220,7 @@ mod tests {
             socket: Path::new("/r/.catalyst/catalystd.sock"),
             git: Some(&git),
             writable: &writable,
+            readable: &[PathBuf::from("/tmp/ci/target")],
             network: Network::ModelOnly,
         };
         let a = args(&c);
@@ -246,6 +253,11 @@ mod tests {
         assert!(root < hidden && hidden < run && hidden < socket && hidden < tree);
         position(&a, &["--bind", "/run/refs", "/r/.git/refs/heads/catalyst"]);
         position(&a, &["--bind-try", "/home/u/.claude", "/home/u/.claude"]);
+        let readable = position(&a, &["--ro-bind-try", "/tmp/ci/target", "/tmp/ci/target"]);
+        assert!(
+            position(&a, &["--tmpfs", "/tmp"]) < readable,
+            "over the private /tmp"
+        );
         assert!(a.contains(&"--unshare-net".to_owned()));
         assert_eq!(a.last().map(String::as_str), Some("--"));
         let common = position(&a, &["--ro-bind", "/r/.git", "/r/.git"]);
@@ -268,6 +280,7 @@ mod tests {
             socket: Path::new("/s/sock"),
             git: None,
             writable: &[],
+            readable: &[],
             network,
         };
         assert!(!args(&c(Network::Open)).contains(&"--unshare-net".to_owned()));

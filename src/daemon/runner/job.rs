@@ -338,3 +338,49 @@ fn feedback(state: &State, work: &BeadId) -> Vec<Feedback> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_the_sandbox_would_hide_keeps_its_install_prefix_readable() {
+        let state = Path::new("/srv/repo/.catalyst");
+        assert_eq!(
+            install_prefix(Path::new("/tmp/ci/target/debug/catalyst"), state),
+            Some(PathBuf::from("/tmp/ci/target"))
+        );
+        assert_eq!(
+            install_prefix(Path::new("/tmp/ci/agents/bin/claude"), state),
+            Some(PathBuf::from("/tmp/ci/agents"))
+        );
+        assert_eq!(
+            install_prefix(Path::new("/srv/repo/.catalyst/tools/bin/x"), state),
+            Some(PathBuf::from("/srv/repo/.catalyst/tools"))
+        );
+        // The read-only root shows the rest as it is.
+        assert_eq!(
+            install_prefix(Path::new("/usr/local/bin/claude"), state),
+            None
+        );
+        assert_eq!(install_prefix(Path::new("sh"), state), None);
+    }
+
+    #[test]
+    fn the_attempts_socket_is_in_its_run_folder_unless_the_path_is_too_long() {
+        let short = Path::new("/r/.catalyst/runs/cat-1/implement/1");
+        assert_eq!(attempt_socket(short), short.join(HOOK_SOCKET));
+        let long = PathBuf::from(format!("/{}/runs/cat-1/implement/1", "x".repeat(120)));
+        let socket = attempt_socket(&long);
+        assert!(
+            socket.as_os_str().len() <= MAX_SOCKET_PATH,
+            "{}",
+            socket.display()
+        );
+        assert_eq!(
+            attempt_socket(&long),
+            socket,
+            "the same run folder, the same socket"
+        );
+    }
+}

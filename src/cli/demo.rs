@@ -128,6 +128,16 @@ pub fn init_repo(dir: &Path) -> Result<(), DemoError> {
     Ok(())
 }
 
+/// `config` (from [`stub_config`]) with its stub profile unconfined, for a machine without
+/// bubblewrap; whoever calls it says so.
+pub fn unconfined(config: &str) -> String {
+    config.replacen(
+        "format = \"claude-stream-json\", ",
+        "format = \"claude-stream-json\", sandbox = \"none\", ",
+        1,
+    )
+}
+
 /// The config that runs `agent` (argv prefix) as a Claude Code stand-in with `scenario`,
 /// logging its invocations to `log`.
 pub fn stub_config(agent: &[String], scenario: &Path, log: &Path) -> String {
@@ -194,7 +204,7 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
         .display()
         .to_string();
     // The agents' hooks run this very binary (`catalyst hook …`), whatever it is called.
-    let config = format!(
+    let mut config = format!(
         "catalyst_bin = {}\n{}",
         toml_string(&exe),
         stub_config(
@@ -203,6 +213,15 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
             &root.join("stub").join("agents.log"),
         )
     );
+    if !daemon::sandbox::available() {
+        // Said, not silent: the demo's agents are the built-in stub, so it can run without
+        // the sandbox a real agent needs.
+        writeln!(
+            out,
+            "note: bubblewrap (`bwrap`) is not installed, so this demo runs its stub agents unconfined (`sandbox = \"none\"`); install it to see them sandboxed, as every real agent is"
+        )?;
+        config = unconfined(&config);
+    }
     write_file(&paths.config(), &config)?;
     writeln!(out, "demo repository: {}", repo_dir.display())?;
 

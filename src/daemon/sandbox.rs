@@ -25,6 +25,26 @@ pub enum SandboxError {
     NotLinux { profile: String },
 }
 
+/// Whether a bubblewrap sandbox can run on this machine (the check [`check`] makes).
+pub fn available() -> bool {
+    cfg!(target_os = "linux") && trial().is_ok_and(|out| out.status.success())
+}
+
+/// One confined `true` with the namespaces every attempt uses.
+fn trial() -> std::io::Result<std::process::Output> {
+    Command::new(BWRAP)
+        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+        .args([
+            "--unshare-pid",
+            "--unshare-net",
+            "--die-with-parent",
+            "--",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .output()
+}
+
 /// Checks that `profile` (named `name`) can run its agents as it says: for a bubblewrap
 /// sandbox, one confined `true` with the namespaces every attempt uses.
 pub fn check(name: &str, profile: &AgentProfile) -> Result<(), SandboxError> {
@@ -37,21 +57,10 @@ pub fn check(name: &str, profile: &AgentProfile) -> Result<(), SandboxError> {
             profile: name.to_owned(),
         });
     }
-    let out = Command::new(BWRAP)
-        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
-        .args([
-            "--unshare-pid",
-            "--unshare-net",
-            "--die-with-parent",
-            "--",
-            "true",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| SandboxError::Missing {
-            profile: name.to_owned(),
-            source,
-        })?;
+    let out = trial().map_err(|source| SandboxError::Missing {
+        profile: name.to_owned(),
+        source,
+    })?;
     if !out.status.success() {
         return Err(SandboxError::Broken {
             profile: name.to_owned(),

@@ -89,3 +89,19 @@ pub fn bead_with_id(id: &str) -> BeadInput {
         ..Default::default()
     }
 }
+
+/// Whether agents run in the bubblewrap sandbox here. Without bubblewrap (a machine with only
+/// the Rust toolchain; `.ci/install-test-deps` installs it) the stub profile runs unconfined,
+/// said once on stderr, and the escape tests skip.
+pub fn sandboxed() -> bool {
+    static SANDBOXED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SANDBOXED.get_or_init(|| {
+        let available = catalyst::daemon::sandbox::available();
+        if !available {
+            eprintln!(
+                "NOTE: bubblewrap is not installed: agents run unconfined in these tests and the escape tests are SKIPPED (run .ci/install-test-deps)"
+            );
+        }
+        available
+    })
+}

@@ -157,7 +157,12 @@ impl Workspace {
             crate::catalyst_bin().display().to_string(),
             "__stub-claude".to_owned(),
         ];
-        catalyst::cli::demo::stub_config(&agent, &self.scenario, &self.log)
+        let config = catalyst::cli::demo::stub_config(&agent, &self.scenario, &self.log);
+        if crate::sandboxed() {
+            config
+        } else {
+            catalyst::cli::demo::unconfined(&config)
+        }
     }
 
     /// A path in the stub's own folder, which a sandboxed agent sees (the rest of the temporary

@@ -20,6 +20,9 @@ fn shell_quote(s: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_cannot_approve_a_waiting_bead_or_stop_the_daemon() {
+    if crate::skip() {
+        return;
+    }
     let approve = json!({"id": 1, "method": "approve", "params": {"id": "cat-gated"}}).to_string();
     let shutdown = json!({"id": 2, "method": "shutdown"}).to_string();
     let other_hook = json!({"id": 3, "method": "hook", "params": {"step": "cat-gated.approve", "event": "PreToolUse", "payload": {}}}).to_string();

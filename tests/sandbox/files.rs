@@ -7,6 +7,9 @@ use crate::{attempt, MAIN_CHECKOUT, STATE};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_home_folder_and_etc_cannot_be_written() {
+    if crate::skip() {
+        return;
+    }
     let name = format!("catalyst-escape-{}", std::process::id());
     let home = PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(&name);
     let etc = PathBuf::from("/etc").join(&name);
@@ -25,6 +28,9 @@ async fn the_home_folder_and_etc_cannot_be_written() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_main_checkout_keeps_uncommitted_work_and_its_branch() {
+    if crate::skip() {
+        return;
+    }
     let (daemon, shell) = attempt(&[
         &format!("echo planted > {MAIN_CHECKOUT}/planted.txt"),
         &format!("git -C {MAIN_CHECKOUT} reset --hard"),
@@ -44,6 +50,9 @@ async fn the_main_checkout_keeps_uncommitted_work_and_its_branch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shared_repository_config_and_hooks_cannot_be_changed() {
+    if crate::skip() {
+        return;
+    }
     let (daemon, shell) = attempt(&[
         "git config core.hooksPath /tmp/planted",
         "git config filter.planted.clean 'touch /tmp/planted'",
@@ -63,6 +72,9 @@ async fn the_shared_repository_config_and_hooks_cannot_be_changed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_journal_and_other_beads_are_out_of_sight() {
+    if crate::skip() {
+        return;
+    }
     // A first bead runs and closes; the second one's agent looks for the first one's run
     // folders and the journal, and truncates the journal.
     let first_rule = "[[rule]]\nrole = \"implement\"\nbead = \"cat-first\"\nresponses = [{ write = { \"a.txt\" = \"a\\n\" } }]\n";
@@ -106,6 +118,9 @@ async fn the_journal_and_other_beads_are_out_of_sight() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_made_inside_the_worktree_reaches_the_branch() {
+    if crate::skip() {
+        return;
+    }
     let (daemon, shell) = attempt(&[
         "echo inside > inside.txt && git add inside.txt && git -c user.name=a -c user.email=a@b commit -q -m 'made inside the sandbox'",
     ])

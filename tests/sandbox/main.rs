@@ -12,6 +12,15 @@ mod readonly;
 use catalyst_testkit::{bead, TestDaemon};
 use stub_claude::ShellEntry;
 
+/// Whether the escape tests can run: without bubblewrap they say so and skip.
+pub fn skip() -> bool {
+    if catalyst_testkit::sandboxed() {
+        return false;
+    }
+    println!("SKIPPED: bubblewrap is not installed (run .ci/install-test-deps)");
+    true
+}
+
 /// From a bead's worktree (`<repo>/.catalyst/worktrees/<bead>`), the main checkout.
 pub const MAIN_CHECKOUT: &str = "../../..";
 /// From a bead's worktree, the daemon's state folder.

@@ -7,6 +7,9 @@ use crate::{attempt, attempt_with};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_that_leaves_the_group_still_ends_with_the_attempt() {
+    if crate::skip() {
+        return;
+    }
     // The sleeper inherits the stub's environment, by which `agent_processes` finds it.
     let (daemon, shell) = attempt(&[
         "setsid sleep 600 > /dev/null 2>&1 < /dev/null &",
@@ -28,6 +31,9 @@ async fn a_process_that_leaves_the_group_still_ends_with_the_attempt() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loopback_port_other_than_the_model_is_out_of_reach() {
+    if crate::skip() {
+        return;
+    }
     let listener = TcpListener::bind("127.0.0.1:0").expect("listen on loopback");
     listener.set_nonblocking(true).expect("non-blocking");
     let port = listener.local_addr().expect("address").port();
@@ -44,6 +50,9 @@ async fn a_loopback_port_other_than_the_model_is_out_of_reach() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_reaches_no_remote() {
+    if crate::skip() {
+        return;
+    }
     // A remote the daemon's user can write, outside the attempt.
     let (daemon, shell) = attempt_with(&["git push -q origin HEAD:refs/heads/pushed"], |ws| {
         let remote = ws.root.join("remote.git");

@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use clap::{CommandFactory, Parser, Subcommand};
 
 use catalyst::cli::ctl::CtlArgs;
+use catalyst::domain::agent::sandbox::SANDBOX_NET_COMMAND;
 use catalyst::domain::formula::{Formula, Problem};
 use catalyst::domain::model::Role;
 use catalyst::domain::prompt::PromptSet;
@@ -175,10 +176,6 @@ enum Outcome {
 /// The hidden subcommand that makes this binary a stand-in `claude` for the demo and tests.
 const STUB_CLAUDE: &str = "__stub-claude";
 
-/// The hidden first process of a sandboxed attempt's network namespace (see
-/// `catalyst::cli::sandbox_net`).
-const SANDBOX_NET: &str = "__sandbox-net";
-
 fn sandbox_net(args: &[String]) -> ExitCode {
     use catalyst::cli::sandbox_net;
     match sandbox_net::parse(args)
@@ -199,7 +196,7 @@ fn main() -> ExitCode {
             let code = stub_claude::run(args.collect());
             return ExitCode::from(u8::try_from(code).unwrap_or(1));
         }
-        Some(SANDBOX_NET) => return sandbox_net(&args.collect::<Vec<_>>()),
+        Some(SANDBOX_NET_COMMAND) => return sandbox_net(&args.collect::<Vec<_>>()),
         _ => {}
     }
     let cli = Cli::parse();

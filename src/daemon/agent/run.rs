@@ -25,7 +25,7 @@ use crate::daemon::clock;
 use crate::daemon::netproxy::{self, NetGuard, Route};
 use crate::domain::agent::profile::{OutputFormat, ProfileError, StdinMode, Vars};
 use crate::domain::agent::report::{Exit, RunReport};
-use crate::domain::agent::sandbox::{bwrap_args, Confinement};
+use crate::domain::agent::sandbox::{bwrap_args, Confinement, SANDBOX_NET_COMMAND};
 
 /// How long the output readers may go on after the group is killed. Killed processes close
 /// their pipes at once; only a process that left the group can keep one open, and its output
@@ -169,7 +169,7 @@ fn network(
     })?;
     let listens = std::iter::once(PROXY_INSIDE.to_owned())
         .chain(plan.forwards.iter().map(ToString::to_string));
-    let mut through: Vec<OsString> = vec![plan.catalyst.clone().into(), "__sandbox-net".into()];
+    let mut through: Vec<OsString> = vec![plan.catalyst.clone().into(), SANDBOX_NET_COMMAND.into()];
     for (listen, socket) in listens.zip(&sockets) {
         through.push("--listen".into());
         let mut spec = OsString::from(format!("{listen}="));

@@ -180,12 +180,7 @@ impl Engine {
         let Some(bead) = self.store.state().get(work.as_str()) else {
             return Ok(());
         };
-        let spent = bead
-            .metadata
-            .as_ref()
-            .and_then(|m| m.get(crate::domain::state::COST_KEY))
-            .and_then(|v| v.as_f64())
-            .unwrap_or(0.0);
+        let spent = crate::domain::state::spent(bead);
         if spent > budget && bead.status == Status::InProgress {
             let reason = format!("over budget: agents spent ${spent:.2} of ${budget:.2}");
             return self.block_bead(work, None, &reason);

@@ -1,9 +1,12 @@
 //! Config, prompts and formulas: read at start, replaced together on reload.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::daemon::agent::SandboxSpec;
+use crate::daemon::runner::sandbox_template;
 use crate::daemon::Paths;
 use crate::domain::config::Config;
 use crate::domain::formula::FormulaSet;
@@ -18,6 +21,10 @@ pub struct Loaded {
     pub config: Arc<Config>,
     pub prompts: Arc<PromptSet>,
     pub formulas: Arc<FormulaSet>,
+    /// The `catalyst` binary the hooks and the sandbox's network run, resolved at load.
+    pub catalyst: Arc<PathBuf>,
+    /// The configured profile's sandbox, resolved at load (see `runner::sandbox_template`).
+    pub sandbox: Option<Arc<SandboxSpec>>,
 }
 
 impl Loaded {
@@ -25,8 +32,11 @@ impl Loaded {
     /// so a broken edit never half-applies.
     pub fn load(paths: &Paths) -> Result<Loaded, LoadError> {
         let config = crate::daemon::load::config(&paths.config())?;
+        let catalyst = crate::daemon::load::catalyst_bin(&config);
+        let mut sandbox = None;
         if let Ok(profile) = config.profile() {
             crate::daemon::sandbox::check(&config.agent, &profile)?;
+            sandbox = sandbox_template(&profile, paths, &catalyst).map(Arc::new);
         }
         if config.budget().is_none() {
             tracing::warn!("`budget_usd = 0`: beads have no spending limit");
@@ -50,6 +60,8 @@ impl Loaded {
             config: Arc::new(config),
             prompts: Arc::new(prompts),
             formulas: Arc::new(formulas),
+            catalyst: Arc::new(catalyst),
+            sandbox,
         })
     }
 }
@@ -74,8 +86,6 @@ impl Engine {
     /// The `--settings` JSON for an agent of `role`: the hooks that ask the daemon. The same
     /// for every role, since the daemon knows the step's role when a hook asks.
     pub(super) fn hook_settings(&self, _role: crate::domain::model::Role) -> Value {
-        crate::domain::agent::settings::settings(&crate::daemon::load::catalyst_bin(
-            &self.loaded.config,
-        ))
+        crate::domain::agent::settings::settings(&self.loaded.catalyst)
     }
 }

@@ -348,6 +348,7 @@ impl Engine {
             config: &self.loaded.config,
             prompts: &self.loaded.prompts,
             settings: &settings,
+            sandbox: self.loaded.sandbox.as_deref(),
         };
         StepJob::build(from, work, step, meta, attempt, model)
     }

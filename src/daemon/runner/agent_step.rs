@@ -6,8 +6,7 @@ use std::path::Path;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::hook_socket::{self, Ask};
-use super::job::attempt_socket;
+use super::hook_socket::{self, Ask, HookSocket};
 use crate::daemon::agent;
 use crate::daemon::fsutil;
 use crate::daemon::worktree::{self, CommitId};
@@ -33,70 +32,20 @@ struct ResultRecord<'a> {
 
 /// One attempt of an agent step, start to end.
 pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken, ask: Ask) -> StepDone {
-    let mut done = StepDone::failed(&job.work, &job.step, job.role, job.attempt, String::new());
+    let mut done = failed(&job, String::new());
     let base =
         match prepare_worktree(&job.repo, &job.work, &job.target, job.reset_to.as_deref()).await {
             Ok(base) => base,
-            Err(e) => {
-                return StepDone::failed(
-                    &job.work,
-                    &job.step,
-                    job.role,
-                    job.attempt,
-                    format!("cannot prepare the worktree: {e}"),
-                )
-            }
+            Err(e) => return failed(&job, format!("cannot prepare the worktree: {e}")),
         };
     done.base = Some(base.clone());
-    let patch = change(&mut job).await;
-    let written = write_inputs(&mut job, &base, patch.as_deref()).and_then(|()| match job.role {
-        Role::Merge => {
-            let tip = job
-                .repo
-                .target_head(&job.target)
-                .map_err(std::io::Error::other)?;
-            fsutil::write_atomic(&job.run_dir.join(TARGET_FILE), tip.as_str().as_bytes())
-        }
-        _ => Ok(()),
-    });
-    if let Err(e) = written {
-        return StepDone {
-            base: Some(base),
-            ..StepDone::failed(
-                &job.work,
-                &job.step,
-                job.role,
-                job.attempt,
-                format!("cannot write the run folder: {e}"),
-            )
-        };
-    }
-    if let Err(e) = confine(&mut job).await {
-        return StepDone {
-            base: Some(base),
-            ..StepDone::failed(
-                &job.work,
-                &job.step,
-                job.role,
-                job.attempt,
-                format!("cannot prepare the sandbox: {e}"),
-            )
-        };
-    }
-    let socket = attempt_socket(&job.run_dir);
-    let served = hook_socket::start(&socket, job.step.clone(), ask);
-    let _served = match served {
-        Ok(served) => served,
-        Err(e) => {
+    // Served until the attempt ends.
+    let _socket = match ready(&mut job, &base, ask).await {
+        Ok(socket) => socket,
+        Err(reason) => {
             return StepDone {
                 base: Some(base),
-                ..StepDone::failed(
-                    &job.work,
-                    &job.step,
-                    job.role,
-                    job.attempt,
-                    format!("cannot open the agent's socket `{}`: {e}", socket.display()),
-                )
+                ..failed(&job, reason)
             }
         }
     };
@@ -131,6 +80,40 @@ pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken, ask: As
         },
     );
     done
+}
+
+/// The attempt's end before its agent ran, for `reason`.
+fn failed(job: &StepJob, reason: String) -> StepDone {
+    StepDone::failed(&job.work, &job.step, job.role, job.attempt, reason)
+}
+
+/// Everything between the worktree and the agent: the run folder's inputs (with the change
+/// for the steps that judge it, and the target's tip for a merge), the sandbox's git paths
+/// and the agent's own socket, which is served while the returned value lives. The error is
+/// the attempt's failure reason.
+async fn ready(job: &mut StepJob, base: &CommitId, ask: Ask) -> Result<HookSocket, String> {
+    let patch = change(job).await;
+    write_inputs(job, base, patch.as_deref())
+        .and_then(|()| match job.role {
+            Role::Merge => {
+                let tip = job
+                    .repo
+                    .target_head(&job.target)
+                    .map_err(std::io::Error::other)?;
+                fsutil::write_atomic(&job.run_dir.join(TARGET_FILE), tip.as_str().as_bytes())
+            }
+            _ => Ok(()),
+        })
+        .map_err(|e| format!("cannot write the run folder: {e}"))?;
+    confine(job)
+        .await
+        .map_err(|e| format!("cannot prepare the sandbox: {e}"))?;
+    hook_socket::start(&job.socket, job.step.clone(), ask).map_err(|e| {
+        format!(
+            "cannot open the agent's socket `{}`: {e}",
+            job.socket.display()
+        )
+    })
 }
 
 /// The whole patch of the bead's branch, in the run folder of a step that judges it.

@@ -29,6 +29,8 @@ pub struct JobSources<'a> {
     pub prompts: &'a PromptSet,
     /// The `--settings` JSON: the hooks that ask the daemon.
     pub settings: &'a serde_json::Value,
+    /// The profile's sandbox, as [`sandbox_template`] worked it out at load.
+    pub sandbox: Option<&'a SandboxSpec>,
 }
 
 /// Everything one agent attempt needs, built at dispatch.
@@ -42,6 +44,8 @@ pub struct StepJob {
     pub(super) repo: Repo,
     pub(super) target: String,
     pub(super) run_dir: PathBuf,
+    /// The attempt's own socket (see [`attempt_socket`]).
+    pub(super) socket: PathBuf,
     pub(super) reset_to: Option<String>,
     pub(super) context: Context,
     /// Run folders of earlier steps whose final messages go into the context.
@@ -105,8 +109,9 @@ impl StepJob {
         };
         let template = meta.prompt.as_deref().unwrap_or(meta.role.as_str());
         let prompt = from.prompts.render(template, &vars)?;
+        let socket = attempt_socket(&run_dir);
         let spec = run_spec(
-            from, work, &step.id, meta, model, &prompt, worktree, &run_dir,
+            from, bead, &step.id, meta, model, &prompt, &run_dir, &socket,
         )?;
         Ok(StepJob {
             work: work.clone(),
@@ -117,6 +122,7 @@ impl StepJob {
             repo: from.repo.clone(),
             target: config.target_branch.clone(),
             run_dir,
+            socket,
             reset_to: meta.reset_to.clone(),
             context,
             earlier_runs,
@@ -131,33 +137,27 @@ impl StepJob {
 #[allow(clippy::too_many_arguments)]
 fn run_spec(
     from: JobSources<'_>,
-    work: &BeadId,
+    bead: &Bead,
     step: &BeadId,
     meta: &StepMeta,
     model: &str,
     prompt: &str,
-    worktree: PathBuf,
     run_dir: &Path,
+    socket: &Path,
 ) -> Result<RunSpec, JobError> {
     let config = from.config;
-    let spent = from
-        .state
-        .get(work.as_str())
-        .and_then(|b| b.metadata.as_ref())
-        .and_then(|m| m.get(crate::domain::state::COST_KEY))
-        .and_then(serde_json::Value::as_f64)
-        .unwrap_or(0.0);
-    let budget_left = config.budget().map(|b| b - spent);
+    let budget_left = config
+        .budget()
+        .map(|b| b - crate::domain::state::spent(bead));
     let mut profile = config
         .profile()?
         .with_caps(config.turn_limit(), budget_left);
     if let Some(tools) = config.role_policy(meta.role).tools_for(meta.tools.as_ref()) {
         profile = profile.with_tools(tools);
     }
-    let socket = attempt_socket(run_dir);
     let env = vec![
         ("CATALYST_SOCKET".to_owned(), socket.display().to_string()),
-        ("CATALYST_BEAD".to_owned(), work.to_string()),
+        ("CATALYST_BEAD".to_owned(), bead.id.to_string()),
         ("CATALYST_STEP".to_owned(), step.to_string()),
         ("CATALYST_ROLE".to_owned(), meta.role.to_string()),
         (
@@ -165,12 +165,15 @@ fn run_spec(
             run_dir.join(context::CONTEXT_MD).display().to_string(),
         ),
     ];
-    let sandbox = sandbox_spec(&profile, from.paths, config, &socket);
+    let sandbox = from.sandbox.map(|template| SandboxSpec {
+        socket: socket.to_owned(),
+        ..template.clone()
+    });
     Ok(RunSpec {
         profile,
         model: config.model_id(model).to_owned(),
         prompt: prompt.to_owned(),
-        worktree,
+        worktree: from.repo.worktree_path(&bead.id),
         run_dir: run_dir.to_owned(),
         env,
         settings_path: Some(run_dir.join(SETTINGS_FILE)),
@@ -220,13 +223,13 @@ const HOOK_SOCKET: &str = "hook.sock";
 /// The longest socket path used (Unix sockets take about 108 bytes).
 const MAX_SOCKET_PATH: usize = 100;
 
-/// The sandbox a profile asks for, without its git paths (the runner adds them once the
-/// worktree exists); `None` for a profile with `sandbox = "none"`.
-fn sandbox_spec(
+/// The sandbox a profile asks for, worked out once when the config is loaded (it reads the
+/// environment and looks programs up on `PATH`); each attempt adds its socket, and the runner
+/// its git paths once the worktree exists. `None` for a profile with `sandbox = "none"`.
+pub fn sandbox_template(
     profile: &AgentProfile,
     paths: &Paths,
-    config: &Config,
-    socket: &Path,
+    catalyst: &Path,
 ) -> Option<SandboxSpec> {
     if profile.sandbox == SandboxKind::None {
         return None;
@@ -246,7 +249,7 @@ fn sandbox_spec(
         .collect();
     let net = (profile.network == Network::ModelOnly).then(|| {
         let mut plan = NetPlan {
-            catalyst: crate::daemon::load::catalyst_bin(config),
+            catalyst: catalyst.to_owned(),
             forwards: Vec::new(),
             hosts: profile.model_hosts.clone(),
         };
@@ -265,13 +268,12 @@ fn sandbox_spec(
         plan.forwards.dedup();
         plan
     });
-    let catalyst = crate::daemon::load::catalyst_bin(config);
     let programs = profile
         .command
         .first()
         .map(PathBuf::from)
         .into_iter()
-        .chain([catalyst]);
+        .chain([catalyst.to_owned()]);
     let readable = programs
         .filter_map(|p| install_prefix(&p, &paths.state))
         .collect();
@@ -279,7 +281,7 @@ fn sandbox_spec(
         readable,
         bwrap: PathBuf::from(BWRAP),
         state: paths.state.clone(),
-        socket: socket.to_owned(),
+        socket: PathBuf::new(),
         git: None,
         writable,
         network: profile.network,

@@ -25,7 +25,7 @@ use crate::domain::router::Outcome;
 pub use agent_step::run_agent_step;
 pub use error::{GitTaskError, JobError};
 pub use gate::{run_gate_step, GateJob};
-pub use job::{JobSources, StepJob};
+pub use job::{sandbox_template, JobSources, StepJob};
 
 /// The starting commit of an attempt, in its run folder (crash recovery reads it back).
 pub const BASE_FILE: &str = "base";

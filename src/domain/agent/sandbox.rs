@@ -15,6 +15,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+/// The hidden `catalyst` subcommand that is the first process of a `model-only` network
+/// namespace (see `cli::sandbox_net`).
+pub const SANDBOX_NET_COMMAND: &str = "__sandbox-net";
+
 /// How a profile's agent is confined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -13,6 +13,15 @@ use crate::domain::router::Decision;
 
 /// The work bead's metadata key for the total cost its agents reported, in US dollars.
 pub const COST_KEY: &str = "catalyst_cost_usd";
+
+/// What the agents of a work bead have reported spending, in US dollars.
+pub fn spent(bead: &Bead) -> f64 {
+    bead.metadata
+        .as_ref()
+        .and_then(|m| m.get(COST_KEY))
+        .and_then(|v| v.as_f64())
+        .unwrap_or(0.0)
+}
 use crate::domain::time::Timestamp;
 
 pub mod ready;

@@ -56,28 +56,9 @@ pub fn kill_orphans(runs: &std::path::Path) -> usize {
     let mut needle = b"CATALYST_CONTEXT=".to_vec();
     needle.extend_from_slice(runs.as_os_str().as_encoded_bytes());
     needle.push(b'/');
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
     let own = getpgrp();
     let mut killed = std::collections::BTreeSet::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        if !environ
-            .split(|b| *b == 0)
-            .any(|var| var.starts_with(&needle))
-        {
-            continue;
-        }
+    for pid in pids_with_env(|var| var.starts_with(&needle)) {
         let Ok(pgid) = nix::unistd::getpgid(Some(Pid::from_raw(pid))) else {
             continue;
         };
@@ -86,6 +67,22 @@ pub fn kill_orphans(runs: &std::path::Path) -> usize {
         }
     }
     killed.len()
+}
+
+/// The processes (from `/proc`) with an environment entry (`NAME=value`) that `wanted` accepts;
+/// those whose environment cannot be read (another user's, or gone) are left out.
+pub fn pids_with_env(wanted: impl Fn(&[u8]) -> bool) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            let environ = std::fs::read(entry.path().join("environ")).ok()?;
+            environ.split(|b| *b == 0).any(&wanted).then_some(pid)
+        })
+        .collect()
 }
 
 /// SIGKILLs the group when dropped while armed, so an agent's group dies even when the future

@@ -39,7 +39,7 @@ use crate::domain::agent::report::RunReport;
 use crate::domain::agent::sandbox::{GitMounts, Network};
 
 pub use events::{MAX_LINE, TEXT_TAIL};
-pub use group::{kill_leftover_group, kill_orphans, KillError};
+pub use group::{kill_leftover_group, kill_orphans, pids_with_env, KillError};
 
 /// The prompt's file in the run folder.
 pub const PROMPT_FILE: &str = "prompt.md";

@@ -2,31 +2,21 @@
 //! (an agent that prints one line and exits), unconfined against bubblewrap with the host's
 //! network and with the `model-only` network (its forwarder and proxy included).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use catalyst::daemon::agent::{self, NetPlan, RunSpec, SandboxSpec};
-use catalyst::domain::agent::profile::{AgentProfile, OutputFormat, StdinMode};
-use catalyst::domain::agent::sandbox::{Network, SandboxKind};
+use catalyst::domain::agent::profile::AgentProfile;
+use catalyst::domain::agent::sandbox::Network;
 use tokio_util::sync::CancellationToken;
 
 use crate::{percentile, row, runtime};
 
 fn spec(dir: &Path, sandbox: Option<SandboxSpec>) -> RunSpec {
     RunSpec {
-        profile: AgentProfile {
-            command: vec!["sh".into(), "-c".into(), "echo ready".into()],
-            format: OutputFormat::Text,
-            env: BTreeMap::new(),
-            stdin: StdinMode::Null,
-            sandbox: SandboxKind::None,
-            network: Network::Open,
-            writable: Vec::new(),
-            model_hosts: Vec::new(),
-        },
+        profile: AgentProfile::shell(),
         model: String::new(),
-        prompt: String::new(),
+        prompt: "echo ready".into(),
         worktree: dir.join("worktree"),
         run_dir: dir.join("run"),
         env: Vec::new(),

@@ -8,9 +8,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::daemon::agent::{self, RunSpec};
 use crate::daemon::worktree::{CommitId, Repo};
-use crate::domain::agent::profile::{AgentProfile, OutputFormat, StdinMode};
+use crate::domain::agent::profile::AgentProfile;
 use crate::domain::agent::report::{Exit, RunReport};
-use crate::domain::agent::sandbox::{Network, SandboxKind};
 use crate::domain::id::BeadId;
 use crate::domain::model::Role;
 use crate::domain::router::Outcome;
@@ -125,16 +124,7 @@ pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone 
 /// `left` of the gate's time.
 fn command_spec(job: &GateJob, n: usize, command: &str, left: Duration) -> RunSpec {
     RunSpec {
-        profile: AgentProfile {
-            command: vec!["sh".into(), "-c".into(), "{prompt}".into()],
-            format: OutputFormat::Text,
-            env: Default::default(),
-            stdin: StdinMode::Null,
-            sandbox: SandboxKind::None,
-            network: Network::Open,
-            writable: Vec::new(),
-            model_hosts: Vec::new(),
-        },
+        profile: AgentProfile::shell(),
         model: String::new(),
         prompt: command.to_owned(),
         worktree: job.repo.worktree_path(&job.work),

@@ -232,6 +232,21 @@ impl AgentProfile {
         }
     }
 
+    /// `sh -c {prompt}` with its output read as text, stdin `/dev/null`, unconfined: how the
+    /// daemon runs a gate's own commands (the formula's, not an agent's).
+    pub fn shell() -> AgentProfile {
+        AgentProfile {
+            command: ["sh", "-c", "{prompt}"].map(String::from).into(),
+            format: OutputFormat::Text,
+            env: BTreeMap::new(),
+            stdin: StdinMode::Null,
+            sandbox: SandboxKind::None,
+            network: Network::Open,
+            writable: Vec::new(),
+            model_hosts: Vec::new(),
+        }
+    }
+
     /// The profile with Claude Code's per-attempt caps appended to its command: `--max-turns`
     /// and `--max-budget-usd` (what is left of the bead's budget). Other formats have no such
     /// flags and are returned unchanged. Must come before [`AgentProfile::with_tools`], whose

@@ -5,7 +5,6 @@ mod parse;
 mod run;
 mod stop;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -13,7 +12,6 @@ use super::*;
 use crate::domain::agent::outcome::outcome;
 use crate::domain::agent::profile::{AgentProfile, OutputFormat, ProfileError, StdinMode};
 use crate::domain::agent::report::{Exit, RunReport};
-use crate::domain::agent::sandbox::{Network, SandboxKind};
 use crate::domain::agent::tests::block;
 
 /// A temporary folder with a worktree, a run folder and room for agent scripts.
@@ -63,12 +61,8 @@ impl Fixture {
             profile: AgentProfile {
                 command: vec!["sh".into(), script.display().to_string()],
                 format,
-                env: BTreeMap::new(),
                 stdin: StdinMode::Prompt,
-                sandbox: SandboxKind::None,
-                network: Network::Open,
-                writable: Vec::new(),
-                model_hosts: Vec::new(),
+                ..AgentProfile::shell()
             },
             model: "sonnet".into(),
             prompt: "Do the step.\n".into(),

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use catalyst::daemon::worktree::{MergeOutcome, Repo};
+use catalyst::daemon::worktree::{MergeGuard, MergeOutcome, Repo};
 use catalyst::domain::id::BeadId;
 use catalyst::domain::model::Role;
 use catalyst::domain::prompt::{PromptSet, PromptVars};
@@ -106,7 +106,9 @@ fn floor_bead(ws: &Workspace, repo: &Repo, prompts: &PromptSet, i: usize) {
     let summary = run_stub(ws, &tree.path, &bead, &prompt);
     repo.commit_all(&bead, &format!("{bead} merge: {summary}"))
         .expect("commit");
-    let merged = repo.merge_into_target(&bead, "main").expect("merge");
+    let merged = repo
+        .merge_into_target(&bead, "main", &MergeGuard::none())
+        .expect("merge");
     assert!(
         matches!(
             merged,

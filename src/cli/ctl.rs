@@ -85,13 +85,13 @@ pub enum CtlCommand {
     },
     /// Reopen a closed bead.
     Reopen { bead: String },
-    /// Approve a bead waiting at an approval step.
+    /// Approve a bead waiting at an approval step, or a merge held for its workflow files.
     Approve {
         bead: String,
         #[arg(long)]
         comment: Option<String>,
     },
-    /// Reject a bead waiting at an approval step: a fix step gets the reason.
+    /// Reject a bead waiting at an approval step or a held merge: a fix step gets the reason.
     Reject {
         bead: String,
         #[arg(long)]

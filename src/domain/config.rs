@@ -14,6 +14,7 @@ use crate::domain::agent::profile::AgentProfile;
 use crate::domain::model::Role;
 use crate::domain::policy::RolePolicy;
 use crate::domain::router::RouterConfig;
+use crate::domain::workflow::WorkflowFiles;
 
 /// The whole configuration with defaults filled in.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -66,13 +67,17 @@ pub struct Config {
     /// that reaches it fails and is retried like any failure. `0`: no limit.
     pub max_turns: u32,
     /// Tool policies by agent role, replacing the built-in ones (`refine` and `review`
-    /// read-only with `Read Grep Glob`, the others writing inside the worktree).
+    /// read-only with `Read Grep Glob Bash`, the others writing inside the worktree).
     pub tool_policy: BTreeMap<Role, RolePolicy>,
     /// The `catalyst` binary the agents' hooks run (`catalyst hook …`). None: the `catalyst`
     /// next to the running executable, else the first on `PATH`.
     pub catalyst_bin: Option<PathBuf>,
     /// Following a beads export file and writing statuses back.
     pub beads: crate::domain::beads::BeadsConfig,
+    /// Files that decide what the daemon runs (`.gitignore`-like patterns from the
+    /// repository's root): a bead whose change touches one waits for a person's approval
+    /// before its merge. The followed beads file is always one. `[]`: no bead waits.
+    pub workflow_files: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,6 +115,9 @@ impl Default for Config {
             tool_policy: BTreeMap::new(),
             catalyst_bin: None,
             beads: crate::domain::beads::BeadsConfig::default(),
+            workflow_files: crate::domain::workflow::DEFAULT_WORKFLOW_FILES
+                .map(String::from)
+                .to_vec(),
         }
     }
 }
@@ -148,6 +156,19 @@ impl Config {
         (self.max_turns > 0).then_some(self.max_turns)
     }
 
+    /// The files a bead may change only with a person's approval: `workflow_files`, and the
+    /// followed beads file when it lies inside the repository. None when the list is empty.
+    pub fn workflow_files(&self) -> Result<Option<WorkflowFiles>, String> {
+        if self.workflow_files.is_empty() {
+            return Ok(None);
+        }
+        let mut patterns = self.workflow_files.clone();
+        if let Some(watch) = self.beads.watch.as_deref().and_then(inside_repository) {
+            patterns.push(format!("/{watch}"));
+        }
+        WorkflowFiles::new(&patterns).map(Some)
+    }
+
     /// Parses a config file's text; `path` names it in errors.
     pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| ConfigError::Invalid {
@@ -182,6 +203,7 @@ impl Config {
                 self.target_branch
             ));
         }
+        self.workflow_files()?;
         for (name, model) in &self.models {
             if model.max_concurrent == Some(0) {
                 return Err(format!("`models.{name}.max_concurrent` must be at least 1"));
@@ -304,6 +326,20 @@ fn git_ref_unsafe(name: &str) -> bool {
             .any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c))
 }
 
+/// A relative path that stays inside the repository, `/`-separated; None for any other.
+fn inside_repository(path: &std::path::Path) -> Option<String> {
+    use std::path::Component;
+    let mut parts = Vec::new();
+    for part in path.components() {
+        match part {
+            Component::Normal(p) => parts.push(p.to_str()?),
+            Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,5 +421,18 @@ mod tests {
     fn the_commented_default_parses_back_to_the_defaults() {
         let text = Config::commented_default();
         assert_eq!(Config::parse(&text, "c.toml").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn workflow_files_default_on_add_the_followed_file_and_can_be_emptied() {
+        let c = Config::parse("[beads]\nwatch = \"./issues/all.jsonl\"\n", "c.toml").unwrap();
+        let files = c.workflow_files().unwrap().expect("on by default");
+        assert!(files.matches(".beads/formulas/x.formula.toml"));
+        assert!(files.matches("issues/all.jsonl"));
+        assert!(!files.matches("src/issues/all.jsonl"));
+        let off = Config::parse("workflow_files = []\n", "c.toml").unwrap();
+        assert!(off.workflow_files().unwrap().is_none());
+        let err = Config::parse("workflow_files = [\"a[\"]\n", "c.toml").unwrap_err();
+        assert!(err.to_string().contains("`a[` is not a pattern"), "{err}");
     }
 }

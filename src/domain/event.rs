@@ -170,6 +170,22 @@ pub enum EventBody {
         target: String,
         reason: String,
     },
+    /// The bead's change touches workflow files: its merge waits for a person's approval of
+    /// the branch tip `commit`.
+    #[serde(rename = "merge.held")]
+    MergeHeld {
+        bead: BeadId,
+        step: BeadId,
+        commit: String,
+        files: Vec<String>,
+    },
+    /// A person approved the held change at `commit`; the merge goes on.
+    #[serde(rename = "merge.approved")]
+    MergeApproved {
+        bead: BeadId,
+        step: BeadId,
+        commit: String,
+    },
     /// A closed bead's worktree and branch were removed.
     #[serde(rename = "worktree.removed")]
     WorktreeRemoved { bead: BeadId },
@@ -223,6 +239,8 @@ impl EventBody {
             EventBody::GateFailed { .. } => "gate.failed",
             EventBody::MergeCompleted { .. } => "merge.completed",
             EventBody::MergeConflict { .. } => "merge.conflict",
+            EventBody::MergeHeld { .. } => "merge.held",
+            EventBody::MergeApproved { .. } => "merge.approved",
             EventBody::WorktreeRemoved { .. } => "worktree.removed",
             EventBody::AgentTool { .. } => "agent.tool",
             EventBody::ModelPaused { .. } => "model.paused",
@@ -251,6 +269,8 @@ impl EventBody {
             | EventBody::GateFailed { bead, .. }
             | EventBody::MergeCompleted { bead, .. }
             | EventBody::MergeConflict { bead, .. }
+            | EventBody::MergeHeld { bead, .. }
+            | EventBody::MergeApproved { bead, .. }
             | EventBody::WorktreeRemoved { bead }
             | EventBody::AgentTool { bead, .. } => Some(bead),
             EventBody::ModelPaused { .. }

@@ -17,3 +17,4 @@ pub mod result;
 pub mod router;
 pub mod state;
 pub mod time;
+pub mod workflow;

@@ -229,13 +229,17 @@ pub fn route(
             reject(FixSource::Gate, output.clone(), None, counters, max_fix)
         }
         Outcome::Approved { .. } if role == Role::Approval => Decision::Close,
-        Outcome::ApprovalRejected { reason } if role == Role::Approval => reject(
-            FixSource::Approval,
-            reason.clone(),
-            Some(reason.as_str()),
-            counters,
-            max_fix,
-        ),
+        // A merge held for its workflow files is rejected like an approval step: the fix
+        // answers the person, and the merge step runs again.
+        Outcome::ApprovalRejected { reason } if matches!(role, Role::Approval | Role::Merge) => {
+            reject(
+                FixSource::Approval,
+                reason.clone(),
+                Some(reason.as_str()),
+                counters,
+                max_fix,
+            )
+        }
         other => Decision::Block {
             cause: BlockCause::WrongOutcome,
             reason: format!("{} cannot end a step of role `{role}`", other.kind()),

@@ -87,7 +87,21 @@ pub struct StatusAnswer {
     pub storage_error: Option<String>,
     pub version: String,
     pub waiting_approval: Vec<BeadId>,
+    /// The merge steps among `waiting_approval` that wait because their bead's change touches
+    /// workflow files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_merges: Vec<HeldMerge>,
     pub workspace: PathBuf,
+}
+
+/// A merge that waits for a person because the bead's change touches workflow files.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldMerge {
+    pub bead: BeadId,
+    pub step: BeadId,
+    /// The branch tip an approval covers.
+    pub commit: String,
+    pub files: Vec<String>,
 }
 
 /// A step whose agent (or gate) runs now.

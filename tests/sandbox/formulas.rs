@@ -1,8 +1,10 @@
 //! What a bead carries cannot change what the daemon runs: a `formula_vars` value is checked
-//! against its var's pattern and reaches a gate's shell quoted.
+//! against its var's pattern and reaches a gate's shell quoted, and a formula an agent plants
+//! in the repository waits for a person before it reaches the target and the daemon.
 
-use catalyst::protocol::BeadInput;
-use catalyst_testkit::{bead, TestDaemon};
+use catalyst::protocol::{ApproveParams, BeadInput, CloseParams, Method};
+use catalyst_testkit::repo::file_on_main;
+use catalyst_testkit::{bead, bead_with_id, TestDaemon};
 use serde_json::json;
 
 fn gated(id: &str, test_command: &str) -> BeadInput {
@@ -50,4 +52,95 @@ async fn a_value_outside_its_pattern_is_refused_and_a_quoted_one_runs_as_one_wor
         })
         .await;
     assert!(!planted.exists(), "the injected command ran: {passed}");
+}
+
+/// Where the planted formula goes: a folder the daemon reads formulas from.
+const PLANTED: &str = ".beads/formulas/feature.formula.toml";
+
+/// A scenario whose implement agent for `cat-plant` writes a `feature` formula that replaces
+/// the whole workflow with a gate running `touch <marker>` as the daemon's user.
+fn planting(marker: &std::path::Path) -> String {
+    let formula = format!(
+        "formula = \"feature\"\n[[steps]]\nid = \"planted\"\ntitle = \"Planted\"\nrole = \"gate\"\nrun = [\"touch {}\"]\n",
+        marker.display()
+    );
+    let quoted = |s: &str| toml::Value::String(s.to_owned()).to_string();
+    format!(
+        "[[rule]]\nbead = \"cat-plant\"\nrole = \"implement\"\nresponses = [{{ write = {{ {} = {}, \"code.txt\" = \"code\\n\" }} }}]\n\
+         [[rule]]\nrole = \"implement\"\nresponses = [{{ write = {{ \"other.txt\" = \"other\\n\" }} }}]\n",
+        quoted(PLANTED),
+        quoted(&formula)
+    )
+}
+
+/// The steps a bead's molecule was poured with.
+fn poured_steps(event: &serde_json::Value) -> Vec<String> {
+    event["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["metadata"]["catalyst"]["step"].as_str().map(String::from))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_formula_waits_for_a_person_before_it_reaches_the_target() {
+    let marker = std::env::temp_dir().join(format!("catalyst-planted-{}", std::process::id()));
+    let daemon = TestDaemon::start(&planting(&marker), "").await;
+    daemon.submit(bead_with_id("cat-plant")).await;
+    let held = daemon
+        .wait_for("the merge held for its workflow file", |e| {
+            e["type"] == "merge.held" && e["bead"] == "cat-plant"
+        })
+        .await;
+    assert_eq!(held["files"], json!([PLANTED]), "{held}");
+    assert_eq!(file_on_main(&daemon.repo, PLANTED), None);
+    let (code, status, _) = daemon.ctl(&["status"], "").await;
+    assert_eq!(code, 0);
+    assert!(
+        status.contains("waiting for approval: cat-plant.merge") && status.contains(PLANTED),
+        "{status}"
+    );
+
+    // Even read again, the daemon's formulas are still the target's.
+    daemon.call(Method::Reload).await;
+    daemon.submit(bead_with_id("cat-before")).await;
+    let before = daemon
+        .wait_for("cat-before poured", |e| {
+            e["type"] == "molecule.poured" && e["bead"] == "cat-before"
+        })
+        .await;
+    assert!(
+        poured_steps(&before).contains(&"implement".to_owned()),
+        "{before}"
+    );
+    daemon
+        .call(Method::Cancel(CloseParams {
+            id: "cat-before".into(),
+            reason: Some("only here to show the formula in force".into()),
+        }))
+        .await;
+    assert!(!marker.exists(), "the planted gate ran before any approval");
+
+    // A person approves: the change merges, and the formula is the workflow from then on.
+    daemon
+        .call(Method::Approve(ApproveParams {
+            id: "cat-plant".into(),
+            comment: Some("the new workflow is intended".into()),
+        }))
+        .await;
+    daemon.wait_status("cat-plant", "closed").await;
+    assert!(file_on_main(&daemon.repo, PLANTED).is_some());
+    daemon.call(Method::Reload).await;
+    daemon.submit(bead_with_id("cat-after")).await;
+    let after = daemon
+        .wait_for("cat-after poured", |e| {
+            e["type"] == "molecule.poured" && e["bead"] == "cat-after"
+        })
+        .await;
+    assert_eq!(poured_steps(&after), ["planted"], "{after}");
+    daemon.wait_status("cat-after", "closed").await;
+    let ran = marker.exists();
+    let _ = std::fs::remove_file(&marker);
+    assert!(ran, "the approved formula is in force");
 }

@@ -348,6 +348,7 @@ mod tests {
             storage_error: None,
             version: "0.1.0".into(),
             waiting_approval: vec![],
+            held_merges: vec![],
             workspace: "/w".into(),
         }
     }
@@ -462,6 +463,7 @@ mod tests {
                 step: id("bd-1.2.review"),
             }],
             waiting_approval: vec![id("bd-1.2.approve")],
+            held_merges: vec![],
             ..status(9)
         };
         let work = list(vec![summary("bd-1.2", Status::InProgress, 1, 3)]);

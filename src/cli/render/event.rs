@@ -30,6 +30,8 @@ fn subject(body: &EventBody) -> String {
         | B::GateWaiting { step, .. }
         | B::GatePassed { step, .. }
         | B::GateFailed { step, .. }
+        | B::MergeHeld { step, .. }
+        | B::MergeApproved { step, .. }
         | B::AgentTool { step, .. } => step.to_string(),
         B::MoleculePoured { bead, .. }
         | B::FixCreated { bead, .. }
@@ -108,6 +110,12 @@ fn detail(body: &EventBody) -> String {
         B::MergeCompleted {
             target, from, to, ..
         } => format!("`{target}` {} -> {}", short(from), short(to)),
+        B::MergeHeld { commit, files, .. } => format!(
+            "{} changes workflow files: {}; waiting for `ctl approve`",
+            short(commit),
+            files.join(", ")
+        ),
+        B::MergeApproved { commit, .. } => format!("{} approved", short(commit)),
         B::StepRetry { reason, .. }
         | B::StepEscalated { reason, .. }
         | B::MergeConflict { reason, .. }

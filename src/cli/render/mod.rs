@@ -99,7 +99,16 @@ pub fn render_status(s: &StatusAnswer) -> String {
         ));
     }
     for w in &s.waiting_approval {
-        out.push_str(&format!("  waiting for approval: {w}\n"));
+        match s.held_merges.iter().find(|h| h.step == *w) {
+            Some(h) => out.push_str(&format!(
+                "  waiting for approval: {w}: its change touches workflow files: {}\n    see it: git diff HEAD...{}   approve: catalyst ctl approve {}   send back: catalyst ctl reject {} --reason \"…\"\n",
+                h.files.join(", "),
+                h.commit.get(..12).unwrap_or(&h.commit),
+                h.bead,
+                h.bead
+            )),
+            None => out.push_str(&format!("  waiting for approval: {w}\n")),
+        }
     }
     out.push('\n');
     out.push_str(&render_list(&s.active));

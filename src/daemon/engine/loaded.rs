@@ -8,9 +8,10 @@ use serde_json::Value;
 use crate::daemon::agent::SandboxSpec;
 use crate::daemon::runner::sandbox_template;
 use crate::daemon::Paths;
-use crate::domain::config::Config;
+use crate::domain::config::{Config, ConfigError};
 use crate::domain::formula::FormulaSet;
 use crate::domain::prompt::PromptSet;
+use crate::domain::workflow::WorkflowFiles;
 
 use super::error::LoadError;
 use super::Engine;
@@ -25,6 +26,8 @@ pub struct Loaded {
     pub catalyst: Arc<PathBuf>,
     /// The configured profile's sandbox, resolved at load (see `runner::sandbox_template`).
     pub sandbox: Option<Arc<SandboxSpec>>,
+    /// The files a bead may change only with a person's approval; None when that is off.
+    pub workflow_files: Option<Arc<WorkflowFiles>>,
 }
 
 impl Loaded {
@@ -40,6 +43,16 @@ impl Loaded {
         }
         if config.budget().is_none() {
             tracing::warn!("`budget_usd = 0`: beads have no spending limit");
+        }
+        let workflow_files = config
+            .workflow_files()
+            .map_err(|message| ConfigError::Invalid {
+                path: paths.config().display().to_string(),
+                message,
+            })?
+            .map(Arc::new);
+        if workflow_files.is_none() {
+            tracing::warn!("`workflow_files = []`: a bead may change formulas, prompts and CI files without an approval");
         }
         if config.turn_limit().is_none() {
             tracing::warn!("`max_turns = 0`: Claude Code attempts have no turn limit");
@@ -62,6 +75,7 @@ impl Loaded {
             formulas: Arc::new(formulas),
             catalyst: Arc::new(catalyst),
             sandbox,
+            workflow_files,
         })
     }
 }

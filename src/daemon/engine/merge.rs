@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use crate::daemon::runner::TARGET_FILE;
-use crate::daemon::worktree::{MergeOutcome, Repo};
+use crate::daemon::worktree::{CommitId, MergeGuard, MergeOutcome, Repo};
 use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Phase, Status};
@@ -41,6 +41,8 @@ struct Candidate {
     step: BeadId,
     /// The run folder of the merge step's last attempt.
     run_dir: PathBuf,
+    /// What the merge checks first: the workflow files, and the commit a person approved.
+    guard: MergeGuard,
 }
 
 /// Everything the merge task needs.
@@ -73,10 +75,19 @@ impl Engine {
                 let meta = step.step_meta()?;
                 let work = state.get(w.as_str())?;
                 let run_dir = self.paths.run_dir(w, &meta.step, meta.attempts);
+                let approved = meta
+                    .hold
+                    .as_ref()
+                    .and_then(|h| h.approved_commit())
+                    .and_then(|c| CommitId::parse(c).ok());
                 let candidate = Candidate {
                     work: w.clone(),
                     step: step.id.clone(),
                     run_dir,
+                    guard: MergeGuard {
+                        files: self.loaded.workflow_files.as_deref().cloned(),
+                        approved,
+                    },
                 };
                 Some((work.priority, work.created_at, candidate))
             })
@@ -122,8 +133,20 @@ impl Engine {
         ) else {
             return Ok(());
         };
+        // An approved change to workflow files is in the target now: read them again.
+        let approved_workflow_change = matches!(ran.result, Ok(MergeOutcome::Merged { .. }))
+            && step_bead
+                .step_meta()
+                .and_then(|m| m.hold)
+                .is_some_and(|h| h.approved);
         match self.merge_verdict(&bead, &step_bead, ran, now.wall) {
-            MergeVerdict::Decided(routed) => self.apply_routed(&bead.id, routed, now),
+            MergeVerdict::Decided(routed) => {
+                self.apply_routed(&bead.id, routed, now)?;
+                if approved_workflow_change {
+                    self.start_reload(None);
+                }
+                Ok(())
+            }
             MergeVerdict::Wait { conflict, retry } => {
                 self.git.retry = Some(now.mono + retry);
                 self.record(vec![conflict]).map(drop)
@@ -160,6 +183,15 @@ impl Engine {
             Ok(MergeOutcome::AlreadyMerged) => {
                 let head = head.unwrap_or_default();
                 decided(self.merged_events(work, step, target, head.clone(), head))
+            }
+            Ok(MergeOutcome::Held { commit, files }) => {
+                tracing::warn!(bead = %work.id, ?files, "the change touches workflow files; its merge waits for `ctl approve`");
+                decided(vec![EventBody::MergeHeld {
+                    bead: work.id.clone(),
+                    step: step.id.clone(),
+                    commit: commit.to_string(),
+                    files,
+                }])
             }
             Ok(MergeOutcome::NotUpToDate { target: t, branch }) => {
                 if target_at_start.is_some_and(|s| s.trim() != t.as_str()) {
@@ -341,6 +373,7 @@ fn run_merge(mut job: MergeJob) -> MergeReport {
         work,
         step,
         run_dir,
+        guard,
     } = job.candidates.swap_remove(pick);
     if marked.is_none() {
         if let Err(e) = crate::daemon::fsutil::write_atomic(marker, work.as_str().as_bytes()) {
@@ -351,8 +384,8 @@ fn run_merge(mut job: MergeJob) -> MergeReport {
     let result = match interrupted {
         Some(window) => job
             .repo
-            .resume_merge_into_target(&work, &job.target, window),
-        None => job.repo.merge_into_target(&work, &job.target),
+            .resume_merge_into_target(&work, &job.target, &guard, window),
+        None => job.repo.merge_into_target(&work, &job.target, &guard),
     }
     .map_err(|e| MergeFailure {
         transient: e.is_transient(),

@@ -326,6 +326,7 @@ fn fix_bead(
         next_model: None,
         reset_to: None,
         summary: None,
+        hold: None,
     });
     Ok(fix)
 }

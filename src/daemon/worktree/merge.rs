@@ -2,6 +2,7 @@
 //! branch once the merge agent has brought the branch up to date, without ever rewriting the
 //! target's history or overwriting uncommitted work in a checkout of the target.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
@@ -15,6 +16,7 @@ use tracing::info;
 use super::error::Context;
 use super::{branch_name, branch_tip, target_tip, CommitId, GitError, Repo};
 use crate::domain::id::BeadId;
+use crate::domain::workflow::WorkflowFiles;
 
 /// What [`Repo::merge_into_target`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,6 +34,32 @@ pub enum MergeOutcome {
     /// the way of the merge; `files` lists them, relative to that checkout. Nothing was
     /// changed; the daemon waits for a person and tries again.
     TargetDirty { files: Vec<String> },
+    /// The bead's change touches workflow files (`files`) that a person has not approved at
+    /// the branch tip `commit`. Nothing was changed; the merge waits for the approval.
+    Held {
+        commit: CommitId,
+        files: Vec<String>,
+    },
+}
+
+/// What a merge must check before it moves the target: which files need a person's approval,
+/// and the commit a person approved, if any.
+#[derive(Clone, Debug)]
+pub struct MergeGuard {
+    pub files: Option<WorkflowFiles>,
+    /// A branch tip a person approved: a workflow file the tip holds exactly as this commit
+    /// held it needs no new approval.
+    pub approved: Option<CommitId>,
+}
+
+impl MergeGuard {
+    /// No file needs an approval.
+    pub fn none() -> MergeGuard {
+        MergeGuard {
+            files: None,
+            approved: None,
+        }
+    }
 }
 
 impl Repo {
@@ -52,8 +80,17 @@ impl Repo {
     /// in the middle of the checkout leaves some files written; those that already hold the
     /// bead's version are recognized too (see [`Repo::resume_merge_into_target`] for files
     /// the crash cut short).
-    pub fn merge_into_target(&self, bead: &BeadId, target: &str) -> Result<MergeOutcome, GitError> {
-        self.merge(bead, target, None)
+    ///
+    /// A bead whose change (from the target's tip to its own) touches a file of
+    /// `guard.files` is not merged unless that file is as `guard.approved` holds it:
+    /// [`MergeOutcome::Held`], decided before the checkout is looked at.
+    pub fn merge_into_target(
+        &self,
+        bead: &BeadId,
+        target: &str,
+        guard: &MergeGuard,
+    ) -> Result<MergeOutcome, GitError> {
+        self.merge(bead, target, guard, None)
     }
 
     /// [`Repo::merge_into_target`] for a merge that a killed daemon had started: `window` is
@@ -66,15 +103,17 @@ impl Repo {
         &self,
         bead: &BeadId,
         target: &str,
+        guard: &MergeGuard,
         window: (SystemTime, SystemTime),
     ) -> Result<MergeOutcome, GitError> {
-        self.merge(bead, target, Some(window))
+        self.merge(bead, target, guard, Some(window))
     }
 
     fn merge(
         &self,
         bead: &BeadId,
         target: &str,
+        guard: &MergeGuard,
         interrupted: Option<(SystemTime, SystemTime)>,
     ) -> Result<MergeOutcome, GitError> {
         let _shared = self.exclusive();
@@ -94,6 +133,17 @@ impl Repo {
                 target: current.into(),
                 branch: tip.id().into(),
             });
+        }
+        if let Some(files) = &guard.files {
+            let held = held_files(&repo, current, &tip, files, guard.approved.as_ref())
+                .ctx(|| format!("listing the workflow files `{}` changes", branch_name(bead)))?;
+            if !held.is_empty() {
+                info!(%bead, %target, ?held, "the change touches workflow files; waiting for an approval");
+                return Ok(MergeOutcome::Held {
+                    commit: tip.id().into(),
+                    files: held,
+                });
+            }
         }
 
         let refname = format!("refs/heads/{target}");
@@ -180,6 +230,50 @@ impl Repo {
         }
         Ok(None)
     }
+}
+
+/// The workflow files that the change from `base` to `tip` adds, changes or removes, less
+/// those that `tip` holds exactly as the `approved` commit does.
+fn held_files(
+    repo: &Repository,
+    base: Oid,
+    tip: &git2::Commit<'_>,
+    files: &WorkflowFiles,
+    approved: Option<&CommitId>,
+) -> Result<Vec<String>, git2::Error> {
+    let from = repo.find_commit(base)?.tree()?;
+    let to = tip.tree()?;
+    let diff = repo.diff_tree_to_tree(Some(&from), Some(&to), None)?;
+    let mut touched = BTreeSet::new();
+    for delta in diff.deltas() {
+        for file in [delta.old_file(), delta.new_file()] {
+            if let Some(path) = file.path().and_then(|p| p.to_str()) {
+                if files.matches(path) {
+                    touched.insert(path.to_owned());
+                }
+            }
+        }
+    }
+    let approved = match approved {
+        // An approved commit that is gone (a person reset the branch) approves nothing.
+        Some(commit) => match Oid::from_str(commit.as_str()).and_then(|id| repo.find_commit(id)) {
+            Ok(commit) => Some(commit.tree()?),
+            Err(_) => None,
+        },
+        None => None,
+    };
+    let entry = |tree: &git2::Tree<'_>, path: &str| {
+        tree.get_path(std::path::Path::new(path))
+            .ok()
+            .map(|e| (e.id(), e.filemode()))
+    };
+    Ok(touched
+        .into_iter()
+        .filter(|path| match &approved {
+            Some(tree) => entry(tree, path) != entry(&to, path),
+            None => true,
+        })
+        .collect())
 }
 
 /// Whether `tip` is `target` or one of its ancestors.

@@ -126,6 +126,7 @@ fn step_meta(
         next_model: None,
         reset_to: None,
         summary: None,
+        hold: None,
     }
 }
 

@@ -178,7 +178,7 @@ pub struct Comment {
 mod de;
 mod step;
 
-pub use step::{Counters, Phase, Role, StepMeta, STEP_META_KEY};
+pub use step::{Counters, MergeHold, Phase, Role, StepMeta, STEP_META_KEY};
 
 fn default_priority() -> u8 {
     2
@@ -376,6 +376,7 @@ mod tests {
             next_model: None,
             reset_to: None,
             summary: None,
+            hold: None,
         };
         let mut m = JsonMap::new();
         m.insert(STEP_META_KEY.into(), serde_json::to_value(&meta).unwrap());

@@ -62,6 +62,29 @@ pub struct StepMeta {
     /// The SUMMARY of the last result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// For a merge step: the change to workflow files that waits (or waited) for a person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<MergeHold>,
+}
+
+/// A merge held because the bead's change touches workflow files (formulas, prompts, the
+/// state folder, CI or hook files): it waits for `ctl approve` of exactly that commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergeHold {
+    /// The bead's branch tip that was held.
+    pub commit: String,
+    /// The workflow files its change touches.
+    pub files: Vec<String>,
+    /// A person approved `commit`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approved: bool,
+}
+
+impl MergeHold {
+    /// The commit a person approved, if any.
+    pub fn approved_commit(&self) -> Option<&str> {
+        self.approved.then_some(self.commit.as_str())
+    }
 }
 
 fn is_zero(n: &u32) -> bool {

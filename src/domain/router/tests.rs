@@ -140,6 +140,13 @@ fn the_routing_table() {
             fix(1, FixSource::Approval, "rename the flag"),
         ),
         (
+            "a person's rejection of a merge held for its workflow files creates a fix",
+            Merge,
+            Outcome::ApprovalRejected { reason: "keep the formulas as they are".into() },
+            fresh(),
+            fix(1, FixSource::Approval, "keep the formulas as they are"),
+        ),
+        (
             "a person's rejection at the limit blocks",
             Approval,
             Outcome::ApprovalRejected { reason: "still wrong".into() },

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use crate::domain::event::{BeadPatch, Event, EventBody};
 use crate::domain::id::BeadId;
-use crate::domain::model::{Bead, Phase, Status, StepMeta};
+use crate::domain::model::{Bead, MergeHold, Phase, Status, StepMeta};
 use crate::domain::router::Decision;
 
 /// The work bead's metadata key for the total cost its agents reported, in US dollars.
@@ -179,6 +179,8 @@ impl State {
             | EventBody::GateWaiting { bead, step }
             | EventBody::GatePassed { bead, step, .. }
             | EventBody::GateFailed { bead, step, .. }
+            | EventBody::MergeHeld { bead, step, .. }
+            | EventBody::MergeApproved { bead, step, .. }
             | EventBody::AgentTool { bead, step, .. } => {
                 self.check_exists(bead, created)?;
                 self.check_exists(step, created)
@@ -304,6 +306,29 @@ impl State {
             }
             EventBody::GateWaiting { step, .. } => {
                 self.modify_meta(&step, |m| m.phase = Some(Phase::WaitingApproval));
+            }
+            EventBody::MergeHeld {
+                step,
+                commit,
+                files,
+                ..
+            } => {
+                self.modify_meta(&step, |m| {
+                    m.phase = Some(Phase::WaitingApproval);
+                    m.hold = Some(MergeHold {
+                        commit,
+                        files,
+                        approved: false,
+                    });
+                });
+            }
+            EventBody::MergeApproved { step, commit, .. } => {
+                self.modify_meta(&step, |m| {
+                    m.phase = Some(Phase::Merging);
+                    if let Some(hold) = m.hold.as_mut().filter(|h| h.commit == commit) {
+                        hold.approved = true;
+                    }
+                });
             }
             EventBody::StepEscalated { .. }
             | EventBody::GatePassed { .. }

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
-use crate::domain::model::{Bead, Comment, CommentId, DepType, Dependency, Phase, Status};
+use crate::domain::model::{Bead, Comment, CommentId, DepType, Dependency, Phase, Role, Status};
 use crate::domain::router::Outcome;
 use crate::domain::time::Timestamp;
 use crate::protocol::{
@@ -227,6 +227,21 @@ impl Engine {
         let meta = step
             .step_meta()
             .ok_or_else(|| RpcError::internal("step without metadata"))?;
+        if let Some(hold) = meta.hold.as_ref().filter(|_| meta.role == Role::Merge) {
+            // A merge held for its workflow files: the approval covers that commit, and the
+            // daemon's merge goes on.
+            let mut events = vec![EventBody::MergeApproved {
+                bead: work.id.clone(),
+                step: step.id.clone(),
+                commit: hold.commit.clone(),
+            }];
+            if let Some(text) = &p.comment {
+                events.push(self.comment(&work, format!("[approved] {text}")));
+            }
+            self.apply_decision(&work.id, events)
+                .map_err(|_| self.not_written())?;
+            return Ok(Approved { approved: step.id });
+        }
         let mut events = vec![EventBody::GatePassed {
             bead: work.id.clone(),
             step: step.id.clone(),

@@ -5,10 +5,10 @@
 mod change;
 
 use crate::domain::id::BeadId;
-use crate::domain::model::{Bead, Phase, Status};
+use crate::domain::model::{Bead, Phase, Status, StepMeta};
 use crate::protocol::{
-    Answer, BeadList, BeadSummary, EngineRequest, ErrorCode, IdParams, ListParams, RpcError,
-    RunningStep, ShowAnswer, StatusAnswer, StepDetail, StepView,
+    Answer, BeadList, BeadSummary, EngineRequest, ErrorCode, HeldMerge, IdParams, ListParams,
+    RpcError, RunningStep, ShowAnswer, StatusAnswer, StepDetail, StepView,
 };
 
 use super::{Engine, Handled};
@@ -83,13 +83,26 @@ impl Engine {
                 ..self.running_step(r)
             })
             .collect();
-        let waiting_approval = self
+        let waiting: Vec<(BeadId, StepMeta)> = self
             .active
             .iter()
             .flat_map(|w| self.store.state().steps(w.as_str()))
-            .filter(|s| s.step_meta().and_then(|m| m.phase) == Some(Phase::WaitingApproval))
-            .map(|s| s.id.clone())
+            .filter_map(|s| Some((s.id.clone(), s.step_meta()?)))
+            .filter(|(_, m)| m.phase == Some(Phase::WaitingApproval))
             .collect();
+        let held_merges = waiting
+            .iter()
+            .filter_map(|(step, m)| {
+                let hold = m.hold.as_ref().filter(|h| !h.approved)?;
+                Some(HeldMerge {
+                    bead: m.bead.clone(),
+                    step: step.clone(),
+                    commit: hold.commit.clone(),
+                    files: hold.files.clone(),
+                })
+            })
+            .collect();
+        let waiting_approval = waiting.into_iter().map(|(step, _)| step).collect();
         let active = self.list(&ListParams {
             status: Some("in_progress".into()),
             steps: false,
@@ -112,6 +125,7 @@ impl Engine {
             storage_error: self.storage.error.clone(),
             version: env!("CARGO_PKG_VERSION").into(),
             waiting_approval,
+            held_merges,
             workspace: self.paths.workspace.clone(),
         }
     }

@@ -15,7 +15,10 @@ fn merge_fast_forwards_a_target_that_is_not_checked_out() {
     let done = f.commit(&b, "msg");
     assert!(!f.repo.is_merged(&b, "release").expect("is_merged"));
 
-    let outcome = f.repo.merge_into_target(&b, "release").expect("merge");
+    let outcome = f
+        .repo
+        .merge_into_target(&b, "release", &MergeGuard::none())
+        .expect("merge");
     assert_eq!(
         outcome,
         MergeOutcome::Merged {
@@ -32,7 +35,9 @@ fn merge_fast_forwards_a_target_that_is_not_checked_out() {
     assert!(f.repo.is_merged(&b, "release").expect("is_merged"));
 
     assert_eq!(
-        f.repo.merge_into_target(&b, "release").expect("merge"),
+        f.repo
+            .merge_into_target(&b, "release", &MergeGuard::none())
+            .expect("merge"),
         MergeOutcome::AlreadyMerged
     );
     assert_eq!(CommitId::from(f.tip("release")), done);
@@ -46,7 +51,10 @@ fn merge_into_the_checked_out_target_updates_the_main_working_files() {
     let done = f.commit(&b, "msg");
     write(&f.ws.join("notes.txt"), "a person's untracked notes\n");
 
-    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    let outcome = f
+        .repo
+        .merge_into_target(&b, "main", &MergeGuard::none())
+        .expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::Merged { ref to, .. } if *to == done),
         "{outcome:?}"
@@ -65,7 +73,9 @@ fn merge_into_the_checked_out_target_updates_the_main_working_files() {
     );
 
     assert_eq!(
-        f.repo.merge_into_target(&b, "main").expect("merge"),
+        f.repo
+            .merge_into_target(&b, "main", &MergeGuard::none())
+            .expect("merge"),
         MergeOutcome::AlreadyMerged
     );
 }
@@ -78,7 +88,10 @@ fn merge_waits_for_a_checked_out_target_with_uncommitted_changes() {
     let before = f.tip("main");
     write(&f.ws.join("README.md"), "a person's unsaved work\n");
 
-    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    let outcome = f
+        .repo
+        .merge_into_target(&b, "main", &MergeGuard::none())
+        .expect("merge");
     assert_eq!(
         outcome,
         MergeOutcome::TargetDirty {
@@ -91,7 +104,10 @@ fn merge_waits_for_a_checked_out_target_with_uncommitted_changes() {
 
     // Once the person commits, the target has moved on and the branch must catch up first.
     commit_everything(&f.ws, "person's work");
-    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    let outcome = f
+        .repo
+        .merge_into_target(&b, "main", &MergeGuard::none())
+        .expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::NotUpToDate { .. }),
         "{outcome:?}"
@@ -109,7 +125,10 @@ fn merge_waits_for_staged_changes_too() {
     index.add_path(Path::new("staged.txt")).expect("stage");
     index.write().expect("write index");
 
-    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    let outcome = f
+        .repo
+        .merge_into_target(&b, "main", &MergeGuard::none())
+        .expect("merge");
     assert_eq!(
         outcome,
         MergeOutcome::TargetDirty {
@@ -131,7 +150,10 @@ fn merge_never_overwrites_an_untracked_or_ignored_file_in_the_way() {
         let before = f.tip("main");
         write(&f.ws.join(".env"), "a person's secrets\n");
 
-        let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+        let outcome = f
+            .repo
+            .merge_into_target(&b, "main", &MergeGuard::none())
+            .expect("merge");
         assert_eq!(
             outcome,
             MergeOutcome::TargetDirty {
@@ -152,7 +174,10 @@ fn merge_refuses_a_branch_that_does_not_contain_the_target() {
     write(&f.ws.join("other.txt"), "other\n");
     let moved = commit_everything(&f.ws, "target moved on");
 
-    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    let outcome = f
+        .repo
+        .merge_into_target(&b, "main", &MergeGuard::none())
+        .expect("merge");
     assert_eq!(
         outcome,
         MergeOutcome::NotUpToDate {
@@ -189,7 +214,10 @@ fn merge_after_the_agent_merged_the_target_into_the_branch() {
     );
     assert_eq!(agent.state(), git2::RepositoryState::Clean);
 
-    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    let outcome = f
+        .repo
+        .merge_into_target(&b, "main", &MergeGuard::none())
+        .expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::Merged { .. }),
         "{outcome:?}"
@@ -210,7 +238,10 @@ fn merge_finishes_after_a_crash_between_checkout_and_ref_move() {
         .expect("checkout");
     assert!(!tracked_changes(&f.ws).is_empty());
 
-    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    let outcome = f
+        .repo
+        .merge_into_target(&b, "main", &MergeGuard::none())
+        .expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::Merged { .. }),
         "{outcome:?}"
@@ -232,7 +263,10 @@ fn merge_finishes_a_checkout_killed_after_writing_files_and_before_the_index() {
     write(&f.ws.join("hello.txt"), "hi\n");
     write(&f.ws.join("old.txt"), "changed by the bead\n");
 
-    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    let outcome = f
+        .repo
+        .merge_into_target(&b, "main", &MergeGuard::none())
+        .expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::Merged { .. }),
         "{outcome:?}"
@@ -246,7 +280,10 @@ fn merge_finishes_a_checkout_killed_after_writing_files_and_before_the_index() {
     write(&wt.path.join("new.txt"), "from the bead\n");
     f.commit(&c, "msg");
     write(&f.ws.join("new.txt"), "a person's\n");
-    let outcome = f.repo.merge_into_target(&c, "main").expect("merge");
+    let outcome = f
+        .repo
+        .merge_into_target(&c, "main", &MergeGuard::none())
+        .expect("merge");
     assert_eq!(
         outcome,
         MergeOutcome::TargetDirty {
@@ -268,7 +305,10 @@ fn a_resumed_merge_overwrites_a_file_the_kill_cut_short_and_nothing_else() {
     write(&f.ws.join("new.txt"), "");
     let restart = std::time::SystemTime::now() + std::time::Duration::from_secs(1);
 
-    let outcome = f.repo.merge_into_target(&b, "main").expect("merge");
+    let outcome = f
+        .repo
+        .merge_into_target(&b, "main", &MergeGuard::none())
+        .expect("merge");
     assert_eq!(
         outcome,
         MergeOutcome::TargetDirty {
@@ -279,7 +319,7 @@ fn a_resumed_merge_overwrites_a_file_the_kill_cut_short_and_nothing_else() {
     let later = (restart, restart + std::time::Duration::from_secs(60));
     let outcome = f
         .repo
-        .resume_merge_into_target(&b, "main", later)
+        .resume_merge_into_target(&b, "main", &MergeGuard::none(), later)
         .expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::TargetDirty { .. }),
@@ -287,7 +327,7 @@ fn a_resumed_merge_overwrites_a_file_the_kill_cut_short_and_nothing_else() {
     );
     let outcome = f
         .repo
-        .resume_merge_into_target(&b, "main", (before_kill, restart))
+        .resume_merge_into_target(&b, "main", &MergeGuard::none(), (before_kill, restart))
         .expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::Merged { .. }),
@@ -315,14 +355,20 @@ fn merge_updates_a_target_checked_out_in_a_persons_own_worktree() {
     write(&wt.path.join("hello.txt"), "hi\n");
     f.commit(&b, "msg");
     write(&theirs.join("README.md"), "unsaved\n");
-    let outcome = f.repo.merge_into_target(&b, "release").expect("merge");
+    let outcome = f
+        .repo
+        .merge_into_target(&b, "release", &MergeGuard::none())
+        .expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::TargetDirty { .. }),
         "{outcome:?}"
     );
 
     write(&theirs.join("README.md"), "hello\n");
-    let outcome = f.repo.merge_into_target(&b, "release").expect("merge");
+    let outcome = f
+        .repo
+        .merge_into_target(&b, "release", &MergeGuard::none())
+        .expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::Merged { .. }),
         "{outcome:?}"
@@ -334,5 +380,80 @@ fn merge_updates_a_target_checked_out_in_a_persons_own_worktree() {
         f.repo.list().expect("list"),
         vec![b],
         "a person's worktree is not a bead's"
+    );
+}
+
+#[test]
+fn a_change_to_workflow_files_is_held_until_its_tip_is_approved() {
+    let (f, b, wt) = Fixture::with_bead();
+    fs::create_dir_all(wt.path.join(".beads/formulas")).expect("mkdir");
+    write(
+        &wt.path.join(".beads/formulas/feature.formula.toml"),
+        "planted\n",
+    );
+    write(&wt.path.join("src.txt"), "code\n");
+    let planted = f.commit(&b, "plant a formula");
+    let before = f.tip("main");
+    let guard = |approved: Option<CommitId>| MergeGuard {
+        files: Some(crate::domain::workflow::WorkflowFiles::default()),
+        approved,
+    };
+
+    let outcome = f
+        .repo
+        .merge_into_target(&b, "main", &guard(None))
+        .expect("merge");
+    assert_eq!(
+        outcome,
+        MergeOutcome::Held {
+            commit: planted.clone(),
+            files: vec![".beads/formulas/feature.formula.toml".into()],
+        }
+    );
+    assert_eq!(f.tip("main"), before, "the target did not move");
+    assert!(!f.ws.join(".beads/formulas/feature.formula.toml").exists());
+
+    // A later commit that leaves the workflow file as approved needs no new approval; one that
+    // changes it again does.
+    write(&wt.path.join("src.txt"), "more code\n");
+    let later = f.commit(&b, "more code");
+    write(
+        &wt.path.join(".beads/formulas/feature.formula.toml"),
+        "changed again\n",
+    );
+    let again = f.commit(&b, "change the formula after the approval");
+    assert!(matches!(
+        f.repo.merge_into_target(&b, "main", &guard(Some(planted.clone()))).expect("merge"),
+        MergeOutcome::Held { ref commit, .. } if *commit == again
+    ));
+    assert_eq!(f.tip("main"), before);
+    f.repo.reset_to(&b, &later).expect("reset");
+    let outcome = f
+        .repo
+        .merge_into_target(&b, "main", &guard(Some(planted)))
+        .expect("merge");
+    assert!(
+        matches!(outcome, MergeOutcome::Merged { ref to, .. } if *to == later),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        read(&f.ws.join(".beads/formulas/feature.formula.toml")),
+        "planted\n"
+    );
+}
+
+#[test]
+fn a_change_outside_the_workflow_files_merges_without_an_approval() {
+    let (f, b, wt) = Fixture::with_bead();
+    write(&wt.path.join("hello.txt"), "hi\n");
+    let done = f.commit(&b, "msg");
+    let guard = MergeGuard {
+        files: Some(crate::domain::workflow::WorkflowFiles::default()),
+        approved: None,
+    };
+    let outcome = f.repo.merge_into_target(&b, "main", &guard).expect("merge");
+    assert!(
+        matches!(outcome, MergeOutcome::Merged { ref to, .. } if *to == done),
+        "{outcome:?}"
     );
 }

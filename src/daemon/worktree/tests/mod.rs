@@ -193,6 +193,9 @@ fn errors_name_what_was_missing() {
         err.to_string(),
         "bead `cat-9` has no branch `catalyst/cat-9`"
     );
-    let err = f.repo.merge_into_target(&b, "main").expect_err("no branch");
+    let err = f
+        .repo
+        .merge_into_target(&b, "main", &MergeGuard::none())
+        .expect_err("no branch");
     assert!(matches!(err, GitError::NoBranch { .. }), "{err}");
 }

@@ -25,6 +25,7 @@ fn spec(dir: &Path, sandbox: Option<SandboxSpec>) -> RunSpec {
         stall_timeout: Duration::from_secs(60),
         grace: Duration::from_secs(1),
         output_cap: 1 << 20,
+        max_processes: None,
         sandbox,
     }
 }
@@ -42,6 +43,7 @@ fn confined(dir: &Path, network: Network) -> SandboxSpec {
             catalyst: catalyst_testkit::catalyst_bin(),
             forwards: Vec::new(),
             hosts: vec!["api.anthropic.com:443".into()],
+            refused: None,
         }),
     }
 }

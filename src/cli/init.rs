@@ -39,7 +39,7 @@ fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -
 pub const AGENT_CLIS: [&str; 2] = ["claude", "codex"];
 
 /// One line of explanation per top-level key, written above the key in the new config.
-const KEY_NOTES: [(&str, &str); 19] = [
+const KEY_NOTES: [(&str, &str); 21] = [
     ("prefix", "new bead ids are <prefix>-<base36>"),
     ("target_branch", "beads merge into this branch"),
     (
@@ -71,6 +71,14 @@ const KEY_NOTES: [(&str, &str); 19] = [
         "a model that reports a usage limit pauses this long, doubling up to max_pause_secs",
     ),
     ("max_pause_secs", ""),
+    (
+        "max_processes",
+        "processes (threads too) one attempt may have at once (0: no limit)",
+    ),
+    (
+        "workflow_files",
+        "a bead changing these waits for `ctl approve` before its merge ([]: off)",
+    ),
     (
         "dirty_target_retry_secs",
         "wait before merging into a checkout with uncommitted changes",

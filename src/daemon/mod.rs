@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod audit;
 pub mod beads;
+pub mod cgroup;
 pub mod clock;
 pub mod engine;
 pub mod fsutil;

@@ -5,13 +5,15 @@
 //! - A **forward** carries a connection to one fixed address: the model API when its base URL
 //!   is on loopback (a local gateway, the tests' mock).
 //! - The **proxy** reads an HTTP `CONNECT host:port` and carries the connection there only when
-//!   `host:port` is one of the profile's model hosts; anything else gets `403` and is logged.
+//!   `host:port` is one of the profile's model hosts; anything else gets `403`, is logged, and
+//!   is told to the [`OnRefused`] callback (the runner records it as an `agent.tool` event).
 //!
 //! Everything stops when the returned [`NetGuard`] is dropped, at the attempt's end.
 
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
@@ -29,13 +31,27 @@ pub enum Route {
     Proxy(Vec<String>),
 }
 
+/// Called with the `host:port` of each connection the proxy refuses.
+#[derive(Clone)]
+pub struct OnRefused(pub Arc<dyn Fn(&str) + Send + Sync>);
+
+impl std::fmt::Debug for OnRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnRefused")
+    }
+}
+
 /// Serves one socket per route until dropped.
 pub struct NetGuard {
     _stop: DropGuard,
 }
 
 /// Binds `dir/<n>.sock` for each route and serves them; returns the socket paths, in order.
-pub fn start(dir: &Path, routes: Vec<Route>) -> io::Result<(NetGuard, Vec<PathBuf>)> {
+pub fn start(
+    dir: &Path,
+    routes: Vec<Route>,
+    refused: Option<OnRefused>,
+) -> io::Result<(NetGuard, Vec<PathBuf>)> {
     std::fs::create_dir_all(dir)?;
     let stop = CancellationToken::new();
     let mut paths = Vec::new();
@@ -43,18 +59,18 @@ pub fn start(dir: &Path, routes: Vec<Route>) -> io::Result<(NetGuard, Vec<PathBu
         let path = dir.join(format!("{n}.sock"));
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path)?;
-        let stop = stop.clone();
+        let (stop, refused) = (stop.clone(), refused.clone());
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     () = stop.cancelled() => return,
                     accepted = listener.accept() => {
                         let Ok((conn, _)) = accepted else { continue };
-                        let (route, stop) = (route.clone(), stop.clone());
+                        let (route, stop, refused) = (route.clone(), stop.clone(), refused.clone());
                         tokio::spawn(async move {
                             tokio::select! {
                                 () = stop.cancelled() => {}
-                                () = serve(conn, &route) => {}
+                                () = serve(conn, &route, refused.as_ref()) => {}
                             }
                         });
                     }
@@ -71,7 +87,7 @@ pub fn start(dir: &Path, routes: Vec<Route>) -> io::Result<(NetGuard, Vec<PathBu
     ))
 }
 
-async fn serve(mut conn: UnixStream, route: &Route) {
+async fn serve(mut conn: UnixStream, route: &Route, refused: Option<&OnRefused>) {
     match route {
         Route::Forward(addr) => {
             if let Ok(mut out) = TcpStream::connect(addr).await {
@@ -85,6 +101,9 @@ async fn serve(mut conn: UnixStream, route: &Route) {
             };
             if !allowed.iter().any(|a| a.eq_ignore_ascii_case(&target)) {
                 tracing::warn!(%target, "refused an agent's connection: not one of its model hosts");
+                if let Some(OnRefused(tell)) = refused {
+                    tell(&target);
+                }
                 let _ = conn
                     .write_all(b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n")
                     .await;
@@ -166,7 +185,19 @@ mod tests {
             s.write_all(b"model").await.unwrap();
         });
         let dir = tempfile::tempdir().unwrap();
-        let (_guard, paths) = start(dir.path(), vec![Route::Proxy(vec![allowed.clone()])]).unwrap();
+        let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let tell = {
+            let told = told.clone();
+            OnRefused(Arc::new(move |t: &str| {
+                told.lock().unwrap().push(t.to_owned())
+            }))
+        };
+        let (_guard, paths) = start(
+            dir.path(),
+            vec![Route::Proxy(vec![allowed.clone()])],
+            Some(tell),
+        )
+        .unwrap();
         let ask = |target: String| {
             let path = paths[0].clone();
             async move {
@@ -186,5 +217,6 @@ mod tests {
         );
         let refused = ask("example.com:443".into()).await;
         assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+        assert_eq!(*told.lock().unwrap(), ["example.com:443"]);
     }
 }

@@ -66,6 +66,9 @@ pub struct Config {
     /// The most turns one attempt of a Claude Code agent may take (`--max-turns`); an attempt
     /// that reaches it fails and is retried like any failure. `0`: no limit.
     pub max_turns: u32,
+    /// The most processes (threads included) one agent attempt or gate may have at once,
+    /// enforced by a control group where the machine offers one. `0`: no limit.
+    pub max_processes: u32,
     /// Tool policies by agent role, replacing the built-in ones (`refine` and `review`
     /// read-only with `Read Grep Glob Bash`, the others writing inside the worktree).
     pub tool_policy: BTreeMap<Role, RolePolicy>,
@@ -112,6 +115,7 @@ impl Default for Config {
             router: RouterConfig::default(),
             budget_usd: DEFAULT_BUDGET_USD,
             max_turns: DEFAULT_MAX_TURNS,
+            max_processes: DEFAULT_MAX_PROCESSES,
             tool_policy: BTreeMap::new(),
             catalyst_bin: None,
             beads: crate::domain::beads::BeadsConfig::default(),
@@ -145,6 +149,10 @@ pub const DEFAULT_BUDGET_USD: f64 = 10.0;
 /// The default turn limit of one Claude Code attempt.
 pub const DEFAULT_MAX_TURNS: u32 = 100;
 
+/// The default process limit of one attempt: room for an agent CLI, its shells and a parallel
+/// build (threads count too), far below a machine's process table.
+pub const DEFAULT_MAX_PROCESSES: u32 = 1024;
+
 impl Config {
     /// The budget of one bead, unless it is off (`budget_usd = 0`).
     pub fn budget(&self) -> Option<f64> {
@@ -167,6 +175,11 @@ impl Config {
             patterns.push(format!("/{watch}"));
         }
         WorkflowFiles::new(&patterns).map(Some)
+    }
+
+    /// The process limit of one attempt, unless it is off (`max_processes = 0`).
+    pub fn process_limit(&self) -> Option<u32> {
+        (self.max_processes > 0).then_some(self.max_processes)
     }
 
     /// Parses a config file's text; `path` names it in errors.

@@ -50,7 +50,16 @@ pub async fn attempt_with(
     commands: &[&str],
     setup: impl FnOnce(&catalyst_testkit::Workspace),
 ) -> (TestDaemon, Vec<ShellEntry>) {
-    let daemon = TestDaemon::start(&implement_runs(commands), "").await;
+    attempt_configured(commands, "", setup).await
+}
+
+/// [`attempt_with`], with `config` added to the workspace's config.
+pub async fn attempt_configured(
+    commands: &[&str],
+    config: &str,
+    setup: impl FnOnce(&catalyst_testkit::Workspace),
+) -> (TestDaemon, Vec<ShellEntry>) {
+    let daemon = TestDaemon::start(&implement_runs(commands), config).await;
     setup(&daemon);
     let id = daemon.submit(bead("Try to get out")).await;
     daemon.wait_status(&id, "closed").await;

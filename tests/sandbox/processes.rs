@@ -3,7 +3,7 @@
 
 use std::net::TcpListener;
 
-use crate::{attempt, attempt_with};
+use crate::{attempt, attempt_configured, attempt_with};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_that_leaves_the_group_still_ends_with_the_attempt() {
@@ -29,6 +29,24 @@ async fn a_process_that_leaves_the_group_still_ends_with_the_attempt() {
     );
 }
 
+/// Starts 300 sleepers, remembering them so the shell kills them when it ends; prints how
+/// many it started only if every fork succeeded (`sh` gives up at the first that fails).
+const FORK_BOMB: &str = "trap 'kill $pids' EXIT; n=0; while [ $n -lt 300 ]; do sleep 60 & pids=\"$pids $!\"; n=$((n+1)); done; echo started $n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_stops_at_the_process_limit() {
+    if let Err(why) = catalyst::daemon::cgroup::pids() {
+        println!("SKIPPED: no control group for process limits here: {why}");
+        return;
+    }
+    let (_daemon, shell) = attempt_configured(&[FORK_BOMB], "max_processes = 64\n", |_| {}).await;
+    assert!(
+        !shell[0].output.contains("started 300"),
+        "300 processes started under a limit of 64: {shell:?}"
+    );
+    assert_ne!(shell[0].exit_code, Some(0), "{shell:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loopback_port_other_than_the_model_is_out_of_reach() {
     if crate::skip() {
@@ -46,6 +64,24 @@ async fn a_loopback_port_other_than_the_model_is_out_of_reach() {
         "the agent reached port {port}: {shell:?}"
     );
     assert_ne!(shell[0].exit_code, Some(0), "{shell:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_other_than_the_model_is_refused_and_recorded() {
+    if crate::skip() {
+        return;
+    }
+    // Through the proxy the sandbox's network offers (`HTTPS_PROXY`), as any HTTP client would.
+    let ask = "bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128 && printf \"CONNECT example.com:443 HTTP/1.1\\r\\n\\r\\n\" >&3 && head -c 12 <&3'";
+    let (daemon, shell) = attempt(&[ask]).await;
+    assert!(shell[0].output.contains("403"), "{shell:?}");
+    let refused = daemon
+        .wait_for("the refusal recorded", |e| {
+            e["type"] == "agent.tool" && e["tool"] == "Network"
+        })
+        .await;
+    assert_eq!(refused["allowed"], false, "{refused}");
+    assert_eq!(refused["target"], "example.com:443", "{refused}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

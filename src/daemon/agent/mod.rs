@@ -75,6 +75,9 @@ pub struct RunSpec {
     pub output_cap: u64,
     /// The operating-system sandbox the agent runs in; `None` runs it unconfined.
     pub sandbox: Option<SandboxSpec>,
+    /// The most processes (threads included) the attempt may have at once, enforced by a
+    /// control group where the machine has one (see [`crate::daemon::cgroup`]); `None`: no limit.
+    pub max_processes: Option<u32>,
 }
 
 /// How one attempt is confined (see [`crate::domain::agent::sandbox`]).
@@ -106,6 +109,8 @@ pub struct NetPlan {
     pub forwards: Vec<std::net::SocketAddr>,
     /// The `host:port`s the HTTPS proxy connects to.
     pub hosts: Vec<String>,
+    /// Told of each connection the proxy refuses.
+    pub refused: Option<crate::daemon::netproxy::OnRefused>,
 }
 
 /// Runs one agent to its end; see the module documentation. Never fails: a run that could not

@@ -21,6 +21,7 @@ use super::events::{Parsed, StderrScanner, StdoutParser};
 use super::group::{signal_group, GroupGuard};
 use super::output::{pump, CappedFile, StreamStats};
 use super::{spawn, NetPlan, RunSpec, SandboxSpec, PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
+use crate::daemon::cgroup::AttemptGroup;
 use crate::daemon::clock;
 use crate::daemon::netproxy::{self, NetGuard, Route};
 use crate::domain::agent::profile::{OutputFormat, ProfileError, StdinMode, Vars};
@@ -44,6 +45,8 @@ struct Running {
     drain: CancellationToken,
     /// The outside end of a `model-only` network, stopped when the run ends.
     net: Option<NetGuard>,
+    /// The attempt's control group (its process limit); dropped after the group is killed.
+    limit: Option<AttemptGroup>,
 }
 
 /// Why supervision ended.
@@ -108,6 +111,10 @@ async fn start(spec: &RunSpec) -> Result<Running, StartError> {
         .process_group(0)
         .kill_on_drop(true);
     spawn::die_with_parent(&mut command);
+    let limit = spec.max_processes.and_then(process_limit);
+    if let Some(group) = &limit {
+        group.enter(&mut command);
+    }
 
     let child = spawn::spawn(command).await.map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => StartError::NotFound(program.clone()),
@@ -133,7 +140,18 @@ async fn start(spec: &RunSpec) -> Result<Running, StartError> {
     }
     let mut running = attach(child, pgid, group, spec, prepared)?;
     running.net = net;
+    running.limit = limit;
     Ok(running)
+}
+
+/// A control group allowing `max` processes, where the machine has one.
+fn process_limit(max: u32) -> Option<AttemptGroup> {
+    let root = crate::daemon::cgroup::pids().ok()?;
+    root.create(max)
+        .inspect_err(|e| {
+            tracing::warn!(error = %e, "cannot make the attempt's control group; its processes are not limited");
+        })
+        .ok()
 }
 
 /// Where the HTTPS proxy listens inside an attempt's network namespace.
@@ -163,10 +181,13 @@ fn network(
     let mut routes = vec![Route::Proxy(plan.hosts.clone())];
     routes.extend(plan.forwards.iter().map(|a| Route::Forward(*a)));
     let dir = run_dir.join(NET_DIR);
-    let (guard, sockets) = netproxy::start(&dir, routes).map_err(|source| StartError::Create {
-        path: dir.clone(),
-        source,
-    })?;
+    let (guard, sockets) =
+        netproxy::start(&dir, routes, plan.refused.clone()).map_err(|source| {
+            StartError::Create {
+                path: dir.clone(),
+                source,
+            }
+        })?;
     let listens = std::iter::once(PROXY_INSIDE.to_owned())
         .chain(plan.forwards.iter().map(ToString::to_string));
     let mut through: Vec<OsString> = vec![plan.catalyst.clone().into(), SANDBOX_NET_COMMAND.into()];
@@ -294,6 +315,7 @@ fn attach(
         activity,
         drain,
         net: None,
+        limit: None,
     })
 }
 

@@ -54,6 +54,7 @@ impl Loaded {
         if workflow_files.is_none() {
             tracing::warn!("`workflow_files = []`: a bead may change formulas, prompts and CI files without an approval");
         }
+        crate::daemon::cgroup::report(config.process_limit());
         if config.turn_limit().is_none() {
             tracing::warn!("`max_turns = 0`: Claude Code attempts have no turn limit");
         }

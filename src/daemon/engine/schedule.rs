@@ -202,6 +202,7 @@ impl Engine {
             ),
             grace: config.grace(),
             output_cap: config.output_cap_bytes,
+            max_processes: config.process_limit(),
             reset_to: meta.reset_to.clone(),
         };
         let cancel = self.tasks.agents.child_token();

@@ -13,9 +13,14 @@ use crate::domain::policy::{self, Access, Permission, Scope};
 use crate::protocol::{HookAnswer, HookDecision, HookParams, RpcError};
 
 use super::{Engine, Handled};
+use crate::daemon::runner::hook_socket::NETWORK_EVENT;
 
 /// The `tool` of the `agent.tool` event that records a blocked stop.
 pub const STOP_TOOL: &str = "Stop";
+
+/// The `tool` of the `agent.tool` event that records a connection the sandbox's network
+/// refused.
+pub const NETWORK_TOOL: &str = "Network";
 
 impl Engine {
     pub(super) fn hook(&mut self, p: HookParams) -> Handled<HookAnswer> {
@@ -33,6 +38,7 @@ impl Engine {
             "PreToolUse" => self.hook_tool(&step, &meta, &p.payload),
             "Stop" => self.hook_stop(&step, &meta, &p.payload),
             "SessionStart" => Ok(self.hook_session(&step, &meta)),
+            NETWORK_EVENT => self.network_refused(&step, &meta, &p.payload),
             other => Err(RpcError::bad_request(format!(
                 "unknown hook event `{other}` (PreToolUse, Stop, SessionStart)"
             ))),
@@ -89,6 +95,29 @@ impl Engine {
                 Permission::Deny(reason) => format!("catalyst: {reason}"),
             }),
             additional_context: None,
+        })
+    }
+
+    /// The attempt's proxy refused a connection: recorded like a denied tool call.
+    fn network_refused(
+        &mut self,
+        step: &Bead,
+        meta: &StepMeta,
+        payload: &Value,
+    ) -> Handled<HookAnswer> {
+        self.record_for_client(vec![EventBody::AgentTool {
+            bead: meta.bead.clone(),
+            step: step.id.clone(),
+            tool: NETWORK_TOOL.into(),
+            allowed: false,
+            reason: Some(
+                "not one of the profile's model hosts (`network = \"model-only\"`)".into(),
+            ),
+            target: payload["target"].as_str().map(str::to_owned),
+        }])?;
+        Ok(HookAnswer {
+            decision: Some(HookDecision::Deny),
+            ..Default::default()
         })
     }
 

@@ -6,16 +6,21 @@ use std::path::Path;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::hook_socket::{self, Ask, HookSocket};
+use std::sync::Arc;
+
+use super::hook_socket::{self, Ask, HookSocket, NETWORK_EVENT};
 use crate::daemon::agent;
 use crate::daemon::fsutil;
+use crate::daemon::netproxy::OnRefused;
 use crate::daemon::worktree::{self, CommitId};
 use crate::domain::agent::outcome::outcome;
 use crate::domain::agent::report::{Exit, RunReport};
 use crate::domain::context::Change;
+use crate::domain::id::BeadId;
 use crate::domain::model::Role;
 use crate::domain::result::{ResultStatus, StepResult};
 use crate::domain::router::Outcome;
+use crate::protocol::HookParams;
 
 use super::{
     git, prepare_worktree, write_json, GitTaskError, StepDone, StepJob, BASE_FILE, REPORT_FILE,
@@ -108,12 +113,33 @@ async fn ready(job: &mut StepJob, base: &CommitId, ask: Ask) -> Result<HookSocke
     confine(job)
         .await
         .map_err(|e| format!("cannot prepare the sandbox: {e}"))?;
+    if let Some(net) = job.spec.sandbox.as_mut().and_then(|s| s.net.as_mut()) {
+        net.refused = Some(tell_refused(job.step.clone(), ask.clone()));
+    }
     hook_socket::start(&job.socket, job.step.clone(), ask).map_err(|e| {
         format!(
             "cannot open the agent's socket `{}`: {e}",
             job.socket.display()
         )
     })
+}
+
+/// Records each connection the attempt's proxy refuses, as the daemon's own hook call (see
+/// [`NETWORK_EVENT`]).
+fn tell_refused(step: BeadId, ask: Ask) -> OnRefused {
+    OnRefused(Arc::new(move |target: &str| {
+        let params = HookParams {
+            step: step.to_string(),
+            event: NETWORK_EVENT.into(),
+            payload: serde_json::json!({ "target": target }),
+        };
+        let asked = ask(params);
+        tokio::spawn(async move {
+            if let Err(e) = asked.await {
+                tracing::warn!(error = %e.message, "cannot record a refused connection");
+            }
+        });
+    }))
 }
 
 /// The whole patch of the bead's branch, in the run folder of a step that judges it.

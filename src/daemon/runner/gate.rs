@@ -29,6 +29,8 @@ pub struct GateJob {
     pub timeout: Duration,
     pub grace: Duration,
     pub output_cap: u64,
+    /// The most processes the gate's commands may have at once (`max_processes`).
+    pub max_processes: Option<u32>,
     pub reset_to: Option<String>,
 }
 
@@ -140,6 +142,7 @@ fn command_spec(job: &GateJob, n: usize, command: &str, left: Duration) -> RunSp
         grace: job.grace,
         output_cap: job.output_cap,
         sandbox: None,
+        max_processes: job.max_processes,
     }
 }
 

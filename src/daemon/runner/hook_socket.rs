@@ -21,6 +21,10 @@ use crate::protocol::{
     parse_request, ErrorCode, Hello, HookAnswer, HookParams, Method, Response, RpcError,
 };
 
+/// The hook event by which the daemon's own network proxy records a refused connection
+/// (`payload.target` is the `host:port`). Agents may not send it.
+pub const NETWORK_EVENT: &str = "NetworkRefused";
+
 /// Asks the engine about one hook call.
 pub type Ask = Arc<
     dyn Fn(HookParams) -> Pin<Box<dyn Future<Output = Result<HookAnswer, RpcError>> + Send>>
@@ -97,6 +101,10 @@ async fn connection(stream: UnixStream, step: &BeadId, ask: &Ask, uid: u32) -> s
         let answer = match parse_request(line.as_bytes()) {
             Err((id, error)) => Response::err(id, error),
             Ok(request) => match request.method {
+                Method::Hook(p) if p.event == NETWORK_EVENT => Response::err(
+                    request.id,
+                    forbidden(format!("`{NETWORK_EVENT}` is the daemon's own record")),
+                ),
                 Method::Hook(p) if p.step == step.as_str() => {
                     Response::answer(request.id, ask(p).await)
                 }

@@ -182,6 +182,7 @@ fn run_spec(
         grace: config.grace(),
         output_cap: config.output_cap_bytes,
         sandbox,
+        max_processes: config.process_limit(),
     })
 }
 
@@ -252,6 +253,7 @@ pub fn sandbox_template(
             catalyst: catalyst.to_owned(),
             forwards: Vec::new(),
             hosts: profile.model_hosts.clone(),
+            refused: None,
         };
         for url in ["ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"].iter().filter_map(|n| var(n)) {
             match url_endpoint(&url) {

@@ -74,6 +74,7 @@ impl Fixture {
             stall_timeout: Duration::from_secs(60),
             grace: Duration::from_secs(5),
             output_cap: 1024 * 1024,
+            max_processes: None,
             sandbox: None,
         }
     }

@@ -1,0 +1,412 @@
+//! A process limit per attempt: each agent runs in a control group of its own whose `pids.max`
+//! is the config's `max_processes`, so a fork bomb stops at the limit instead of filling the
+//! machine's process table. A PID namespace (the sandbox's) hides other processes but does not
+//! limit how many an agent starts, and `RLIMIT_NPROC` does not bind a daemon running as root.
+//!
+//! The daemon needs a pids controller it may create groups in: cgroup v1's `pids` hierarchy
+//! (writable by root), or its own cgroup v2 group with `pids` available (a systemd service with
+//! `Delegate=yes`, or a user session's delegated `user@.service`). In v2 a group with
+//! processes cannot hand controllers to child groups, so the daemon first moves itself into a
+//! leaf `catalystd` beside the attempts' groups. Where neither exists, the limit is off and the
+//! daemon says so once.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+/// Attempt groups are named `catalyst-<daemon pid>-<n>`.
+const PREFIX: &str = "catalyst-";
+
+/// The leaf a cgroup v2 daemon moves itself into.
+const DAEMON_LEAF: &str = "catalystd";
+
+/// Where attempt groups are made.
+#[derive(Debug)]
+pub struct PidsRoot {
+    dir: PathBuf,
+    version: Version,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Version {
+    V1,
+    V2,
+}
+
+/// The daemon's pids controller, found (and, for v2, prepared) once per process; the error
+/// says why there is none.
+pub fn pids() -> Result<&'static PidsRoot, &'static str> {
+    static ROOT: OnceLock<Result<PidsRoot, String>> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        let found = find();
+        if let Ok(root) = &found {
+            sweep(&root.dir);
+        }
+        found
+    })
+    .as_ref()
+    .map_err(String::as_str)
+}
+
+/// Logs whether agents' process counts can be limited: once at load, so a machine where they
+/// cannot says so where people look.
+pub fn report(limit: Option<u32>) {
+    match (limit, pids()) {
+        (None, _) => {
+            tracing::warn!("`max_processes = 0`: agents may start any number of processes")
+        }
+        (Some(limit), Ok(root)) => {
+            tracing::debug!(limit, dir = %root.dir.display(), version = ?root.version, "agents' processes are limited by a control group");
+        }
+        (Some(_), Err(why)) => {
+            tracing::warn!("agents' process counts cannot be limited on this machine ({why}); a fork bomb in an agent is stopped only by the time limits");
+        }
+    }
+}
+
+/// One attempt's control group; dropping it kills what is left in it and removes it.
+#[derive(Debug)]
+pub struct AttemptGroup {
+    dir: PathBuf,
+    /// `cgroup.procs`, kept open so the child can join between `fork` and `exec`.
+    procs: File,
+}
+
+impl PidsRoot {
+    /// Makes a group allowing `limit` processes (threads count too).
+    pub fn create(&self, limit: u32) -> io::Result<AttemptGroup> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let name = format!(
+            "{PREFIX}{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let dir = self.dir.join(name);
+        fs::create_dir(&dir)?;
+        let group = AttemptGroup {
+            procs: OpenOptions::new()
+                .write(true)
+                .open(dir.join("cgroup.procs"))?,
+            dir,
+        };
+        fs::write(group.dir.join("pids.max"), limit.to_string())?;
+        Ok(group)
+    }
+}
+
+impl AttemptGroup {
+    /// Makes `command`'s process join this group before it executes anything, so that every
+    /// process it starts is counted.
+    pub fn enter(&self, command: &mut Command) {
+        let fd = self.procs.as_raw_fd();
+        // SAFETY: the closure runs in the forked child before exec and makes only
+        // async-signal-safe calls (`getpid`, `write`) on a stack buffer; it allocates nothing.
+        unsafe {
+            command.pre_exec(move || {
+                let mut digits = [0u8; 20];
+                let text = decimal(nix::unistd::getpid().as_raw() as u64, &mut digits);
+                let written = nix::libc::write(fd, text.as_ptr().cast(), text.len());
+                if written < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+
+    /// How many times a fork failed at the limit (`pids.events`), if the kernel says.
+    pub fn refused_forks(&self) -> Option<u64> {
+        let events = fs::read_to_string(self.dir.join("pids.events")).ok()?;
+        events
+            .lines()
+            .find_map(|l| l.strip_prefix("max "))
+            .and_then(|n| n.trim().parse().ok())
+    }
+}
+
+impl Drop for AttemptGroup {
+    fn drop(&mut self) {
+        if let Some(refused) = self.refused_forks().filter(|n| *n > 0) {
+            tracing::warn!(
+                refused,
+                "the attempt reached its process limit (`max_processes`)"
+            );
+        }
+        remove(self.dir.clone());
+    }
+}
+
+/// Kills what is left in a group and removes it; a group whose processes are still being
+/// reaped is removed from a thread that tries again for a few seconds.
+fn remove(dir: PathBuf) {
+    kill_all(&dir);
+    if fs::remove_dir(&dir).is_ok() {
+        return;
+    }
+    let _ = std::thread::Builder::new()
+        .name("catalyst-cgroup-remove".into())
+        .spawn(move || {
+            for _ in 0..100 {
+                std::thread::sleep(Duration::from_millis(50));
+                kill_all(&dir);
+                if fs::remove_dir(&dir).is_ok() || !dir.exists() {
+                    return;
+                }
+            }
+            tracing::warn!(dir = %dir.display(), "cannot remove an attempt's control group");
+        });
+}
+
+/// SIGKILLs every process in the group at `dir`.
+fn kill_all(dir: &Path) {
+    let Ok(procs) = fs::read_to_string(dir.join("cgroup.procs")) else {
+        return;
+    };
+    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Removes the attempt groups of daemons that are gone (killed before they could).
+fn sweep(root: &Path) {
+    let Ok(entries) = fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(owner) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if owner != std::process::id() && !Path::new(&format!("/proc/{owner}")).exists() {
+            remove(entry.path());
+        }
+    }
+}
+
+/// `n` in decimal, written into `buf`, without allocating.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[at..];
+        }
+    }
+}
+
+fn find() -> Result<PidsRoot, String> {
+    if !cfg!(target_os = "linux") {
+        return Err("control groups exist only on Linux".into());
+    }
+    let cgroups = fs::read_to_string("/proc/self/cgroup")
+        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+    let mounts = fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let mounts = parse_mounts(&mounts);
+    let mut why = Vec::new();
+    for (controllers, path) in parse_cgroups(&cgroups) {
+        let (version, mount) = if controllers.is_empty() {
+            (Version::V2, mounts.iter().find(|m| m.fstype == "cgroup2"))
+        } else if controllers.split(',').any(|c| c == "pids") {
+            (
+                Version::V1,
+                mounts
+                    .iter()
+                    .find(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == "pids")),
+            )
+        } else {
+            continue;
+        };
+        let Some(mount) = mount else {
+            continue;
+        };
+        let relative = Path::new(path)
+            .strip_prefix(&mount.root)
+            .unwrap_or(Path::new(path));
+        let dir = mount
+            .point
+            .join(relative.strip_prefix("/").unwrap_or(relative));
+        let prepared = match version {
+            Version::V1 => probe(&dir),
+            Version::V2 => delegate(&dir),
+        };
+        match prepared {
+            Ok(dir) => return Ok(PidsRoot { dir, version }),
+            Err(e) => why.push(e),
+        }
+    }
+    if why.is_empty() {
+        why.push("no pids controller is mounted".into());
+    }
+    Err(why.join("; "))
+}
+
+/// Checks that a group can be made in `dir`.
+fn probe(dir: &Path) -> Result<PathBuf, String> {
+    let test = dir.join(format!("{PREFIX}{}-probe", std::process::id()));
+    fs::create_dir(&test)
+        .map_err(|e| format!("cannot create a control group in {}: {e}", dir.display()))?;
+    let _ = fs::remove_dir(&test);
+    Ok(dir.to_owned())
+}
+
+/// Prepares the daemon's own cgroup v2 group: moves the daemon into the leaf
+/// [`DAEMON_LEAF`] and hands the pids controller to the groups beside it.
+fn delegate(dir: &Path) -> Result<PathBuf, String> {
+    let available = fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
+    if !available.split_whitespace().any(|c| c == "pids") {
+        return Err(format!(
+            "the pids controller is not available in {} (run catalystd as a service with `Delegate=yes`)",
+            dir.display()
+        ));
+    }
+    let enabled = |dir: &Path| {
+        fs::read_to_string(dir.join("cgroup.subtree_control"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .any(|c| c == "pids")
+    };
+    // Already prepared (a second daemon in this process, or the daemon restarted in place).
+    let parent = dir.parent().filter(|_| dir.ends_with(DAEMON_LEAF));
+    if let Some(parent) = parent.filter(|p| enabled(p)) {
+        return Ok(parent.to_owned());
+    }
+    let leaf = dir.join(DAEMON_LEAF);
+    let cannot = |what: &str, e: io::Error| format!("cannot {what} in {}: {e}", dir.display());
+    match fs::create_dir(&leaf) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(cannot("create a control group", e)),
+    }
+    fs::write(leaf.join("cgroup.procs"), std::process::id().to_string())
+        .map_err(|e| cannot("move the daemon into its own control group", e))?;
+    if !enabled(dir) {
+        fs::write(dir.join("cgroup.subtree_control"), "+pids")
+            .map_err(|e| cannot("enable the pids controller", e))?;
+    }
+    Ok(dir.to_owned())
+}
+
+/// One line of `/proc/self/mountinfo`, the fields used here.
+#[derive(Debug, PartialEq)]
+struct Mount {
+    root: PathBuf,
+    point: PathBuf,
+    fstype: String,
+    options: String,
+}
+
+fn parse_mounts(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|line| {
+            let (before, after) = line.split_once(" - ")?;
+            let fields: Vec<&str> = before.split(' ').collect();
+            let mut rest = after.split(' ');
+            Some(Mount {
+                root: PathBuf::from(unescape(fields.get(3)?)),
+                point: PathBuf::from(unescape(fields.get(4)?)),
+                fstype: rest.next()?.to_owned(),
+                options: rest.nth(1).unwrap_or_default().to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// `/proc/self/cgroup` as (controllers, path): `""` for the v2 line `0::/path`.
+fn parse_cgroups(text: &str) -> Vec<(&str, &str)> {
+    text.lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let _id = parts.next()?;
+            Some((parts.next()?, parts.next()?))
+        })
+        .collect()
+}
+
+/// mountinfo writes space, tab, newline and backslash as octal escapes (`\040`).
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 4 <= bytes.len()
+            && bytes[i + 1..i + 4].iter().all(u8::is_ascii_digit)
+        {
+            let code =
+                (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
+            out.push(code);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_and_cgroup_lines_are_read() {
+        let mounts = parse_mounts(
+            "35 25 0:30 / /sys/fs/cgroup/pids rw,relatime shared:12 - cgroup cgroup rw,pids\n\
+             36 25 0:31 /user.slice /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw,nsdelegate\n\
+             37 25 0:32 / /mnt/a\\040b rw - ext4 /dev/sda1 rw\n",
+        );
+        assert_eq!(mounts.len(), 3);
+        assert_eq!(mounts[0].fstype, "cgroup");
+        assert_eq!(mounts[0].options, "rw,pids");
+        assert_eq!(mounts[1].root, PathBuf::from("/user.slice"));
+        assert_eq!(mounts[2].point, PathBuf::from("/mnt/a b"));
+        assert_eq!(
+            parse_cgroups("8:pids:/docker/x\n0::/user.slice/a.scope\n"),
+            [("pids", "/docker/x"), ("", "/user.slice/a.scope")]
+        );
+    }
+
+    #[test]
+    fn an_attempt_group_holds_its_limit_and_goes_when_dropped() {
+        let Ok(root) = pids() else {
+            println!("SKIPPED: no control group for process limits here");
+            return;
+        };
+        let group = root.create(8).expect("create a group");
+        let dir = group.dir.clone();
+        assert_eq!(
+            fs::read_to_string(dir.join("pids.max"))
+                .expect("pids.max")
+                .trim(),
+            "8"
+        );
+        assert_eq!(group.refused_forks(), Some(0));
+        drop(group);
+        assert!(!dir.exists(), "{} is left", dir.display());
+    }
+
+    #[test]
+    fn decimals_need_no_allocation() {
+        let mut buf = [0u8; 20];
+        assert_eq!(decimal(0, &mut buf), b"0");
+        assert_eq!(decimal(4_194_304, &mut buf), b"4194304");
+        assert_eq!(decimal(u64::MAX, &mut buf), b"18446744073709551615");
+    }
+}

@@ -44,7 +44,8 @@ enum Command {
     Result(ResultCmd),
     /// Claude Code's hook handler: reads the hook's JSON on stdin, asks the daemon named by
     /// `CATALYST_SOCKET` about the step `CATALYST_STEP`, and answers in Claude Code's format.
-    /// A tool call is denied when the daemon cannot be asked.
+    /// A tool call is denied when the daemon cannot be asked. Run by agents, not people.
+    #[command(hide = true)]
     Hook {
         #[arg(value_enum)]
         event: catalyst::cli::hook::HookEvent,
@@ -230,8 +231,17 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Ctl(args) => {
-            runtime()?.block_on(catalyst::cli::ctl::run(*args, &mut io::stdout().lock()))?;
-            Ok(Outcome::Ok)
+            use catalyst::cli::client::ClientError;
+            use catalyst::cli::ctl::CtlError;
+            match runtime()?.block_on(catalyst::cli::ctl::run(*args, &mut io::stdout().lock())) {
+                Ok(()) => Ok(Outcome::Ok),
+                // The daemon answered, with an error (`not_found`, `conflict`, …): exit 1.
+                Err(CtlError::Client(ClientError::Rpc(e))) => {
+                    eprintln!("catalyst: {}: {}", e.code, e.message);
+                    Ok(Outcome::Problems)
+                }
+                Err(e) => Err(e.into()),
+            }
         }
         Command::Demo { keep } => {
             if std::env::var_os("RUST_LOG").is_some() {

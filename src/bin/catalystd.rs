@@ -24,6 +24,7 @@ enum LogFormat {
 
 #[derive(Parser)]
 #[command(
+    name = "catalystd",
     version,
     about = "catalyst's daemon: runs a workspace's beads through their formulas"
 )]

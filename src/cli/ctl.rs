@@ -19,7 +19,8 @@ use crate::protocol::{
 
 #[derive(Debug, Args)]
 pub struct CtlArgs {
-    /// The workspace whose daemon to talk to (default: the current folder).
+    /// The workspace whose daemon to talk to (default: the one the current folder is in, found
+    /// like git finds its repository).
     #[arg(long, global = true)]
     pub workspace: Option<PathBuf>,
     /// The control socket (default: the workspace's).
@@ -147,9 +148,12 @@ pub enum CtlCommand {
 
 #[derive(Debug, Args)]
 pub struct SubmitArgs {
+    /// The bead's title (or `--title`).
+    #[arg(value_name = "TITLE", required_unless_present = "title")]
+    pub title_arg: Option<String>,
     /// The bead's title.
-    #[arg(long)]
-    pub title: String,
+    #[arg(long, conflicts_with = "title_arg")]
+    pub title: Option<String>,
     /// Read the description from a file (`-` for stdin).
     #[arg(long)]
     pub description_file: Option<PathBuf>,
@@ -215,11 +219,10 @@ impl CtlArgs {
         if let Some(s) = &self.socket {
             return s.clone();
         }
-        let workspace = self
-            .workspace
-            .clone()
-            .or_else(|| std::env::current_dir().ok())
-            .unwrap_or_else(|| PathBuf::from("."));
+        let workspace = self.workspace.clone().unwrap_or_else(|| {
+            let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            Paths::discover(&here).unwrap_or(here)
+        });
         Paths::new(&workspace).socket()
     }
 }
@@ -349,7 +352,11 @@ fn submit_method(s: &SubmitArgs) -> Result<Method, CtlError> {
     };
     Ok(Method::Submit(vec![BeadInput {
         id: s.id.clone(),
-        title: s.title.clone(),
+        title: s
+            .title
+            .clone()
+            .or_else(|| s.title_arg.clone())
+            .unwrap_or_default(),
         description,
         acceptance_criteria: s.acceptance.clone(),
         priority: s.priority,

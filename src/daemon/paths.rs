@@ -20,6 +20,15 @@ pub struct Paths {
 }
 
 impl Paths {
+    /// The workspace `dir` lies in, as git finds its repository: the nearest of `dir` and its
+    /// parents that holds a state folder. A bead's worktree lies inside its workspace's state
+    /// folder, so from there it is that workspace too.
+    pub fn discover(dir: &Path) -> Option<PathBuf> {
+        dir.ancestors()
+            .find(|d| d.join(STATE_DIR).is_dir())
+            .map(Path::to_path_buf)
+    }
+
     pub fn new(workspace: &Path) -> Paths {
         Paths {
             workspace: workspace.to_owned(),
@@ -108,5 +117,22 @@ mod tests {
         let sock = long.socket();
         assert!(sock.as_os_str().len() < 108, "{}", sock.display());
         assert_eq!(sock, long.socket(), "stable");
+    }
+
+    #[test]
+    fn the_workspace_is_found_from_a_subfolder_and_from_a_worktree() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ws = dir.path().join("repo");
+        let worktree = ws
+            .join(STATE_DIR)
+            .join("worktrees")
+            .join("cat-1")
+            .join("src");
+        std::fs::create_dir_all(&worktree).expect("mkdir");
+        std::fs::create_dir_all(ws.join("src/deep")).expect("mkdir");
+        assert_eq!(Paths::discover(&ws.join("src/deep")), Some(ws.clone()));
+        assert_eq!(Paths::discover(&worktree), Some(ws.clone()));
+        assert_eq!(Paths::discover(&ws), Some(ws));
+        assert_eq!(Paths::discover(dir.path()), None);
     }
 }

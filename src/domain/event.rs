@@ -219,6 +219,34 @@ pub enum EventBody {
 }
 
 impl EventBody {
+    /// Every event's `type` name, in the order of [`EventBody`].
+    pub const KINDS: [&'static str; 24] = [
+        "bead.created",
+        "bead.updated",
+        "bead.status",
+        "bead.comment",
+        "molecule.poured",
+        "fix.created",
+        "step.dispatched",
+        "step.finished",
+        "step.result",
+        "step.retry",
+        "step.escalated",
+        "step.interrupted",
+        "gate.waiting",
+        "gate.passed",
+        "gate.failed",
+        "merge.completed",
+        "merge.conflict",
+        "merge.held",
+        "merge.approved",
+        "worktree.removed",
+        "agent.tool",
+        "model.paused",
+        "daemon.started",
+        "daemon.stopping",
+    ];
+
     /// The event's `type` name.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -174,6 +174,24 @@ fn typed<T: for<'de> Deserialize<'de>>(method: &str, params: Value) -> Result<T,
         .map_err(|e| RpcError::bad_request(format!("`{method}` params: {e}")))
 }
 
+/// Refuses a subscription to an event type that does not exist: it would wait forever.
+fn known_types(p: SubscribeParams) -> Result<SubscribeParams, RpcError> {
+    let kinds = crate::domain::event::EventBody::KINDS;
+    if let Some(unknown) = p
+        .types
+        .iter()
+        .flatten()
+        .find(|t| !kinds.contains(&t.as_str()))
+    {
+        return Err(RpcError::bad_request(format!(
+            "unknown event type `{}` (one of: {})",
+            unknown.chars().take(64).collect::<String>(),
+            kinds.join(", ")
+        )));
+    }
+    Ok(p)
+}
+
 fn parse_method(method: &str, params: Value) -> Result<Method, RpcError> {
     let none = |params: &Value| -> Result<(), RpcError> {
         match params.as_object() {
@@ -201,7 +219,7 @@ fn parse_method(method: &str, params: Value) -> Result<Method, RpcError> {
         "cancel" => Method::Cancel(typed(method, params)?),
         "pause" => Method::Pause(typed(method, params)?),
         "resume" => Method::Resume(typed(method, params)?),
-        "subscribe" => Method::Subscribe(typed(method, params)?),
+        "subscribe" => Method::Subscribe(known_types(typed(method, params)?)?),
         "logs" => Method::Logs(typed(method, params)?),
         "hook" => Method::Hook(typed(method, params)?),
         other => {

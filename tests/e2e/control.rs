@@ -140,3 +140,100 @@ fn the_demo_runs_the_fix_loop_and_merges() {
     assert!(text.contains("merge.completed"), "{text}");
     assert!(text.contains("is closed"), "{text}");
 }
+
+/// A gated bead that waits for a person at its approval step.
+const GATED: &str =
+    "[[rule]]\nrole = \"implement\"\nresponses = [{ write = { \"a.txt\" = \"a\\n\" } }]\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_behaves_like_the_tools_people_know() {
+    let daemon = TestDaemon::start(GATED, "").await;
+    let sub = daemon.repo.join("src").join("deep");
+    std::fs::create_dir_all(&sub).expect("a subfolder");
+    let ctl = |args: &[&str]| {
+        let mut full = vec!["ctl"];
+        full.extend_from_slice(args);
+        catalyst(&sub, &full)
+    };
+
+    // From a subfolder, with the title as an argument.
+    let (code, out, err) = ctl(&["submit", "Say hello", "--id", "cat-pos"]);
+    assert_eq!((code, out.trim()), (0, "submitted cat-pos"), "{err}");
+    let metadata = serde_json::json!({"formula_vars": {"test_command": "true"}});
+    daemon
+        .submit(catalyst::protocol::BeadInput {
+            id: Some("cat-gated".into()),
+            formula: Some("gated".into()),
+            metadata: metadata.as_object().cloned(),
+            ..bead("Waits for a person")
+        })
+        .await;
+    daemon
+        .wait_for("the approval to wait", |e| {
+            e["type"] == "gate.waiting" && e["step"] == "cat-gated.approve"
+        })
+        .await;
+
+    // The daemon's errors exit 1 with its message; the words people mistype are errors.
+    for (args, says) in [
+        (
+            &["show", "cat-nope"][..],
+            "not_found: bead `cat-nope` does not exist",
+        ),
+        (&["list", "--status", "opne"], "unknown status `opne`"),
+        (
+            &["events", "--type", "step.finsihed"],
+            "unknown event type `step.finsihed`",
+        ),
+    ] {
+        let (code, _, err) = ctl(args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+
+    // The step id `ctl status` prints is accepted where the bead's is.
+    let (code, status, _) = ctl(&["status"]);
+    assert_eq!(code, 0);
+    assert!(
+        status.contains("waiting for approval: cat-gated.approve"),
+        "{status}"
+    );
+    let (code, _, err) = ctl(&["approve", "cat-gated.approve"]);
+    assert_eq!(code, 0, "{err}");
+    daemon
+        .wait_for("the approval", |e| {
+            e["type"] == "gate.passed" && e["step"] == "cat-gated.approve"
+        })
+        .await;
+
+    // A reader that stops early is not an error.
+    let piped = std::process::Command::new("bash")
+        .args(["-o", "pipefail", "-c"])
+        .arg(format!(
+            "{} ctl events | head -n 1",
+            catalyst_testkit::catalyst_bin().display()
+        ))
+        .current_dir(&sub)
+        .output()
+        .expect("run a pipeline");
+    assert!(piped.status.success(), "{piped:?}");
+    assert!(
+        piped.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&piped.stdout).lines().count(), 1);
+}
+
+#[test]
+fn the_binaries_name_themselves_and_keep_the_hook_out_of_the_help() {
+    let (code, help, _) = catalyst(Path::new("."), &["--help"]);
+    assert_eq!(code, 0);
+    assert!(help.contains("ctl") && !help.contains("hook"), "{help}");
+    let out = std::process::Command::new(catalyst_testkit::catalystd_bin())
+        .arg("--version")
+        .output()
+        .expect("run catalystd");
+    let version = String::from_utf8_lossy(&out.stdout);
+    assert!(version.starts_with("catalystd "), "{version}");
+}

@@ -222,7 +222,7 @@ impl Engine {
     }
 
     pub(super) fn approve(&mut self, p: ApproveParams) -> Handled<Approved> {
-        let work = self.bead(&p.id)?;
+        let work = self.work_bead(&p.id)?;
         let step = self.waiting_approval(&work)?;
         let meta = step
             .step_meta()
@@ -266,7 +266,7 @@ impl Engine {
         if p.reason.trim().is_empty() {
             return Err(RpcError::bad_request("a rejection needs a reason"));
         }
-        let work = self.bead(&p.id)?;
+        let work = self.work_bead(&p.id)?;
         let step = self.waiting_approval(&work)?;
         let meta = step
             .step_meta()
@@ -292,7 +292,7 @@ impl Engine {
 
     /// Gives a blocked bead another go: its blocked step starts over with fresh counters.
     pub(super) fn retry(&mut self, p: &IdParams) -> Handled<Retried> {
-        let work = self.bead(&p.id)?;
+        let work = self.work_bead(&p.id)?;
         if work.status != Status::Blocked {
             return Err(RpcError::conflict(format!(
                 "`{}` is {}, not blocked",

@@ -31,7 +31,7 @@ impl Engine {
         Ok(match request {
             R::Status => Answer::Status(Box::new(self.status())),
             R::Ready => Answer::Beads(self.ready_list()),
-            R::List(p) => Answer::Beads(self.list(&p)),
+            R::List(p) => Answer::Beads(self.checked_list(&p)?),
             R::Show(p) => Answer::Show(Box::new(self.show(&p)?)),
             R::Submit(beads) => Answer::Submitted(self.submit(beads)?),
             R::Update(p) => Answer::Updated(self.update(*p)?),
@@ -63,6 +63,16 @@ impl Engine {
             .get(id)
             .cloned()
             .ok_or_else(|| RpcError::not_found(format!("bead `{id}` does not exist")))
+    }
+
+    /// The work bead `id` names: itself, or the bead a step id belongs to (`ctl status` prints
+    /// a waiting step's id, and people answer with what they read).
+    fn work_bead(&self, id: &str) -> Handled<Bead> {
+        let bead = self.bead(id)?;
+        match bead.step_meta() {
+            Some(meta) => self.bead(meta.bead.as_str()),
+            None => Ok(bead),
+        }
     }
 
     fn status(&self) -> StatusAnswer {
@@ -173,6 +183,27 @@ impl Engine {
             .map(|b| self.summary(b))
             .collect();
         BeadList { beads }
+    }
+
+    /// [`Engine::list`], refusing a status no bead can have: a typo would list nothing.
+    fn checked_list(&self, p: &ListParams) -> Handled<BeadList> {
+        if let Some(status) = &p.status {
+            let standard = ["open", "in_progress", "blocked", "deferred", "closed"];
+            let known = standard.contains(&status.as_str())
+                || self
+                    .store
+                    .state()
+                    .beads()
+                    .any(|b| b.status.as_str() == status);
+            if !known {
+                return Err(RpcError::bad_request(format!(
+                    "unknown status `{}` (one of: {})",
+                    status.chars().take(64).collect::<String>(),
+                    standard.join(", ")
+                )));
+            }
+        }
+        Ok(self.list(p))
     }
 
     fn list(&self, p: &ListParams) -> BeadList {

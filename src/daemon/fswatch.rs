@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
@@ -26,6 +26,19 @@ pub enum WorkspaceChange {
     Reload,
 }
 
+/// What the callback passes to the forwarding task.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    Change(WorkspaceChange),
+    /// A formula folder, or a folder on the way to one, appeared: it must be watched too.
+    Folder,
+}
+
+/// The workspace's watcher; dropping it stops the watching.
+pub struct WorkspaceWatch {
+    _watcher: Arc<Mutex<RecommendedWatcher>>,
+}
+
 /// Whether an event means a file is complete: closed after writing, or renamed into place.
 /// A bare create is not: the writer may not be done.
 fn completes_a_file(kind: &EventKind) -> bool {
@@ -38,10 +51,14 @@ fn completes_a_file(kind: &EventKind) -> bool {
 
 /// Watches the workspace: files completed in the inbox, and changes to the config, the prompts
 /// and the formula folders. Keep the returned watchers alive for as long as they should work.
+///
+/// A formula folder that does not exist yet is watched from the time it appears: the
+/// workspace's root and `.beads/` are watched for it (`catalyst init --with-prompts`, or a
+/// person's first formula, after the daemon started).
 pub fn workspace<T: From<WorkspaceChange> + Send + 'static>(
     paths: &Paths,
     engine: mpsc::Sender<T>,
-) -> notify::Result<Vec<RecommendedWatcher>> {
+) -> notify::Result<WorkspaceWatch> {
     let (tx, rx) = mpsc::channel(QUEUE);
     let overflow = Arc::new(AtomicBool::new(false));
     let inbox = paths.inbox();
@@ -49,7 +66,8 @@ pub fn workspace<T: From<WorkspaceChange> + Send + 'static>(
     let reload_files = [paths.config(), paths.prompts()];
     let formula_dirs = paths.formula_dirs();
     let callback = {
-        let (inbox, overflow) = (inbox.clone(), overflow.clone());
+        let (inbox, overflow, formula_dirs) =
+            (inbox.clone(), overflow.clone(), formula_dirs.clone());
         move |res: notify::Result<notify::Event>| {
             let Ok(event) = res else { return };
             for path in &event.paths {
@@ -57,7 +75,13 @@ pub fn workspace<T: From<WorkspaceChange> + Send + 'static>(
                     if !completes_a_file(&event.kind) {
                         continue;
                     }
-                    WorkspaceChange::InboxFile(path.clone())
+                    Seen::Change(WorkspaceChange::InboxFile(path.clone()))
+                } else if matches!(
+                    event.kind,
+                    EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(_))
+                ) && formula_dirs.iter().any(|d| d.starts_with(path))
+                {
+                    Seen::Folder
                 } else if reload_files.contains(path)
                     || formula_dirs
                         .iter()
@@ -66,7 +90,7 @@ pub fn workspace<T: From<WorkspaceChange> + Send + 'static>(
                     if matches!(event.kind, EventKind::Access(_)) {
                         continue;
                     }
-                    WorkspaceChange::Reload
+                    Seen::Change(WorkspaceChange::Reload)
                 } else {
                     continue;
                 };
@@ -79,24 +103,62 @@ pub fn workspace<T: From<WorkspaceChange> + Send + 'static>(
     let mut watcher = notify::recommended_watcher(callback)?;
     watcher.watch(&inbox, RecursiveMode::NonRecursive)?;
     watcher.watch(&paths.state, RecursiveMode::NonRecursive)?;
+    watch_formula_dirs(&mut watcher, paths);
+    let watcher = Arc::new(Mutex::new(watcher));
+    let folders = Folders {
+        watcher: Arc::downgrade(&watcher),
+        paths: paths.clone(),
+    };
+    tokio::spawn(forward(rx, engine, overflow, inbox.clone(), Some(folders)));
+    Ok(WorkspaceWatch { _watcher: watcher })
+}
+
+/// Watches the formula folders that exist, and the folders their creation would show in.
+fn watch_formula_dirs(watcher: &mut RecommendedWatcher, paths: &Paths) {
     for dir in paths.formula_dirs() {
-        if dir.is_dir() {
-            watcher.watch(&dir, RecursiveMode::NonRecursive)?;
+        let on_the_way = dir
+            .ancestors()
+            .skip(1)
+            .take_while(|a| a.starts_with(&paths.workspace));
+        for folder in std::iter::once(dir.as_path()).chain(on_the_way) {
+            if folder.is_dir() {
+                if let Err(e) = watcher.watch(folder, RecursiveMode::NonRecursive) {
+                    tracing::warn!(path = %folder.display(), error = %e, "cannot watch a formula folder");
+                }
+            }
         }
     }
-    tokio::spawn(forward(rx, engine, overflow, inbox.clone()));
-    Ok(vec![watcher])
+}
+
+/// What the forwarding task needs to start watching a formula folder that appeared.
+struct Folders {
+    watcher: Weak<Mutex<RecommendedWatcher>>,
+    paths: Paths,
 }
 
 /// Passes notifications to the engine; after an overflow, rescans the inbox.
 async fn forward<T: From<WorkspaceChange>>(
-    mut rx: mpsc::Receiver<WorkspaceChange>,
+    mut rx: mpsc::Receiver<Seen>,
     engine: mpsc::Sender<T>,
     overflow: Arc<AtomicBool>,
     inbox: PathBuf,
+    folders: Option<Folders>,
 ) {
     while let Some(seen) = rx.recv().await {
-        if engine.send(seen.into()).await.is_err() {
+        let change = match seen {
+            Seen::Change(change) => change,
+            Seen::Folder => {
+                let Some(folders) = &folders else { continue };
+                let Some(watcher) = folders.watcher.upgrade() else {
+                    return;
+                };
+                if let Ok(mut watcher) = watcher.lock() {
+                    watch_formula_dirs(&mut watcher, &folders.paths);
+                }
+                WorkspaceChange::Reload
+            }
+        };
+        if engine.send(change.into()).await.is_err() {
             return;
         }
         if overflow.swap(false, Ordering::SeqCst) {
@@ -172,14 +234,18 @@ mod tests {
         let (engine_tx, mut engine_rx) = mpsc::channel(16);
         let overflow = Arc::new(AtomicBool::new(false));
         // The callback managed to queue one file, then the queue was full for the others.
-        tx.try_send(WorkspaceChange::InboxFile(dir.path().join("a.json")))
-            .unwrap();
+        tx.try_send(Seen::Change(WorkspaceChange::InboxFile(
+            dir.path().join("a.json"),
+        )))
+        .unwrap();
         assert!(tx
-            .try_send(WorkspaceChange::InboxFile(dir.path().join("b.json")))
+            .try_send(Seen::Change(WorkspaceChange::InboxFile(
+                dir.path().join("b.json")
+            )))
             .is_err());
         overflow.store(true, Ordering::SeqCst);
         drop(tx);
-        forward(rx, engine_tx, overflow, dir.path().to_owned()).await;
+        forward(rx, engine_tx, overflow, dir.path().to_owned(), None).await;
         let mut files = Vec::new();
         while let Ok(input) = engine_rx.try_recv() {
             if let WorkspaceChange::InboxFile(p) = input {

@@ -192,10 +192,10 @@ pub async fn run(
         crate::daemon::beads::follow::start(paths.workspace.join(file), handle.tx.clone())
     });
     let _watchers = match crate::daemon::fswatch::workspace(&paths, handle.tx.clone()) {
-        Ok(w) => w,
+        Ok(w) => Some(w),
         Err(e) => {
             tracing::error!(error = %e, "cannot watch the workspace: the inbox and reloads need a restart");
-            Vec::new()
+            None
         }
     };
     for file in crate::daemon::fswatch::inbox_files(&paths.inbox()) {

@@ -251,3 +251,35 @@ async fn a_broken_reload_is_refused_and_a_good_one_takes_effect() {
     daemon.wait_status(&id, "closed").await;
     assert_eq!(daemon.roles_of(&id), ["implement", "merge"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_formula_folder_made_after_the_start_is_read() {
+    let daemon = TestDaemon::start("", "").await;
+    let folder = daemon.repo.join(".beads").join("formulas");
+    assert!(
+        !folder.exists(),
+        "the test needs the folder missing at start"
+    );
+    std::fs::create_dir_all(&folder).expect("make the folder");
+    std::fs::write(
+        folder.join("late.formula.toml"),
+        "formula = \"late\"\n[[steps]]\nid = \"check\"\ntitle = \"Check\"\nrole = \"gate\"\nrun = [\"true\"]\n",
+    )
+    .expect("write the formula");
+    // Until the daemon has read the folder, a submit naming the formula is refused.
+    let late = BeadInput {
+        id: Some("cat-late".into()),
+        formula: Some("late".into()),
+        ..bead("Uses a formula written after the start")
+    };
+    catalyst_testkit::poll::eventually("the late formula to be known", async || {
+        let mut client = daemon.client().await;
+        client
+            .call(&Method::Submit(vec![late.clone()]))
+            .await
+            .ok()
+            .map(drop)
+    })
+    .await;
+    daemon.wait_status("cat-late", "closed").await;
+}

@@ -156,6 +156,13 @@ fn systemd_units_pass_systemd_analyze_verify() {
     assert!(text.contains("Type=notify"), "{text}");
     assert!(
         text.contains(&format!(
+            "EnvironmentFile=-{}/.catalyst/env",
+            ws.repo.display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
             "ExecStart={} --workspace {}",
             catalystd(),
             ws.repo.display()

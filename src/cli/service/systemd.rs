@@ -43,6 +43,10 @@ pub(super) fn render(spec: &Spec) -> Result<Rendered, ServiceError> {
             )
             .replace("Environment=@PATH@", &format!("Environment={path_env}"))
             .replace(
+                "EnvironmentFile=-@WORKSPACE@/",
+                &format!("EnvironmentFile=-{}/", escape_specifiers(&workspace)),
+            )
+            .replace(
                 "Description=catalyst daemon for @WORKSPACE@",
                 &format!(
                     "Description=catalyst daemon for {}",

@@ -312,15 +312,6 @@ fn to_value(json: serde_json::Value) -> Value {
 mod tests {
     use super::*;
 
-    const AGENT_ROLES: [Role; 6] = [
-        Role::Refine,
-        Role::Implement,
-        Role::Review,
-        Role::Fix,
-        Role::Merge,
-        Role::Task,
-    ];
-
     fn vars(set: &PromptSet, role: Role) -> PromptVars {
         PromptVars {
             bead_id: BeadId::new("cat-1x9").expect("valid"),
@@ -345,7 +336,7 @@ mod tests {
         let set = PromptSet::builtin();
         assert!(set.contract().contains("---STEP-RESULT---"));
         assert!(set.contract().contains("---END-RESULT---"));
-        for role in AGENT_ROLES {
+        for role in Role::ALL.into_iter().filter(|r| r.is_agent()) {
             assert!(set.has(role.as_str()), "no template for {role}");
             let text = set
                 .render(role.as_str(), &vars(&set, role))

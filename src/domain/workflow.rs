@@ -25,7 +25,6 @@ pub const DEFAULT_WORKFLOW_FILES: [&str; 9] = [
 /// pattern matches from the root (`*` stops at `/`, `**` does not).
 #[derive(Clone, Debug)]
 pub struct WorkflowFiles {
-    patterns: Vec<String>,
     set: GlobSet,
 }
 
@@ -40,25 +39,12 @@ impl WorkflowFiles {
         let set = builder
             .build()
             .map_err(|e| format!("`workflow_files`: {e}"))?;
-        Ok(WorkflowFiles {
-            patterns: patterns.iter().map(|p| p.as_ref().to_owned()).collect(),
-            set,
-        })
-    }
-
-    /// Whether no file is protected (`workflow_files = []`).
-    pub fn is_empty(&self) -> bool {
-        self.patterns.is_empty()
+        Ok(WorkflowFiles { set })
     }
 
     /// Whether `path` (relative to the repository's root, `/`-separated) is a workflow file.
     pub fn matches(&self, path: &str) -> bool {
         self.set.is_match(path.trim_start_matches("./"))
-    }
-
-    /// The patterns as configured.
-    pub fn patterns(&self) -> &[String] {
-        &self.patterns
     }
 }
 
@@ -160,6 +146,7 @@ mod tests {
             let err = WorkflowFiles::new(&[pattern]).expect_err(pattern);
             assert!(err.contains(why) && err.contains("workflow_files"), "{err}");
         }
-        assert!(WorkflowFiles::new::<&str>(&[]).expect("empty").is_empty());
+        let none = WorkflowFiles::new::<&str>(&[]).expect("an empty list");
+        assert!(!none.matches(".beads/formulas/x.formula.toml"));
     }
 }

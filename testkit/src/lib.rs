@@ -90,6 +90,18 @@ pub fn bead_with_id(id: &str) -> BeadInput {
     }
 }
 
+/// A bead `id` of the shipped `gated` formula whose check command is `test_command`.
+pub fn gated_bead(id: &str, test_command: &str) -> BeadInput {
+    let metadata = serde_json::json!({"formula_vars": {"test_command": test_command}});
+    BeadInput {
+        id: Some(id.to_owned()),
+        formula: Some("gated".into()),
+        metadata: metadata.as_object().cloned(),
+        title: format!("gated bead {id}"),
+        ..Default::default()
+    }
+}
+
 /// Whether agents run in the bubblewrap sandbox here. Without bubblewrap (a machine with only
 /// the Rust toolchain; `.ci/install-test-deps` installs it) the stub profile runs unconfined,
 /// said once on stderr, and the escape tests skip.

@@ -159,14 +159,8 @@ async fn ctl_behaves_like_the_tools_people_know() {
     // From a subfolder, with the title as an argument.
     let (code, out, err) = ctl(&["submit", "Say hello", "--id", "cat-pos"]);
     assert_eq!((code, out.trim()), (0, "submitted cat-pos"), "{err}");
-    let metadata = serde_json::json!({"formula_vars": {"test_command": "true"}});
     daemon
-        .submit(catalyst::protocol::BeadInput {
-            id: Some("cat-gated".into()),
-            formula: Some("gated".into()),
-            metadata: metadata.as_object().cloned(),
-            ..bead("Waits for a person")
-        })
+        .submit(catalyst_testkit::gated_bead("cat-gated", "true"))
         .await;
     daemon
         .wait_for("the approval to wait", |e| {

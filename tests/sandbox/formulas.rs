@@ -4,18 +4,8 @@
 
 use catalyst::protocol::{ApproveParams, BeadInput, CloseParams, Method};
 use catalyst_testkit::repo::file_on_main;
-use catalyst_testkit::{bead, bead_with_id, TestDaemon};
+use catalyst_testkit::{bead, bead_with_id, gated_bead, TestDaemon};
 use serde_json::json;
-
-fn gated(id: &str, test_command: &str) -> BeadInput {
-    let metadata = json!({"formula_vars": {"test_command": test_command}});
-    BeadInput {
-        id: Some(id.into()),
-        formula: Some("gated".into()),
-        metadata: metadata.as_object().cloned(),
-        ..bead("Checked work")
-    }
-}
 
 /// A formula whose gate echoes a var that any value may take.
 const ECHO: &str = "formula = \"echo\"\n[vars.word]\npattern = \"(?s).*\"\n[[steps]]\nid = \"say\"\ntitle = \"Say\"\nrole = \"gate\"\nrun = [\"echo {{word}}\"]\n";
@@ -28,7 +18,7 @@ async fn a_value_outside_its_pattern_is_refused_and_a_quoted_one_runs_as_one_wor
     daemon.add_formula("echo", ECHO).await;
     let planted = daemon.root.join("INJECTED");
     let attack = format!("true; touch {}", planted.display());
-    daemon.submit(gated("cat-inject", &attack)).await;
+    daemon.submit(gated_bead("cat-inject", &attack)).await;
     let blocked = daemon.wait_status("cat-inject", "blocked").await;
     assert!(
         blocked["reason"]

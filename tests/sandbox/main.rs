@@ -63,12 +63,18 @@ pub async fn attempt_configured(
     setup(&daemon);
     let id = daemon.submit(bead("Try to get out")).await;
     daemon.wait_status(&id, "closed").await;
+    let shell = implement_shell(&daemon, commands.len());
+    (daemon, shell)
+}
+
+/// What each of the `n` commands the implement agent ran printed.
+pub fn implement_shell(daemon: &TestDaemon, n: usize) -> Vec<ShellEntry> {
     let shell = daemon
         .invocations()
         .into_iter()
         .find(|i| i.role() == "implement")
         .expect("the implement agent ran")
         .shell;
-    assert_eq!(shell.len(), commands.len(), "every command ran: {shell:?}");
-    (daemon, shell)
+    assert_eq!(shell.len(), n, "every command ran: {shell:?}");
+    shell
 }

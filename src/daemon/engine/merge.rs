@@ -13,6 +13,7 @@
 //! and records.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::daemon::runner::TARGET_FILE;
@@ -22,6 +23,7 @@ use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Phase, Status};
 use crate::domain::router::Outcome;
 use crate::domain::time::Timestamp;
+use crate::domain::workflow::WorkflowFiles;
 
 use super::error::EngineError;
 use super::reports::{MergeFailure, MergeRan, MergeReport};
@@ -41,8 +43,8 @@ struct Candidate {
     step: BeadId,
     /// The run folder of the merge step's last attempt.
     run_dir: PathBuf,
-    /// What the merge checks first: the workflow files, and the commit a person approved.
-    guard: MergeGuard,
+    /// The branch tip a person approved for its workflow files, if any.
+    approved: Option<CommitId>,
 }
 
 /// Everything the merge task needs.
@@ -54,6 +56,8 @@ struct MergeJob {
     started: SystemTime,
     repo: Repo,
     target: String,
+    /// The files a change may touch only with a person's approval.
+    workflow_files: Option<Arc<WorkflowFiles>>,
 }
 
 impl Engine {
@@ -84,10 +88,7 @@ impl Engine {
                     work: w.clone(),
                     step: step.id.clone(),
                     run_dir,
-                    guard: MergeGuard {
-                        files: self.loaded.workflow_files.as_deref().cloned(),
-                        approved,
-                    },
+                    approved,
                 };
                 Some((work.priority, work.created_at, candidate))
             })
@@ -102,6 +103,7 @@ impl Engine {
             started: self.started,
             repo: self.repo.clone(),
             target: self.loaded.config.target_branch.clone(),
+            workflow_files: self.loaded.workflow_files.clone(),
         };
         self.git.merging = job.candidates.iter().map(|c| c.work.clone()).collect();
         self.tasks.blocking(
@@ -373,8 +375,12 @@ fn run_merge(mut job: MergeJob) -> MergeReport {
         work,
         step,
         run_dir,
-        guard,
+        approved,
     } = job.candidates.swap_remove(pick);
+    let guard = MergeGuard {
+        files: job.workflow_files.clone(),
+        approved,
+    };
     if marked.is_none() {
         if let Err(e) = crate::daemon::fsutil::write_atomic(marker, work.as_str().as_bytes()) {
             tracing::error!(path = %marker.display(), error = %e, "cannot record the merge about to start; not merging");

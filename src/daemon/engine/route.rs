@@ -4,7 +4,7 @@
 
 use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
-use crate::domain::model::{Bead, Comment, CommentId, Counters, Phase, Role, Status, StepMeta};
+use crate::domain::model::{Bead, Comment, CommentId, Phase, Role, Status, StepMeta};
 use crate::domain::router::{self, BlockCause, Decision, FixSource, Outcome};
 use crate::domain::time::Timestamp;
 
@@ -308,25 +308,10 @@ fn fix_bead(
         now,
     ));
     fix.set_step_meta(&StepMeta {
-        step: name.to_owned(),
-        role: Role::Fix,
-        model: None,
-        bead: work.id.clone(),
         formula: at.meta.formula.clone(),
-        prompt: None,
-        run: Vec::new(),
-        timeout: None,
-        max_fix_iterations: None,
-        tools: None,
         fixes: Some(at.step.id.clone()),
         iteration: Some(iteration),
-        attempts: 0,
-        counters: Counters::default(),
-        phase: None,
-        next_model: None,
-        reset_to: None,
-        summary: None,
-        hold: None,
+        ..StepMeta::new(name.to_owned(), Role::Fix, work.id.clone())
     });
     Ok(fix)
 }

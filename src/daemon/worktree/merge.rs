@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use git2::{
@@ -46,7 +47,7 @@ pub enum MergeOutcome {
 /// and the commit a person approved, if any.
 #[derive(Clone, Debug)]
 pub struct MergeGuard {
-    pub files: Option<WorkflowFiles>,
+    pub files: Option<Arc<WorkflowFiles>>,
     /// A branch tip a person approved: a workflow file the tip holds exactly as this commit
     /// held it needs no new approval.
     pub approved: Option<CommitId>,

@@ -102,12 +102,9 @@ fn step_meta(
     values: &BTreeMap<String, String>,
 ) -> StepMeta {
     StepMeta {
-        step: step.id.clone(),
-        role: step.role,
         // Left empty unless the formula names a model, so that the daemon's config decides
         // the role's model at dispatch.
         model: step.model.clone(),
-        bead: work.clone(),
         formula: Some(formula.name.clone()),
         prompt: step.prompt.clone(),
         run: step
@@ -118,15 +115,7 @@ fn step_meta(
         timeout: step.timeout,
         max_fix_iterations: step.max_fix_iterations,
         tools: step.tools.clone(),
-        fixes: None,
-        iteration: None,
-        attempts: 0,
-        counters: Default::default(),
-        phase: None,
-        next_model: None,
-        reset_to: None,
-        summary: None,
-        hold: None,
+        ..StepMeta::new(step.id.clone(), step.role, work.clone())
     }
 }
 

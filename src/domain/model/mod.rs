@@ -358,25 +358,9 @@ mod tests {
         );
         assert!(!b.is_step());
         let meta = StepMeta {
-            step: "review".into(),
-            role: Role::Review,
             model: Some("haiku".into()),
-            bead: BeadId::new("cat-1").unwrap(),
             formula: Some("feature".into()),
-            prompt: None,
-            run: vec![],
-            timeout: None,
-            max_fix_iterations: None,
-            tools: None,
-            fixes: None,
-            iteration: None,
-            attempts: 0,
-            counters: Counters::default(),
-            phase: None,
-            next_model: None,
-            reset_to: None,
-            summary: None,
-            hold: None,
+            ..StepMeta::new("review".into(), Role::Review, BeadId::new("cat-1").unwrap())
         };
         let mut m = JsonMap::new();
         m.insert(STEP_META_KEY.into(), serde_json::to_value(&meta).unwrap());

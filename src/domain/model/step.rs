@@ -87,6 +87,34 @@ impl MergeHold {
     }
 }
 
+impl StepMeta {
+    /// The metadata of a new step of `role` named `step` in `bead`'s molecule: no model,
+    /// formula, commands, attempts or counters yet.
+    pub fn new(step: String, role: Role, bead: BeadId) -> StepMeta {
+        StepMeta {
+            step,
+            role,
+            model: None,
+            bead,
+            formula: None,
+            prompt: None,
+            run: Vec::new(),
+            timeout: None,
+            max_fix_iterations: None,
+            tools: None,
+            fixes: None,
+            iteration: None,
+            attempts: 0,
+            counters: Counters::default(),
+            phase: None,
+            next_model: None,
+            reset_to: None,
+            summary: None,
+            hold: None,
+        }
+    }
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }

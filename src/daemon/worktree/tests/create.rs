@@ -117,9 +117,7 @@ fn a_bead_created_after_a_merge_starts_from_the_merged_target() {
     let wa = f.repo.create(&a, "main").expect("create a");
     write(&wa.path.join("a.txt"), "a\n");
     f.commit(&a, "msg");
-    f.repo
-        .merge_into_target(&a, "main", &MergeGuard::none())
-        .expect("merge");
+    f.merge(&a, "main").expect("merge");
     f.repo.remove(&a).expect("remove");
 
     let wb = f.repo.create(&bead("cat-b"), "main").expect("create b");

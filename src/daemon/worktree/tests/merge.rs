@@ -15,10 +15,7 @@ fn merge_fast_forwards_a_target_that_is_not_checked_out() {
     let done = f.commit(&b, "msg");
     assert!(!f.repo.is_merged(&b, "release").expect("is_merged"));
 
-    let outcome = f
-        .repo
-        .merge_into_target(&b, "release", &MergeGuard::none())
-        .expect("merge");
+    let outcome = f.merge(&b, "release").expect("merge");
     assert_eq!(
         outcome,
         MergeOutcome::Merged {
@@ -35,9 +32,7 @@ fn merge_fast_forwards_a_target_that_is_not_checked_out() {
     assert!(f.repo.is_merged(&b, "release").expect("is_merged"));
 
     assert_eq!(
-        f.repo
-            .merge_into_target(&b, "release", &MergeGuard::none())
-            .expect("merge"),
+        f.merge(&b, "release").expect("merge"),
         MergeOutcome::AlreadyMerged
     );
     assert_eq!(CommitId::from(f.tip("release")), done);
@@ -51,10 +46,7 @@ fn merge_into_the_checked_out_target_updates_the_main_working_files() {
     let done = f.commit(&b, "msg");
     write(&f.ws.join("notes.txt"), "a person's untracked notes\n");
 
-    let outcome = f
-        .repo
-        .merge_into_target(&b, "main", &MergeGuard::none())
-        .expect("merge");
+    let outcome = f.merge(&b, "main").expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::Merged { ref to, .. } if *to == done),
         "{outcome:?}"
@@ -73,9 +65,7 @@ fn merge_into_the_checked_out_target_updates_the_main_working_files() {
     );
 
     assert_eq!(
-        f.repo
-            .merge_into_target(&b, "main", &MergeGuard::none())
-            .expect("merge"),
+        f.merge(&b, "main").expect("merge"),
         MergeOutcome::AlreadyMerged
     );
 }
@@ -88,10 +78,7 @@ fn merge_waits_for_a_checked_out_target_with_uncommitted_changes() {
     let before = f.tip("main");
     write(&f.ws.join("README.md"), "a person's unsaved work\n");
 
-    let outcome = f
-        .repo
-        .merge_into_target(&b, "main", &MergeGuard::none())
-        .expect("merge");
+    let outcome = f.merge(&b, "main").expect("merge");
     assert_eq!(
         outcome,
         MergeOutcome::TargetDirty {
@@ -104,10 +91,7 @@ fn merge_waits_for_a_checked_out_target_with_uncommitted_changes() {
 
     // Once the person commits, the target has moved on and the branch must catch up first.
     commit_everything(&f.ws, "person's work");
-    let outcome = f
-        .repo
-        .merge_into_target(&b, "main", &MergeGuard::none())
-        .expect("merge");
+    let outcome = f.merge(&b, "main").expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::NotUpToDate { .. }),
         "{outcome:?}"
@@ -125,10 +109,7 @@ fn merge_waits_for_staged_changes_too() {
     index.add_path(Path::new("staged.txt")).expect("stage");
     index.write().expect("write index");
 
-    let outcome = f
-        .repo
-        .merge_into_target(&b, "main", &MergeGuard::none())
-        .expect("merge");
+    let outcome = f.merge(&b, "main").expect("merge");
     assert_eq!(
         outcome,
         MergeOutcome::TargetDirty {
@@ -150,10 +131,7 @@ fn merge_never_overwrites_an_untracked_or_ignored_file_in_the_way() {
         let before = f.tip("main");
         write(&f.ws.join(".env"), "a person's secrets\n");
 
-        let outcome = f
-            .repo
-            .merge_into_target(&b, "main", &MergeGuard::none())
-            .expect("merge");
+        let outcome = f.merge(&b, "main").expect("merge");
         assert_eq!(
             outcome,
             MergeOutcome::TargetDirty {
@@ -174,10 +152,7 @@ fn merge_refuses_a_branch_that_does_not_contain_the_target() {
     write(&f.ws.join("other.txt"), "other\n");
     let moved = commit_everything(&f.ws, "target moved on");
 
-    let outcome = f
-        .repo
-        .merge_into_target(&b, "main", &MergeGuard::none())
-        .expect("merge");
+    let outcome = f.merge(&b, "main").expect("merge");
     assert_eq!(
         outcome,
         MergeOutcome::NotUpToDate {
@@ -214,10 +189,7 @@ fn merge_after_the_agent_merged_the_target_into_the_branch() {
     );
     assert_eq!(agent.state(), git2::RepositoryState::Clean);
 
-    let outcome = f
-        .repo
-        .merge_into_target(&b, "main", &MergeGuard::none())
-        .expect("merge");
+    let outcome = f.merge(&b, "main").expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::Merged { .. }),
         "{outcome:?}"
@@ -238,10 +210,7 @@ fn merge_finishes_after_a_crash_between_checkout_and_ref_move() {
         .expect("checkout");
     assert!(!tracked_changes(&f.ws).is_empty());
 
-    let outcome = f
-        .repo
-        .merge_into_target(&b, "main", &MergeGuard::none())
-        .expect("merge");
+    let outcome = f.merge(&b, "main").expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::Merged { .. }),
         "{outcome:?}"
@@ -263,10 +232,7 @@ fn merge_finishes_a_checkout_killed_after_writing_files_and_before_the_index() {
     write(&f.ws.join("hello.txt"), "hi\n");
     write(&f.ws.join("old.txt"), "changed by the bead\n");
 
-    let outcome = f
-        .repo
-        .merge_into_target(&b, "main", &MergeGuard::none())
-        .expect("merge");
+    let outcome = f.merge(&b, "main").expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::Merged { .. }),
         "{outcome:?}"
@@ -280,10 +246,7 @@ fn merge_finishes_a_checkout_killed_after_writing_files_and_before_the_index() {
     write(&wt.path.join("new.txt"), "from the bead\n");
     f.commit(&c, "msg");
     write(&f.ws.join("new.txt"), "a person's\n");
-    let outcome = f
-        .repo
-        .merge_into_target(&c, "main", &MergeGuard::none())
-        .expect("merge");
+    let outcome = f.merge(&c, "main").expect("merge");
     assert_eq!(
         outcome,
         MergeOutcome::TargetDirty {
@@ -305,10 +268,7 @@ fn a_resumed_merge_overwrites_a_file_the_kill_cut_short_and_nothing_else() {
     write(&f.ws.join("new.txt"), "");
     let restart = std::time::SystemTime::now() + std::time::Duration::from_secs(1);
 
-    let outcome = f
-        .repo
-        .merge_into_target(&b, "main", &MergeGuard::none())
-        .expect("merge");
+    let outcome = f.merge(&b, "main").expect("merge");
     assert_eq!(
         outcome,
         MergeOutcome::TargetDirty {
@@ -355,20 +315,14 @@ fn merge_updates_a_target_checked_out_in_a_persons_own_worktree() {
     write(&wt.path.join("hello.txt"), "hi\n");
     f.commit(&b, "msg");
     write(&theirs.join("README.md"), "unsaved\n");
-    let outcome = f
-        .repo
-        .merge_into_target(&b, "release", &MergeGuard::none())
-        .expect("merge");
+    let outcome = f.merge(&b, "release").expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::TargetDirty { .. }),
         "{outcome:?}"
     );
 
     write(&theirs.join("README.md"), "hello\n");
-    let outcome = f
-        .repo
-        .merge_into_target(&b, "release", &MergeGuard::none())
-        .expect("merge");
+    let outcome = f.merge(&b, "release").expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::Merged { .. }),
         "{outcome:?}"
@@ -395,7 +349,7 @@ fn a_change_to_workflow_files_is_held_until_its_tip_is_approved() {
     let planted = f.commit(&b, "plant a formula");
     let before = f.tip("main");
     let guard = |approved: Option<CommitId>| MergeGuard {
-        files: Some(crate::domain::workflow::WorkflowFiles::default()),
+        files: Some(Default::default()),
         approved,
     };
 
@@ -448,7 +402,7 @@ fn a_change_outside_the_workflow_files_merges_without_an_approval() {
     write(&wt.path.join("hello.txt"), "hi\n");
     let done = f.commit(&b, "msg");
     let guard = MergeGuard {
-        files: Some(crate::domain::workflow::WorkflowFiles::default()),
+        files: Some(Default::default()),
         approved: None,
     };
     let outcome = f.repo.merge_into_target(&b, "main", &guard).expect("merge");

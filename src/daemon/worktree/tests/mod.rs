@@ -60,6 +60,12 @@ impl Fixture {
     fn tip(&self, branch: &str) -> Oid {
         tip(&self.ws, branch)
     }
+
+    /// Merges `bead` into `target` with no workflow files to hold for.
+    fn merge(&self, bead: &BeadId, target: &str) -> Result<MergeOutcome, GitError> {
+        self.repo
+            .merge_into_target(bead, target, &MergeGuard::none())
+    }
 }
 
 fn bead(id: &str) -> BeadId {
@@ -193,9 +199,6 @@ fn errors_name_what_was_missing() {
         err.to_string(),
         "bead `cat-9` has no branch `catalyst/cat-9`"
     );
-    let err = f
-        .repo
-        .merge_into_target(&b, "main", &MergeGuard::none())
-        .expect_err("no branch");
+    let err = f.merge(&b, "main").expect_err("no branch");
     assert!(matches!(err, GitError::NoBranch { .. }), "{err}");
 }

@@ -410,4 +410,20 @@ mod tests {
                 .unwrap_err();
         assert!(err.to_string().contains("nope"), "{err}");
     }
+
+    #[test]
+    fn every_listed_kind_is_an_event_type_and_its_own_kind() {
+        let mut seen = std::collections::HashSet::new();
+        for kind in EventBody::KINDS {
+            assert!(seen.insert(kind), "`{kind}` is listed twice");
+            // Fields are missing, but the type is known: serde names the field, not the type.
+            let err = serde_json::from_value::<EventBody>(serde_json::json!({ "type": kind }))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(!err.contains("unknown variant"), "`{kind}`: {err}");
+        }
+        let stopping = EventBody::DaemonStopping { reason: None };
+        assert!(EventBody::KINDS.contains(&stopping.kind()));
+    }
 }

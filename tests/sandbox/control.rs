@@ -1,15 +1,19 @@
 //! The control socket: an agent reaches only its own attempt's hooks, never a person's methods.
 
-use catalyst::protocol::BeadInput;
-use catalyst_testkit::{bead, TestDaemon};
+use catalyst_testkit::{bead, gated_bead, TestDaemon};
 use serde_json::json;
 
 use crate::MAIN_CHECKOUT;
 
 /// Sends one request line on `$CATALYST_SOCKET` and prints the answers (hello, then reply).
 fn raw_request(line: &str) -> String {
+    request_from(&format!("{line:?}"))
+}
+
+/// [`raw_request`] for a line that the Python expression `line` makes inside the agent.
+fn request_from(line: &str) -> String {
     let script = format!(
-        "import os, socket; s = socket.socket(socket.AF_UNIX); s.connect(os.environ['CATALYST_SOCKET']); f = s.makefile('rw'); f.write({line:?} + '\\n'); f.flush(); print(f.readline().strip()); print(f.readline().strip())"
+        "import json, os, socket; s = socket.socket(socket.AF_UNIX); s.connect(os.environ['CATALYST_SOCKET']); f = s.makefile('rw'); f.write({line} + '\\n'); f.flush(); print(f.readline().strip()); print(f.readline().strip())"
     );
     format!("python3 -c {}", shell_quote(&script))
 }
@@ -26,10 +30,13 @@ async fn an_agent_cannot_approve_a_waiting_bead_or_stop_the_daemon() {
     let approve = json!({"id": 1, "method": "approve", "params": {"id": "cat-gated"}}).to_string();
     let shutdown = json!({"id": 2, "method": "shutdown"}).to_string();
     let other_hook = json!({"id": 3, "method": "hook", "params": {"step": "cat-gated.approve", "event": "PreToolUse", "payload": {}}}).to_string();
+    // A refused connection is the daemon's own record; the agent may not forge one.
+    let forged = "json.dumps({'id': 4, 'method': 'hook', 'params': {'step': os.environ['CATALYST_STEP'], 'event': 'NetworkRefused', 'payload': {'target': 'forged:1'}}})";
     let commands = [
         raw_request(&approve),
         raw_request(&shutdown),
         raw_request(&other_hook),
+        request_from(forged),
         format!(
             "{} ctl --workspace {MAIN_CHECKOUT} approve cat-gated",
             catalyst_testkit::catalyst_bin().display()
@@ -41,15 +48,7 @@ async fn an_agent_cannot_approve_a_waiting_bead_or_stop_the_daemon() {
         crate::implement_runs(&commands)
     );
     let daemon = TestDaemon::start(&scenario, "").await;
-    let metadata = json!({"formula_vars": {"test_command": "true"}});
-    daemon
-        .submit(BeadInput {
-            id: Some("cat-gated".into()),
-            formula: Some("gated".into()),
-            metadata: metadata.as_object().cloned(),
-            ..bead("Waits for a person")
-        })
-        .await;
+    daemon.submit(gated_bead("cat-gated", "true")).await;
     daemon
         .wait_for("the approval to wait", |e| {
             e["type"] == "gate.waiting" && e["step"] == "cat-gated.approve"
@@ -63,20 +62,21 @@ async fn an_agent_cannot_approve_a_waiting_bead_or_stop_the_daemon() {
         .find(|i| i.bead.as_deref() == Some(id.as_str()) && i.role() == "implement")
         .expect("the second bead's agent ran")
         .shell;
-    for s in &shell[..3] {
+    for s in &shell[..4] {
         assert!(s.output.contains("\"forbidden\""), "{s:?}");
     }
     // The daemon's own socket is not in the sandbox at all.
-    assert_ne!(shell[3].exit_code, Some(0), "{shell:?}");
-    assert!(shell[3].output.contains("no socket"), "{shell:?}");
+    assert_ne!(shell[4].exit_code, Some(0), "{shell:?}");
+    assert!(shell[4].output.contains("no socket"), "{shell:?}");
     // Still waiting for a person, and the daemon still answers.
     let shown = daemon.show("cat-gated").await;
     assert_eq!(shown["bead"]["status"], "in_progress", "{shown}");
-    let approvals = daemon
-        .events()
-        .await
-        .into_iter()
-        .filter(|e| e["type"] == "gate.passed" && e["step"] == "cat-gated.approve")
-        .count();
-    assert_eq!(approvals, 0);
+    let events = daemon.events().await;
+    let approved = |e: &&catalyst_testkit::Event| {
+        e["type"] == "gate.passed" && e["step"] == "cat-gated.approve"
+    };
+    assert_eq!(events.iter().filter(approved).count(), 0);
+    let forged =
+        |e: &&catalyst_testkit::Event| e["type"] == "agent.tool" && e["target"] == "forged:1";
+    assert_eq!(events.iter().filter(forged).count(), 0);
 }

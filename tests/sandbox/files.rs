@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use catalyst_testkit::{bead, TestDaemon};
+
 use crate::{attempt, MAIN_CHECKOUT, STATE};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,17 +33,38 @@ async fn the_main_checkout_keeps_uncommitted_work_and_its_branch() {
     if crate::skip() {
         return;
     }
-    let (daemon, shell) = attempt(&[
-        &format!("echo planted > {MAIN_CHECKOUT}/planted.txt"),
-        &format!("git -C {MAIN_CHECKOUT} reset --hard"),
-        &format!("git -C {MAIN_CHECKOUT} commit --allow-empty -m sneaked"),
-    ])
-    .await;
+    let commands = [
+        format!("echo planted > {MAIN_CHECKOUT}/planted.txt"),
+        format!("git -C {MAIN_CHECKOUT} reset --hard"),
+        format!("git -C {MAIN_CHECKOUT} commit --allow-empty -m sneaked"),
+        // The agent's own commit, then a merge of it into the main checkout's branch.
+        format!(
+            "git commit -q --allow-empty -m unreviewed; git -C {MAIN_CHECKOUT} merge -q --no-edit \"$(git rev-parse HEAD)\""
+        ),
+    ];
+    let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let daemon = TestDaemon::start(&crate::implement_runs(&commands), "").await;
+    // A person's edit, not committed: `reset --hard` would throw it away.
+    let readme = daemon.repo.join("README.md");
+    std::fs::write(&readme, "# a person's unsaved edit\n").expect("edit README.md");
+    let main_before = daemon.main_log();
+    let id = daemon.submit(bead("Try to get out")).await;
+    let implement = format!("{id}.implement");
+    daemon
+        .wait_for("the implement attempt to end", |e| {
+            e["type"] == "step.finished" && e["step"] == implement.as_str()
+        })
+        .await;
+    let shell = crate::implement_shell(&daemon, commands.len());
+    assert_eq!(
+        std::fs::read_to_string(&readme).expect("README.md"),
+        "# a person's unsaved edit\n",
+        "{shell:?}"
+    );
     // The write may land in the sandbox's own empty folders (a checkout under `/tmp` is
     // covered by the private `/tmp`) or fail; either way the real checkout never sees it.
     assert!(!daemon.repo.join("planted.txt").exists(), "{shell:?}");
-    let log = daemon.main_log();
-    assert!(!log.iter().any(|l| l.contains("sneaked")), "{log:?}");
+    assert_eq!(daemon.main_log(), main_before, "{shell:?}");
     assert!(
         shell[1..].iter().all(|s| s.exit_code != Some(0)),
         "{shell:?}"

@@ -83,7 +83,9 @@ pub fn lock(paths: &Paths) -> Result<Lock, DaemonError> {
     // The lock belongs to the open file, which a child shares from `fork` until its `exec`
     // closes it: a daemon killed while it was starting an agent leaves the lock held for the
     // moment that child takes to exec or die. So a lock whose recorded holder is gone is
-    // waited for, briefly; a lock whose holder lives is refused at once.
+    // waited for, briefly; a lock whose holder lives is refused at once. A holder that is this
+    // very process is a daemon that ran here before (an in-process restart): its lock is held
+    // only by a child it was starting, so it is waited for too.
     let deadline = std::time::Instant::now() + LOCK_WAIT;
     loop {
         match file.try_lock() {
@@ -92,7 +94,8 @@ pub fn lock(paths: &Paths) -> Result<Lock, DaemonError> {
                 let mut pid = String::new();
                 let _ = file.rewind().and_then(|()| file.read_to_string(&mut pid));
                 let pid = pid.trim().to_owned();
-                if alive(&pid) || std::time::Instant::now() >= deadline {
+                let ours = pid == std::process::id().to_string();
+                if (alive(&pid) && !ours) || std::time::Instant::now() >= deadline {
                     return Err(DaemonError::Locked {
                         pid,
                         workspace: paths.workspace.display().to_string(),

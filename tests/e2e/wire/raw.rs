@@ -174,9 +174,10 @@ fn mask_text(line: &str) -> String {
         let bare = word.trim_matches(|c: char| "`(),:".contains(c));
         let previous = if i > 0 { words[i - 1] } else { "" };
         let next = words.get(i + 1).copied().unwrap_or("");
+        // A short commit id may be all digits: beside `->` (a merge's `from -> to`) it is one.
         let hex = bare.len() >= 7
             && bare.chars().all(|c| c.is_ascii_hexdigit())
-            && bare.chars().any(|c| c.is_ascii_alphabetic());
+            && (bare.chars().any(|c| c.is_ascii_alphabetic()) || previous == "->" || next == "->");
         let digits = !bare.is_empty() && bare.chars().all(|c| c.is_ascii_digit());
         let clock = bare.len() >= 8
             && bare.as_bytes()[bare.len() - 3] == b':'

@@ -13,7 +13,7 @@ use crate::daemon::Paths;
 use crate::domain::event::BeadPatch;
 use crate::protocol::{
     ApproveParams, BeadInput, BeadList, CloseParams, CommentParams, IdParams, ListParams, LogLine,
-    LogsParams, Method, PauseParams, RejectParams, ShowAnswer, ShowParams, StatusAnswer,
+    LogsParams, Method, PauseParams, RejectParams, ShowAnswer, ShowParams,
     StreamLine, Submitted, SubscribeParams, UpdateParams,
 };
 
@@ -108,11 +108,14 @@ pub enum CtlCommand {
     },
     /// Stop dispatching (everything, or one model).
     Pause {
+        /// Pause only this model.
         #[arg(long)]
         model: Option<String>,
     },
-    /// Resume dispatching.
+    /// Resume dispatching: what `pause` stopped, and a pause after a refused key, an
+    /// unreachable API or a step the daemon could not prepare (or one model with --model).
     Resume {
+        /// Resume only this model (paused by `pause --model` or after a usage limit).
         #[arg(long)]
         model: Option<String>,
     },
@@ -262,6 +265,12 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
         CtlCommand::Watch => {
             return Ok(crate::cli::live::run(client, &args.socket(), out).await?);
         }
+        CtlCommand::Status if !args.json => {
+            let status = client.status().await?;
+            let recent = recent_events(&mut client, status.seq, STATUS_EVENTS).await?;
+            out.write_all(render_status(&status, &recent).as_bytes())?;
+            return Ok(());
+        }
         other => method_for(other)?,
     };
     let result = client.call(&method).await?;
@@ -282,7 +291,6 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
 fn render(method: &Method, result: serde_json::Value) -> Result<String, ClientError> {
     let name = method.name();
     Ok(match method {
-        Method::Status => render_status(&answer_as::<StatusAnswer>(name, result)?),
         Method::Ready | Method::List(_) => render_list(&answer_as::<BeadList>(name, result)?.beads),
         Method::Show(_) => render_show(&answer_as::<ShowAnswer>(name, result)?),
         Method::Submit(_) => {
@@ -416,6 +424,30 @@ async fn events(
         out.flush()?;
     }
     Ok(())
+}
+
+/// How many of the last events `ctl status` shows.
+const STATUS_EVENTS: u64 = 10;
+
+/// The last `count` events up to `seq`, oldest first.
+pub(crate) async fn recent_events(
+    client: &mut Client,
+    seq: u64,
+    count: u64,
+) -> Result<Vec<crate::domain::event::Event>, ClientError> {
+    client
+        .subscribe(SubscribeParams {
+            since: Some(seq.saturating_sub(count)),
+            bead: None,
+            types: None,
+            follow: false,
+        })
+        .await?;
+    let mut events = Vec::new();
+    while let Some(StreamLine::Event(event)) = client.next_event().await? {
+        events.push(*event);
+    }
+    Ok(events)
 }
 
 async fn logs(client: &mut Client, out: &mut impl Write, p: LogsParams) -> Result<(), CtlError> {

@@ -16,6 +16,7 @@ pub mod fswatch;
 pub mod load;
 pub mod netproxy;
 pub mod paths;
+pub mod preflight;
 pub mod resolver;
 pub mod rundir;
 pub mod runner;
@@ -188,6 +189,12 @@ pub async fn run(
         "store recovered"
     );
     let repo = Repo::open(&paths.workspace, &paths.worktrees())?;
+    let (workspace, target, profile) = (
+        paths.workspace.clone(),
+        loaded.config.target_branch.clone(),
+        loaded.config.profile().ok(),
+    );
+    tokio::task::spawn_blocking(move || preflight::log(&workspace, &target, profile.as_ref()));
     let tracker = TaskTracker::new();
     let beads_file = loaded.config.beads.watch.clone();
     let (engine, handle, rx) = Engine::new(paths.clone(), store, loaded, repo, tracker.clone());

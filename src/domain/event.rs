@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::domain::agent::unavailable::{PauseScope, Unavailable};
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Comment, Counters, Dependency, JsonMap, Phase, Status};
 use crate::domain::result::{ResultStatus, Verdict};
@@ -209,6 +210,17 @@ pub enum EventBody {
         until: Timestamp,
         reason: String,
     },
+    /// A failure no retry of the step can fix (a refused key, an unreachable API, an agent that
+    /// cannot run, a step the daemon cannot prepare): no step of `scope` starts until `until`
+    /// or a person's `resume`. `help` says what a person can do.
+    #[serde(rename = "dispatch.paused")]
+    DispatchPaused {
+        scope: PauseScope,
+        cause: Unavailable,
+        until: Timestamp,
+        reason: String,
+        help: String,
+    },
     #[serde(rename = "daemon.started")]
     DaemonStarted { pid: u32, version: String },
     #[serde(rename = "daemon.stopping")]
@@ -220,7 +232,7 @@ pub enum EventBody {
 
 impl EventBody {
     /// Every event's `type` name, in the order of [`EventBody`].
-    pub const KINDS: [&'static str; 24] = [
+    pub const KINDS: [&'static str; 25] = [
         "bead.created",
         "bead.updated",
         "bead.status",
@@ -243,6 +255,7 @@ impl EventBody {
         "worktree.removed",
         "agent.tool",
         "model.paused",
+        "dispatch.paused",
         "daemon.started",
         "daemon.stopping",
     ];
@@ -272,6 +285,7 @@ impl EventBody {
             EventBody::WorktreeRemoved { .. } => "worktree.removed",
             EventBody::AgentTool { .. } => "agent.tool",
             EventBody::ModelPaused { .. } => "model.paused",
+            EventBody::DispatchPaused { .. } => "dispatch.paused",
             EventBody::DaemonStarted { .. } => "daemon.started",
             EventBody::DaemonStopping { .. } => "daemon.stopping",
         }
@@ -302,6 +316,7 @@ impl EventBody {
             | EventBody::WorktreeRemoved { bead }
             | EventBody::AgentTool { bead, .. } => Some(bead),
             EventBody::ModelPaused { .. }
+            | EventBody::DispatchPaused { .. }
             | EventBody::DaemonStarted { .. }
             | EventBody::DaemonStopping { .. } => None,
         }

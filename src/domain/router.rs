@@ -15,6 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::model::{Counters, Role};
 use crate::domain::result::{Malformed, ResultStatus, StepResult, Verdict};
 
@@ -89,6 +90,9 @@ pub enum Outcome {
     Failed { reason: String },
     /// The agent reported a rate or usage limit.
     UsageLimit { reason: String },
+    /// A failure no retry of the step can fix: a refused key, an unreachable API, an agent
+    /// that cannot run as configured, a step the daemon could not prepare.
+    Unavailable { cause: Unavailable, reason: String },
     /// Every gate command succeeded.
     GatePassed,
     /// A gate command failed; `output` is what the fix agent needs to see (already capped by
@@ -108,6 +112,7 @@ impl Outcome {
             Outcome::Malformed { .. } => "malformed agent output",
             Outcome::Failed { .. } => "a failure",
             Outcome::UsageLimit { .. } => "a usage limit",
+            Outcome::Unavailable { .. } => "an unavailable agent",
             Outcome::GatePassed => "a gate pass",
             Outcome::GateFailed { .. } => "a gate failure",
             Outcome::Approved { .. } => "an approval",
@@ -179,8 +184,9 @@ pub enum Decision {
         model: String,
         reason: String,
     },
-    /// Queue the step again without counting an attempt, and pause the step's model with
-    /// backoff (the engine owns the clock, so it picks the delay).
+    /// Queue the step again without counting an attempt, and pause the step's model (a usage
+    /// limit) or dispatching (an unavailable agent) with backoff (the engine owns the clock,
+    /// so it picks the delay).
     Requeue { reason: String },
     /// Mark the step and its work bead blocked, with `reason` as the comment.
     Block { cause: BlockCause, reason: String },
@@ -203,7 +209,8 @@ pub enum Decision {
 ///   reason as the instructions.
 /// - malformed output or a failure → [`Decision::Retry`] while fewer than `max_attempts`
 ///   attempts have failed, then one [`Decision::Escalate`], then [`Decision::Block`].
-/// - a usage limit → [`Decision::Requeue`].
+/// - a usage limit, or a failure no retry can fix ([`Outcome::Unavailable`]) →
+///   [`Decision::Requeue`].
 pub fn route(
     role: Role,
     outcome: &Outcome,
@@ -213,9 +220,11 @@ pub fn route(
 ) -> Decision {
     let max_fix = step_max_fix_iterations.unwrap_or(config.max_fix_iterations);
     match outcome {
-        Outcome::UsageLimit { reason } => Decision::Requeue {
-            reason: reason.clone(),
-        },
+        Outcome::UsageLimit { reason } | Outcome::Unavailable { reason, .. } => {
+            Decision::Requeue {
+                reason: reason.clone(),
+            }
+        }
         Outcome::Failed { reason } => retry(counters, config, reason.clone()),
         Outcome::Malformed { reason } if role.is_agent() => retry(counters, config, reason.clone()),
         Outcome::Finished {

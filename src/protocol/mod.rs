@@ -32,7 +32,7 @@ pub use request::{
     parse_request, ConnectionMethod, EngineRequest, Method, Request, Route, METHODS,
 };
 pub use response::{
-    Approved, BeadList, BeadSummary, Cancelled, Commented, Exported, HeldMerge, HookAnswer,
+    Approved, BeadList, BeadSummary, BlockedBead, DispatchHold, ModelPauseView, Cancelled, Commented, Exported, HeldMerge, HookAnswer,
     HookDecision, Imported, PauseState, Rejected, Reloaded, Response, Retried, RunningStep,
     StatusAnswer, StatusChanged, Stopping, Submitted, Updated,
 };

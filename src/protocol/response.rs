@@ -12,6 +12,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::error::RpcError;
+use crate::domain::agent::unavailable::{PauseScope, Unavailable};
 use crate::domain::beads::import::ImportReport;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Status};
@@ -75,6 +76,15 @@ pub struct StatusAnswer {
     pub active: Vec<BeadSummary>,
     /// Work beads by status.
     pub beads: BTreeMap<String, u64>,
+    /// Blocked work beads, the latest first, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<BlockedBead>,
+    /// Dispatching held back after a failure no retry fixes, with what to do about it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holds: Vec<DispatchHold>,
+    /// The paused models of `paused_models`, with why and until when.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model_pauses: Vec<ModelPauseView>,
     pub paused: bool,
     pub paused_models: Vec<String>,
     pub pid: u32,
@@ -92,6 +102,34 @@ pub struct StatusAnswer {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held_merges: Vec<HeldMerge>,
     pub workspace: PathBuf,
+}
+
+/// A blocked work bead in `status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockedBead {
+    pub id: BeadId,
+    pub title: String,
+    /// The daemon's last `BLOCKED` comment, or the reason a person gave.
+    pub reason: Option<String>,
+}
+
+/// Dispatching held back (see the `dispatch.paused` event).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DispatchHold {
+    pub scope: PauseScope,
+    pub cause: Unavailable,
+    pub reason: String,
+    pub help: String,
+    pub until: Timestamp,
+}
+
+/// A paused model.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelPauseView {
+    pub model: String,
+    pub reason: String,
+    /// `None` when a person paused it (until they resume it).
+    pub until: Option<Timestamp>,
 }
 
 /// A merge that waits for a person because the bead's change touches workflow files.

@@ -12,8 +12,11 @@ use crate::domain::id::BeadId;
 use crate::domain::model::Status;
 use crate::protocol::{BeadList, StatusAnswer};
 
-/// Events kept for the bottom of the screen.
-const RECENT: usize = 8;
+/// Events kept for the bottom of the screen: as many as a tall terminal shows.
+pub const HISTORY: usize = 200;
+
+/// The fewest events shown, however short the terminal.
+const MIN_EVENTS: usize = 3;
 
 #[derive(Debug, Clone, PartialEq)]
 struct Work {
@@ -76,6 +79,8 @@ pub struct Board {
     running: BTreeMap<String, Run>,
     approvals: BTreeSet<String>,
     recent: VecDeque<String>,
+    /// The seq of the last event listed.
+    listed: Option<u64>,
 }
 
 impl Board {
@@ -149,15 +154,18 @@ impl Board {
         }
     }
 
-    /// Folds one event.
+    /// Folds one event. An event the starting point already covers is only listed: the view
+    /// opens with the history before it.
     pub fn apply(&mut self, e: &Event) {
-        if e.seq <= self.seq {
+        if e.seq > self.seq {
+            self.seq = e.seq;
+            self.fold(e);
+        } else if self.listed.is_some_and(|last| e.seq <= last) {
             return;
         }
-        self.seq = e.seq;
-        self.fold(e);
+        self.listed = Some(e.seq);
         self.recent.push_back(render_event(e));
-        while self.recent.len() > RECENT {
+        while self.recent.len() > HISTORY {
             self.recent.pop_front();
         }
     }
@@ -256,9 +264,16 @@ impl Board {
         };
         let mut work: Vec<(&String, &Work)> = self.work.iter().collect();
         work.sort_by_key(|(id, w)| (order(&w.status), (*id).clone()));
-        let budget = height.saturating_sub(lines.len() + 6 + self.running.len() + RECENT);
+        // Beads take up to half the lines the fixed parts leave; the events fill the rest.
+        let approvals = if self.approvals.is_empty() {
+            0
+        } else {
+            self.approvals.len() + 2
+        };
+        let free = height.saturating_sub(lines.len() + 5 + self.running.len() + approvals);
+        let shown = work.len().min((free / 2).max(3));
         lines.push(format!("BEADS ({})", self.work.len()));
-        for (id, w) in work.iter().take(budget.max(3)) {
+        for (id, w) in work.iter().take(shown) {
             let (done, total) = w.progress();
             lines.push(format!(
                 "  {id:<14} {:<12} {:<20} {:<10} {}",
@@ -290,7 +305,9 @@ impl Board {
         }
         lines.push(String::new());
         lines.push("EVENTS".to_owned());
-        for e in &self.recent {
+        let room = height.saturating_sub(lines.len()).max(MIN_EVENTS);
+        let skip = self.recent.len().saturating_sub(room);
+        for e in self.recent.iter().skip(skip) {
             lines.push(format!("  {}", e.trim_start()));
         }
         lines.truncate(height);
@@ -337,6 +354,9 @@ mod tests {
         StatusAnswer {
             active: vec![],
             beads: BTreeMap::new(),
+            blocked: vec![],
+            holds: vec![],
+            model_pauses: vec![],
             paused: false,
             paused_models: vec![],
             pid: 7,

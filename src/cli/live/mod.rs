@@ -101,7 +101,8 @@ pub async fn run(
     let mut events = Client::connect(socket).await?;
     events
         .subscribe(SubscribeParams {
-            since: Some(board.seq),
+            // The view opens with the recent history, not an empty list.
+            since: Some(board.seq.saturating_sub(board::HISTORY as u64)),
             bead: None,
             types: None,
             follow: true,

@@ -39,6 +39,7 @@ fn subject(body: &EventBody) -> String {
         | B::MergeConflict { bead, .. }
         | B::WorktreeRemoved { bead } => bead.to_string(),
         B::ModelPaused { model, .. } => model.clone(),
+        B::DispatchPaused { scope, cause, .. } => format!("{scope} ({cause})"),
         B::DaemonStarted { .. } | B::DaemonStopping { .. } => String::new(),
     }
 }
@@ -119,7 +120,8 @@ fn detail(body: &EventBody) -> String {
         B::StepRetry { reason, .. }
         | B::StepEscalated { reason, .. }
         | B::MergeConflict { reason, .. }
-        | B::ModelPaused { reason, .. } => first_line(reason),
+        | B::ModelPaused { reason, .. }
+        | B::DispatchPaused { reason, .. } => first_line(reason),
         B::DaemonStopping { reason } => reason.as_deref().map(first_line).unwrap_or_default(),
         B::GateFailed { output, .. } => first_line(output),
         B::BeadUpdated { .. }

@@ -2,12 +2,14 @@
 //! progress bars.
 
 mod event;
+mod status;
 
 use serde_json::Value;
 
 pub use event::render_event;
+pub use status::render_status;
 
-use crate::protocol::{BeadSummary, RunFiles, RunRecord, ShowAnswer, StatusAnswer, StepView};
+use crate::protocol::{BeadSummary, RunFiles, RunRecord, ShowAnswer, StepView};
 
 /// A small answer on one line: `key: value, …`, strings without their quotes.
 pub fn compact(v: &Value) -> String {
@@ -69,49 +71,6 @@ pub fn render_list(beads: &[BeadSummary]) -> String {
             b.title,
         ));
     }
-    out
-}
-
-pub fn render_status(s: &StatusAnswer) -> String {
-    let mut out = format!(
-        "catalystd {} (pid {}) on {}\nseq {}  ready {}  running {}{}{}\n",
-        s.version,
-        s.pid,
-        s.workspace.display(),
-        s.seq,
-        s.ready,
-        s.running.len(),
-        if s.paused { "  PAUSED" } else { "" },
-        s.storage_error
-            .as_ref()
-            .map(|e| format!("\nSTORAGE ERROR: {e}"))
-            .unwrap_or_default(),
-    );
-    let parts: Vec<String> = s.beads.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    out.push_str(&format!("beads: {}\n", parts.join(", ")));
-    for r in &s.running {
-        out.push_str(&format!(
-            "  running {} attempt {} ({}) for {}s\n",
-            r.step,
-            r.attempt,
-            r.model.as_deref().unwrap_or("gate"),
-            r.elapsed_ms / 1000
-        ));
-    }
-    for w in &s.waiting_approval {
-        match s.held_merges.iter().find(|h| h.step == *w) {
-            Some(h) => out.push_str(&format!(
-                "  waiting for approval: {w}: its change touches workflow files: {}\n    see it: git diff HEAD...{}   approve: catalyst ctl approve {}   send back: catalyst ctl reject {} --reason \"…\"\n",
-                h.files.join(", "),
-                h.commit.get(..12).unwrap_or(&h.commit),
-                h.bead,
-                h.bead
-            )),
-            None => out.push_str(&format!("  waiting for approval: {w}\n")),
-        }
-    }
-    out.push('\n');
-    out.push_str(&render_list(&s.active));
     out
 }
 

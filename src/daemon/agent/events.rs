@@ -9,6 +9,8 @@ use super::output::{Consumer, LineSplitter, Tail};
 use crate::domain::agent::claude::Claude;
 use crate::domain::agent::codex::Codex;
 use crate::domain::agent::limits;
+use crate::domain::agent::unavailable::{self, Hindrance};
+use tokio_util::sync::CancellationToken;
 use crate::domain::agent::profile::OutputFormat;
 pub(crate) use crate::domain::agent::stream::Parsed;
 
@@ -22,8 +24,13 @@ const MAX_STDERR_LINE: usize = 64 * 1024;
 /// The most of a `text` agent's output kept in memory for when its output passes the cap.
 pub const TEXT_TAIL: usize = 1024 * 1024;
 
-/// Reads stdout as it arrives.
-pub(crate) enum StdoutParser {
+/// Reads stdout as it arrives, and fires `hopeless` when it shows a failure no retry fixes.
+pub(crate) struct StdoutParser {
+    format: Format,
+    hopeless: CancellationToken,
+}
+
+enum Format {
     Claude(LineSplitter, Claude),
     Codex(LineSplitter, Codex),
     /// The final message is read back from the stdout file at the end; the tail stands in
@@ -32,34 +39,33 @@ pub(crate) enum StdoutParser {
 }
 
 impl StdoutParser {
-    pub(crate) fn new(format: OutputFormat, cap: u64) -> StdoutParser {
-        match format {
+    pub(crate) fn new(format: OutputFormat, cap: u64, hopeless: CancellationToken) -> StdoutParser {
+        let format = match format {
             OutputFormat::ClaudeStreamJson => {
-                StdoutParser::Claude(LineSplitter::new(MAX_LINE), Claude::default())
+                Format::Claude(LineSplitter::new(MAX_LINE), Claude::default())
             }
-            OutputFormat::CodexJson => {
-                StdoutParser::Codex(LineSplitter::new(MAX_LINE), Codex::default())
-            }
+            OutputFormat::CodexJson => Format::Codex(LineSplitter::new(MAX_LINE), Codex::default()),
             OutputFormat::Text => {
                 let max = usize::try_from(cap).unwrap_or(usize::MAX).min(TEXT_TAIL);
-                StdoutParser::Text(Tail::new(max))
+                Format::Text(Tail::new(max))
             }
-        }
+        };
+        StdoutParser { format, hopeless }
     }
 
     /// What the JSON formats found. For `text`, `Parsed` is empty and the tail is returned for
     /// the caller to use when the stdout file was truncated.
     pub(crate) fn finish(self) -> (Parsed, Option<Tail>) {
-        match self {
-            StdoutParser::Claude(lines, claude) => {
+        match self.format {
+            Format::Claude(lines, claude) => {
                 log_oversized(&lines);
                 (claude.finish(), None)
             }
-            StdoutParser::Codex(lines, codex) => {
+            Format::Codex(lines, codex) => {
                 log_oversized(&lines);
                 (codex.finish(), None)
             }
-            StdoutParser::Text(tail) => (Parsed::default(), Some(tail)),
+            Format::Text(tail) => (Parsed::default(), Some(tail)),
         }
     }
 }
@@ -76,35 +82,40 @@ fn log_oversized(lines: &LineSplitter) {
 
 impl Consumer for StdoutParser {
     fn feed(&mut self, chunk: &[u8]) {
-        match self {
-            StdoutParser::Claude(lines, claude) => {
+        match &mut self.format {
+            Format::Claude(lines, claude) => {
                 lines.feed(chunk, &mut |l| claude.line(&String::from_utf8_lossy(l)));
+                if claude.hopeless.is_some() {
+                    self.hopeless.cancel();
+                }
             }
-            StdoutParser::Codex(lines, codex) => {
+            Format::Codex(lines, codex) => {
                 lines.feed(chunk, &mut |l| codex.line(&String::from_utf8_lossy(l)));
             }
-            StdoutParser::Text(tail) => tail.feed(chunk),
+            Format::Text(tail) => tail.feed(chunk),
         }
     }
 
     fn end(&mut self) {
-        match self {
-            StdoutParser::Claude(lines, claude) => {
+        match &mut self.format {
+            Format::Claude(lines, claude) => {
                 lines.end(&mut |l| claude.line(&String::from_utf8_lossy(l)));
             }
-            StdoutParser::Codex(lines, codex) => {
+            Format::Codex(lines, codex) => {
                 lines.end(&mut |l| codex.line(&String::from_utf8_lossy(l)));
             }
-            StdoutParser::Text(_) => {}
+            Format::Text(_) => {}
         }
     }
 }
 
-/// Watches stderr for a limit notice: agent CLIs that fail before producing events (an
-/// exhausted quota at start-up) say why there.
+/// Watches stderr for a limit notice or a failure no retry fixes: agent CLIs that fail before
+/// producing events (an exhausted quota, a missing key, a sandbox that cannot find the
+/// program) say why there.
 pub(crate) struct StderrScanner {
     lines: LineSplitter,
     pub(crate) usage_limit: Option<String>,
+    pub(crate) unavailable: Option<Hindrance>,
 }
 
 impl StderrScanner {
@@ -112,24 +123,29 @@ impl StderrScanner {
         StderrScanner {
             lines: LineSplitter::new(MAX_STDERR_LINE),
             usage_limit: None,
+            unavailable: None,
         }
     }
 }
 
 impl Consumer for StderrScanner {
     fn feed(&mut self, chunk: &[u8]) {
-        let limit = &mut self.usage_limit;
-        self.lines.feed(chunk, &mut |l| scan(limit, l));
+        let (limit, unavailable) = (&mut self.usage_limit, &mut self.unavailable);
+        self.lines.feed(chunk, &mut |l| scan(limit, unavailable, l));
     }
 
     fn end(&mut self) {
-        let limit = &mut self.usage_limit;
-        self.lines.end(&mut |l| scan(limit, l));
+        let (limit, unavailable) = (&mut self.usage_limit, &mut self.unavailable);
+        self.lines.end(&mut |l| scan(limit, unavailable, l));
     }
 }
 
-fn scan(limit: &mut Option<String>, line: &[u8]) {
-    if let Some(reason) = limits::in_error_text(&String::from_utf8_lossy(line)) {
+fn scan(limit: &mut Option<String>, unavailable: &mut Option<Hindrance>, line: &[u8]) {
+    let line = String::from_utf8_lossy(line);
+    if let Some(reason) = limits::in_error_text(&line) {
         *limit = Some(reason);
+    }
+    if unavailable.is_none() {
+        *unavailable = unavailable::in_error_text(&line);
     }
 }

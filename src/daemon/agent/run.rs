@@ -26,6 +26,7 @@ use crate::daemon::clock;
 use crate::daemon::netproxy::{self, NetGuard, Route};
 use crate::domain::agent::profile::{OutputFormat, ProfileError, StdinMode, Vars};
 use crate::domain::agent::report::{Exit, RunReport};
+use crate::domain::agent::unavailable::{Hindrance, Unavailable};
 use crate::domain::agent::sandbox::{bwrap_args, Confinement, SANDBOX_NET_COMMAND};
 
 /// How long the output readers may go on after the group is killed. Killed processes close
@@ -43,6 +44,8 @@ struct Running {
     stderr: JoinHandle<(StreamStats, StderrScanner)>,
     activity: Arc<Notify>,
     drain: CancellationToken,
+    /// Fired by the stdout parser when the output shows a failure no retry fixes.
+    hopeless: CancellationToken,
     /// The outside end of a `model-only` network, stopped when the run ends.
     net: Option<NetGuard>,
     /// The attempt's control group (its process limit); dropped after the group is killed.
@@ -66,7 +69,9 @@ pub(super) async fn run(spec: RunSpec, cancel: CancellationToken) -> RunReport {
         Ok(running) => supervise(running, &spec, cancel).await,
         Err(reason) => {
             tracing::warn!(worktree = %spec.worktree.display(), %reason, "cannot start agent");
-            RunReport::empty(Exit::SpawnFailed(reason.to_string()), clock::now())
+            let mut report = RunReport::empty(Exit::SpawnFailed(reason.to_string()), clock::now());
+            report.unavailable = Some(Hindrance::new(reason.cause(), reason.to_string()));
+            report
         }
     };
     report.started = started;
@@ -288,13 +293,14 @@ fn attach(
     };
     let activity = Arc::new(Notify::new());
     let drain = CancellationToken::new();
+    let hopeless = CancellationToken::new();
     let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(StartError::NoPipes);
     };
     let stdout = tokio::spawn(pump(
         out,
         prepared.stdout,
-        StdoutParser::new(spec.profile.format, spec.output_cap),
+        StdoutParser::new(spec.profile.format, spec.output_cap, hopeless.clone()),
         activity.clone(),
         drain.clone(),
     ));
@@ -314,6 +320,7 @@ fn attach(
         stderr,
         activity,
         drain,
+        hopeless,
         net: None,
         limit: None,
     })
@@ -340,6 +347,24 @@ pub(super) enum StartError {
     NoPid(String),
     #[error("the agent's output pipes were not set up")]
     NoPipes,
+}
+
+impl StartError {
+    /// Which failure it is: the agent's command (not installed, not runnable, a broken
+    /// profile) or the daemon's own preparation (the run folder, the worktree).
+    fn cause(&self) -> Unavailable {
+        match self {
+            StartError::Profile(_)
+            | StartError::NotFound(_)
+            | StartError::Spawn { .. }
+            | StartError::NoPid(_) => Unavailable::Config,
+            StartError::NoWorktree(_)
+            | StartError::RunFolder { .. }
+            | StartError::Write { .. }
+            | StartError::Create { .. }
+            | StartError::NoPipes => Unavailable::Preparation,
+        }
+    }
 }
 
 async fn write_prompt(path: &Path, prompt: &str) -> Result<(), StartError> {
@@ -373,6 +398,7 @@ async fn supervise(mut r: Running, spec: &RunSpec, cancel: CancellationToken) ->
             biased;
             status = r.child.wait() => break Ended::Exited(status),
             () = cancel.cancelled() => break Ended::Stopped(Exit::Cancelled),
+            () = r.hopeless.cancelled() => break Ended::Stopped(Exit::Hopeless),
             () = tokio::time::sleep_until(deadline) => {
                 break Ended::Stopped(Exit::TimedOut { after_ms: millis(spec.timeout) });
             }
@@ -455,11 +481,11 @@ async fn report(
             (StreamStats::default(), None)
         }
     };
-    let (err_stats, stderr_limit) = match err {
-        Ok((stats, scanner)) => (stats, scanner.usage_limit),
+    let (err_stats, stderr_limit, stderr_unavailable) = match err {
+        Ok((stats, scanner)) => (stats, scanner.usage_limit, scanner.unavailable),
         Err(e) => {
             tracing::error!(error = %e, "agent stderr reader failed");
-            (StreamStats::default(), None)
+            (StreamStats::default(), None, None)
         }
     };
     let (mut parsed, tail) = parser.map(StdoutParser::finish).unwrap_or_default();
@@ -472,11 +498,15 @@ async fn report(
     if parsed.usage_limit.is_none() && gave_up {
         parsed.usage_limit = stderr_limit;
     }
+    if parsed.unavailable.is_none() && gave_up && parsed.final_message.is_none() {
+        parsed.unavailable = stderr_unavailable;
+    }
     let Parsed {
         final_message,
         is_error,
         error,
         usage_limit,
+        unavailable,
         cost_usd,
         usage,
     } = parsed;
@@ -486,6 +516,7 @@ async fn report(
         is_error,
         error,
         usage_limit,
+        unavailable,
         cost_usd,
         usage,
         stdout_bytes: out_stats.total,

@@ -9,9 +9,11 @@ use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Phase, Role, Status, StepMeta};
 use crate::domain::router::Outcome;
+use crate::domain::time::Timestamp;
 
 use super::error::EngineError;
-use super::route::{block_events, Attempt, ModelPause, Routed};
+use super::route::{block_events, Attempt, PauseOrder, Routed};
+use crate::domain::agent::unavailable::PauseScope;
 use super::{Engine, Now, Pause};
 
 impl Engine {
@@ -55,6 +57,16 @@ impl Engine {
         if !matches!(outcome, Outcome::UsageLimit { .. }) {
             if let Some(model) = &model {
                 self.model_backoff.remove(model);
+            }
+        }
+        match outcome {
+            Outcome::Unavailable { cause, .. } if cause.scope() == PauseScope::All => {}
+            Outcome::Unavailable { .. } => self.holds.went_through(PauseScope::All),
+            _ => {
+                self.holds.went_through(PauseScope::All);
+                if model.is_some() {
+                    self.holds.went_through(PauseScope::Agent);
+                }
             }
         }
         if step.status != Status::InProgress || work.status != Status::InProgress {
@@ -115,14 +127,32 @@ impl Engine {
         Ok(())
     }
 
-    fn start_pause(&mut self, pause: ModelPause, now: Now) {
-        self.model_backoff.insert(pause.model.clone(), pause.secs);
-        self.paused_models.insert(
-            pause.model,
-            Pause {
-                until: now.mono + Duration::from_secs(pause.secs),
-            },
-        );
+    fn start_pause(&mut self, pause: PauseOrder, now: Now) {
+        match pause {
+            PauseOrder::Model {
+                model,
+                reason,
+                secs,
+            } => {
+                self.model_backoff.insert(model.clone(), secs);
+                let until_wall = Timestamp::from_utc(
+                    now.wall.to_utc() + chrono::Duration::seconds(secs as i64),
+                );
+                self.paused_models.insert(
+                    model,
+                    Pause {
+                        until: now.mono + Duration::from_secs(secs),
+                        until_wall: Some(until_wall),
+                        reason,
+                    },
+                );
+            }
+            PauseOrder::Dispatch {
+                cause,
+                reason,
+                secs,
+            } => self.holds.start(cause, reason, secs, now.wall),
+        }
     }
 
     /// Writes a decision's events and keeps the engine's indexes in step with them.

@@ -10,6 +10,7 @@
 mod beads;
 mod error;
 mod finish;
+mod holds;
 mod inbox;
 mod input;
 mod loaded;
@@ -62,9 +63,12 @@ struct Running {
 }
 
 /// A model that reported a usage limit (or a person paused).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Pause {
     until: Instant,
+    /// `None` when a person paused it.
+    until_wall: Option<crate::domain::time::Timestamp>,
+    reason: String,
 }
 
 /// The tasks the engine starts, and how they reach it.
@@ -147,6 +151,8 @@ pub struct Engine {
     /// hits its limit again soon after waits twice as long; forgotten after a run of the model
     /// that did not hit it.
     model_backoff: HashMap<String, u64>,
+    /// Dispatching held back by failures no retry fixes (a refused key, an unreachable API).
+    holds: holds::Holds,
     /// Inputs that arrived while start-up recovery ran, handled once it is done.
     recovering: Option<Vec<Input>>,
     stopping: bool,
@@ -197,6 +203,7 @@ impl Engine {
             cancelling: HashMap::new(),
             paused: false,
             paused_models: HashMap::new(),
+            holds: holds::Holds::default(),
             model_backoff: HashMap::new(),
             recovering: None,
             stopping: false,
@@ -377,6 +384,7 @@ impl Engine {
             self.stop_deadline,
             defer,
             self.storage.wake(),
+            self.holds.earliest(),
         ]
         .into_iter()
         .flatten()
@@ -387,6 +395,7 @@ impl Engine {
     fn on_timer(&mut self) {
         let now = Instant::now();
         self.paused_models.retain(|_, p| p.until > now);
+        self.holds.expire(now);
         if self.git.retry.is_some_and(|t| t <= now) {
             self.git.retry = None;
         }

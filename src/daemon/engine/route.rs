@@ -2,6 +2,7 @@
 //! one group of events, computed from the state and the time passed in. Nothing here changes
 //! the engine; the caller records the events and then applies what they imply.
 
+use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Comment, CommentId, Phase, Role, Status, StepMeta};
@@ -13,18 +14,31 @@ use super::Engine;
 /// The author of the daemon's comments.
 pub const DAEMON: &str = "catalyst";
 
-/// A decision as events, and the model pause it asks for.
+/// How the daemon's comment on a bead it blocks starts; the reason follows.
+pub(super) const BLOCKED_COMMENT: &str = "[daemon] BLOCKED:";
+
+/// A decision as events, and the pause it asks for.
 #[derive(Debug)]
 pub(super) struct Routed {
     pub(super) events: Vec<EventBody>,
-    pub(super) pause: Option<ModelPause>,
+    pub(super) pause: Option<PauseOrder>,
 }
 
-/// A model to pause after a usage limit: `secs` is already the backed-off length.
+/// What a requeue pauses; `secs` is already the backed-off length.
 #[derive(Debug)]
-pub(super) struct ModelPause {
-    pub(super) model: String,
-    pub(super) secs: u64,
+pub(super) enum PauseOrder {
+    /// A model, after a usage limit.
+    Model {
+        model: String,
+        reason: String,
+        secs: u64,
+    },
+    /// Dispatching, after a failure no retry fixes.
+    Dispatch {
+        cause: Unavailable,
+        reason: String,
+        secs: u64,
+    },
 }
 
 /// What one routing is about.
@@ -60,14 +74,23 @@ impl Engine {
         match decision {
             Decision::Close if phase.is_some() => {}
             Decision::Requeue { reason } => {
-                let model = self.model_for(meta);
-                let secs = self.pause_secs(&model);
-                events.push(EventBody::ModelPaused {
-                    model: model.clone(),
-                    until: Timestamp::from_utc(
-                        now.to_utc() + chrono::Duration::seconds(secs as i64),
-                    ),
-                    reason: reason.clone(),
+                let order = self.pause_order(at.outcome, meta, &reason);
+                let until = |secs: u64| {
+                    Timestamp::from_utc(now.to_utc() + chrono::Duration::seconds(secs as i64))
+                };
+                events.push(match &order {
+                    PauseOrder::Model { model, secs, .. } => EventBody::ModelPaused {
+                        model: model.clone(),
+                        until: until(*secs),
+                        reason: reason.clone(),
+                    },
+                    PauseOrder::Dispatch { cause, secs, .. } => EventBody::DispatchPaused {
+                        scope: cause.scope(),
+                        cause: *cause,
+                        until: until(*secs),
+                        reason: reason.clone(),
+                        help: cause.help().to_owned(),
+                    },
                 });
                 events.push(EventBody::StepRetry {
                     bead: at.work.id.clone(),
@@ -77,7 +100,7 @@ impl Engine {
                     manual: false,
                 });
                 events.push(step_status(at.step, Status::Open, None));
-                pause = Some(ModelPause { model, secs });
+                pause = Some(order);
             }
             decision => events.extend(self.decision_events(at, decision, summary, now)),
         }
@@ -232,6 +255,30 @@ impl Engine {
         ]
     }
 
+    /// What a requeue for `outcome` pauses: dispatching for a failure no retry fixes, else the
+    /// step's model.
+    fn pause_order(&self, outcome: &Outcome, meta: &StepMeta, reason: &str) -> PauseOrder {
+        let config = &self.loaded.config;
+        match outcome {
+            Outcome::Unavailable { cause, .. } => PauseOrder::Dispatch {
+                cause: *cause,
+                reason: reason.to_owned(),
+                secs: self
+                    .holds
+                    .next_secs(cause.scope(), config.pause_secs, config.max_pause_secs),
+            },
+            _ => {
+                let model = self.model_for(meta);
+                let secs = self.pause_secs(&model);
+                PauseOrder::Model {
+                    model,
+                    reason: reason.to_owned(),
+                    secs,
+                }
+            }
+        }
+    }
+
     /// How long `model` pauses after a usage limit. The pause doubles each time the model hits
     /// its limit again before one of its runs went through (exponential backoff, capped at
     /// `max_pause_secs`); such a run starts the next pause from `pause_secs` again.
@@ -344,7 +391,7 @@ pub(super) fn block_events(
         status: Status::Blocked,
         reason: Some(reason.to_owned()),
     });
-    events.push(comment_at(work, format!("[daemon] BLOCKED: {reason}"), now));
+    events.push(comment_at(work, format!("{BLOCKED_COMMENT} {reason}"), now));
     events
 }
 
@@ -381,6 +428,7 @@ fn outcome_kind(outcome: &Outcome) -> &'static str {
         Outcome::Malformed { .. } => "malformed",
         Outcome::Failed { .. } => "failed",
         Outcome::UsageLimit { .. } => "usage_limit",
+        Outcome::Unavailable { .. } => "unavailable",
         Outcome::GatePassed => "gate_passed",
         Outcome::GateFailed { .. } => "gate_failed",
         Outcome::Approved { .. } => "approved",

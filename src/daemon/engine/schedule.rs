@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use crate::domain::event::EventBody;
 use crate::domain::formula::pour;
 use crate::domain::id::BeadId;
+use crate::domain::agent::unavailable::PauseScope;
 use crate::domain::model::{Bead, Role, Status, StepMeta};
 use crate::domain::time::Timestamp;
 
@@ -30,7 +31,9 @@ impl Engine {
             return;
         }
         self.start_merges();
-        self.dispatch_active();
+        if !self.holds.holds(PauseScope::All) {
+            self.dispatch_active();
+        }
         self.pour_ready();
     }
 
@@ -44,7 +47,7 @@ impl Engine {
 
     /// Whether one more agent of `model` may start now.
     fn model_free(&self, model: &str) -> bool {
-        if self.paused_models.contains_key(model) {
+        if self.paused_models.contains_key(model) || self.holds.holds(PauseScope::Agent) {
             return false;
         }
         match self.loaded.config.model_limit(model) {
@@ -147,8 +150,19 @@ impl Engine {
             Ok(job) => job,
             Err(e) => {
                 tracing::error!(step = %step.id, error = %e, "cannot prepare the step");
-                let done =
-                    runner::StepDone::failed(work, &step.id, meta.role, attempt, e.to_string());
+                let done = match e.unavailable() {
+                    Some(cause) => runner::StepDone::unavailable(
+                        work,
+                        &step.id,
+                        meta.role,
+                        attempt,
+                        cause,
+                        e.to_string(),
+                    ),
+                    None => {
+                        runner::StepDone::failed(work, &step.id, meta.role, attempt, e.to_string())
+                    }
+                };
                 let result = self.step_done(&done);
                 self.keep_if_unwritten(result, Input::StepDone(Box::new(done)));
                 return false;

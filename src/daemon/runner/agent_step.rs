@@ -15,6 +15,7 @@ use crate::daemon::netproxy::OnRefused;
 use crate::daemon::worktree::{self, CommitId};
 use crate::domain::agent::outcome::outcome;
 use crate::domain::agent::report::{Exit, RunReport};
+use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::context::Change;
 use crate::domain::id::BeadId;
 use crate::domain::model::Role;
@@ -41,7 +42,7 @@ pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken, ask: As
     let base =
         match prepare_worktree(&job.repo, &job.work, &job.target, job.reset_to.as_deref()).await {
             Ok(base) => base,
-            Err(e) => return failed(&job, format!("cannot prepare the worktree: {e}")),
+            Err(e) => return unprepared(&job, format!("cannot prepare the worktree: {e}")),
         };
     done.base = Some(base.clone());
     // Served until the attempt ends.
@@ -50,7 +51,7 @@ pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken, ask: As
         Err(reason) => {
             return StepDone {
                 base: Some(base),
-                ..failed(&job, reason)
+                ..unprepared(&job, reason)
             }
         }
     };
@@ -90,6 +91,12 @@ pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken, ask: As
 /// The attempt's end before its agent ran, for `reason`.
 fn failed(job: &StepJob, reason: String) -> StepDone {
     StepDone::failed(&job.work, &job.step, job.role, job.attempt, reason)
+}
+
+/// The attempt's end when the daemon could not prepare it: not the agent's failure.
+fn unprepared(job: &StepJob, reason: String) -> StepDone {
+    let (work, step) = (&job.work, &job.step);
+    StepDone::unavailable(work, step, job.role, job.attempt, Unavailable::Preparation, reason)
 }
 
 /// Everything between the worktree and the agent: the run folder's inputs (with the change

@@ -2,6 +2,7 @@
 //! attempt's `exit` and reason), so they say what was being done and to what.
 
 use crate::daemon::worktree::GitError;
+use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::id::BeadId;
 use crate::domain::prompt::PromptError;
 
@@ -15,6 +16,16 @@ pub enum JobError {
     /// The configured agent profile is unusable.
     #[error(transparent)]
     Profile(#[from] crate::domain::config::UnknownProfile),
+}
+
+impl JobError {
+    /// When the failure is not the bead's: a profile the config names but does not define.
+    pub fn unavailable(&self) -> Option<Unavailable> {
+        match self {
+            JobError::Profile(_) => Some(Unavailable::Config),
+            JobError::BeadGone(_) | JobError::Prompt(_) => None,
+        }
+    }
 }
 
 /// A git operation run on a blocking thread failed, or its thread did.

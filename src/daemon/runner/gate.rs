@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::daemon::agent::{self, RunSpec};
 use crate::daemon::worktree::{CommitId, Repo};
+use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::agent::profile::AgentProfile;
 use crate::domain::agent::report::{Exit, RunReport};
 use crate::domain::id::BeadId;
@@ -67,11 +68,12 @@ pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone 
         match prepare_worktree(&job.repo, &job.work, &job.target, job.reset_to.as_deref()).await {
             Ok(base) => base,
             Err(e) => {
-                return StepDone::failed(
+                return StepDone::unavailable(
                     &job.work,
                     &job.step,
                     Role::Gate,
                     job.attempt,
+                    Unavailable::Preparation,
                     format!("cannot prepare the worktree: {e}"),
                 )
             }

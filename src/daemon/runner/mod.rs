@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::daemon::fsutil;
 use crate::daemon::worktree::{self, CommitId, Repo};
+use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::id::BeadId;
 use crate::domain::model::Role;
 use crate::domain::router::Outcome;
@@ -68,14 +69,43 @@ impl StepDone {
         attempt: u32,
         reason: String,
     ) -> StepDone {
+        let outcome = Outcome::Failed {
+            reason: reason.clone(),
+        };
+        StepDone::before_start(work, step, role, attempt, outcome, reason)
+    }
+
+    /// An attempt that could not start for a reason outside the bead (the daemon could not
+    /// prepare it, the agent cannot run as configured): no attempt is spent on it.
+    pub fn unavailable(
+        work: &BeadId,
+        step: &BeadId,
+        role: Role,
+        attempt: u32,
+        cause: Unavailable,
+        reason: String,
+    ) -> StepDone {
+        let outcome = Outcome::Unavailable {
+            cause,
+            reason: reason.clone(),
+        };
+        StepDone::before_start(work, step, role, attempt, outcome, reason)
+    }
+
+    fn before_start(
+        work: &BeadId,
+        step: &BeadId,
+        role: Role,
+        attempt: u32,
+        outcome: Outcome,
+        reason: String,
+    ) -> StepDone {
         StepDone {
             work: work.clone(),
             step: step.clone(),
             role,
             attempt,
-            outcome: Some(Outcome::Failed {
-                reason: reason.clone(),
-            }),
+            outcome: Some(outcome),
             exit: reason,
             duration_ms: 0,
             cost_usd: None,

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::limits;
 use super::stream::Parsed;
+use super::unavailable::{self, Hindrance, Unavailable};
 
 /// The fields catalyst reads; everything else (the whole `message` of conversation events) is
 /// skipped by serde without being kept.
@@ -61,6 +62,15 @@ pub(crate) struct Claude {
     /// message standing for a `rate_limit` error) and not yet followed by a normal assistant
     /// message. It counts only if the run then fails.
     pending_limit: Option<String>,
+    /// A failure no retry helps, seen while the run goes on: Claude Code retrying a 401, or
+    /// retrying a connection before the model said anything. The runner stops the agent at
+    /// once instead of waiting out the CLI's own retries.
+    pub(crate) hopeless: Option<Hindrance>,
+    /// A connection failure Claude Code is retrying after the model had spoken: the run may
+    /// still recover, so it only counts if the run then fails.
+    pending_unavailable: Option<Hindrance>,
+    /// Whether a normal assistant message has arrived.
+    spoke: bool,
 }
 
 impl Claude {
@@ -90,9 +100,9 @@ impl Claude {
                 });
             }
             "system" if event.subtype.as_deref() == Some("api_retry") => {
-                if let Some(status @ (429 | 529)) =
-                    event.error_status.as_ref().and_then(Value::as_u64)
-                {
+                let status = event.error_status.as_ref().and_then(Value::as_u64);
+                let error = event.error.as_ref().and_then(Value::as_str).unwrap_or("unknown");
+                if let Some(status @ (429 | 529)) = status {
                     self.pending_limit = Some(format!(
                         "the API answered {status} ({}) and Claude Code was retrying",
                         if status == 429 {
@@ -101,13 +111,43 @@ impl Claude {
                             "overloaded"
                         }
                     ));
+                } else if let Some(cause) = status
+                    .and_then(unavailable::by_status)
+                    .or((error == "authentication_failed").then_some(Unavailable::Auth))
+                {
+                    let status = status.map_or_else(|| "an error".to_owned(), |s| s.to_string());
+                    self.hopeless = Some(Hindrance::new(
+                        cause,
+                        format!("the API answered {status} ({error}) and Claude Code was retrying"),
+                    ));
+                } else if status.is_none() {
+                    let seen = Hindrance::new(
+                        Unavailable::Connection,
+                        format!("Claude Code cannot reach the API ({error}) and was retrying"),
+                    );
+                    if self.spoke {
+                        self.pending_unavailable = Some(seen);
+                    } else {
+                        self.hopeless = Some(seen);
+                    }
                 }
             }
             "assistant" => match event.error.as_ref().and_then(Value::as_str) {
                 Some(kind @ ("rate_limit" | "overloaded" | "billing_error")) => {
                     self.pending_limit = Some(format!("Claude Code reported `{kind}`"));
                 }
-                _ => self.pending_limit = None,
+                Some("authentication_failed") => {
+                    self.pending_limit = None;
+                    self.pending_unavailable = Some(Hindrance::new(
+                        Unavailable::Auth,
+                        "Claude Code reported `authentication_failed`",
+                    ));
+                }
+                _ => {
+                    self.pending_limit = None;
+                    self.pending_unavailable = None;
+                    self.spoke = true;
+                }
             },
             _ => {}
         }
@@ -118,6 +158,7 @@ impl Claude {
             // No result at all: the run failed, and a limit being retried is the likely cause.
             return Parsed {
                 usage_limit: self.pending_limit,
+                unavailable: self.hopeless.or(self.pending_unavailable),
                 ..Parsed::default()
             };
         };
@@ -128,7 +169,7 @@ impl Claude {
                 .subtype
                 .as_deref()
                 .is_some_and(|s| s.starts_with("error"));
-        let (error, usage_limit) = if is_error {
+        let (error, usage_limit, hindrance) = if is_error {
             let text = last
                 .result
                 .as_deref()
@@ -149,16 +190,32 @@ impl Claude {
             let limit = limits::in_error_text(&text)
                 .or(by_status)
                 .or(self.pending_limit);
-            (Some(limits::one_line(&text)), limit)
+            let hindrance = last
+                .api_error_status
+                .and_then(unavailable::by_status)
+                .map(|cause| {
+                    Hindrance::new(
+                        cause,
+                        format!(
+                            "the API answered {}: {}",
+                            last.api_error_status.unwrap_or_default(),
+                            limits::one_line(&text)
+                        ),
+                    )
+                })
+                .or_else(|| unavailable::in_error_text(&text))
+                .or(self.pending_unavailable);
+            (Some(limits::one_line(&text)), limit, hindrance)
         } else {
             let limit = last.result.as_deref().and_then(limits::in_bare_notice);
-            (None, limit)
+            (None, limit, None)
         };
         Parsed {
             final_message: last.result,
             is_error,
             error,
             usage_limit,
+            unavailable: self.hopeless.or(hindrance),
             cost_usd: last.cost_usd,
             usage: last.usage,
         }

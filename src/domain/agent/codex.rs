@@ -94,6 +94,10 @@ impl Codex {
             is_error: self.error.is_some(),
             error: self.error.as_deref().map(limits::one_line),
             usage_limit,
+            unavailable: self
+                .error
+                .as_deref()
+                .and_then(super::unavailable::in_error_text),
             cost_usd: None,
             usage: self.usage,
         }

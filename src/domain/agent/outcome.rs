@@ -15,23 +15,32 @@ use super::report::{Exit, RunReport};
 ///
 /// In order, the first that applies:
 /// 1. cancelled → `None`;
-/// 2. the agent could not be started or waited for → [`Outcome::Failed`];
-/// 3. a reported rate or usage limit → [`Outcome::UsageLimit`], even with a non-zero exit or
+/// 2. a failure retrying cannot fix (a refused key, an unreachable API, an agent CLI that
+///    cannot start, a run folder the daemon cannot write) → [`Outcome::Unavailable`];
+/// 3. the agent could not be started or waited for otherwise → [`Outcome::Failed`];
+/// 4. a reported rate or usage limit → [`Outcome::UsageLimit`], even with a non-zero exit or
 ///    a timeout (Claude Code exits 1 on a limit, and may be killed while it retries one);
-/// 4. timeout, stall, death by a signal → `Failed` ("timed out after 600s", "no output for
-///    120s", "killed by SIGSEGV");
-/// 5. an error the agent reported (`is_error`, a failed Codex turn) → `Failed` ("agent reported
+/// 5. timeout, stall, death by a signal, stopped as hopeless → `Failed` ("timed out after
+///    600s", "no output for 120s", "killed by SIGSEGV");
+/// 6. an error the agent reported (`is_error`, a failed Codex turn) → `Failed` ("agent reported
 ///    an error: …"), before the exit code because it says more;
-/// 6. a non-zero exit → `Failed` ("exit code 3");
-/// 7. no final message → [`Outcome::Malformed`] ("no final message");
-/// 8. otherwise the final message's result block: [`Outcome::Finished`] or `Malformed` with
+/// 7. a non-zero exit → `Failed` ("exit code 3");
+/// 8. no final message → [`Outcome::Malformed`] ("no final message");
+/// 9. otherwise the final message's result block: [`Outcome::Finished`] or `Malformed` with
 ///    the parser's reason.
 pub fn outcome(report: &RunReport, role: Role, worktree_changed: bool) -> Option<Outcome> {
     let failed = |reason: String| Some(Outcome::Failed { reason });
-    match &report.exit {
-        Exit::Cancelled => return None,
-        Exit::SpawnFailed(_) | Exit::WaitFailed(_) => return failed(report.exit.to_string()),
-        _ => {}
+    if report.exit == Exit::Cancelled {
+        return None;
+    }
+    if let Some(h) = &report.unavailable {
+        return Some(Outcome::Unavailable {
+            cause: h.cause,
+            reason: h.reason.clone(),
+        });
+    }
+    if let Exit::SpawnFailed(_) | Exit::WaitFailed(_) = &report.exit {
+        return failed(report.exit.to_string());
     }
     if let Some(reason) = &report.usage_limit {
         return Some(Outcome::UsageLimit {
@@ -39,7 +48,7 @@ pub fn outcome(report: &RunReport, role: Role, worktree_changed: bool) -> Option
         });
     }
     match report.exit {
-        Exit::TimedOut { .. } | Exit::Stalled { .. } | Exit::Signal(_) => {
+        Exit::TimedOut { .. } | Exit::Stalled { .. } | Exit::Signal(_) | Exit::Hopeless => {
             return failed(report.exit.to_string())
         }
         _ => {}

@@ -24,6 +24,9 @@ pub enum Exit {
     SpawnFailed(String),
     /// Waiting for it failed; its group was killed.
     WaitFailed(String),
+    /// catalyst stopped it because its output showed a failure no retry can fix (a refused
+    /// key, an unreachable API: [`RunReport::unavailable`] says which).
+    Hopeless,
 }
 
 impl fmt::Display for Exit {
@@ -39,6 +42,7 @@ impl fmt::Display for Exit {
             Exit::Cancelled => f.write_str("cancelled"),
             Exit::SpawnFailed(why) => write!(f, "could not start the agent: {why}"),
             Exit::WaitFailed(why) => write!(f, "lost track of the agent: {why}"),
+            Exit::Hopeless => f.write_str("stopped: it cannot reach or use its API"),
         }
     }
 }
@@ -73,6 +77,10 @@ pub struct RunReport {
     pub error: Option<String>,
     /// Why the agent could not work: a rate or usage limit, or an overloaded API.
     pub usage_limit: Option<String>,
+    /// Why no attempt can succeed until something outside the bead changes: a refused key, an
+    /// unreachable API, an agent that cannot run as configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<crate::domain::agent::unavailable::Hindrance>,
     pub cost_usd: Option<f64>,
     /// Token usage as the agent reported it (Claude's `usage`, Codex's `turn.completed`).
     pub usage: Option<serde_json::Value>,
@@ -95,6 +103,7 @@ impl RunReport {
             is_error: false,
             error: None,
             usage_limit: None,
+            unavailable: None,
             cost_usd: None,
             usage: None,
             stdout_bytes: 0,

@@ -10,6 +10,8 @@ pub(crate) struct Parsed {
     /// The agent's own words about what failed, on one line.
     pub error: Option<String>,
     pub usage_limit: Option<String>,
+    /// A failure retrying cannot fix (see [`super::unavailable`]).
+    pub unavailable: Option<super::unavailable::Hindrance>,
     pub cost_usd: Option<f64>,
     pub usage: Option<Value>,
 }

@@ -189,6 +189,7 @@ impl State {
             | EventBody::MergeConflict { bead, .. }
             | EventBody::WorktreeRemoved { bead } => self.check_exists(bead, created),
             EventBody::ModelPaused { .. }
+            | EventBody::DispatchPaused { .. }
             | EventBody::DaemonStarted { .. }
             | EventBody::DaemonStopping { .. } => Ok(()),
         }
@@ -338,6 +339,7 @@ impl State {
             | EventBody::WorktreeRemoved { .. }
             | EventBody::AgentTool { .. }
             | EventBody::ModelPaused { .. }
+            | EventBody::DispatchPaused { .. }
             | EventBody::DaemonStarted { .. }
             | EventBody::DaemonStopping { .. } => {}
         }

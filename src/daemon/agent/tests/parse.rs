@@ -305,3 +305,60 @@ fn tail_keeps_the_end_from_a_line_start() {
     tail.feed(b"a very long chunk\nend");
     assert_eq!(tail.into_text(), "end");
 }
+
+/// Claude Code 2.1's `api_retry` event, as it prints it for a 401 or a refused connection.
+fn api_retry(status: Option<u64>, error: &str) -> String {
+    json!({"type": "system", "subtype": "api_retry", "attempt": 1, "max_retries": 10, "retry_delay_ms": 536.4, "error_status": status, "error": error, "session_id": "s-1"}).to_string()
+}
+
+#[test]
+fn claude_retrying_a_refused_key_or_an_unreachable_api_is_hopeless_at_once() {
+    use crate::domain::agent::unavailable::Unavailable;
+    let hopeless = |lines: &[String]| {
+        let mut c = Claude::default();
+        for l in lines {
+            c.line(l);
+        }
+        c.hopeless.map(|h| h.cause)
+    };
+    assert_eq!(
+        hopeless(&[init(), api_retry(Some(401), "authentication_failed")]),
+        Some(Unavailable::Auth)
+    );
+    assert_eq!(
+        hopeless(&[init(), api_retry(None, "unknown")]),
+        Some(Unavailable::Connection),
+        "a connection retried before the model said anything"
+    );
+    assert_eq!(
+        hopeless(&[init(), assistant_text("working"), api_retry(None, "unknown")]),
+        None,
+        "mid-run, Claude Code's own retries may still recover"
+    );
+    assert_eq!(hopeless(&[init(), api_retry(Some(500), "api_error")]), None);
+    assert_eq!(hopeless(&[init(), api_retry(Some(429), "rate_limit")]), None);
+
+    // Mid-run, a connection that never came back counts once the run ends without a result.
+    let parsed = claude(&[init(), assistant_text("working"), api_retry(None, "unknown")]);
+    assert_eq!(
+        parsed.unavailable.map(|h| h.cause),
+        Some(Unavailable::Connection)
+    );
+    let parsed = claude(&[
+        init(),
+        assistant_text("working"),
+        api_retry(None, "unknown"),
+        assistant_text("back"),
+        claude_result("success", false, "done"),
+    ]);
+    assert_eq!(parsed.unavailable, None, "recovered");
+}
+
+#[test]
+fn claude_not_logged_in_is_an_auth_failure() {
+    use crate::domain::agent::unavailable::Unavailable;
+    let parsed = claude(&[init(), claude_result("success", true, "Not logged in · Please run /login")]);
+    assert_eq!(parsed.unavailable.map(|h| h.cause), Some(Unavailable::Auth));
+    let parsed = claude(&[init(), claude_result("success", true, "the tests failed")]);
+    assert_eq!(parsed.unavailable, None);
+}

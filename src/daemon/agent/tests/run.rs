@@ -2,6 +2,7 @@
 
 use crate::domain::model::Role;
 use crate::domain::result::Verdict;
+use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::router::Outcome;
 
 use super::*;
@@ -335,9 +336,11 @@ async fn spawn_failures_say_what_could_not_start() {
         )
     );
     assert_eq!(report.pid, 0);
+    // Not the bead's failure: no attempt is spent on an agent CLI that is not installed.
     assert!(matches!(
         outcome(&report, Role::Implement, true),
-        Some(Outcome::Failed { reason }) if reason.starts_with("could not start the agent: cannot run")
+        Some(Outcome::Unavailable { cause: Unavailable::Config, reason })
+            if reason.starts_with("cannot run `/nonexistent/claude`: not found")
     ));
 
     let mut no_worktree = fx.spec(OutputFormat::Text, "true");
@@ -348,6 +351,13 @@ async fn spawn_failures_say_what_could_not_start() {
         "{:?}",
         report.exit
     );
+    assert!(matches!(
+        outcome(&report, Role::Implement, true),
+        Some(Outcome::Unavailable {
+            cause: Unavailable::Preparation,
+            ..
+        })
+    ));
 
     let mut no_settings = fx.spec(OutputFormat::Text, "true");
     no_settings.profile.command.push("{settings}".into());

@@ -359,13 +359,20 @@ impl Engine {
 
     pub(super) fn pause(&mut self, p: PauseParams, pause: bool) -> PauseState {
         match p.model {
-            None => self.paused = pause,
+            None => {
+                self.paused = pause;
+                if !pause {
+                    self.holds.release(|_| false);
+                }
+            }
             Some(model) if pause => {
                 self.paused_models.insert(
                     model,
                     crate::daemon::engine::Pause {
                         until: tokio::time::Instant::now()
                             + std::time::Duration::from_secs(365 * 24 * 3600),
+                        until_wall: None,
+                        reason: "paused by a person".into(),
                     },
                 );
             }

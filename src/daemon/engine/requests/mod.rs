@@ -7,11 +7,16 @@ mod change;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Phase, Status, StepMeta};
 use crate::protocol::{
-    Answer, BeadList, BeadSummary, EngineRequest, ErrorCode, HeldMerge, IdParams, ListParams,
-    RpcError, RunningStep, ShowAnswer, StatusAnswer, StepDetail, StepView,
+    Answer, BeadList, BeadSummary, BlockedBead, DispatchHold, EngineRequest, ErrorCode, HeldMerge,
+    IdParams, ListParams, ModelPauseView, RpcError, RunningStep, ShowAnswer, StatusAnswer,
+    StepDetail, StepView,
 };
 
+use super::route::BLOCKED_COMMENT;
 use super::{Engine, Handled};
+
+/// The most blocked beads `status` lists (the counts cover them all).
+const BLOCKED_SHOWN: usize = 20;
 
 impl Engine {
     pub(super) fn request(&mut self, request: EngineRequest) -> Handled<Answer> {
@@ -137,7 +142,52 @@ impl Engine {
             waiting_approval,
             held_merges,
             workspace: self.paths.workspace.clone(),
+            blocked: self.blocked(),
+            holds: self
+                .holds
+                .iter()
+                .map(|(scope, h)| DispatchHold {
+                    scope,
+                    cause: h.cause,
+                    reason: h.reason.clone(),
+                    help: h.cause.help().to_owned(),
+                    until: h.until_wall.clone(),
+                })
+                .collect(),
+            model_pauses: self
+                .paused_models
+                .iter()
+                .map(|(model, p)| ModelPauseView {
+                    model: model.clone(),
+                    reason: p.reason.clone(),
+                    until: p.until_wall.clone(),
+                })
+                .collect(),
         }
+    }
+
+    /// Blocked work beads for `status`, the latest first, at most [`BLOCKED_SHOWN`].
+    fn blocked(&self) -> Vec<BlockedBead> {
+        let mut blocked: Vec<&Bead> = self
+            .store
+            .state()
+            .beads()
+            .filter(|b| !b.is_step() && b.status == Status::Blocked)
+            .collect();
+        blocked.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+        blocked
+            .into_iter()
+            .take(BLOCKED_SHOWN)
+            .map(|b| BlockedBead {
+                id: b.id.clone(),
+                title: b.title.clone(),
+                reason: b.comments.iter().rev().find_map(|c| {
+                    c.text
+                        .strip_prefix(BLOCKED_COMMENT)
+                        .map(|r| r.trim().to_owned())
+                }),
+            })
+            .collect()
     }
 
     fn running_step(&self, r: &super::Running) -> RunningStep {

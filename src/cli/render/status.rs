@@ -1,0 +1,125 @@
+//! `ctl status` for people: like `systemctl status`, the daemon in a few lines, then what needs
+//! a person (paused dispatching and why, blocked beads with the command that helps, approvals),
+//! what runs, and the last events.
+
+use std::fmt::Write as _;
+
+use crate::domain::event::Event;
+use crate::protocol::StatusAnswer;
+
+use super::{render_event, render_list};
+
+/// The whole status; `recent` are the last events, oldest first.
+pub fn render_status(s: &StatusAnswer, recent: &[Event]) -> String {
+    let mut out = format!(
+        "catalystd {} (pid {}) on {}\nseq {}  ready {}  running {}{}{}\n",
+        s.version,
+        s.pid,
+        s.workspace.display(),
+        s.seq,
+        s.ready,
+        s.running.len(),
+        if s.paused { "  PAUSED (catalyst ctl resume)" } else { "" },
+        s.storage_error
+            .as_ref()
+            .map(|e| format!("\nSTORAGE ERROR: {e}"))
+            .unwrap_or_default(),
+    );
+    let parts: Vec<String> = s.beads.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let _ = writeln!(out, "beads: {}", parts.join(", "));
+    let attention = needs_a_person(s);
+    if !attention.is_empty() {
+        let _ = write!(out, "\nNeeds a person:\n{attention}");
+    }
+    if !s.running.is_empty() {
+        out.push_str("\nRunning:\n");
+        for r in &s.running {
+            let _ = writeln!(
+                out,
+                "  {} attempt {} ({}) for {}s",
+                r.step,
+                r.attempt,
+                r.model.as_deref().unwrap_or("gate"),
+                r.elapsed_ms / 1000
+            );
+        }
+    }
+    if !s.active.is_empty() {
+        out.push('\n');
+        out.push_str(&render_list(&s.active));
+    }
+    if !recent.is_empty() {
+        out.push_str("\nRecent events:\n");
+        for e in recent {
+            let _ = writeln!(out, "  {}", render_event(e));
+        }
+    }
+    out
+}
+
+/// Paused dispatching and models, blocked beads and approvals, each with what to run.
+fn needs_a_person(s: &StatusAnswer) -> String {
+    let mut out = String::new();
+    for h in &s.holds {
+        let what = match h.scope {
+            crate::domain::agent::unavailable::PauseScope::Agent => "agent steps",
+            crate::domain::agent::unavailable::PauseScope::All => "all steps",
+        };
+        let _ = writeln!(
+            out,
+            "  dispatching of {what} paused ({}) until {}: {}\n    what to do: {}",
+            h.cause, h.until, h.reason, h.help
+        );
+    }
+    for p in &s.model_pauses {
+        let until = p
+            .until
+            .as_ref()
+            .map_or_else(|| "resumed".to_owned(), ToString::to_string);
+        let _ = writeln!(
+            out,
+            "  model {} paused until {until}: {}\n    resume now: catalyst ctl resume --model {}",
+            p.model, p.reason, p.model
+        );
+    }
+    for b in &s.blocked {
+        let _ = writeln!(
+            out,
+            "  blocked {}  {}: {}\n    see why: catalyst ctl show {}   run again: catalyst ctl retry {}",
+            b.id,
+            b.title,
+            b.reason.as_deref().unwrap_or("no reason recorded"),
+            b.id,
+            b.id
+        );
+    }
+    let blocked_total = s.beads.get("blocked").copied().unwrap_or(0);
+    if blocked_total > s.blocked.len() as u64 {
+        let _ = writeln!(
+            out,
+            "  … {} more blocked: catalyst ctl list --status blocked",
+            blocked_total - s.blocked.len() as u64
+        );
+    }
+    for w in &s.waiting_approval {
+        match s.held_merges.iter().find(|h| h.step == *w) {
+            Some(h) => {
+                let _ = writeln!(
+                    out,
+                    "  waiting for approval: {w}: its change touches workflow files: {}\n    see it: git diff HEAD...{}   approve: catalyst ctl approve {}   send back: catalyst ctl reject {} --reason \"…\"",
+                    h.files.join(", "),
+                    h.commit.get(..12).unwrap_or(&h.commit),
+                    h.bead,
+                    h.bead
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "  waiting for approval: {w}\n    approve: catalyst ctl approve {w}   send back: catalyst ctl reject {w} --reason \"…\""
+                );
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,140 @@
+//! Dispatching held back by a failure no retry of a step can fix (see
+//! [`crate::domain::agent::unavailable`]): the agent's steps after a refused key, an unreachable
+//! API or an agent that cannot run; every step after the daemon could not prepare one. A hold
+//! lasts `pause_secs`, doubling while the same scope fails again without a run going through
+//! in between (capped at `max_pause_secs`), or until a person's `resume`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::domain::agent::unavailable::{PauseScope, Unavailable};
+use crate::domain::time::Timestamp;
+
+/// One scope held back.
+#[derive(Clone, Debug)]
+pub(super) struct Hold {
+    pub(super) cause: Unavailable,
+    pub(super) reason: String,
+    pub(super) until: Instant,
+    pub(super) until_wall: Timestamp,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Holds {
+    active: BTreeMap<PauseScope, Hold>,
+    /// The length last used per scope, kept after the hold ends (see the module's text).
+    backoff: HashMap<PauseScope, u64>,
+}
+
+impl Holds {
+    /// The next hold's length for `scope`, in seconds.
+    pub(super) fn next_secs(&self, scope: PauseScope, first: u64, max: u64) -> u64 {
+        match self.backoff.get(&scope) {
+            Some(last) => last.saturating_mul(2).min(max),
+            None => first,
+        }
+    }
+
+    pub(super) fn start(&mut self, cause: Unavailable, reason: String, secs: u64, now: Timestamp) {
+        let scope = cause.scope();
+        self.backoff.insert(scope, secs);
+        let until_wall =
+            Timestamp::from_utc(now.to_utc() + chrono::Duration::seconds(secs as i64));
+        let hold = Hold {
+            cause,
+            reason,
+            until: Instant::now() + Duration::from_secs(secs),
+            until_wall,
+        };
+        tracing::warn!(
+            %scope,
+            %cause,
+            reason = %hold.reason,
+            secs,
+            help = cause.help(),
+            "dispatching paused"
+        );
+        self.active.insert(scope, hold);
+    }
+
+    /// A run of `scope` went through: the next hold starts from the shortest length again.
+    pub(super) fn went_through(&mut self, scope: PauseScope) {
+        self.backoff.remove(&scope);
+    }
+
+    /// Whether steps of `scope` may not start now (a hold of every step holds agents too).
+    pub(super) fn holds(&self, scope: PauseScope) -> bool {
+        self.active.contains_key(&PauseScope::All)
+            || (scope == PauseScope::Agent && self.active.contains_key(&PauseScope::Agent))
+    }
+
+    pub(super) fn earliest(&self) -> Option<Instant> {
+        self.active.values().map(|h| h.until).min()
+    }
+
+    /// Ends the holds whose time is up.
+    pub(super) fn expire(&mut self, now: Instant) {
+        self.active.retain(|scope, h| {
+            let keep = h.until > now;
+            if !keep {
+                tracing::info!(%scope, cause = %h.cause, "dispatching resumes: the pause is over");
+            }
+            keep
+        });
+    }
+
+    /// Ends every hold (a person's `resume`), or those `keep` rejects.
+    pub(super) fn release(&mut self, keep: impl Fn(&Hold) -> bool) {
+        self.active.retain(|scope, h| {
+            let kept = keep(h);
+            if !kept {
+                tracing::info!(%scope, cause = %h.cause, "dispatching resumes");
+            }
+            kept
+        });
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = (PauseScope, &Hold)> {
+        self.active.iter().map(|(s, h)| (*s, h))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holds_back_off_until_a_run_goes_through() {
+        let mut holds = Holds::default();
+        let now = crate::daemon::clock::now();
+        assert_eq!(holds.next_secs(PauseScope::Agent, 60, 200), 60);
+        holds.start(Unavailable::Auth, "401".into(), 60, now);
+        assert_eq!(holds.next_secs(PauseScope::Agent, 60, 200), 120);
+        holds.start(Unavailable::Auth, "401".into(), 120, now);
+        assert_eq!(holds.next_secs(PauseScope::Agent, 60, 200), 200);
+        assert_eq!(
+            holds.next_secs(PauseScope::All, 60, 200),
+            60,
+            "each scope backs off on its own"
+        );
+        holds.went_through(PauseScope::Agent);
+        assert_eq!(holds.next_secs(PauseScope::Agent, 60, 200), 60);
+    }
+
+    #[test]
+    fn a_hold_of_every_step_holds_agents_and_an_agent_hold_only_agents() {
+        let mut holds = Holds::default();
+        let now = crate::daemon::clock::now();
+        holds.start(Unavailable::Connection, "refused".into(), 60, now);
+        assert!(holds.holds(PauseScope::Agent));
+        assert!(!holds.holds(PauseScope::All));
+        holds.release(|_| false);
+        assert!(!holds.holds(PauseScope::Agent));
+        holds.start(Unavailable::Preparation, "no branch".into(), 60, now);
+        assert!(holds.holds(PauseScope::Agent) && holds.holds(PauseScope::All));
+        holds.expire(Instant::now() + Duration::from_secs(61));
+        assert!(!holds.holds(PauseScope::All), "over once its time is up");
+    }
+}

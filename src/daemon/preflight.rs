@@ -1,0 +1,150 @@
+//! Checks worth making before the first step: the target branch exists and the agent CLI runs.
+//! `catalystd` logs them at start and `catalyst init` prints them, so a repository whose branch
+//! is `master` or a machine without `claude` is named at once instead of at the first dispatch.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::domain::agent::profile::AgentProfile;
+
+/// How long the agent CLI may take to print its version.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Whether branch `target` exists in the repository at `workspace`: `Ok` with its short tip,
+/// or why not, with what to do.
+pub fn target_branch(workspace: &Path, target: &str) -> Result<String, String> {
+    let repo = git2::Repository::open(workspace)
+        .map_err(|e| format!("`{}` is not a git repository: {}", workspace.display(), e.message()))?;
+    let tip = repo
+        .find_branch(target, git2::BranchType::Local)
+        .ok()
+        .and_then(|b| b.get().peel_to_commit().ok())
+        .map(|c| c.id());
+    match tip {
+        Some(tip) => Ok(format!(
+            "target branch `{target}` at {}",
+            &tip.to_string()[..12]
+        )),
+        None => {
+            let branches: Vec<String> = repo
+                .branches(Some(git2::BranchType::Local))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|(b, _)| b.name().ok().flatten().map(str::to_owned))
+                .filter(|n| !n.starts_with("catalyst/"))
+                .collect();
+            let hint = match branches.as_slice() {
+                [] => "the repository has no commit yet: commit something first".to_owned(),
+                [one] => format!("set `target_branch = \"{one}\"` in .catalyst/config.toml"),
+                many => format!(
+                    "set `target_branch` in .catalyst/config.toml to one of: {}",
+                    many.join(", ")
+                ),
+            };
+            Err(format!(
+                "target branch `{target}` does not exist; no step can start until it does: {hint}"
+            ))
+        }
+    }
+}
+
+/// Whether the profile's program runs: `Ok` with the first line of `<program> --version`, or
+/// why not. The profile's environment is applied, as for an attempt.
+pub fn agent_cli(profile: &AgentProfile) -> Result<String, String> {
+    let Some(program) = profile.command.first() else {
+        return Err("the agent profile has an empty `command`".into());
+    };
+    let child = Command::new(program)
+        .arg("--version")
+        .envs(&profile.env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "the agent CLI `{program}` is not installed or not on the daemon's PATH"
+            ))
+        }
+        Err(e) => return Err(format!("cannot run the agent CLI `{program}`: {e}")),
+    };
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() < VERSION_TIMEOUT => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "`{program} --version` did not answer within {}s",
+                    VERSION_TIMEOUT.as_secs()
+                ));
+            }
+            Err(e) => return Err(format!("cannot wait for `{program} --version`: {e}")),
+        }
+    };
+    let mut out = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut out);
+    }
+    let first = out.lines().next().unwrap_or("").trim().to_owned();
+    if status.success() {
+        Ok(format!("agent CLI `{program}` runs: {first}"))
+    } else {
+        Err(format!("`{program} --version` failed ({status}): {first}"))
+    }
+}
+
+/// Logs both checks; run off the start-up path (the CLI may take a second to answer).
+pub fn log(workspace: &Path, target: &str, profile: Option<&AgentProfile>) {
+    let results = [
+        Some(target_branch(workspace, target)),
+        profile.map(agent_cli),
+    ];
+    for result in results.into_iter().flatten() {
+        match result {
+            Ok(fine) => tracing::info!("{fine}"),
+            Err(problem) => tracing::warn!("{problem}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_target_branch_names_the_branches_there_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init(dir.path()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let tree = repo.treebuilder(None).unwrap().write().unwrap();
+        let tree = repo.find_tree(tree).unwrap();
+        let commit = repo.commit(None, &sig, &sig, "init", &tree, &[]).unwrap();
+        let commit = repo.find_commit(commit).unwrap();
+        repo.branch("master", &commit, true).unwrap();
+        let err = target_branch(dir.path(), "main").unwrap_err();
+        assert!(err.contains("`main` does not exist"), "{err}");
+        assert!(err.contains("target_branch = \"master\""), "{err}");
+        assert!(target_branch(dir.path(), "master").unwrap().contains("master"));
+    }
+
+    #[test]
+    fn an_agent_cli_that_is_not_installed_is_named() {
+        let mut profile = AgentProfile::claude();
+        profile.command = vec!["catalyst-no-such-agent-cli".into()];
+        let err = agent_cli(&profile).unwrap_err();
+        assert!(err.contains("not installed"), "{err}");
+        profile.command = vec!["sh".into(), "-c".into()];
+        // `sh --version` fails or prints something; either way it was run, not missing.
+        let ran = agent_cli(&profile);
+        assert!(!ran.as_ref().err().is_some_and(|e| e.contains("not installed")), "{ran:?}");
+    }
+}

@@ -13,8 +13,8 @@ use crate::daemon::Paths;
 use crate::domain::event::BeadPatch;
 use crate::protocol::{
     ApproveParams, BeadInput, BeadList, CloseParams, CommentParams, IdParams, ListParams, LogLine,
-    LogsParams, Method, PauseParams, RejectParams, ShowAnswer, ShowParams,
-    StreamLine, Submitted, SubscribeParams, UpdateParams,
+    LogsParams, Method, PauseParams, RejectParams, ShowAnswer, ShowParams, StreamLine, Submitted,
+    SubscribeParams, UpdateParams,
 };
 
 #[derive(Debug, Args)]

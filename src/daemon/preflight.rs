@@ -14,8 +14,13 @@ const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
 /// Whether branch `target` exists in the repository at `workspace`: `Ok` with its short tip,
 /// or why not, with what to do.
 pub fn target_branch(workspace: &Path, target: &str) -> Result<String, String> {
-    let repo = git2::Repository::open(workspace)
-        .map_err(|e| format!("`{}` is not a git repository: {}", workspace.display(), e.message()))?;
+    let repo = git2::Repository::open(workspace).map_err(|e| {
+        format!(
+            "`{}` is not a git repository: {}",
+            workspace.display(),
+            e.message()
+        )
+    })?;
     let tip = repo
         .find_branch(target, git2::BranchType::Local)
         .ok()
@@ -133,7 +138,9 @@ mod tests {
         let err = target_branch(dir.path(), "main").unwrap_err();
         assert!(err.contains("`main` does not exist"), "{err}");
         assert!(err.contains("target_branch = \"master\""), "{err}");
-        assert!(target_branch(dir.path(), "master").unwrap().contains("master"));
+        assert!(target_branch(dir.path(), "master")
+            .unwrap()
+            .contains("master"));
     }
 
     #[test]
@@ -145,6 +152,11 @@ mod tests {
         profile.command = vec!["sh".into(), "-c".into()];
         // `sh --version` fails or prints something; either way it was run, not missing.
         let ran = agent_cli(&profile);
-        assert!(!ran.as_ref().err().is_some_and(|e| e.contains("not installed")), "{ran:?}");
+        assert!(
+            !ran.as_ref()
+                .err()
+                .is_some_and(|e| e.contains("not installed")),
+            "{ran:?}"
+        );
     }
 }

@@ -220,11 +220,9 @@ pub fn route(
 ) -> Decision {
     let max_fix = step_max_fix_iterations.unwrap_or(config.max_fix_iterations);
     match outcome {
-        Outcome::UsageLimit { reason } | Outcome::Unavailable { reason, .. } => {
-            Decision::Requeue {
-                reason: reason.clone(),
-            }
-        }
+        Outcome::UsageLimit { reason } | Outcome::Unavailable { reason, .. } => Decision::Requeue {
+            reason: reason.clone(),
+        },
         Outcome::Failed { reason } => retry(counters, config, reason.clone()),
         Outcome::Malformed { reason } if role.is_agent() => retry(counters, config, reason.clone()),
         Outcome::Finished {

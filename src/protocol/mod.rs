@@ -32,9 +32,9 @@ pub use request::{
     parse_request, ConnectionMethod, EngineRequest, Method, Request, Route, METHODS,
 };
 pub use response::{
-    Approved, BeadList, BeadSummary, BlockedBead, DispatchHold, ModelPauseView, Cancelled, Commented, Exported, HeldMerge, HookAnswer,
-    HookDecision, Imported, PauseState, Rejected, Reloaded, Response, Retried, RunningStep,
-    StatusAnswer, StatusChanged, Stopping, Submitted, Updated,
+    Approved, BeadList, BeadSummary, BlockedBead, Cancelled, Commented, DispatchHold, Exported,
+    HeldMerge, HookAnswer, HookDecision, Imported, ModelPauseView, PauseState, Rejected, Reloaded,
+    Response, Retried, RunningStep, StatusAnswer, StatusChanged, Stopping, Submitted, Updated,
 };
 pub use show::{GateCommand, RunFiles, RunRecord, ShowAnswer, StepDetail, StepView};
 pub use stream::{LogData, LogEnd, LogLine, LogsOpened, StreamEnd, StreamLine, Subscribed};

@@ -13,7 +13,7 @@ use catalyst_testkit::TestDaemon;
 
 /// The shipped Claude profile with the installed binary, pointed at `mock` with a throwaway
 /// HOME; `extra` (top-level keys only, dotted keys for tables) goes before it.
-fn config(root: &Path, mock: &MockAnthropic, extra: &str, args: &[String]) -> String {
+pub(crate) fn config(root: &Path, mock: &MockAnthropic, extra: &str, args: &[String]) -> String {
     let home = root.join("home");
     std::fs::create_dir_all(&home).expect("home");
     let mut profile = AgentProfile::claude();

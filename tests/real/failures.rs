@@ -1,13 +1,15 @@
 //! How a real agent's failures reach the router: an API error Claude Code reports with
 //! `is_error: true` under `subtype: success`, `error_max_turns`, and a Codex `turn.failed`
-//! are failures, retried and counted; limits are covered in `claude.rs`.
+//! are failures, retried and counted; a refused key and an unreachable API pause dispatching
+//! without spending an attempt; limits are covered in `claude.rs`.
 
 use serde_json::{json, Value};
 
-use crate::anthropic::{MockAnthropic, Turn};
-use crate::claude::{start, start_with_args, step_events};
+use crate::anthropic::{MockAnthropic, Turn, INVALID_KEY};
+use crate::claude::{config as claude_config, done, start_with_args, step_events};
 use crate::isolate::{in_netns, runtime};
 use crate::openai::{MockOpenAi, Turn as CodexTurn};
+use catalyst::protocol::Method;
 use catalyst_testkit::{bead, TestDaemon};
 
 /// Waits for the first retry of `step` and returns the router's result of attempt 1.
@@ -37,33 +39,124 @@ fn claude_result(daemon: &TestDaemon, id: &str, step: &str) -> Value {
         .expect("a result event")
 }
 
+/// The key and URL the shipped test profile gives Claude Code (see `claude::config`).
+const GOOD_KEY: &str = "sk-ant-test-dummy";
+
+/// Starts a daemon whose Claude profile is the test profile with `good` replaced by `bad` in
+/// its config text, submits a bead, and checks what a person sees: dispatching paused for `cause`
+/// at Claude Code's first retry (not after its own minutes of retries), no attempt spent, and
+/// `ctl status` naming the pause and `hint`. Then the config is mended, and after `ctl resume`
+/// the step runs.
+async fn paused_then_resumed(mock: &MockAnthropic, good: &str, bad: &str, cause: &str, hint: &str) {
+    let (config_mock, good_text, bad_text) = (mock.clone(), good.to_owned(), bad.to_owned());
+    let daemon = TestDaemon::start_with(move |root| {
+        claude_config(root, &config_mock, "pause_secs = 3600", &[]).replace(&good_text, &bad_text)
+    })
+    .await;
+    let id = daemon.submit(bead("Cannot reach the model")).await;
+    let paused = daemon
+        .wait_for("dispatching paused", |e| e["type"] == "dispatch.paused")
+        .await;
+    assert_eq!(
+        (paused["cause"].as_str(), paused["scope"].as_str()),
+        (Some(cause), Some("agent")),
+        "{paused}"
+    );
+    let events = daemon.events().await;
+    let finished = step_events(&events, "step.finished", ".refine")[0].clone();
+    assert_eq!(
+        finished["exit"], "stopped: it cannot reach or use its API",
+        "the daemon stopped Claude Code instead of waiting out its retries: {finished}"
+    );
+    assert!(
+        finished["duration_ms"].as_u64().unwrap_or(u64::MAX) < 15_000,
+        "stopped within seconds of starting, not minutes: {finished}"
+    );
+    let stdout = std::fs::read_to_string(daemon.run_dir(&id, "refine", 1).join("stdout"))
+        .expect("the run's stdout");
+    let retries = stdout.matches("\"api_retry\"").count();
+    assert!(
+        (1..=2).contains(&retries),
+        "stopped at Claude Code's first retry, not after ten: {retries} api_retry lines"
+    );
+    let retry = step_events(&events, "step.retry", ".refine")[0].clone();
+    assert_eq!(retry["counted"], false, "no attempt is spent: {retry}");
+    assert!(step_events(&events, "step.escalated", ".refine").is_empty());
+
+    let (code, status, _) = daemon.ctl(&["status"], "").await;
+    assert_eq!(code, 0);
+    assert!(
+        status.contains(&format!("dispatching of agent steps paused ({cause})"))
+            && status.contains(hint)
+            && status.contains("catalyst ctl resume"),
+        "ctl status says what is paused, why and what to do:\n{status}"
+    );
+    assert_eq!(
+        step_events(&daemon.events().await, "step.dispatched", ".refine").len(),
+        1,
+        "nothing is dispatched while paused"
+    );
+
+    let config = std::fs::read_to_string(daemon.paths.config()).expect("the config");
+    // Written whole and renamed into place, so the daemon's watcher never reads half a file.
+    let mended = daemon.root.join("config.toml.new");
+    std::fs::write(&mended, config.replace(bad, good)).expect("mend the config");
+    std::fs::rename(&mended, daemon.paths.config()).expect("put the config in place");
+    daemon.call(Method::Reload).await;
+    let (code, _, err) = daemon.ctl(&["resume"], "").await;
+    assert_eq!(code, 0, "{err}");
+    let result = daemon
+        .wait_for("the refine step's result once resumed", |e| {
+            e["type"] == "step.result"
+                && e["step"] == format!("{id}.refine")
+                && e["outcome"] == "finished"
+        })
+        .await;
+    assert_eq!(result["attempt"], 2, "{result}");
+}
+
 #[test]
-fn a_401_is_a_failure_that_is_retried() {
-    if !in_netns("failures::a_401_is_a_failure_that_is_retried", "claude") {
+fn a_refused_key_pauses_the_agent_at_once_and_resume_runs_the_step() {
+    if !in_netns(
+        "failures::a_refused_key_pauses_the_agent_at_once_and_resume_runs_the_step",
+        "claude",
+    ) {
         return;
     }
     runtime().block_on(async {
-        let mock = MockAnthropic::start(vec![(
-            "refine",
-            vec![Turn::Error(401, "authentication_error".into())],
-        )])
+        let mock = MockAnthropic::start(vec![("refine", vec![done("Refined.")])]).await;
+        paused_then_resumed(&mock, GOOD_KEY, INVALID_KEY, "auth", "ANTHROPIC_API_KEY").await;
+        let answered_401 = mock
+            .requests()
+            .iter()
+            .any(|r| r.header("x-api-key") == Some(INVALID_KEY));
+        assert!(answered_401, "the mock saw the refused key");
+    });
+}
+
+#[test]
+fn an_unreachable_api_pauses_the_agent_at_once_and_resume_runs_the_step() {
+    if !in_netns(
+        "failures::an_unreachable_api_pauses_the_agent_at_once_and_resume_runs_the_step",
+        "claude",
+    ) {
+        return;
+    }
+    runtime().block_on(async {
+        let mock = MockAnthropic::start(vec![("refine", vec![done("Refined.")])]).await;
+        // A loopback port nothing listens on.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port");
+        let unreachable = format!("http://{closed}");
+        paused_then_resumed(
+            &mock,
+            &mock.url,
+            &unreachable,
+            "connection",
+            "ANTHROPIC_BASE_URL",
+        )
         .await;
-        let daemon = start(&mock, "").await;
-        let id = daemon.submit(bead("Unauthorised")).await;
-        let (result, retry) = first_retry(&daemon, &id, "refine").await;
-        assert_eq!(result["outcome"], "failed", "{result}");
-        assert_eq!(retry["counted"], true, "{retry}");
-        let reported = claude_result(&daemon, &id, "refine");
-        assert_eq!(
-            (reported["subtype"].as_str(), reported["is_error"].as_bool()),
-            (Some("success"), Some(true)),
-            "Claude Code flags the API error only by is_error: {reported}"
-        );
-        let events = daemon.events().await;
-        assert!(
-            !events.iter().any(|e| e["type"] == "model.paused"),
-            "a 401 is not a limit"
-        );
     });
 }
 

@@ -19,7 +19,11 @@ pub fn render_status(s: &StatusAnswer, recent: &[Event]) -> String {
         s.seq,
         s.ready,
         s.running.len(),
-        if s.paused { "  PAUSED (catalyst ctl resume)" } else { "" },
+        if s.paused {
+            "  PAUSED (catalyst ctl resume)"
+        } else {
+            ""
+        },
         s.storage_error
             .as_ref()
             .map(|e| format!("\nSTORAGE ERROR: {e}"))

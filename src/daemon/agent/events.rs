@@ -9,10 +9,10 @@ use super::output::{Consumer, LineSplitter, Tail};
 use crate::domain::agent::claude::Claude;
 use crate::domain::agent::codex::Codex;
 use crate::domain::agent::limits;
-use crate::domain::agent::unavailable::{self, Hindrance};
-use tokio_util::sync::CancellationToken;
 use crate::domain::agent::profile::OutputFormat;
 pub(crate) use crate::domain::agent::stream::Parsed;
+use crate::domain::agent::unavailable::{self, Hindrance};
+use tokio_util::sync::CancellationToken;
 
 /// The longest stdout line parsed. A longer line is skipped: no real event is that large, and
 /// buffering it whole would let output size decide memory use.

@@ -13,8 +13,8 @@ use crate::domain::time::Timestamp;
 
 use super::error::EngineError;
 use super::route::{block_events, Attempt, PauseOrder, Routed};
-use crate::domain::agent::unavailable::PauseScope;
 use super::{Engine, Now, Pause};
+use crate::domain::agent::unavailable::PauseScope;
 
 impl Engine {
     pub(super) fn step_done(&mut self, done: &StepDone) -> Result<(), EngineError> {
@@ -135,9 +135,8 @@ impl Engine {
                 secs,
             } => {
                 self.model_backoff.insert(model.clone(), secs);
-                let until_wall = Timestamp::from_utc(
-                    now.wall.to_utc() + chrono::Duration::seconds(secs as i64),
-                );
+                let until_wall =
+                    Timestamp::from_utc(now.wall.to_utc() + chrono::Duration::seconds(secs as i64));
                 self.paused_models.insert(
                     model,
                     Pause {

@@ -40,8 +40,7 @@ impl Holds {
     pub(super) fn start(&mut self, cause: Unavailable, reason: String, secs: u64, now: Timestamp) {
         let scope = cause.scope();
         self.backoff.insert(scope, secs);
-        let until_wall =
-            Timestamp::from_utc(now.to_utc() + chrono::Duration::seconds(secs as i64));
+        let until_wall = Timestamp::from_utc(now.to_utc() + chrono::Duration::seconds(secs as i64));
         let hold = Hold {
             cause,
             reason,

@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 
 use tokio::time::Instant;
 
+use crate::domain::agent::unavailable::PauseScope;
 use crate::domain::event::EventBody;
 use crate::domain::formula::pour;
 use crate::domain::id::BeadId;
-use crate::domain::agent::unavailable::PauseScope;
 use crate::domain::model::{Bead, Role, Status, StepMeta};
 use crate::domain::time::Timestamp;
 

@@ -96,7 +96,14 @@ fn failed(job: &StepJob, reason: String) -> StepDone {
 /// The attempt's end when the daemon could not prepare it: not the agent's failure.
 fn unprepared(job: &StepJob, reason: String) -> StepDone {
     let (work, step) = (&job.work, &job.step);
-    StepDone::unavailable(work, step, job.role, job.attempt, Unavailable::Preparation, reason)
+    StepDone::unavailable(
+        work,
+        step,
+        job.role,
+        job.attempt,
+        Unavailable::Preparation,
+        reason,
+    )
 }
 
 /// Everything between the worktree and the agent: the run folder's inputs (with the change

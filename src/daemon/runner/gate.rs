@@ -8,9 +8,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::daemon::agent::{self, RunSpec};
 use crate::daemon::worktree::{CommitId, Repo};
-use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::agent::profile::AgentProfile;
 use crate::domain::agent::report::{Exit, RunReport};
+use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::id::BeadId;
 use crate::domain::model::Role;
 use crate::domain::router::Outcome;

@@ -101,7 +101,11 @@ impl Claude {
             }
             "system" if event.subtype.as_deref() == Some("api_retry") => {
                 let status = event.error_status.as_ref().and_then(Value::as_u64);
-                let error = event.error.as_ref().and_then(Value::as_str).unwrap_or("unknown");
+                let error = event
+                    .error
+                    .as_ref()
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown");
                 if let Some(status @ (429 | 529)) = status {
                     self.pending_limit = Some(format!(
                         "the API answered {status} ({}) and Claude Code was retrying",

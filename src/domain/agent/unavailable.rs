@@ -192,7 +192,10 @@ mod tests {
     fn error_texts_are_classified_by_what_they_name() {
         let cases = [
             ("Not logged in · Please run /login", Some(Unavailable::Auth)),
-            ("Invalid API key · Please run /login", Some(Unavailable::Auth)),
+            (
+                "Invalid API key · Please run /login",
+                Some(Unavailable::Auth),
+            ),
             (
                 r#"API Error: 401 {"type":"error","error":{"type":"authentication_error"}}"#,
                 Some(Unavailable::Auth),

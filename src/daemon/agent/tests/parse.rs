@@ -331,15 +331,26 @@ fn claude_retrying_a_refused_key_or_an_unreachable_api_is_hopeless_at_once() {
         "a connection retried before the model said anything"
     );
     assert_eq!(
-        hopeless(&[init(), assistant_text("working"), api_retry(None, "unknown")]),
+        hopeless(&[
+            init(),
+            assistant_text("working"),
+            api_retry(None, "unknown")
+        ]),
         None,
         "mid-run, Claude Code's own retries may still recover"
     );
     assert_eq!(hopeless(&[init(), api_retry(Some(500), "api_error")]), None);
-    assert_eq!(hopeless(&[init(), api_retry(Some(429), "rate_limit")]), None);
+    assert_eq!(
+        hopeless(&[init(), api_retry(Some(429), "rate_limit")]),
+        None
+    );
 
     // Mid-run, a connection that never came back counts once the run ends without a result.
-    let parsed = claude(&[init(), assistant_text("working"), api_retry(None, "unknown")]);
+    let parsed = claude(&[
+        init(),
+        assistant_text("working"),
+        api_retry(None, "unknown"),
+    ]);
     assert_eq!(
         parsed.unavailable.map(|h| h.cause),
         Some(Unavailable::Connection)
@@ -357,7 +368,10 @@ fn claude_retrying_a_refused_key_or_an_unreachable_api_is_hopeless_at_once() {
 #[test]
 fn claude_not_logged_in_is_an_auth_failure() {
     use crate::domain::agent::unavailable::Unavailable;
-    let parsed = claude(&[init(), claude_result("success", true, "Not logged in · Please run /login")]);
+    let parsed = claude(&[
+        init(),
+        claude_result("success", true, "Not logged in · Please run /login"),
+    ]);
     assert_eq!(parsed.unavailable.map(|h| h.cause), Some(Unavailable::Auth));
     let parsed = claude(&[init(), claude_result("success", true, "the tests failed")]);
     assert_eq!(parsed.unavailable, None);

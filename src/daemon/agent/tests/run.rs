@@ -1,8 +1,8 @@
 //! Whole runs, with `sh` scripts as agents.
 
+use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::model::Role;
 use crate::domain::result::Verdict;
-use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::router::Outcome;
 
 use super::*;

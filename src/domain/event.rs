@@ -164,12 +164,22 @@ pub enum EventBody {
         from: String,
         to: String,
     },
-    /// The target could not be moved (yet): not up to date, or a dirty checkout.
+    /// A merge step whose branch the daemon merges itself: no agent runs unless the target
+    /// cannot be merged into the branch cleanly.
+    #[serde(rename = "merge.started")]
+    MergeStarted { bead: BeadId, step: BeadId },
+    /// The target could not be moved (yet): not up to date, or a dirty checkout. With `step`,
+    /// the daemon could not merge the target into the branch itself (`files` conflict): the
+    /// step goes to the merge agent.
     #[serde(rename = "merge.conflict")]
     MergeConflict {
         bead: BeadId,
         target: String,
         reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<BeadId>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        files: Vec<String>,
     },
     /// The bead's change touches workflow files: its merge waits for a person's approval of
     /// the branch tip `commit`.
@@ -232,7 +242,7 @@ pub enum EventBody {
 
 impl EventBody {
     /// Every event's `type` name, in the order of [`EventBody`].
-    pub const KINDS: [&'static str; 25] = [
+    pub const KINDS: [&'static str; 26] = [
         "bead.created",
         "bead.updated",
         "bead.status",
@@ -249,6 +259,7 @@ impl EventBody {
         "gate.passed",
         "gate.failed",
         "merge.completed",
+        "merge.started",
         "merge.conflict",
         "merge.held",
         "merge.approved",
@@ -279,6 +290,7 @@ impl EventBody {
             EventBody::GatePassed { .. } => "gate.passed",
             EventBody::GateFailed { .. } => "gate.failed",
             EventBody::MergeCompleted { .. } => "merge.completed",
+            EventBody::MergeStarted { .. } => "merge.started",
             EventBody::MergeConflict { .. } => "merge.conflict",
             EventBody::MergeHeld { .. } => "merge.held",
             EventBody::MergeApproved { .. } => "merge.approved",
@@ -310,6 +322,7 @@ impl EventBody {
             | EventBody::GatePassed { bead, .. }
             | EventBody::GateFailed { bead, .. }
             | EventBody::MergeCompleted { bead, .. }
+            | EventBody::MergeStarted { bead, .. }
             | EventBody::MergeConflict { bead, .. }
             | EventBody::MergeHeld { bead, .. }
             | EventBody::MergeApproved { bead, .. }

@@ -32,6 +32,7 @@ fn subject(body: &EventBody) -> String {
         | B::GateFailed { step, .. }
         | B::MergeHeld { step, .. }
         | B::MergeApproved { step, .. }
+        | B::MergeStarted { step, .. }
         | B::AgentTool { step, .. } => step.to_string(),
         B::MoleculePoured { bead, .. }
         | B::FixCreated { bead, .. }
@@ -129,6 +130,7 @@ fn detail(body: &EventBody) -> String {
         | B::GateWaiting { .. }
         | B::GatePassed { .. }
         | B::WorktreeRemoved { .. }
+        | B::MergeStarted { .. }
         | B::DaemonStarted { .. } => String::new(),
     }
 }

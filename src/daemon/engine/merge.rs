@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::daemon::runner::TARGET_FILE;
-use crate::daemon::worktree::{CommitId, MergeGuard, MergeOutcome, Repo};
+use crate::daemon::worktree::{BranchMerge, CommitId, MergeGuard, MergeOutcome, Repo};
 use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Phase, Status};
@@ -27,7 +27,7 @@ use crate::domain::workflow::WorkflowFiles;
 
 use super::error::EngineError;
 use super::reports::{MergeFailure, MergeRan, MergeReport};
-use super::route::{block_events, Attempt, Routed};
+use super::route::{block_events, comment_at, Attempt, Routed};
 use super::{Engine, Input, Now};
 
 /// The bead whose merge into the target is in flight, in the state folder.
@@ -168,6 +168,7 @@ impl Engine {
             result,
             target_at_start,
             head,
+            conflicts,
             ..
         } = ran;
         let target = self.loaded.config.target_branch.clone();
@@ -196,12 +197,16 @@ impl Engine {
                 }])
             }
             Ok(MergeOutcome::NotUpToDate { target: t, branch }) => {
+                if !step.step_meta().is_some_and(|m| m.merge_agent) {
+                    return decided(to_the_agent(work, step, target, conflicts, now));
+                }
                 if target_at_start.is_some_and(|s| s.trim() != t.as_str()) {
                     // Another bead's merge moved the target after this merge agent began: it
                     // lost a race, it did not fail. It runs again, not counted.
                     return decided(overtaken(work, step, target, t.as_str()));
                 }
-                self.not_up_to_date(work, step, &target, t.as_str(), branch.as_str(), now)
+                let (tip, branch) = (t.as_str(), branch.as_str());
+                self.not_up_to_date(work, step, &target, (tip, branch), &conflicts, now)
             }
             Ok(MergeOutcome::TargetDirty { files }) => {
                 let reason = format!(
@@ -229,14 +234,15 @@ impl Engine {
         }
     }
 
-    /// The merge agent did not bring the branch up to date: a failed attempt of the step.
+    /// The merge agent did not bring the branch up to date, and the daemon cannot either: a
+    /// failed attempt of the step. `tips` are the target's and the branch's.
     fn not_up_to_date(
         &self,
         work: &Bead,
         step: &Bead,
         target: &str,
-        tip: &str,
-        branch: &str,
+        (tip, branch): (&str, &str),
+        conflicts: &[String],
         now: Timestamp,
     ) -> MergeVerdict {
         let Some(meta) = step.step_meta() else {
@@ -245,13 +251,22 @@ impl Engine {
                 pause: None,
             });
         };
-        let reason = format!(
-            "`{target}` ({tip}) is not an ancestor of the bead's branch ({branch}): the merge step must bring the branch up to date"
-        );
+        let reason = if conflicts.is_empty() {
+            format!(
+                "the merge agent finished, but `{target}` ({tip}) is still not merged into the bead's branch ({branch}) and the daemon could not merge it"
+            )
+        } else {
+            format!(
+                "the merge agent finished, but `{target}` ({tip}) still conflicts with the bead's branch ({branch}) in {}",
+                conflicts.join(", ")
+            )
+        };
         let conflict = EventBody::MergeConflict {
             bead: work.id.clone(),
             target: target.to_owned(),
             reason: reason.clone(),
+            step: None,
+            files: Vec::new(),
         };
         let outcome = Outcome::Failed { reason };
         let attempt = Attempt {
@@ -316,10 +331,44 @@ impl MergeVerdict {
                 bead: work.clone(),
                 target,
                 reason,
+                step: None,
+                files: Vec::new(),
             },
             retry,
         }
     }
+}
+
+/// The daemon could not merge the target into the branch itself: the merge step goes to the
+/// merge agent, not counted as an attempt.
+fn to_the_agent(
+    work: &Bead,
+    step: &Bead,
+    target: String,
+    conflicts: Vec<String>,
+    now: Timestamp,
+) -> Vec<EventBody> {
+    let reason = if conflicts.is_empty() {
+        format!("`{target}` cannot be merged into the bead's branch by the daemon; the merge agent merges it")
+    } else {
+        format!(
+            "`{target}` and the bead's branch change the same lines in {}; the merge agent resolves them",
+            conflicts.join(", ")
+        )
+    };
+    tracing::info!(bead = %work.id, %reason, "merge conflict: calling the merge agent");
+    // In the bead's comments, the merge agent's context says why it runs.
+    let comment = comment_at(work, format!("[daemon] MERGE CONFLICT: {reason}"), now);
+    vec![
+        EventBody::MergeConflict {
+            bead: work.id.clone(),
+            target,
+            reason,
+            step: Some(step.id.clone()),
+            files: conflicts,
+        },
+        comment,
+    ]
 }
 
 /// A merge another bead's merge overtook: the step runs again, not counted.
@@ -332,6 +381,8 @@ fn overtaken(work: &Bead, step: &Bead, target: String, tip: &str) -> Vec<EventBo
             bead: work.id.clone(),
             target,
             reason: reason.clone(),
+            step: None,
+            files: Vec::new(),
         },
         EventBody::StepRetry {
             bead: work.id.clone(),
@@ -387,16 +438,34 @@ fn run_merge(mut job: MergeJob) -> MergeReport {
             return MergeReport::NotStarted;
         }
     }
-    let result = match interrupted {
+    let failure = |e: crate::daemon::worktree::GitError| MergeFailure {
+        transient: e.is_transient(),
+        error: e.into(),
+    };
+    let mut result = match interrupted {
         Some(window) => job
             .repo
             .resume_merge_into_target(&work, &job.target, &guard, window),
         None => job.repo.merge_into_target(&work, &job.target, &guard),
     }
-    .map_err(|e| MergeFailure {
-        transient: e.is_transient(),
-        error: e.into(),
-    });
+    .map_err(failure);
+    // Not up to date: the daemon merges the target into the branch itself when git can, and
+    // moves the target then; the merge agent is called only for a conflict.
+    let mut conflicts = Vec::new();
+    if matches!(result, Ok(MergeOutcome::NotUpToDate { .. })) {
+        match job.repo.merge_target_into_branch(&work, &job.target) {
+            Ok(BranchMerge::Merged(_)) => {
+                result = job
+                    .repo
+                    .merge_into_target(&work, &job.target, &guard)
+                    .map_err(failure);
+            }
+            Ok(BranchMerge::Conflict { files }) => conflicts = files,
+            Err(e) => {
+                tracing::warn!(bead = %work, error = %e, "cannot merge the target into the bead's branch");
+            }
+        }
+    }
     let target_at_start = match &result {
         Ok(MergeOutcome::NotUpToDate { .. }) => {
             std::fs::read_to_string(run_dir.join(TARGET_FILE)).ok()
@@ -426,5 +495,6 @@ fn run_merge(mut job: MergeJob) -> MergeReport {
         result,
         target_at_start,
         head,
+        conflicts,
     })
 }

@@ -81,6 +81,8 @@ pub struct MergeRan {
     pub target_at_start: Option<String>,
     /// The branch's tip, read when it was already merged.
     pub head: Option<String>,
+    /// The files that kept the daemon from merging the target into the branch itself.
+    pub conflicts: Vec<String>,
 }
 
 /// What the recovery task found.

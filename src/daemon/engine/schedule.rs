@@ -110,6 +110,10 @@ impl Engine {
                 false
             }
             Role::Gate => self.start_gate(work, &step, &meta),
+            Role::Merge if !meta.merge_agent => {
+                self.merge_without_agent(work, &step);
+                false
+            }
             _ => {
                 let model = self.model_for(&meta);
                 if !self.agent_slot_free() || !self.model_free(&model) {
@@ -117,6 +121,19 @@ impl Engine {
                 }
                 self.start_agent(work, &step, &meta, model)
             }
+        }
+    }
+
+    /// A merge step goes to the daemon's merge first: git merges the target into the branch
+    /// when it can, and the merge agent runs only for a conflict.
+    fn merge_without_agent(&mut self, work: &BeadId, step: &Bead) {
+        let started = EventBody::MergeStarted {
+            bead: work.clone(),
+            step: step.id.clone(),
+        };
+        // Not written: the storage error stops scheduling, and this runs again after.
+        if self.record(vec![started]).is_ok() {
+            self.start_merges();
         }
     }
 

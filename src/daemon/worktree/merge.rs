@@ -43,6 +43,17 @@ pub enum MergeOutcome {
     },
 }
 
+/// What [`Repo::merge_target_into_branch`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BranchMerge {
+    /// The target merged cleanly: the branch has a new merge commit, and its worktree (if
+    /// any) was brought to it.
+    Merged(CommitId),
+    /// The target and the branch change the same lines: nothing was changed; `files` are the
+    /// conflicting paths, for the merge agent.
+    Conflict { files: Vec<String> },
+}
+
 /// What a merge must check before it moves the target: which files need a person's approval,
 /// and the commit a person approved, if any.
 #[derive(Clone, Debug)]
@@ -108,6 +119,62 @@ impl Repo {
         window: (SystemTime, SystemTime),
     ) -> Result<MergeOutcome, GitError> {
         self.merge(bead, target, guard, Some(window))
+    }
+
+    /// Merges the target's tip into the bead's branch, as `git merge <target>` on the branch
+    /// would, when git can do it without a person or an agent: the merge is computed in
+    /// memory (libgit2), and only a merge without conflicts is committed (parents: the branch
+    /// tip, then the target tip), moving the branch by compare-and-swap; the bead's worktree,
+    /// which the daemon's commit of the last step left clean, is then checked out at it.
+    pub fn merge_target_into_branch(
+        &self,
+        bead: &BeadId,
+        target: &str,
+    ) -> Result<BranchMerge, GitError> {
+        let _shared = self.exclusive();
+        let repo = self.main_repo()?;
+        let what = || format!("merging `{target}` into the branch of bead `{bead}`");
+        let ours = branch_tip(&repo, bead)?;
+        let theirs = target_tip(&repo, target)?;
+        let mut index = repo.merge_commits(&ours, &theirs, None).ctx(what)?;
+        if index.has_conflicts() {
+            let mut files = BTreeSet::new();
+            for conflict in index.conflicts().ctx(what)? {
+                let conflict = conflict.ctx(what)?;
+                let entry = conflict.our.or(conflict.their).or(conflict.ancestor);
+                if let Some(entry) = entry {
+                    files.insert(String::from_utf8_lossy(&entry.path).into_owned());
+                }
+            }
+            return Ok(BranchMerge::Conflict {
+                files: files.into_iter().collect(),
+            });
+        }
+        let tree_id = index.write_tree_to(&repo).ctx(what)?;
+        let tree = repo.find_tree(tree_id).ctx(what)?;
+        let author = git2::Signature::now(&self.author_name, &self.author_email).ctx(what)?;
+        let branch = branch_name(bead);
+        let message = format!("Merge `{target}` into {branch}\n\nCatalyst-Step: merge/daemon\n");
+        let commit = repo
+            .commit(None, &author, &author, &message, &tree, &[&ours, &theirs])
+            .ctx(what)?;
+        repo.reference_matching(
+            &format!("refs/heads/{branch}"),
+            commit,
+            true,
+            ours.id(),
+            &format!("catalyst: merge `{target}`"),
+        )
+        .ctx(what)?;
+        if let Ok(worktree) = self.open_worktree(bead) {
+            let mut checkout = CheckoutBuilder::new();
+            checkout.force();
+            worktree
+                .checkout_head(Some(&mut checkout))
+                .ctx(|| format!("checking out the merge in the worktree of bead `{bead}`"))?;
+        }
+        info!(%bead, %commit, "merged the target into the bead's branch");
+        Ok(BranchMerge::Merged(commit.into()))
     }
 
     fn merge(

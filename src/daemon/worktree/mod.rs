@@ -40,7 +40,7 @@ use tracing::{info, warn};
 use crate::domain::id::BeadId;
 use error::Context;
 pub use error::{CommitId, GitError};
-pub use merge::{MergeGuard, MergeOutcome};
+pub use merge::{BranchMerge, MergeGuard, MergeOutcome};
 
 /// The author and committer of the commits the daemon makes, unless [`Repo::with_author`]
 /// says otherwise.

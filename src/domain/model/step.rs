@@ -65,6 +65,10 @@ pub struct StepMeta {
     /// For a merge step: the change to workflow files that waits (or waited) for a person.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<MergeHold>,
+    /// For a merge step: the daemon could not merge the target into the branch itself, so
+    /// the merge agent runs (until then the daemon merges without one).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub merge_agent: bool,
 }
 
 /// A merge held because the bead's change touches workflow files (formulas, prompts, the
@@ -111,6 +115,7 @@ impl StepMeta {
             reset_to: None,
             summary: None,
             hold: None,
+            merge_agent: false,
         }
     }
 }
@@ -131,7 +136,8 @@ pub enum Phase {
     },
     /// Rejected (or failed); waits for its fix step to close, then runs again.
     WaitingFix { fix: BeadId },
-    /// The merge agent is done; the daemon moves the target branch.
+    /// The daemon merges: it brings the branch up to date with the target when git can, and
+    /// moves the target branch (after the merge agent, if a conflict needed one).
     Merging,
     /// Waits for a person (`ctl approve` / `ctl reject`).
     WaitingApproval,

@@ -181,6 +181,7 @@ impl State {
             | EventBody::GateFailed { bead, step, .. }
             | EventBody::MergeHeld { bead, step, .. }
             | EventBody::MergeApproved { bead, step, .. }
+            | EventBody::MergeStarted { bead, step }
             | EventBody::AgentTool { bead, step, .. } => {
                 self.check_exists(bead, created)?;
                 self.check_exists(step, created)
@@ -323,6 +324,19 @@ impl State {
                     });
                 });
             }
+            EventBody::MergeStarted { step, .. } => {
+                self.set_status(&step, Status::InProgress, None, ts);
+                self.modify_meta(&step, |m| m.phase = Some(Phase::Merging));
+            }
+            EventBody::MergeConflict {
+                step: Some(step), ..
+            } => {
+                self.set_status(&step, Status::Open, None, ts);
+                self.modify_meta(&step, |m| {
+                    m.phase = None;
+                    m.merge_agent = true;
+                });
+            }
             EventBody::MergeApproved { step, commit, .. } => {
                 self.modify_meta(&step, |m| {
                     m.phase = Some(Phase::Merging);
@@ -335,7 +349,7 @@ impl State {
             | EventBody::GatePassed { .. }
             | EventBody::GateFailed { .. }
             | EventBody::MergeCompleted { .. }
-            | EventBody::MergeConflict { .. }
+            | EventBody::MergeConflict { step: None, .. }
             | EventBody::WorktreeRemoved { .. }
             | EventBody::AgentTool { .. }
             | EventBody::ModelPaused { .. }

@@ -3,7 +3,8 @@
 //! fresh machine with nothing installed but the Rust toolchain.
 //!
 //! The review rejects once, so the run shows the fix loop: refine, implement, review, fix,
-//! review, merge, and the target branch moving to the merged commit.
+//! review, then the daemon's merge moving the target branch to the bead's commit (git merges
+//! it, so no merge agent runs; its rule below is there for a conflict).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

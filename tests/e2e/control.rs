@@ -135,7 +135,7 @@ fn the_demo_runs_the_fix_loop_and_merges() {
         .collect();
     assert_eq!(
         dispatched,
-        ["refine", "implement", "review", "fix-1", "review", "merge"]
+        ["refine", "implement", "review", "fix-1", "review"]
     );
     assert!(text.contains("merge.completed"), "{text}");
     assert!(text.contains("is closed"), "{text}");

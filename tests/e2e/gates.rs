@@ -90,7 +90,7 @@ async fn the_gated_formula_fixes_its_checks_and_waits_for_a_person_across_a_rest
 
     assert_eq!(
         daemon.roles_of(&id),
-        ["refine", "implement", "fix", "review", "merge"]
+        ["refine", "implement", "fix", "review"]
     );
     assert_eq!(daemon.file_on_main("fixed.txt").as_deref(), Some("fixed\n"));
     let events = daemon.events().await;
@@ -221,7 +221,7 @@ responses = [{ write = { "renamed.txt" = "renamed\n" }, summary = "renamed the f
     daemon.wait_status(&id, "closed").await;
     assert_eq!(
         daemon.roles_of(&id),
-        ["refine", "implement", "review", "fix", "merge"]
+        ["refine", "implement", "review", "fix"]
     );
     assert_eq!(
         daemon.file_on_main("renamed.txt").as_deref(),

@@ -249,7 +249,7 @@ async fn a_broken_reload_is_refused_and_a_good_one_takes_effect() {
         .expect("id")
         .to_owned();
     daemon.wait_status(&id, "closed").await;
-    assert_eq!(daemon.roles_of(&id), ["implement", "merge"]);
+    assert_eq!(daemon.roles_of(&id), ["implement"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -379,6 +379,12 @@ responses = [{ tools = [{ name = "Bash", input = { command = "git -c user.name=s
         .filter(|e| e["type"] == "step.retry" && e["counted"] == true)
         .count();
     assert_eq!(retries, 0, "handing the merge to the agent spends no attempt");
+    let context = std::fs::read_to_string(daemon.run_dir(&second, "merge", 1).join("context.md"))
+        .expect("the merge agent's context");
+    assert!(
+        context.contains(&format!("## The change (`git diff main...catalyst/{second}`)")),
+        "the merge agent gets the change: {context}"
+    );
     let comments = daemon.comments(&second).await;
     assert!(
         comments.iter().any(|c| c.contains("MERGE CONFLICT") && c.contains("shared.txt")),

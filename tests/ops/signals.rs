@@ -57,7 +57,7 @@ async fn sigterm_lets_the_running_agent_finish_and_a_restart_completes_the_bead(
 
     let mut daemon = ws.spawn();
     daemon.wait_status(&id, "closed").await;
-    assert_eq!(ws.roles_of(&id), ["refine", "implement", "review", "merge"]);
+    assert_eq!(ws.roles_of(&id), ["refine", "implement", "review"]);
     daemon.signal(Signal::SIGINT);
     assert!(daemon.wait_exit().await.success(), "SIGINT stops it too");
 }
@@ -84,7 +84,7 @@ async fn sigterm_stops_an_agent_that_outlasts_the_grace_period() {
     daemon.wait_status(&id, "closed").await;
     assert_eq!(
         ws.roles_of(&id),
-        ["refine", "implement", "implement", "review", "merge"],
+        ["refine", "implement", "implement", "review"],
         "the interrupted step ran again after the restart"
     );
 }

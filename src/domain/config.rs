@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::domain::agent::profile::AgentProfile;
+use crate::domain::agent::profile::{AgentProfile, ProfileConfig};
 use crate::domain::model::Role;
 use crate::domain::policy::RolePolicy;
 use crate::domain::router::RouterConfig;
@@ -31,7 +31,9 @@ pub struct Config {
     pub max_agents: usize,
     /// The agent profile steps run with (a key of `profiles`, or `claude`, `codex`).
     pub agent: String,
-    /// Agent profiles by name, in addition to the built-in `claude` and `codex`.
+    /// Agent profiles by name: new ones, and changes to the built-in `claude` and `codex`
+    /// (a profile named after one keeps what it does not set; see [`ProfileConfig::resolve`]).
+    #[serde(deserialize_with = "profiles_over_builtins")]
     pub profiles: BTreeMap<String, AgentProfile>,
     /// Per-model settings, by the model name steps use (`sonnet`, `haiku`, `opus`, …).
     pub models: BTreeMap<String, ModelConfig>,
@@ -260,14 +262,11 @@ impl Config {
 
     /// The agent profile steps run with.
     pub fn profile(&self) -> Result<AgentProfile, UnknownProfile> {
-        if let Some(p) = self.profiles.get(&self.agent) {
-            return Ok(p.clone());
-        }
-        match self.agent.as_str() {
-            "claude" => Ok(AgentProfile::claude()),
-            "codex" => Ok(AgentProfile::codex()),
-            other => Err(UnknownProfile(other.to_owned())),
-        }
+        self.profiles
+            .get(&self.agent)
+            .cloned()
+            .or_else(|| AgentProfile::builtin(&self.agent))
+            .ok_or_else(|| UnknownProfile(self.agent.clone()))
     }
 
     /// The model name a role runs with (before the formula's own `model` key).
@@ -326,6 +325,20 @@ impl Config {
         out.push_str(&text);
         out
     }
+}
+
+/// The config's `[profiles.<name>]` tables, each resolved with its name, which decides whether
+/// it extends a built-in profile.
+fn profiles_over_builtins<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, AgentProfile>, D::Error> {
+    BTreeMap::<String, ProfileConfig>::deserialize(deserializer)?
+        .into_iter()
+        .map(|(name, profile)| match profile.resolve(&name) {
+            Ok(profile) => Ok((name, profile)),
+            Err(e) => Err(serde::de::Error::custom(format!("`profiles.{name}`: {e}"))),
+        })
+        .collect()
 }
 
 /// Branch names that git would refuse or that could escape `refs/heads/`.
@@ -393,6 +406,33 @@ mod tests {
             let err = Config::parse(text, "c.toml").unwrap_err().to_string();
             assert!(err.contains(needle), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn a_profile_named_after_a_builtin_extends_it() {
+        let c = Config::parse(
+            "[profiles.claude]\nenv = { ANTHROPIC_API_KEY = \"k\" }\n",
+            "c.toml",
+        )
+        .unwrap();
+        let profile = c.profile().unwrap();
+        assert_eq!(profile.env["ANTHROPIC_API_KEY"], "k");
+        assert_eq!(profile.command, AgentProfile::claude().command);
+        assert_eq!(profile.writable, AgentProfile::claude().writable);
+    }
+
+    #[test]
+    fn a_new_profile_without_a_command_is_refused_naming_the_profile_and_key() {
+        let err = Config::parse(
+            "agent = \"mine\"\n[profiles.mine]\nformat = \"text\"\n",
+            "c.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("`profiles.mine`: no `command`") && err.contains("c.toml"),
+            "{err}"
+        );
     }
 
     #[test]

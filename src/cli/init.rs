@@ -6,7 +6,8 @@
 //! - `.catalyst/` in `.git/info/exclude` (the common dir's, so linked worktrees share it):
 //!   the state folder must never be committed, and `.gitignore` belongs to the project.
 //! - With `--with-prompts`, the built-in prompts and formulas copied for editing.
-//! - Which agent CLIs are on PATH, since the default profile needs `claude`.
+//! - Which agent CLIs are on PATH, and whether the program of the agent profile the config
+//!   names (by default `claude`) is there.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -186,23 +187,23 @@ pub fn run(dir: &Path, with_prompts: bool, out: &mut impl Write) -> Result<(), I
         }
     }
 
-    let mut default_found = false;
     for cli in AGENT_CLIS {
         match find_on_path(cli) {
-            Some(path) => {
-                default_found |= cli == "claude";
-                say(out, format!("found `{cli}` at {}", path.display()))?;
-            }
+            Some(path) => say(out, format!("found `{cli}` at {}", path.display()))?,
             None => say(out, format!("`{cli}` is not on PATH"))?,
         }
     }
-    if !default_found {
-        say(
+    // The config in place, new or kept, says which agent the daemon will run.
+    match crate::daemon::load::config(&paths.config()) {
+        Ok(config) => {
+            if let Some(line) = missing_agent(&config, &|program| find_program(program).is_some()) {
+                say(out, line)?;
+            }
+        }
+        Err(e) => say(
             out,
-            "the default agent profile runs `claude`: install Claude Code, or set `agent` in \
-             .catalyst/config.toml"
-                .into(),
-        )?;
+            format!("{e}; catalystd refuses this config until it is fixed"),
+        )?,
     }
     say(
         out,
@@ -251,15 +252,48 @@ fn add_exclude(exclude: &Path) -> Result<bool, InitError> {
     Ok(true)
 }
 
+/// What to do when the program the configured agent profile runs cannot be found (`found`
+/// says whether it can); `None` when it can.
+fn missing_agent(config: &Config, found: &dyn Fn(&str) -> bool) -> Option<String> {
+    let profile = match config.profile() {
+        Ok(profile) => profile,
+        Err(e) => return Some(e.to_string()),
+    };
+    let program = profile.command.first()?;
+    if found(program) {
+        return None;
+    }
+    let place = if program.contains('/') {
+        "an executable file"
+    } else {
+        "on PATH"
+    };
+    Some(format!(
+        "the agent profile `{}` runs `{program}`, which is not {place}: install it, or set `agent` in .catalyst/config.toml",
+        config.agent
+    ))
+}
+
+/// `program` as the agent's command names it: a path as it is, a bare name looked up on PATH.
+fn find_program(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        return is_executable(&path).then_some(path);
+    }
+    find_on_path(program)
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
 /// The first executable file called `name` in a PATH folder.
 pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+        .find(|p| is_executable(p))
 }
 
 #[cfg(test)]
@@ -296,6 +330,36 @@ mod tests {
             Config::parse(&uncommented, "c.toml").unwrap(),
             Config::default(),
             "{uncommented}"
+        );
+    }
+
+    #[test]
+    fn only_the_configured_agents_program_is_asked_for() {
+        let on_path = |present: &'static [&'static str]| move |p: &str| present.contains(&p);
+        let default = Config::default();
+        assert_eq!(
+            missing_agent(&default, &on_path(&["codex"])).as_deref(),
+            Some("the agent profile `claude` runs `claude`, which is not on PATH: install it, or set `agent` in .catalyst/config.toml")
+        );
+        assert_eq!(missing_agent(&default, &on_path(&["claude"])), None);
+        let codex = Config::parse("agent = \"codex\"\n", "c.toml").unwrap();
+        assert_eq!(
+            missing_agent(&codex, &on_path(&["codex"])),
+            None,
+            "no word about claude"
+        );
+        let mine = Config::parse(
+            "agent = \"mine\"\n[profiles.mine]\ncommand = [\"/opt/agent/bin/run\"]\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            missing_agent(&mine, &on_path(&["claude", "codex"])).as_deref(),
+            Some("the agent profile `mine` runs `/opt/agent/bin/run`, which is not an executable file: install it, or set `agent` in .catalyst/config.toml")
+        );
+        assert_eq!(
+            missing_agent(&mine, &on_path(&["/opt/agent/bin/run"])),
+            None
         );
     }
 

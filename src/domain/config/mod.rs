@@ -3,6 +3,10 @@
 //! Loading is strict: an unknown key is an error naming it (a typo must not silently fall back
 //! to a default), and values are checked so that a bad config is refused at load or reload time
 //! rather than discovered by a running step.
+//!
+//! [`template`] is the commented file `catalyst init` writes, made from the defaults here.
+
+pub mod template;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -314,17 +318,6 @@ impl Config {
     pub fn grace(&self) -> Duration {
         Duration::from_secs(self.grace_secs)
     }
-
-    /// The commented default config `catalyst init` writes.
-    pub fn commented_default() -> String {
-        let text = toml::to_string(&Config::default()).unwrap_or_default();
-        let mut out = String::from(
-            "# catalyst daemon configuration. Every key is optional; these are the defaults.\n\
-             # Reloaded on change and on SIGHUP; a broken edit is refused and the old config stays.\n\n",
-        );
-        out.push_str(&text);
-        out
-    }
 }
 
 /// The config's `[profiles.<name>]` tables, each resolved with its name, which decides whether
@@ -367,125 +360,4 @@ fn inside_repository(path: &std::path::Path) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn empty_file_means_defaults() {
-        assert_eq!(Config::parse("", "c.toml").unwrap(), Config::default());
-    }
-
-    #[test]
-    fn unknown_keys_are_refused_by_name() {
-        let err = Config::parse("max_agent = 3\n", "c.toml")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("max_agent") && err.contains("c.toml"), "{err}");
-    }
-
-    #[test]
-    fn bad_values_are_refused() {
-        for (text, needle) in [
-            ("max_agents = 0", "max_agents"),
-            ("target_branch = \"a..b\"", "target_branch"),
-            ("prefix = \"Bad\"", "prefix"),
-            ("agent = \"nope\"", "nope"),
-            ("[models.opus]\nmax_concurrent = 0", "max_concurrent"),
-            ("stall_timeout_secs = 0", "timeouts"),
-            (
-                "[tool_policy.gate]\naccess = \"worktree\"",
-                "tool_policy.gate",
-            ),
-            (
-                "[tool_policy.review]\naccess = \"read-only\"\ntools = [\"\"]",
-                "empty name",
-            ),
-            ("[tool_policy.review]\naccess = \"sometimes\"", "sometimes"),
-            ("catalyst_bin = \"\"", "catalyst_bin"),
-        ] {
-            let err = Config::parse(text, "c.toml").unwrap_err().to_string();
-            assert!(err.contains(needle), "{text}: {err}");
-        }
-    }
-
-    #[test]
-    fn a_profile_named_after_a_builtin_extends_it() {
-        let c = Config::parse(
-            "[profiles.claude]\nenv = { ANTHROPIC_API_KEY = \"k\" }\n",
-            "c.toml",
-        )
-        .unwrap();
-        let profile = c.profile().unwrap();
-        assert_eq!(profile.env["ANTHROPIC_API_KEY"], "k");
-        assert_eq!(profile.command, AgentProfile::claude().command);
-        assert_eq!(profile.writable, AgentProfile::claude().writable);
-    }
-
-    #[test]
-    fn a_new_profile_without_a_command_is_refused_naming_the_profile_and_key() {
-        let err = Config::parse(
-            "agent = \"mine\"\n[profiles.mine]\nformat = \"text\"\n",
-            "c.toml",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            err.contains("`profiles.mine`: no `command`") && err.contains("c.toml"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn models_resolve_through_roles_and_ids() {
-        let c = Config::parse(
-            "[role_models]\nreview = \"sonnet\"\n[models.sonnet]\nid = \"claude-sonnet-4-5\"\nmax_concurrent = 1\n",
-            "c.toml",
-        )
-        .unwrap();
-        assert_eq!(c.role_model(Role::Review).as_deref(), Some("sonnet"));
-        assert_eq!(c.role_model(Role::Merge).as_deref(), Some("opus"));
-        assert_eq!(c.model_id("sonnet"), "claude-sonnet-4-5");
-        assert_eq!(c.model_id("opus"), "opus");
-        assert_eq!(c.model_limit("sonnet"), Some(1));
-    }
-
-    #[test]
-    fn tool_policies_default_per_role_and_can_be_replaced() {
-        use crate::domain::policy::Access;
-        let c = Config::parse(
-            "[tool_policy.review]\naccess = \"read-only\"\ntools = [\"Read\", \"Bash\"]\n",
-            "c.toml",
-        )
-        .unwrap();
-        let review = c.role_policy(Role::Review);
-        assert_eq!(review.access, Access::ReadOnly);
-        assert_eq!(
-            review.tools_for(None),
-            Some(&["Read".to_string(), "Bash".into()][..])
-        );
-        assert_eq!(
-            c.role_policy(Role::Refine),
-            RolePolicy::default_for(Role::Refine)
-        );
-        assert_eq!(c.role_policy(Role::Fix).access, Access::Worktree);
-    }
-
-    #[test]
-    fn the_commented_default_parses_back_to_the_defaults() {
-        let text = Config::commented_default();
-        assert_eq!(Config::parse(&text, "c.toml").unwrap(), Config::default());
-    }
-
-    #[test]
-    fn workflow_files_default_on_add_the_followed_file_and_can_be_emptied() {
-        let c = Config::parse("[beads]\nwatch = \"./issues/all.jsonl\"\n", "c.toml").unwrap();
-        let files = c.workflow_files().unwrap().expect("on by default");
-        assert!(files.matches(".beads/formulas/x.formula.toml"));
-        assert!(files.matches("issues/all.jsonl"));
-        assert!(!files.matches("src/issues/all.jsonl"));
-        let off = Config::parse("workflow_files = []\n", "c.toml").unwrap();
-        assert!(off.workflow_files().unwrap().is_none());
-        let err = Config::parse("workflow_files = [\"a[\"]\n", "c.toml").unwrap_err();
-        assert!(err.to_string().contains("`a[` is not a pattern"), "{err}");
-    }
-}
+mod tests;

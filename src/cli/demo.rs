@@ -162,9 +162,13 @@ pub fn stub_config(agent: &[String], scenario: &Path, log: &Path) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     // The stub writes its response counts next to the scenario, and its log.
-    let writable = [scenario.parent(), log.parent()]
+    let mut folders: Vec<&Path> = [scenario.parent(), log.parent()]
         .into_iter()
         .flatten()
+        .collect();
+    folders.dedup();
+    let writable = folders
+        .iter()
         .map(|dir| toml_string(&dir.display().to_string()))
         .collect::<Vec<_>>()
         .join(", ");
@@ -339,4 +343,34 @@ fn git_log(path: &Path) -> Result<Vec<String>, DemoError> {
         ));
     }
     Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::config::Config;
+
+    /// The stub profile the README gives people to paste is the one the demo and the tests run.
+    #[test]
+    fn the_readme_stub_profile_is_the_one_the_demo_runs() {
+        let readme = include_str!("../../README.md");
+        let section = &readme[readme
+            .find("## Testing with stub-claude")
+            .expect("the README's stub section")..];
+        let block = section
+            .split("```toml\n")
+            .nth(2)
+            .and_then(|rest| rest.split("```").next())
+            .expect("the profile block, after the scenario");
+        let readme = Config::parse(block, "README.md").expect("the README's profile");
+        let folder = Path::new("/home/me/stub");
+        let demo = stub_config(
+            &["catalyst".into(), "__stub-claude".into()],
+            &folder.join("scenario.toml"),
+            &folder.join("agents.log"),
+        );
+        let demo = Config::parse(&demo, "demo").expect("the demo's profile");
+        assert_eq!(readme.agent, demo.agent);
+        assert_eq!(readme.profile(), demo.profile());
+    }
 }

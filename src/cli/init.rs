@@ -1,12 +1,14 @@
 //! `catalyst init [DIR]`: everything a repository needs before `catalystd` runs on it, and
 //! nothing it does not. Safe to run again: files that exist are kept, never overwritten.
 //!
-//! - `.catalyst/config.toml` with every key commented out at its default, so the file
-//!   documents the keys without pinning today's defaults.
+//! - `.catalyst/config.toml` with every key commented out at its default
+//!   ([`crate::domain::config::template`]), so the file documents the keys without pinning
+//!   today's defaults.
 //! - `.catalyst/` in `.git/info/exclude` (the common dir's, so linked worktrees share it):
 //!   the state folder must never be committed, and `.gitignore` belongs to the project.
 //! - With `--with-prompts`, the built-in prompts and formulas copied for editing.
-//! - Which agent CLIs are on PATH, since the default profile needs `claude`.
+//! - Which agent CLIs are on PATH, and whether the program of the agent profile the config
+//!   names (by default `claude`) is there.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -38,108 +40,6 @@ fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -
 /// The agent CLIs catalyst has profiles for.
 pub const AGENT_CLIS: [&str; 2] = ["claude", "codex"];
 
-/// One line of explanation per top-level key, written above the key in the new config.
-const KEY_NOTES: [(&str, &str); 21] = [
-    ("prefix", "new bead ids are <prefix>-<base36>"),
-    ("target_branch", "beads merge into this branch"),
-    (
-        "default_formula",
-        "for beads without a `formula:<name>` label (\"\": such beads wait)",
-    ),
-    ("max_agents", "agents running at once"),
-    (
-        "agent",
-        "the profile steps run with: claude, codex or one of [profiles]",
-    ),
-    ("agent_timeout_secs", "per attempt"),
-    (
-        "stall_timeout_secs",
-        "no output for this long counts as a failed attempt",
-    ),
-    (
-        "grace_secs",
-        "SIGTERM -> SIGKILL for a stopped agent's process group",
-    ),
-    ("gate_timeout_secs", "per gate command"),
-    (
-        "shutdown_grace_secs",
-        "running agents may finish this long after SIGTERM",
-    ),
-    ("output_cap_bytes", "of each agent output stream kept"),
-    (
-        "pause_secs",
-        "a model that reports a usage limit pauses this long, doubling up to max_pause_secs",
-    ),
-    ("max_pause_secs", ""),
-    (
-        "max_processes",
-        "processes (threads too) one attempt may have at once (0: no limit)",
-    ),
-    (
-        "workflow_files",
-        "a bead changing these waits for `ctl approve` before its merge ([]: off)",
-    ),
-    (
-        "dirty_target_retry_secs",
-        "wait before merging into a checkout with uncommitted changes",
-    ),
-    (
-        "profiles",
-        "your own agent profiles: [profiles.mine] command = [...]",
-    ),
-    (
-        "models",
-        "per model: [models.opus] id = \"claude-opus-4-1\", max_concurrent = 1",
-    ),
-    ("role_models", "the model per role: review = \"sonnet\""),
-    ("router", "retries, escalation and fix limits"),
-    (
-        "beads",
-        "follow a beads export file, taking its open issues with `label` as work",
-    ),
-];
-
-/// The config `init` writes: the defaults, each line commented out, with notes.
-pub fn commented_config() -> String {
-    let mut out = String::from(
-        "# catalyst daemon configuration (see the README for every key).\n\
-         # Every key is optional: the values below are the built-in defaults, commented out.\n\
-         # Uncomment a line to change it. The daemon reloads this file when it changes and\n\
-         # on SIGHUP; a broken edit is refused and the old config stays in force.\n\n\
-         # budget_usd = 10.0           # block a bead once its agents report spending more (0: no limit)\n         # max_turns = 100             # turns one Claude Code attempt may take (0: no limit)\n",
-    );
-    let defaults = Config::commented_default();
-    for line in defaults.lines() {
-        let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            if trimmed.is_empty() {
-                out.push('\n');
-            }
-            continue;
-        }
-        let key = trimmed
-            .trim_start_matches('[')
-            .split(['=', ']'])
-            .next()
-            .unwrap_or("")
-            .trim();
-        if let Some((_, note)) = KEY_NOTES.iter().find(|(k, _)| *k == key) {
-            if !note.is_empty() && !trimmed.starts_with('[') {
-                out.push_str(&format!("# {line:<30} # {note}\n"));
-                continue;
-            }
-            if !note.is_empty() {
-                out.push_str(&format!("# {note}\n"));
-            }
-        }
-        out.push_str(&format!("# {line}\n"));
-        if trimmed == "[beads]" {
-            out.push_str("# watch = \".beads/issues.jsonl\"  # relative to the workspace\n");
-        }
-    }
-    out
-}
-
 /// What `init` found and did, one line each, for people.
 pub fn run(dir: &Path, with_prompts: bool, out: &mut impl Write) -> Result<(), InitError> {
     let dir = dir.canonicalize().map_err(io("cannot open", dir))?;
@@ -158,7 +58,11 @@ pub fn run(dir: &Path, with_prompts: bool, out: &mut impl Write) -> Result<(), I
     };
     crate::daemon::fsutil::create_dir_durable(&paths.state)
         .map_err(io("cannot create", &paths.state))?;
-    write_new(&paths.config(), commented_config().as_bytes(), out)?;
+    write_new(
+        &paths.config(),
+        crate::domain::config::template::commented().as_bytes(),
+        out,
+    )?;
 
     let exclude = repo.commondir().join("info").join("exclude");
     if add_exclude(&exclude)? {
@@ -186,23 +90,23 @@ pub fn run(dir: &Path, with_prompts: bool, out: &mut impl Write) -> Result<(), I
         }
     }
 
-    let mut default_found = false;
     for cli in AGENT_CLIS {
         match find_on_path(cli) {
-            Some(path) => {
-                default_found |= cli == "claude";
-                say(out, format!("found `{cli}` at {}", path.display()))?;
-            }
+            Some(path) => say(out, format!("found `{cli}` at {}", path.display()))?,
             None => say(out, format!("`{cli}` is not on PATH"))?,
         }
     }
-    if !default_found {
-        say(
+    // The config in place, new or kept, says which agent the daemon will run.
+    match crate::daemon::load::config(&paths.config()) {
+        Ok(config) => {
+            if let Some(line) = missing_agent(&config, &|program| find_program(program).is_some()) {
+                say(out, line)?;
+            }
+        }
+        Err(e) => say(
             out,
-            "the default agent profile runs `claude`: install Claude Code, or set `agent` in \
-             .catalyst/config.toml"
-                .into(),
-        )?;
+            format!("{e}; catalystd refuses this config until it is fixed"),
+        )?,
     }
     say(
         out,
@@ -251,15 +155,48 @@ fn add_exclude(exclude: &Path) -> Result<bool, InitError> {
     Ok(true)
 }
 
+/// What to do when the program the configured agent profile runs cannot be found (`found`
+/// says whether it can); `None` when it can.
+fn missing_agent(config: &Config, found: &dyn Fn(&str) -> bool) -> Option<String> {
+    let profile = match config.profile() {
+        Ok(profile) => profile,
+        Err(e) => return Some(e.to_string()),
+    };
+    let program = profile.command.first()?;
+    if found(program) {
+        return None;
+    }
+    let place = if program.contains('/') {
+        "an executable file"
+    } else {
+        "on PATH"
+    };
+    Some(format!(
+        "the agent profile `{}` runs `{program}`, which is not {place}: install it, or set `agent` in .catalyst/config.toml",
+        config.agent
+    ))
+}
+
+/// `program` as the agent's command names it: a path as it is, a bare name looked up on PATH.
+fn find_program(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        return is_executable(&path).then_some(path);
+    }
+    find_on_path(program)
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
 /// The first executable file called `name` in a PATH folder.
 pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+        .find(|p| is_executable(p))
 }
 
 #[cfg(test)]
@@ -267,35 +204,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_commented_config_parses_to_the_defaults_and_uncommented_lines_do_too() {
-        let text = commented_config();
+    fn only_the_configured_agents_program_is_asked_for() {
+        let on_path = |present: &'static [&'static str]| move |p: &str| present.contains(&p);
+        let default = Config::default();
         assert_eq!(
-            Config::parse(&text, "c.toml").unwrap(),
-            Config::default(),
-            "all commented out"
+            missing_agent(&default, &on_path(&["codex"])).as_deref(),
+            Some("the agent profile `claude` runs `claude`, which is not on PATH: install it, or set `agent` in .catalyst/config.toml")
         );
-        let uncommented: String = text
-            .lines()
-            .filter(|l| l.starts_with("# "))
-            .map(|l| {
-                let l = &l[2..];
-                // Strip the trailing note.
-                let l = l.split(" # ").next().unwrap_or(l);
-                format!("{l}\n")
-            })
-            .filter(|l| {
-                let t = l.trim();
-                t.starts_with('[') && !t.contains(' ')
-                    || t.split_once(" = ").is_some_and(|(k, _)| !k.contains(' '))
-            })
-            .filter(|l| {
-                !l.starts_with("watch") && !l.starts_with("label") && !l.starts_with("budget")
-            })
-            .collect();
+        assert_eq!(missing_agent(&default, &on_path(&["claude"])), None);
+        let codex = Config::parse("agent = \"codex\"\n", "c.toml").unwrap();
         assert_eq!(
-            Config::parse(&uncommented, "c.toml").unwrap(),
-            Config::default(),
-            "{uncommented}"
+            missing_agent(&codex, &on_path(&["codex"])),
+            None,
+            "no word about claude"
+        );
+        let mine = Config::parse(
+            "agent = \"mine\"\n[profiles.mine]\ncommand = [\"/opt/agent/bin/run\"]\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            missing_agent(&mine, &on_path(&["claude", "codex"])).as_deref(),
+            Some("the agent profile `mine` runs `/opt/agent/bin/run`, which is not an executable file: install it, or set `agent` in .catalyst/config.toml")
+        );
+        assert_eq!(
+            missing_agent(&mine, &on_path(&["/opt/agent/bin/run"])),
+            None
         );
     }
 

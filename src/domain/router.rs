@@ -21,7 +21,7 @@ use crate::domain::result::{Malformed, ResultStatus, StepResult, Verdict};
 
 /// The limits of the table, from the daemon config (`[router]` or similar).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct RouterConfig {
     /// Attempts with the step's own model before escalating (counting the first).
     pub max_attempts: u32,

@@ -16,6 +16,8 @@ pub struct Env {
     pub role: Option<String>,
     pub step: Option<String>,
     pub bead: Option<String>,
+    /// The step's context file, which tells the run (see [`counter::run_of`]).
+    pub context: Option<PathBuf>,
     pub scenario: Option<PathBuf>,
     pub state: Option<PathBuf>,
     pub log: Option<PathBuf>,
@@ -28,6 +30,7 @@ impl Env {
             role: var("CATALYST_ROLE"),
             step: var("CATALYST_STEP"),
             bead: var("CATALYST_BEAD"),
+            context: var("CATALYST_CONTEXT").map(PathBuf::from),
             scenario: var("STUB_CLAUDE_SCENARIO").map(PathBuf::from),
             state: var("STUB_CLAUDE_STATE").map(PathBuf::from),
             log: var("STUB_CLAUDE_LOG").map(PathBuf::from),
@@ -66,7 +69,8 @@ pub fn choose(env: &Env, facts: &Facts) -> Result<Choice, Error> {
         name.push(".state");
         PathBuf::from(name)
     });
-    let taken = counter::take(&state, &key)?;
+    let run = counter::run_of(env.context.as_deref());
+    let taken = counter::take(&state, &run, &key)?;
     let index = usize::try_from(taken)
         .unwrap_or(usize::MAX)
         .min(rule.responses.len() - 1);

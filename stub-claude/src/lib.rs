@@ -13,12 +13,14 @@
 //! - `STUB_CLAUDE_SCENARIO`: the scenario file (TOML, below). Unset: every invocation answers a
 //!   valid DONE (APPROVED for a review).
 //! - `STUB_CLAUDE_STATE`: where the response counts are kept across processes (default: the
-//!   scenario path plus `.state`). Delete it to start a scenario over.
+//!   scenario path plus `.state`), per run (below). Delete it to start a scenario over.
 //! - `STUB_CLAUDE_LOG`: a JSONL file every invocation appends its events to (`start`, `tool`,
 //!   `session_start`, `stop_block`, `error`, `end`; a refused command line is logged too); read
 //!   it with [`read_log`] or [`invocations`].
 //! - `CATALYST_ROLE`, `CATALYST_STEP`, `CATALYST_BEAD`: what the invocation is, as catalyst
 //!   sets them; matched by the scenario's rules and recorded in the log.
+//! - `CATALYST_CONTEXT`: the step's context file, in `<workspace>/.catalyst/runs/…`; the
+//!   workspace it lies in is the invocation's run.
 //!
 //! # Scenario
 //! ```toml
@@ -36,7 +38,11 @@
 //! ```
 //! The first rule that matches answers. Its responses are used one per invocation, in order,
 //! the last one repeating; the count is kept in the state file under an exclusive `flock`, so
-//! parallel invocations each take a distinct response. A response's keys (all optional):
+//! parallel invocations each take a distinct response. Counts are kept per run: a run is the
+//! catalyst workspace the invocation works for (from `CATALYST_CONTEXT`), so two workspaces
+//! following one scenario each start at its first response, and a daemon restarted on the
+//! same workspace goes on where it stopped. Without `CATALYST_CONTEXT` (the stub run by hand)
+//! the state file is one run. A response's keys (all optional):
 //! - the block: `status` (default `DONE`), `verdict` (default `APPROVED` for the `review`
 //!   role, absent otherwise), `summary`, `instructions` (a list), `text` (prose before the
 //!   block); `raw` replaces the whole final message, for malformed output.
@@ -71,7 +77,7 @@
 //! # Modules
 //! - [`cli`]: Claude Code's command line: flags, `--version`, `--help`.
 //! - `scenario`: the scenario file, rule matching, response checks.
-//! - `counter`: response counts kept across processes under a file lock.
+//! - `counter`: response counts per run, kept across processes under a file lock.
 //! - `invocation`: catalyst's environment, the prompt, the response chosen for them.
 //! - `session`: one invocation from prompt to exit code, the order of a response's effects.
 //! - `message`: the final message and its result block.

@@ -37,6 +37,7 @@ type AgentConfig = Box<dyn FnOnce(&Path) -> String>;
 /// How a [`Workspace`] is set up; [`Workspace::new`] and [`Workspace::bare`] cover most tests.
 pub struct WorkspaceBuilder {
     scenario: String,
+    scenario_file: Option<PathBuf>,
     config: String,
     agent_config: Option<AgentConfig>,
     repo_in: Option<PathBuf>,
@@ -48,6 +49,14 @@ impl WorkspaceBuilder {
     /// The stub-claude scenario (default: empty, every agent succeeds at once).
     pub fn scenario(mut self, scenario: &str) -> Self {
         self.scenario = scenario.to_owned();
+        self
+    }
+
+    /// The stub follows the scenario file at `path` (another workspace's, say) instead of
+    /// one of its own; its folder must be one the stub may write (a [`Workspace::scenario`]'s
+    /// is). [`WorkspaceBuilder::scenario`] is then unused.
+    pub fn scenario_file(mut self, path: &Path) -> Self {
+        self.scenario_file = Some(path.to_owned());
         self
     }
 
@@ -94,8 +103,14 @@ impl WorkspaceBuilder {
         // the sandboxed agents may write (see `stub_config`).
         let stub = root.join("stub");
         std::fs::create_dir_all(&stub).expect("stub dir");
-        let scenario = stub.join("scenario.toml");
-        std::fs::write(&scenario, &self.scenario).expect("scenario");
+        let scenario = match self.scenario_file {
+            Some(path) => path,
+            None => {
+                let scenario = stub.join("scenario.toml");
+                std::fs::write(&scenario, &self.scenario).expect("scenario");
+                scenario
+            }
+        };
         let dir = if self.keep {
             eprintln!("keeping {}", dir.keep().display());
             None
@@ -130,6 +145,7 @@ impl Workspace {
     pub fn builder() -> WorkspaceBuilder {
         WorkspaceBuilder {
             scenario: String::new(),
+            scenario_file: None,
             config: String::new(),
             agent_config: None,
             repo_in: None,

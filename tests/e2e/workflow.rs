@@ -3,7 +3,7 @@
 
 use catalyst::protocol::BeadInput;
 use catalyst_testkit::scenario::IMPLEMENT_WRITES_HELLO;
-use catalyst_testkit::{bead, TestDaemon};
+use catalyst_testkit::{bead, TestDaemon, Workspace};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn happy_path_runs_three_agents_and_the_daemon_merges() {
@@ -80,6 +80,32 @@ async fn a_rejected_review_gets_one_fix_then_merges() {
     assert_eq!(
         daemon.file_on_main("parse_test.txt").as_deref(),
         Some("test\n")
+    );
+}
+
+/// stub-claude kept its counts per scenario file, so a second workspace following the same
+/// scenario went on from the first one's counts: its review approved at once, with no fix.
+/// Counts are per workspace now; a restart of one workspace keeps its counts (the restart
+/// tests below).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workspaces_following_one_scenario_each_start_at_its_first_response() {
+    let mut first = TestDaemon::start(REJECT_ONCE, "").await;
+    let id = first.submit(bead("Parse things")).await;
+    first.wait_status(&id, "closed").await;
+    first.stop().await;
+    let second = Workspace::builder()
+        .scenario_file(&first.scenario)
+        .build()
+        .start()
+        .await;
+    let again = second.submit(bead("Parse things again")).await;
+    second.wait_status(&again, "closed").await;
+    let fix_loop = ["refine", "implement", "review", "fix", "review", "merge"];
+    assert_eq!(first.roles_of(&id), fix_loop);
+    assert_eq!(
+        second.roles_of(&again),
+        fix_loop,
+        "the second run rejects once too"
     );
 }
 

@@ -81,6 +81,36 @@ async fn init_then_catalystd_then_submit_works_with_no_other_setup() {
     assert!(daemon.wait_exit().await.success());
 }
 
+/// `init` told people to install Claude Code whenever `claude` was not on PATH, even when the
+/// config it kept runs another agent.
+#[test]
+fn init_asks_for_the_program_of_the_configured_agent_only() {
+    // The stub's profile runs this build's `catalyst`, by its path.
+    let ws = Workspace::new("", "");
+    let (code, out, err) = catalyst(&ws.repo, &["init"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("kept"), "{out}");
+    assert!(
+        !out.contains("the agent profile") && !out.contains("Claude Code"),
+        "no advice about an agent the config does not run: {out}"
+    );
+
+    std::fs::write(
+        ws.paths.config(),
+        "agent = \"mine\"\n[profiles.mine]\ncommand = [\"/nonexistent/agent\", \"-p\"]\n",
+    )
+    .expect("config");
+    let (code, out, err) = catalyst(&ws.repo, &["init"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(
+            "the agent profile `mine` runs `/nonexistent/agent`, which is not an executable file"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("runs `claude`"), "{out}");
+}
+
 #[test]
 fn init_refuses_a_folder_that_is_not_a_repository() {
     let dir = tempfile::tempdir().expect("temp");

@@ -1,9 +1,11 @@
 //! Agent profiles: the command template of an agent CLI, how its prompt is delivered and how its
 //! output is read (docs/agents.md).
 //!
-//! A profile comes from the daemon's TOML config and is checked when it is loaded
-//! ([`AgentProfile::validate`] runs inside `Deserialize`), so a typo in a placeholder or a flag
-//! that would switch the hooks off is a config error at start-up, not a failed step hours later.
+//! A profile comes from the daemon's TOML config ([`ProfileConfig`], laid over the built-in
+//! profile of the same name if there is one) and is checked when it is loaded
+//! ([`AgentProfile::validate`] runs in [`ProfileConfig::resolve`]), so a typo in a placeholder
+//! or a flag that would switch the hooks off is a config error at start-up, not a failed step
+//! hours later.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -51,8 +53,7 @@ pub enum StdinMode {
 ///   tool name. Use stdin there, as [`AgentProfile::claude`] does.
 ///
 /// `{{` and `}}` stand for literal braces, so inline JSON can still be written.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "ProfileConfig")]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct AgentProfile {
     pub command: Vec<String>,
     pub format: OutputFormat,
@@ -73,40 +74,55 @@ pub struct AgentProfile {
     pub model_hosts: Vec<String>,
 }
 
-/// A profile as written in the config, before [`AgentProfile::validate`].
-#[derive(Deserialize)]
+/// A profile as written in the config: every key optional, since a profile named after a
+/// built-in one takes what it leaves out from it ([`ProfileConfig::resolve`]).
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ProfileConfig {
-    command: Vec<String>,
-    #[serde(default)]
-    format: OutputFormat,
-    #[serde(default)]
-    env: BTreeMap<String, String>,
-    #[serde(default)]
-    stdin: StdinMode,
-    #[serde(default)]
-    sandbox: SandboxKind,
-    #[serde(default)]
-    network: Network,
-    #[serde(default)]
-    writable: Vec<String>,
-    #[serde(default)]
-    model_hosts: Vec<String>,
+pub struct ProfileConfig {
+    pub command: Option<Vec<String>>,
+    pub format: Option<OutputFormat>,
+    pub env: Option<BTreeMap<String, String>>,
+    pub stdin: Option<StdinMode>,
+    pub sandbox: Option<SandboxKind>,
+    pub network: Option<Network>,
+    pub writable: Option<Vec<String>>,
+    pub model_hosts: Option<Vec<String>>,
 }
 
-impl TryFrom<ProfileConfig> for AgentProfile {
-    type Error = ProfileError;
-
-    fn try_from(c: ProfileConfig) -> Result<Self, ProfileError> {
+impl ProfileConfig {
+    /// The profile called `name`: the keys this one sets, over the built-in profile of that
+    /// name ([`AgentProfile::builtin`]) so that, say, `[profiles.claude]` with only `env`
+    /// changes the environment of the built-in `claude` and keeps its command. Any other name
+    /// is a new profile: it must set `command`, and its other keys default. Checked by
+    /// [`AgentProfile::validate`].
+    pub fn resolve(self, name: &str) -> Result<AgentProfile, ProfileError> {
+        let base = match AgentProfile::builtin(name) {
+            Some(builtin) => builtin,
+            None => AgentProfile {
+                command: self
+                    .command
+                    .clone()
+                    .ok_or_else(|| ProfileError::NoCommand {
+                        profile: name.to_owned(),
+                    })?,
+                format: OutputFormat::default(),
+                env: BTreeMap::new(),
+                stdin: StdinMode::default(),
+                sandbox: SandboxKind::default(),
+                network: Network::default(),
+                writable: Vec::new(),
+                model_hosts: Vec::new(),
+            },
+        };
         let profile = AgentProfile {
-            command: c.command,
-            format: c.format,
-            env: c.env,
-            stdin: c.stdin,
-            sandbox: c.sandbox,
-            network: c.network,
-            writable: c.writable,
-            model_hosts: c.model_hosts,
+            command: self.command.unwrap_or(base.command),
+            format: self.format.unwrap_or(base.format),
+            env: self.env.unwrap_or(base.env),
+            stdin: self.stdin.unwrap_or(base.stdin),
+            sandbox: self.sandbox.unwrap_or(base.sandbox),
+            network: self.network.unwrap_or(base.network),
+            writable: self.writable.unwrap_or(base.writable),
+            model_hosts: self.model_hosts.unwrap_or(base.model_hosts),
         };
         profile.validate()?;
         Ok(profile)
@@ -126,9 +142,14 @@ pub const PLACEHOLDERS: [&str; 6] = [
     "prompt",
 ];
 
+/// The names of the built-in profiles ([`AgentProfile::builtin`]).
+pub const BUILTIN_PROFILES: [&str; 2] = ["claude", "codex"];
+
 /// Why a profile cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProfileError {
+    #[error("no `command`: `{profile}` is not a built-in profile ({builtins}) whose command it could keep", builtins = builtin_list())]
+    NoCommand { profile: String },
     #[error("the agent command is empty")]
     EmptyCommand,
     #[error("unknown placeholder `{{{name}}}` in agent command argument `{arg}` (known: {known})", known = known_list())]
@@ -139,6 +160,14 @@ pub enum ProfileError {
     ForbiddenFlag { flag: String },
     #[error("the agent command uses `{{settings}}` but no settings file was given")]
     NoSettings,
+}
+
+fn builtin_list() -> String {
+    BUILTIN_PROFILES
+        .iter()
+        .map(|p| format!("`{p}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn known_list() -> String {
@@ -161,6 +190,15 @@ pub struct Vars<'a> {
 }
 
 impl AgentProfile {
+    /// The built-in profile called `name`, if there is one (see [`BUILTIN_PROFILES`]).
+    pub fn builtin(name: &str) -> Option<AgentProfile> {
+        match name {
+            "claude" => Some(AgentProfile::claude()),
+            "codex" => Some(AgentProfile::codex()),
+            _ => None,
+        }
+    }
+
     /// Claude Code in print mode with streamed JSON, the prompt on stdin and the daemon's hook
     /// settings. Never `--bare` or `--safe-mode`: they skip hooks. No `--permission-mode` and
     /// no `--dangerously-skip-permissions` (refused as root, like `bypassPermissions`): in

@@ -83,6 +83,7 @@ impl Stub {
             .current_dir(&self.work)
             .env("STUB_CLAUDE_LOG", &self.log)
             .env_remove("STUB_CLAUDE_STATE")
+            .env_remove("CATALYST_CONTEXT")
             .env_remove("CATALYST_ROLE")
             .env_remove("CATALYST_STEP")
             .env_remove("CATALYST_BEAD");

@@ -224,3 +224,51 @@ fn a_state_file_can_be_named_and_shared() {
     assert!(state.exists());
     assert!(!stub.dir.path().join("scenario.toml.state").exists());
 }
+
+#[test]
+fn counts_are_kept_per_workspace() {
+    let stub = Stub::new(REVIEW_TWICE);
+    // The context file catalyst gives an agent lies in its workspace's run folders.
+    let review_in = |workspace: &str| {
+        let run_dir = stub
+            .dir
+            .path()
+            .join(workspace)
+            .join(".catalyst/runs/cat-1/cat-1.review/1");
+        std::fs::create_dir_all(&run_dir).expect("run folder");
+        let mut cmd = stub.command("review", STREAM);
+        cmd.env("CATALYST_CONTEXT", run_dir.join("context.md"));
+        stub.run_cmd(cmd, "x").summary()
+    };
+    assert_eq!(review_in("a"), "needs a test");
+    assert_eq!(
+        review_in("b"),
+        "needs a test",
+        "another workspace starts over"
+    );
+    assert_eq!(review_in("a"), "looks good", "the first one goes on");
+    assert_eq!(review_in("b"), "looks good");
+    // Run by hand, outside any workspace, the stub has counts of its own.
+    assert_eq!(stub.run("review", STREAM).summary(), "needs a test");
+}
+
+#[test]
+fn the_readme_scenario_rejects_once_then_approves() {
+    let readme = include_str!("../../../README.md");
+    let section = &readme[readme
+        .find("## Testing with stub-claude")
+        .expect("the README's stub section")..];
+    let scenario = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the scenario block");
+    let stub = Stub::new(scenario);
+    let steps = ["implement", "review", "fix", "review"].map(|role| stub.run(role, STREAM));
+    assert!(steps.iter().all(|s| s.code() == Some(0)));
+    assert_eq!(
+        steps.map(|s| s.summary()),
+        ["added notes.txt", "no test", "added the test", "tested now"]
+    );
+    assert_eq!(stub.read("notes_test.txt"), "ok\n");
+}

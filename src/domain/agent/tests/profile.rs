@@ -195,9 +195,16 @@ fn settings_placeholder_needs_a_settings_file() {
     assert_eq!(err, ProfileError::NoSettings);
 }
 
+/// The profile `name` as the config's `[profiles.<name>]` table `toml` makes it.
+fn load(name: &str, toml: &str) -> Result<AgentProfile, String> {
+    let written: ProfileConfig = toml::from_str(toml).map_err(|e| e.to_string())?;
+    written.resolve(name).map_err(|e| e.to_string())
+}
+
 #[test]
 fn profiles_load_from_toml_and_are_checked_there() {
-    let p: AgentProfile = toml::from_str(
+    let p = load(
+        "mine",
         r#"
 command = ["codex", "exec", "--json", "{prompt}"]
 format = "codex-json"
@@ -210,12 +217,13 @@ env = { CODEX_HOME = "/tmp/codex" }
     assert_eq!(p.stdin, StdinMode::Null);
     assert_eq!(p.env["CODEX_HOME"], "/tmp/codex");
 
-    let defaults: AgentProfile = toml::from_str(r#"command = ["claude", "-p"]"#).unwrap();
+    let defaults = load("mine", r#"command = ["claude", "-p"]"#).unwrap();
     assert_eq!(defaults.format, OutputFormat::ClaudeStreamJson);
     assert_eq!(defaults.stdin, StdinMode::Prompt);
     assert!(defaults.env.is_empty());
+    assert!(defaults.writable.is_empty() && defaults.model_hosts.is_empty());
 
-    let text: AgentProfile = toml::from_str("command = [\"my-agent\"]\nformat = \"text\"").unwrap();
+    let text = load("mine", "command = [\"my-agent\"]\nformat = \"text\"").unwrap();
     assert_eq!(text.format, OutputFormat::Text);
 
     for (bad, needle) in [
@@ -227,10 +235,49 @@ format = "json""#,
             "json",
         ),
         (r#"comand = ["claude"]"#, "comand"),
+        // A built-in's command is checked the same way when a profile replaces it.
+        (r#"format = "text""#, "no `command`"),
     ] {
-        let err = toml::from_str::<AgentProfile>(bad).unwrap_err().to_string();
+        let err = load("mine", bad).unwrap_err();
         assert!(err.contains(needle), "{bad}: {err}");
     }
+    let err = load("claude", r#"command = ["claude", "--safe-mode"]"#).unwrap_err();
+    assert!(err.contains("--safe-mode"), "{err}");
+}
+
+#[test]
+fn a_profile_named_after_a_builtin_keeps_what_it_does_not_set() {
+    let claude = load("claude", r#"env = { ANTHROPIC_API_KEY = "k" }"#).unwrap();
+    assert_eq!(
+        claude,
+        AgentProfile {
+            env: [("ANTHROPIC_API_KEY".to_string(), "k".to_string())].into(),
+            ..AgentProfile::claude()
+        }
+    );
+    // A key it sets replaces the built-in's value whole.
+    let codex = load("codex", "writable = [\"/srv/codex\"]\nnetwork = \"open\"").unwrap();
+    assert_eq!(
+        codex,
+        AgentProfile {
+            writable: vec!["/srv/codex".into()],
+            network: crate::domain::agent::sandbox::Network::Open,
+            ..AgentProfile::codex()
+        }
+    );
+    assert_eq!(load("claude", "").unwrap(), AgentProfile::claude());
+    for name in BUILTIN_PROFILES {
+        assert!(AgentProfile::builtin(name).is_some(), "{name}");
+    }
+}
+
+#[test]
+fn a_new_profile_without_a_command_is_refused_naming_it() {
+    let err = load("mine", r#"env = { A = "b" }"#).unwrap_err();
+    assert_eq!(
+        err,
+        "no `command`: `mine` is not a built-in profile (`claude`, `codex`) whose command it could keep"
+    );
 }
 
 #[test]

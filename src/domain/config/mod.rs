@@ -3,14 +3,18 @@
 //! Loading is strict: an unknown key is an error naming it (a typo must not silently fall back
 //! to a default), and values are checked so that a bad config is refused at load or reload time
 //! rather than discovered by a running step.
+//!
+//! [`template`] is the commented file `catalyst init` writes, made from the defaults here.
+
+pub mod template;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::domain::agent::profile::AgentProfile;
+use crate::domain::agent::profile::{AgentProfile, ProfileConfig};
 use crate::domain::model::Role;
 use crate::domain::policy::RolePolicy;
 use crate::domain::router::RouterConfig;
@@ -31,7 +35,9 @@ pub struct Config {
     pub max_agents: usize,
     /// The agent profile steps run with (a key of `profiles`, or `claude`, `codex`).
     pub agent: String,
-    /// Agent profiles by name, in addition to the built-in `claude` and `codex`.
+    /// Agent profiles by name: new ones, and changes to the built-in `claude` and `codex`
+    /// (a profile named after one keeps what it does not set; see [`ProfileConfig::resolve`]).
+    #[serde(deserialize_with = "profiles_over_builtins")]
     pub profiles: BTreeMap<String, AgentProfile>,
     /// Per-model settings, by the model name steps use (`sonnet`, `haiku`, `opus`, …).
     pub models: BTreeMap<String, ModelConfig>,
@@ -260,14 +266,11 @@ impl Config {
 
     /// The agent profile steps run with.
     pub fn profile(&self) -> Result<AgentProfile, UnknownProfile> {
-        if let Some(p) = self.profiles.get(&self.agent) {
-            return Ok(p.clone());
-        }
-        match self.agent.as_str() {
-            "claude" => Ok(AgentProfile::claude()),
-            "codex" => Ok(AgentProfile::codex()),
-            other => Err(UnknownProfile(other.to_owned())),
-        }
+        self.profiles
+            .get(&self.agent)
+            .cloned()
+            .or_else(|| AgentProfile::builtin(&self.agent))
+            .ok_or_else(|| UnknownProfile(self.agent.clone()))
     }
 
     /// The model name a role runs with (before the formula's own `model` key).
@@ -315,17 +318,20 @@ impl Config {
     pub fn grace(&self) -> Duration {
         Duration::from_secs(self.grace_secs)
     }
+}
 
-    /// The commented default config `catalyst init` writes.
-    pub fn commented_default() -> String {
-        let text = toml::to_string(&Config::default()).unwrap_or_default();
-        let mut out = String::from(
-            "# catalyst daemon configuration. Every key is optional; these are the defaults.\n\
-             # Reloaded on change and on SIGHUP; a broken edit is refused and the old config stays.\n\n",
-        );
-        out.push_str(&text);
-        out
-    }
+/// The config's `[profiles.<name>]` tables, each resolved with its name, which decides whether
+/// it extends a built-in profile.
+fn profiles_over_builtins<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, AgentProfile>, D::Error> {
+    BTreeMap::<String, ProfileConfig>::deserialize(deserializer)?
+        .into_iter()
+        .map(|(name, profile)| match profile.resolve(&name) {
+            Ok(profile) => Ok((name, profile)),
+            Err(e) => Err(serde::de::Error::custom(format!("`profiles.{name}`: {e}"))),
+        })
+        .collect()
 }
 
 /// Branch names that git would refuse or that could escape `refs/heads/`.
@@ -354,98 +360,4 @@ fn inside_repository(path: &std::path::Path) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn empty_file_means_defaults() {
-        assert_eq!(Config::parse("", "c.toml").unwrap(), Config::default());
-    }
-
-    #[test]
-    fn unknown_keys_are_refused_by_name() {
-        let err = Config::parse("max_agent = 3\n", "c.toml")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("max_agent") && err.contains("c.toml"), "{err}");
-    }
-
-    #[test]
-    fn bad_values_are_refused() {
-        for (text, needle) in [
-            ("max_agents = 0", "max_agents"),
-            ("target_branch = \"a..b\"", "target_branch"),
-            ("prefix = \"Bad\"", "prefix"),
-            ("agent = \"nope\"", "nope"),
-            ("[models.opus]\nmax_concurrent = 0", "max_concurrent"),
-            ("stall_timeout_secs = 0", "timeouts"),
-            (
-                "[tool_policy.gate]\naccess = \"worktree\"",
-                "tool_policy.gate",
-            ),
-            (
-                "[tool_policy.review]\naccess = \"read-only\"\ntools = [\"\"]",
-                "empty name",
-            ),
-            ("[tool_policy.review]\naccess = \"sometimes\"", "sometimes"),
-            ("catalyst_bin = \"\"", "catalyst_bin"),
-        ] {
-            let err = Config::parse(text, "c.toml").unwrap_err().to_string();
-            assert!(err.contains(needle), "{text}: {err}");
-        }
-    }
-
-    #[test]
-    fn models_resolve_through_roles_and_ids() {
-        let c = Config::parse(
-            "[role_models]\nreview = \"sonnet\"\n[models.sonnet]\nid = \"claude-sonnet-4-5\"\nmax_concurrent = 1\n",
-            "c.toml",
-        )
-        .unwrap();
-        assert_eq!(c.role_model(Role::Review).as_deref(), Some("sonnet"));
-        assert_eq!(c.role_model(Role::Merge).as_deref(), Some("opus"));
-        assert_eq!(c.model_id("sonnet"), "claude-sonnet-4-5");
-        assert_eq!(c.model_id("opus"), "opus");
-        assert_eq!(c.model_limit("sonnet"), Some(1));
-    }
-
-    #[test]
-    fn tool_policies_default_per_role_and_can_be_replaced() {
-        use crate::domain::policy::Access;
-        let c = Config::parse(
-            "[tool_policy.review]\naccess = \"read-only\"\ntools = [\"Read\", \"Bash\"]\n",
-            "c.toml",
-        )
-        .unwrap();
-        let review = c.role_policy(Role::Review);
-        assert_eq!(review.access, Access::ReadOnly);
-        assert_eq!(
-            review.tools_for(None),
-            Some(&["Read".to_string(), "Bash".into()][..])
-        );
-        assert_eq!(
-            c.role_policy(Role::Refine),
-            RolePolicy::default_for(Role::Refine)
-        );
-        assert_eq!(c.role_policy(Role::Fix).access, Access::Worktree);
-    }
-
-    #[test]
-    fn the_commented_default_parses_back_to_the_defaults() {
-        let text = Config::commented_default();
-        assert_eq!(Config::parse(&text, "c.toml").unwrap(), Config::default());
-    }
-
-    #[test]
-    fn workflow_files_default_on_add_the_followed_file_and_can_be_emptied() {
-        let c = Config::parse("[beads]\nwatch = \"./issues/all.jsonl\"\n", "c.toml").unwrap();
-        let files = c.workflow_files().unwrap().expect("on by default");
-        assert!(files.matches(".beads/formulas/x.formula.toml"));
-        assert!(files.matches("issues/all.jsonl"));
-        assert!(!files.matches("src/issues/all.jsonl"));
-        let off = Config::parse("workflow_files = []\n", "c.toml").unwrap();
-        assert!(off.workflow_files().unwrap().is_none());
-        let err = Config::parse("workflow_files = [\"a[\"]\n", "c.toml").unwrap_err();
-        assert!(err.to_string().contains("`a[` is not a pattern"), "{err}");
-    }
-}
+mod tests;

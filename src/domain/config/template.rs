@@ -1,0 +1,263 @@
+//! The commented config `catalyst init` writes: every key at its default, commented out, with a
+//! note above it. The values come from [`Config::default`] serialized, the notes from one table,
+//! [`KEYS`], so the file cannot show a default the code does not have. The README's
+//! "Configuration" section is a copy of it, which a test keeps the same.
+
+use crate::domain::agent::profile::BUILTIN_PROFILES;
+use crate::domain::model::Role;
+use crate::domain::policy::RolePolicy;
+
+use super::Config;
+
+/// One key of the config file and what the template says about it.
+#[derive(Clone, Copy, Debug)]
+pub struct Key {
+    /// The key: `max_agents`, a table (`router`), or a key in a table (`router.max_attempts`).
+    pub key: &'static str,
+    /// What it does, written above it.
+    pub note: &'static str,
+    /// The value shown for a key that is unset by default (the note says so); `None` for keys
+    /// whose default the template shows.
+    pub example: Option<&'static str>,
+}
+
+const fn key(key: &'static str, note: &'static str) -> Key {
+    Key {
+        key,
+        note,
+        example: None,
+    }
+}
+
+/// Every key of the config, in the template's order: top-level keys first (TOML puts them
+/// before any table), then each table followed by its keys.
+pub const KEYS: &[Key] = &[
+    key("prefix", "new bead ids are `<prefix>-<base36 number>`"),
+    key("target_branch", "the branch beads merge into"),
+    key(
+        "default_formula",
+        "the formula of a bead without a `formula:<name>` label; \"\" leaves such beads waiting",
+    ),
+    key(
+        "max_agents",
+        "agent steps running at once, over all beads (gates and merges take no slot)",
+    ),
+    key(
+        "agent",
+        "the profile steps run with: `claude`, `codex` or a name under `profiles`",
+    ),
+    key(
+        "agent_timeout_secs",
+        "how long one agent attempt may run (a formula step's `timeout` wins)",
+    ),
+    key(
+        "stall_timeout_secs",
+        "an agent that prints nothing for this long is stopped, and the attempt has failed",
+    ),
+    key(
+        "grace_secs",
+        "SIGTERM to SIGKILL when stopping an agent's or a gate command's process group",
+    ),
+    key(
+        "gate_timeout_secs",
+        "how long a gate's commands may run, all of them together (a formula step's `timeout` \
+         wins)",
+    ),
+    key(
+        "shutdown_grace_secs",
+        "how long running agents may finish after SIGTERM before they are stopped (their steps \
+         run again after the restart)",
+    ),
+    key(
+        "output_cap_bytes",
+        "bytes kept of each of an attempt's stdout and stderr in its run folder; the rest is cut \
+         with a marker line",
+    ),
+    key(
+        "pause_secs",
+        "a model that reports a usage limit is paused this long, doubling on each repeat up to \
+         `max_pause_secs`",
+    ),
+    key("max_pause_secs", "the longest such pause"),
+    key(
+        "dirty_target_retry_secs",
+        "wait before trying again to merge into a target whose checkout has uncommitted changes",
+    ),
+    key(
+        "budget_usd",
+        "US dollars the agents may spend on one bead: a Claude Code attempt may spend what is \
+         left (`--max-budget-usd`), and the bead is blocked once its agents report more; 0 \
+         turns it off",
+    ),
+    key(
+        "max_turns",
+        "turns one Claude Code attempt may take (`--max-turns`); 0 turns it off",
+    ),
+    key(
+        "max_processes",
+        "processes (threads too) one agent attempt or gate may have at once; 0 turns it off",
+    ),
+    key(
+        "workflow_files",
+        "`.gitignore`-like patterns of the files that decide what the daemon runs: a bead \
+         changing one waits for `ctl approve` before its merge; `[]` turns this off",
+    ),
+    Key {
+        key: "catalyst_bin",
+        note: "the `catalyst` the agents' hooks run; unset by default: the one next to \
+               catalystd, else the first on PATH",
+        example: Some("\"/usr/local/bin/catalyst\""),
+    },
+    key(
+        "profiles",
+        "agent profiles, `[profiles.<name>]` with `command`, `format`, `stdin`, `env`, \
+         `sandbox`, `network`, `writable` and `model_hosts`; a profile named after a built-in \
+         one changes only the keys it sets, any other name needs `command`",
+    ),
+    key(
+        "models",
+        "per model name the roles use, `[models.<name>]` with `id` (what `{model}` becomes; \
+         default: the name) and `max_concurrent` (agents of that model at once; default: no \
+         limit of its own)",
+    ),
+    key(
+        "role_models",
+        "the model each role runs with, over the built-in ones",
+    ),
+    key(
+        "tool_policy",
+        "per agent role, `[tool_policy.<role>]` with `access` (`read-only` or `worktree`) and \
+         `tools` (what `--tools` offers a Claude Code agent), over the built-in ones",
+    ),
+    key("router", "retries, escalation and the fix loop"),
+    key(
+        "router.max_attempts",
+        "attempts with the step's own model before one attempt with `escalation_model`",
+    ),
+    key(
+        "router.escalation_model",
+        "the model of that one extra attempt; \"\" blocks the step instead",
+    ),
+    key(
+        "router.max_fix_iterations",
+        "the rejection that blocks the bead instead of asking for another fix (a formula \
+         step's own value wins): 3 allows two fixes",
+    ),
+    key(
+        "beads",
+        "following a beads export file: its open issues with `label` become work, and their \
+         final statuses are written back",
+    ),
+    Key {
+        key: "beads.watch",
+        note: "the export file, relative to the workspace; unset by default: none is followed \
+               (changing it needs a restart)",
+        example: Some("\".beads/issues.jsonl\""),
+    },
+    key("beads.label", "the label that makes an issue work"),
+    key(
+        "beads.close_command",
+        "writes a `closed` status back; `{id}`, `{status}` and `{reason}` are filled in",
+    ),
+    key(
+        "beads.update_command",
+        "writes any other final status (`blocked`) back",
+    ),
+    key(
+        "beads.retry_secs",
+        "wait after a failed write-back, doubling up to ten minutes",
+    ),
+];
+
+const HEADER: &str = "\
+# catalyst daemon configuration. Every key is optional, and each `# key = value` line below
+# shows the built-in default, commented out (two keys that are unset by default show an
+# example instead, as their notes say). Uncomment a line to change it; unknown keys are
+# refused by name. The daemon reloads this file when it changes and on SIGHUP; a broken edit
+# is refused and the old config stays in force.
+";
+
+/// Notes are wrapped to lines of at most this many characters.
+const WIDTH: usize = 96;
+
+/// The commented config: [`HEADER`], then each of [`KEYS`] with its note and its default.
+pub fn commented() -> String {
+    let defaults =
+        toml::Table::try_from(Config::default()).expect("the default config serializes to TOML");
+    let mut out = String::from(HEADER);
+    for key in KEYS {
+        out.push('\n');
+        push_note(&mut out, key.note);
+        let (table, name) = match key.key.split_once('.') {
+            Some((table, name)) => (defaults.get(table).and_then(toml::Value::as_table), name),
+            None => (Some(&defaults), key.key),
+        };
+        match (table.and_then(|t| t.get(name)), key.example) {
+            (Some(toml::Value::Table(_)), _) => {
+                if let Some(builtin) = builtin_entries(key.key) {
+                    push_note(&mut out, &builtin);
+                }
+                out.push_str(&format!("# [{}]\n", key.key));
+            }
+            (Some(value), _) => out.push_str(&format!("# {name} = {value}\n")),
+            (None, Some(example)) => out.push_str(&format!("# {name} = {example}\n")),
+            // A key with neither: the tests refuse it.
+            (None, None) => {}
+        }
+    }
+    out
+}
+
+/// What a table of entries holds without any in the config: the built-in profiles, models
+/// per role and tool policies, from the code that defines them.
+fn builtin_entries(table: &str) -> Option<String> {
+    let agent_roles = || Role::ALL.into_iter().filter(|r| r.is_agent());
+    let list = match table {
+        "profiles" => BUILTIN_PROFILES.map(|p| format!("`{p}`")).join(", "),
+        "role_models" => agent_roles()
+            .filter_map(|role| Some(format!("{role} `{}`", role.default_model()?)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        "tool_policy" => {
+            // Roles with the same policy together, in the order of `Role::ALL`.
+            let mut groups: Vec<(RolePolicy, Vec<String>)> = Vec::new();
+            for role in agent_roles() {
+                let policy = RolePolicy::default_for(role);
+                match groups.iter_mut().find(|(p, _)| *p == policy) {
+                    Some((_, roles)) => roles.push(role.to_string()),
+                    None => groups.push((policy, vec![role.to_string()])),
+                }
+            }
+            groups
+                .iter()
+                .map(|(policy, roles)| {
+                    format!(
+                        "{} `{}` with `{}`",
+                        roles.join(", "),
+                        policy.access.as_str(),
+                        policy.tools.as_deref().unwrap_or_default().join(" ")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        }
+        _ => return None,
+    };
+    Some(format!("built in: {list}"))
+}
+
+/// `note` as comment lines, wrapped at [`WIDTH`].
+fn push_note(out: &mut String, note: &str) {
+    let mut line = String::from("#");
+    for word in note.split_whitespace() {
+        if line.len() > 1 && line.len() + 1 + word.len() > WIDTH {
+            out.push_str(&line);
+            out.push('\n');
+            line = String::from("#");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+}

@@ -100,7 +100,7 @@ async fn two_workspaces_following_one_scenario_each_start_at_its_first_response(
         .await;
     let again = second.submit(bead("Parse things again")).await;
     second.wait_status(&again, "closed").await;
-    let fix_loop = ["refine", "implement", "review", "fix", "review", "merge"];
+    let fix_loop = ["refine", "implement", "review", "fix", "review"];
     assert_eq!(first.roles_of(&id), fix_loop);
     assert_eq!(
         second.roles_of(&again),

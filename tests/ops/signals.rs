@@ -203,3 +203,31 @@ async fn ctl_shutdown_stops_the_daemon() {
         "daemon.stopping"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_tells_the_story_of_a_blocked_bead_one_line_per_decision() {
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [{ status = "BLOCKED", summary = "the spec contradicts itself" }]
+"#;
+    let ws = Workspace::new(scenario, "");
+    let mut daemon = ws.spawn();
+    let id = daemon.submit(bead("Impossible")).await;
+    daemon.wait_status(&id, "blocked").await;
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit().await.success());
+    let log = daemon.stderr();
+    let lines = |needle: &str| {
+        log.lines()
+            .filter(|l| l.contains(" INFO ") && l.contains(&id) && l.contains(needle))
+            .count()
+    };
+    assert_eq!(lines("dispatched"), 2, "refine and implement:\n{log}");
+    assert_eq!(lines("step done"), 1, "refine's result:\n{log}");
+    assert_eq!(
+        lines("blocked: implement: the agent reported BLOCKED: the spec contradicts itself"),
+        1,
+        "the block and why, at info:\n{log}"
+    );
+}

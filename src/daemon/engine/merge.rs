@@ -181,6 +181,7 @@ impl Engine {
         };
         match result {
             Ok(MergeOutcome::Merged { from, to }) => {
+                tracing::info!(bead = %work.id, %from, %to, "merged into `{target}`");
                 decided(self.merged_events(work, step, target, from.to_string(), to.to_string()))
             }
             Ok(MergeOutcome::AlreadyMerged) => {

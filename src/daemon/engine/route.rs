@@ -65,6 +65,15 @@ impl Engine {
             (Decision::Close, Role::Merge) => Some(Phase::Merging),
             _ => None,
         };
+        // One line per decision, so that the daemon's log (`journalctl -u`) tells the story.
+        tracing::info!(
+            bead = %at.work.id,
+            step = %at.step.id,
+            attempt = at.number,
+            outcome = outcome_kind(at.outcome),
+            "{}",
+            decided(&decision, &meta.step)
+        );
         let mut events = result_events(at, &decision, phase.clone());
         let summary = match at.outcome {
             Outcome::Finished { result, .. } => Some(result.summary.clone()),
@@ -420,6 +429,29 @@ fn next_comment_id(bead: &Bead) -> i64 {
         .max()
         .unwrap_or(0)
         + 1
+}
+
+/// A decision about step `step` in a few words, for the log.
+fn decided(decision: &Decision, step: &str) -> String {
+    match decision {
+        Decision::Close => "step done".to_owned(),
+        Decision::CloseAndRerunFixed => "fix done; the fixed step runs again".to_owned(),
+        Decision::CreateFix {
+            iteration, source, ..
+        } => format!("fix {iteration} created ({source:?} rejected)"),
+        Decision::Retry {
+            attempt,
+            max_attempts,
+            reason,
+        } => format!("retry, attempt {attempt} of {max_attempts}: {reason}"),
+        Decision::Escalate { model, reason, .. } => {
+            format!("escalated to {model}: {reason}")
+        }
+        Decision::Requeue { reason } => format!("requeued, no attempt spent: {reason}"),
+        Decision::Block { cause, reason } => {
+            format!("blocked: {}", block_reason(*cause, step, reason))
+        }
+    }
 }
 
 fn outcome_kind(outcome: &Outcome) -> &'static str {

@@ -185,6 +185,7 @@ impl Engine {
                 return false;
             }
         };
+        tracing::info!(bead = %work, step = %step.id, attempt, %model, "dispatched");
         let cancel = self.tasks.agents.child_token();
         self.running.insert(
             work.clone(),

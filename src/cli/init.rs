@@ -99,8 +99,20 @@ pub fn run(dir: &Path, with_prompts: bool, out: &mut impl Write) -> Result<(), I
     // The config in place, new or kept, says which agent the daemon will run.
     match crate::daemon::load::config(&paths.config()) {
         Ok(config) => {
-            if let Some(line) = missing_agent(&config, &|program| find_program(program).is_some()) {
-                say(out, line)?;
+            match crate::daemon::preflight::target_branch(&dir, &config.target_branch) {
+                Ok(fine) => say(out, fine)?,
+                Err(problem) => say(out, problem)?,
+            }
+            match missing_agent(&config, &|program| find_program(program).is_some()) {
+                Some(line) => say(out, line)?,
+                None => {
+                    if let Ok(profile) = config.profile() {
+                        match crate::daemon::preflight::agent_cli(&profile) {
+                            Ok(fine) => say(out, fine)?,
+                            Err(problem) => say(out, problem)?,
+                        }
+                    }
+                }
             }
         }
         Err(e) => say(

@@ -231,3 +231,58 @@ fn the_binaries_name_themselves_and_keep_the_hook_out_of_the_help() {
     let version = String::from_utf8_lossy(&out.stdout);
     assert!(version.starts_with("catalystd "), "{version}");
 }
+
+/// A target branch that does not exist failed every attempt alike ("target branch `main` does
+/// not exist", six times, then blocked). Now it pauses dispatching, spending no attempt;
+/// `ctl status` says why; once the branch exists, `ctl resume` lets the bead go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_the_daemon_cannot_prepare_pauses_dispatching_without_spending_an_attempt() {
+    let daemon = TestDaemon::start(
+        catalyst_testkit::scenario::IMPLEMENT_WRITES_HELLO,
+        "target_branch = \"trunk\"",
+    )
+    .await;
+    let id = daemon.submit(bead("Nowhere to branch from")).await;
+    let paused = daemon
+        .wait_for("dispatching paused", |e| e["type"] == "dispatch.paused")
+        .await;
+    assert_eq!(
+        (paused["cause"].as_str(), paused["scope"].as_str()),
+        (Some("preparation"), Some("all")),
+        "{paused}"
+    );
+    assert!(
+        paused["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("target branch `trunk` does not exist")),
+        "{paused}"
+    );
+    let events = daemon.events().await;
+    let retry = events
+        .iter()
+        .find(|e| e["type"] == "step.retry")
+        .expect("the step is requeued");
+    assert_eq!(retry["counted"], false, "{retry}");
+    let (code, status, _) = daemon.ctl(&["status"], "").await;
+    assert_eq!(code, 0);
+    assert!(
+        status.contains("dispatching of all steps paused (preparation)")
+            && status.contains("target branch `trunk` does not exist")
+            && status.contains("catalyst ctl resume"),
+        "{status}"
+    );
+
+    let repo = git2::Repository::open(&daemon.repo).expect("repo");
+    let head = repo.head().and_then(|h| h.peel_to_commit()).expect("main's tip");
+    repo.branch("trunk", &head, false).expect("create trunk");
+    let (code, _, err) = daemon.ctl(&["resume"], "").await;
+    assert_eq!(code, 0, "{err}");
+    daemon.wait_status(&id, "closed").await;
+    let shown = daemon.show(&id).await;
+    let refine = &shown["steps"][0];
+    assert_eq!(
+        (refine["step"].as_str(), refine["attempts"].as_u64()),
+        (Some("refine"), Some(2)),
+        "the held attempt and the one that ran: {refine}"
+    );
+}

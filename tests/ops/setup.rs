@@ -111,6 +111,31 @@ fn init_asks_for_the_program_of_the_configured_agent_only() {
     assert!(!out.contains("runs `claude`"), "{out}");
 }
 
+/// A repository whose branch is `master` failed every step with "target branch `main` does
+/// not exist"; `init` says so at once, and that the agent CLI runs.
+#[test]
+fn init_checks_the_target_branch_and_that_the_agent_cli_runs() {
+    let ws = Workspace::new("", "");
+    let (code, out, err) = catalyst(&ws.repo, &["init"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("target branch `main` at "), "{out}");
+    assert!(
+        out.contains("agent CLI `") && out.contains("` runs: "),
+        "the stub profile's program answered --version: {out}"
+    );
+
+    let repo = git2::Repository::open(&ws.repo).expect("repo");
+    let mut main = repo.find_branch("main", git2::BranchType::Local).expect("main");
+    main.rename("master", false).expect("rename main to master");
+    let (code, out, err) = catalyst(&ws.repo, &["init"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("target branch `main` does not exist")
+            && out.contains("target_branch = \"master\""),
+        "{out}"
+    );
+}
+
 #[test]
 fn init_refuses_a_folder_that_is_not_a_repository() {
     let dir = tempfile::tempdir().expect("temp");

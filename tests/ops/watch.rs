@@ -189,3 +189,67 @@ async fn ctl_watch_follows_a_run_and_restores_the_terminal() {
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit().await.success());
 }
+
+/// `ctl status` says what needs a person and the command that helps; `ctl watch` opens with
+/// the history (not an empty event list) and gives the events the terminal's spare rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_what_needs_a_person_and_watch_opens_with_history() {
+    if !have("tmux") {
+        return;
+    }
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [{ status = "BLOCKED", summary = "the spec contradicts itself" }]
+"#;
+    let ws = Workspace::new(scenario, "");
+    let mut daemon = ws.spawn();
+    let id = daemon.submit(bead("Impossible")).await;
+    daemon.wait_status(&id, "blocked").await;
+    let history = ws.journal().len();
+    assert!(history > 8, "more events than the old fixed list of 8: {history}");
+
+    let catalyst = catalyst_bin().display().to_string();
+    let tmux = Tmux::start(&ws.root);
+    tmux.type_line(&format!(
+        "{catalyst} ctl status --workspace {}; echo status-exited-$?",
+        ws.repo.display()
+    ));
+    let status = tmux
+        .wait_screen("the status", |s| s.contains("status-exited-0"))
+        .await;
+    for needed in [
+        "Needs a person:".to_owned(),
+        format!("blocked {id}  Impossible: implement: the agent reported BLOCKED: the spec contradicts itself"),
+        format!("see why: catalyst ctl show {id}   run again: catalyst ctl retry {id}"),
+        "Recent events:".to_owned(),
+        "bead.comment".to_owned(),
+    ] {
+        assert!(status.contains(&needed), "`{needed}` in:\n{status}");
+    }
+
+    tmux.type_line(&format!(
+        "clear; {catalyst} ctl watch --workspace {}; echo watch-exited-$?",
+        ws.repo.display()
+    ));
+    let screen = tmux
+        .wait_screen("the watch view with its history", |s| {
+            s.contains("EVENTS") && s.contains("bead.created")
+        })
+        .await;
+    let events = screen
+        .lines()
+        .skip_while(|l| !l.starts_with("EVENTS"))
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .count();
+    assert_eq!(
+        events, history,
+        "every event so far fits the 40 rows, not only the last 8:\n{screen}"
+    );
+    tmux.run(&["send-keys", "-t", "t", "q"]);
+    tmux.wait_screen("the shell again", |s| s.contains("watch-exited-0"))
+        .await;
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit().await.success());
+}

@@ -273,7 +273,10 @@ async fn a_step_the_daemon_cannot_prepare_pauses_dispatching_without_spending_an
     );
 
     let repo = git2::Repository::open(&daemon.repo).expect("repo");
-    let head = repo.head().and_then(|h| h.peel_to_commit()).expect("main's tip");
+    let head = repo
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .expect("main's tip");
     repo.branch("trunk", &head, false).expect("create trunk");
     let (code, _, err) = daemon.ctl(&["resume"], "").await;
     assert_eq!(code, 0, "{err}");

@@ -387,7 +387,11 @@ responses = [{ tools = [{ name = "Bash", input = { command = "git -c user.name=s
     let conflict = conflicts[0];
     let second = conflict["bead"].as_str().expect("a bead").to_owned();
     let first = if second == a { &b } else { &a };
-    assert_eq!(conflict["files"], serde_json::json!(["shared.txt"]), "{conflict}");
+    assert_eq!(
+        conflict["files"],
+        serde_json::json!(["shared.txt"]),
+        "{conflict}"
+    );
     assert_eq!(conflict["step"], format!("{second}.merge"), "{conflict}");
     assert_eq!(daemon.roles_of(first), ["refine", "implement", "review"]);
     assert_eq!(
@@ -404,16 +408,102 @@ responses = [{ tools = [{ name = "Bash", input = { command = "git -c user.name=s
         .iter()
         .filter(|e| e["type"] == "step.retry" && e["counted"] == true)
         .count();
-    assert_eq!(retries, 0, "handing the merge to the agent spends no attempt");
+    assert_eq!(
+        retries, 0,
+        "handing the merge to the agent spends no attempt"
+    );
     let context = std::fs::read_to_string(daemon.run_dir(&second, "merge", 1).join("context.md"))
         .expect("the merge agent's context");
     assert!(
-        context.contains(&format!("## The change (`git diff main...catalyst/{second}`)")),
+        context.contains(&format!(
+            "## The change (`git diff main...catalyst/{second}`)"
+        )),
         "the merge agent gets the change: {context}"
     );
     let comments = daemon.comments(&second).await;
     assert!(
-        comments.iter().any(|c| c.contains("MERGE CONFLICT") && c.contains("shared.txt")),
+        comments
+            .iter()
+            .any(|c| c.contains("MERGE CONFLICT") && c.contains("shared.txt")),
         "the merge agent's context says why it runs: {comments:?}"
     );
+}
+
+/// A formula whose merge step asks for its checks on the merged code.
+const RECHECKED: &str = r#"
+formula = "rechecked"
+
+[[steps]]
+id = "implement"
+title = "Implement: {{title}}"
+role = "implement"
+
+[[steps]]
+id = "checks"
+title = "Checks: {{title}}"
+role = "gate"
+needs = ["implement"]
+run = ["test -f README.md"]
+
+[[steps]]
+id = "merge"
+title = "Merge: {{title}}"
+role = "merge"
+needs = ["checks"]
+recheck = ["checks"]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_step_with_recheck_runs_its_checks_again_on_the_merged_code() {
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [{ sleep_ms = 150, tools = [{ name = "Bash", input = { command = "echo $CATALYST_BEAD > $CATALYST_BEAD.txt" } }], summary = "wrote a file" }]
+"#;
+    let daemon = TestDaemon::start(scenario, "max_agents = 2").await;
+    daemon.add_formula("rechecked", RECHECKED).await;
+    let submit = |title: &str| BeadInput {
+        formula: Some("rechecked".into()),
+        ..bead(title)
+    };
+    let a = daemon.submit(submit("first")).await;
+    let b = daemon.submit(submit("second")).await;
+    daemon.wait_status(&a, "closed").await;
+    daemon.wait_status(&b, "closed").await;
+    let events = daemon.events().await;
+    let passes = |id: &str| {
+        events
+            .iter()
+            .filter(|e| e["type"] == "gate.passed" && e["step"] == format!("{id}.checks"))
+            .count()
+    };
+    // Both branched from the same `main`; whichever merged second had `main` merged in by
+    // the daemon, and its checks ran again on that before `main` moved.
+    let (mut once, mut twice) = (Vec::new(), Vec::new());
+    for id in [&a, &b] {
+        match passes(id) {
+            1 => once.push(id.clone()),
+            2 => twice.push(id.clone()),
+            n => panic!("{id}: checks passed {n} times"),
+        }
+    }
+    assert_eq!((once.len(), twice.len()), (1, 1), "{once:?} {twice:?}");
+    let comments = daemon.comments(&twice[0]).await;
+    assert!(
+        comments.iter().any(
+            |c| c.starts_with("[daemon] MERGED `main` into the branch") && c.contains("checks")
+        ),
+        "{comments:?}"
+    );
+    for id in [&a, &b] {
+        assert_eq!(
+            daemon.roles_of(id),
+            ["implement"],
+            "no merge agent for {id}"
+        );
+        assert_eq!(
+            daemon.file_on_main(&format!("{id}.txt")),
+            Some(format!("{id}\n"))
+        );
+    }
 }

@@ -125,7 +125,9 @@ fn init_checks_the_target_branch_and_that_the_agent_cli_runs() {
     );
 
     let repo = git2::Repository::open(&ws.repo).expect("repo");
-    let mut main = repo.find_branch("main", git2::BranchType::Local).expect("main");
+    let mut main = repo
+        .find_branch("main", git2::BranchType::Local)
+        .expect("main");
     main.rename("master", false).expect("rename main to master");
     let (code, out, err) = catalyst(&ws.repo, &["init"]);
     assert_eq!(code, 0, "{out}{err}");

@@ -207,7 +207,10 @@ responses = [{ status = "BLOCKED", summary = "the spec contradicts itself" }]
     let id = daemon.submit(bead("Impossible")).await;
     daemon.wait_status(&id, "blocked").await;
     let history = ws.journal().len();
-    assert!(history > 8, "more events than the old fixed list of 8: {history}");
+    assert!(
+        history > 8,
+        "more events than the old fixed list of 8: {history}"
+    );
 
     let catalyst = catalyst_bin().display().to_string();
     let tmux = Tmux::start(&ws.root);

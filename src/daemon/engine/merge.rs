@@ -45,6 +45,8 @@ struct Candidate {
     run_dir: PathBuf,
     /// The branch tip a person approved for its workflow files, if any.
     approved: Option<CommitId>,
+    /// Whether the formula wants steps run again when the daemon merges the target in.
+    recheck: bool,
 }
 
 /// Everything the merge task needs.
@@ -89,6 +91,7 @@ impl Engine {
                     step: step.id.clone(),
                     run_dir,
                     approved,
+                    recheck: !meta.recheck.is_empty(),
                 };
                 Some((work.priority, work.created_at, candidate))
             })
@@ -169,6 +172,7 @@ impl Engine {
             target_at_start,
             head,
             conflicts,
+            rechecking,
             ..
         } = ran;
         let target = self.loaded.config.target_branch.clone();
@@ -179,6 +183,9 @@ impl Engine {
                 pause: None,
             })
         };
+        if rechecking {
+            return decided(self.recheck_events(work, step, &target, now));
+        }
         match result {
             Ok(MergeOutcome::Merged { from, to }) => {
                 tracing::info!(bead = %work.id, %from, %to, "merged into `{target}`");
@@ -340,6 +347,47 @@ impl MergeVerdict {
     }
 }
 
+impl Engine {
+    /// The daemon merged the target into the branch and the formula wants its checks on the
+    /// merged code: those steps open again, and so does the merge step, which runs after them.
+    fn recheck_events(
+        &self,
+        work: &Bead,
+        step: &Bead,
+        target: &str,
+        now: Timestamp,
+    ) -> Vec<EventBody> {
+        let names = step.step_meta().map(|m| m.recheck).unwrap_or_default();
+        let reason = format!("`{target}` merged into the branch: checking the merged code again");
+        let mut events: Vec<EventBody> = self
+            .store
+            .state()
+            .steps(work.id.as_str())
+            .filter(|s| s.step_meta().is_some_and(|m| names.contains(&m.step)))
+            .map(|s| EventBody::BeadStatus {
+                id: s.id.clone(),
+                status: Status::Open,
+                reason: Some(reason.clone()),
+            })
+            .collect();
+        events.push(EventBody::BeadStatus {
+            id: step.id.clone(),
+            status: Status::Open,
+            reason: Some(reason),
+        });
+        tracing::info!(bead = %work.id, steps = ?names, "merged `{target}` into the branch; running the checks again");
+        events.push(comment_at(
+            work,
+            format!(
+                "[daemon] MERGED `{target}` into the branch; running again before the merge: {}",
+                names.join(", ")
+            ),
+            now,
+        ));
+        events
+    }
+}
+
 /// The daemon could not merge the target into the branch itself: the merge step goes to the
 /// merge agent, not counted as an attempt.
 fn to_the_agent(
@@ -428,6 +476,7 @@ fn run_merge(mut job: MergeJob) -> MergeReport {
         step,
         run_dir,
         approved,
+        recheck,
     } = job.candidates.swap_remove(pick);
     let guard = MergeGuard {
         files: job.workflow_files.clone(),
@@ -453,8 +502,11 @@ fn run_merge(mut job: MergeJob) -> MergeReport {
     // Not up to date: the daemon merges the target into the branch itself when git can, and
     // moves the target then; the merge agent is called only for a conflict.
     let mut conflicts = Vec::new();
+    let mut rechecking = false;
     if matches!(result, Ok(MergeOutcome::NotUpToDate { .. })) {
         match job.repo.merge_target_into_branch(&work, &job.target) {
+            // The formula wants its checks on the merged code before the target moves.
+            Ok(BranchMerge::Merged(_)) if recheck => rechecking = true,
             Ok(BranchMerge::Merged(_)) => {
                 result = job
                     .repo
@@ -497,5 +549,6 @@ fn run_merge(mut job: MergeJob) -> MergeReport {
         target_at_start,
         head,
         conflicts,
+        rechecking,
     })
 }

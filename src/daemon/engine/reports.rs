@@ -83,6 +83,9 @@ pub struct MergeRan {
     pub head: Option<String>,
     /// The files that kept the daemon from merging the target into the branch itself.
     pub conflicts: Vec<String>,
+    /// The daemon merged the target into the branch and the formula's `recheck` steps run
+    /// again before the target moves.
+    pub rechecking: bool,
 }
 
 /// What the recovery task found.

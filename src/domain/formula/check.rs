@@ -60,6 +60,7 @@ impl Formula {
                 }
             }
             check_role(step, has_prompt, &mut problem);
+            self.check_recheck(step, &mut problem);
             self.check_placeholders(step, &mut problem);
             if step.metadata.contains_key(STEP_META_KEY) {
                 problem(format!(
@@ -77,6 +78,51 @@ impl Formula {
             }
         }
         out
+    }
+
+    /// `recheck` is for merge steps, and names gate or review steps the merge comes after.
+    fn check_recheck(&self, step: &Step, problem: &mut impl FnMut(String)) {
+        if step.recheck.is_empty() {
+            return;
+        }
+        if step.role != Role::Merge {
+            problem(format!(
+                "`recheck` only applies to merge steps, not `{}`",
+                step.role
+            ));
+            return;
+        }
+        let before = self.needed_by(step);
+        for name in &step.recheck {
+            match self.step(name) {
+                None => problem(format!("`recheck` names unknown step `{name}`")),
+                Some(s) if !matches!(s.role, Role::Gate | Role::Review) => {
+                    problem(format!(
+                    "`recheck` names `{name}`, {} {} step: only gate and review steps run again",
+                    if matches!(s.role, Role::Implement | Role::Approval) { "an" } else { "a" },
+                    s.role
+                ))
+                }
+                Some(_) if !before.contains(name.as_str()) => problem(format!(
+                    "`recheck` names `{name}`, which the merge step does not come after"
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// The ids of every step `step` needs, directly or through others.
+    fn needed_by<'a>(&'a self, step: &'a Step) -> HashSet<&'a str> {
+        let mut seen = HashSet::new();
+        let mut todo: Vec<&str> = step.needs.iter().map(String::as_str).collect();
+        while let Some(id) = todo.pop() {
+            if seen.insert(id) {
+                if let Some(s) = self.step(id) {
+                    todo.extend(s.needs.iter().map(String::as_str));
+                }
+            }
+        }
+        seen
     }
 
     fn check_vars(&self, out: &mut Vec<Problem>) {
@@ -387,6 +433,14 @@ mod tests {
              "`timeout` does not apply to approval steps"),
             ("[[steps]]\nid = \"a\"\ntitle = \"A\"\nrole = \"implement\"\nmax_fix_iterations = 2\n",
              "`max_fix_iterations` only applies to steps that can reject"),
+            ("[[steps]]\nid = \"a\"\ntitle = \"A\"\nrole = \"implement\"\nrecheck = [\"a\"]\n",
+             "a: `recheck` only applies to merge steps"),
+            ("[[steps]]\nid = \"m\"\ntitle = \"M\"\nrole = \"merge\"\nrecheck = [\"ghost\"]\n",
+             "m: `recheck` names unknown step `ghost`"),
+            ("[[steps]]\nid = \"i\"\ntitle = \"I\"\nrole = \"implement\"\n[[steps]]\nid = \"m\"\ntitle = \"M\"\nrole = \"merge\"\nneeds = [\"i\"]\nrecheck = [\"i\"]\n",
+             "m: `recheck` names `i`, an implement step: only gate and review steps run again"),
+            ("[[steps]]\nid = \"g\"\ntitle = \"G\"\nrole = \"gate\"\nrun = [\"true\"]\n[[steps]]\nid = \"m\"\ntitle = \"M\"\nrole = \"merge\"\nrecheck = [\"g\"]\n",
+             "m: `recheck` names `g`, which the merge step does not come after"),
             ("[[steps]]\nid = \"a\"\ntitle = \"A {{nope}}\"\n",
              "t.formula.toml: a: `{{nope}}` in `title` is not a declared var"),
             ("[[steps]]\nid = \"a\"\ntitle = \"A\"\ndescription = \"{{known}} {{bead}} {{title}} {{typo}}\"\n",

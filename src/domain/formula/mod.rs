@@ -3,7 +3,7 @@
 //! A formula is a small DAG of steps. catalyst reads the beads format (`formula`, `description`,
 //! `version`, `type`, `vars`, `[[steps]]` with `id`, `title`, `description`, `notes`,
 //! `priority`, `needs`/`depends_on`, `labels`, `metadata`) plus its own step keys (`role`,
-//! `model`, `prompt`, `run`, `approval`, `timeout`, `max_fix_iterations`, `tools`).
+//! `model`, `prompt`, `run`, `approval`, `timeout`, `max_fix_iterations`, `tools`, `recheck`).
 //!
 //! beads has features catalyst does not implement (`loop`, `compose`, `advice`, `expand`,
 //! `condition`, step `gate` blocks, …). A formula that uses one is refused with the key's name,
@@ -101,6 +101,9 @@ pub struct Step {
     pub max_fix_iterations: Option<u32>,
     /// Tools the agent may use, replacing the role's default policy.
     pub tools: Option<Vec<String>>,
+    /// Merge steps only: the gate and review steps to run again on the merged code when the
+    /// daemon had to merge the target into the branch (it moved on since they ran).
+    pub recheck: Vec<String>,
 }
 
 impl Step {

@@ -218,6 +218,7 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
         .integer("max_fix_iterations", 0, u32::MAX.into())
         .map(|n| n as u32);
     let tools = r.strings("tools");
+    let recheck = r.strings("recheck").unwrap_or_default();
     r.finish(UNSUPPORTED_STEP);
     Some(Step {
         id: id?,
@@ -235,6 +236,7 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
         timeout,
         max_fix_iterations,
         tools,
+        recheck,
     })
 }
 

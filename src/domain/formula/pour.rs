@@ -115,6 +115,7 @@ fn step_meta(
         timeout: step.timeout,
         max_fix_iterations: step.max_fix_iterations,
         tools: step.tools.clone(),
+        recheck: step.recheck.clone(),
         ..StepMeta::new(step.id.clone(), step.role, work.clone())
     }
 }

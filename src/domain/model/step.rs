@@ -69,6 +69,10 @@ pub struct StepMeta {
     /// the merge agent runs (until then the daemon merges without one).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub merge_agent: bool,
+    /// For a merge step: the steps (by name) that run again when the daemon merged the target
+    /// into the branch, before the target moves.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recheck: Vec<String>,
 }
 
 /// A merge held because the bead's change touches workflow files (formulas, prompts, the
@@ -116,6 +120,7 @@ impl StepMeta {
             summary: None,
             hold: None,
             merge_agent: false,
+            recheck: Vec::new(),
         }
     }
 }

@@ -224,6 +224,10 @@ responses = [{ status = "BLOCKED", summary = "the spec contradicts itself" }]
             .count()
     };
     assert_eq!(lines("dispatched"), 2, "refine and implement:\n{log}");
+    assert!(
+        log.contains("target branch `main` at ") && log.contains("agent CLI `"),
+        "catalystd says at start that the target branch exists and the agent CLI runs:\n{log}"
+    );
     assert_eq!(lines("step done"), 1, "refine's result:\n{log}");
     assert_eq!(
         lines("blocked: implement: the agent reported BLOCKED: the spec contradicts itself"),

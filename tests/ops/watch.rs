@@ -17,8 +17,11 @@ struct Tmux {
 
 impl Tmux {
     fn start(cwd: &Path) -> Tmux {
+        // A server per test: the tests of this binary run at the same time.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmux = Tmux {
-            socket: format!("catalyst-ops-{}", std::process::id()),
+            socket: format!("catalyst-ops-{}-{n}", std::process::id()),
         };
         tmux.run(&[
             "new-session",

@@ -216,12 +216,19 @@ fn feature_formula_end_to_end() {
             matches!(&read[..], [(false, text)] if text.contains("hello")),
             "the reviewer read the file: {read:?}"
         );
+        // git merges the branch: no merge agent runs.
         let events = daemon.events().await;
-        let merged = step_events(&events, "step.result", ".merge");
         assert!(
-            merged.iter().any(|e| e["outcome"] == "finished"),
-            "{merged:?}"
+            step_events(&events, "step.dispatched", ".merge").is_empty(),
+            "no merge agent without a conflict"
         );
+        assert!(
+            events
+                .iter()
+                .any(|e| e["type"] == "merge.completed" && e["bead"] == id.as_str()),
+            "the daemon merged"
+        );
+        assert!(mock.conversation("merge").is_empty());
     });
 }
 

@@ -75,8 +75,9 @@ pub const KEYS: &[Key] = &[
     ),
     key(
         "pause_secs",
-        "a model that reports a usage limit is paused this long, doubling on each repeat up to \
-         `max_pause_secs`",
+        "a model that reports a usage limit, or dispatching after a failure no retry fixes (a \
+         refused key, an unreachable API, a step the daemon cannot prepare), is paused this \
+         long, doubling on each repeat up to `max_pause_secs`",
     ),
     key("max_pause_secs", "the longest such pause"),
     key(

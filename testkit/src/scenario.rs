@@ -10,19 +10,19 @@ role = "implement"
 responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
 "#;
 
+/// The implementer reports `STATUS: BLOCKED` ("the spec contradicts itself"), which blocks the
+/// bead at once.
+pub const IMPLEMENT_REPORTS_BLOCKED: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ status = "BLOCKED", summary = "the spec contradicts itself" }]
+"#;
+
 /// Each bead's implementer writes `<bead>.txt` holding the bead's id, through the Bash tool.
 pub const EACH_BEAD_WRITES_ITS_FILE: &str = r#"
 [[rule]]
 role = "implement"
 responses = [{ tools = [{ name = "Bash", input = { command = "echo $CATALYST_BEAD > $CATALYST_BEAD.txt" } }], summary = "wrote a file" }]
-"#;
-
-/// The merge agent merges `main` into the bead's branch, as a real one does when other beads'
-/// merges have moved `main` meanwhile.
-pub const MERGE_MERGES_MAIN: &str = r#"
-[[rule]]
-role = "merge"
-responses = [{ tools = [{ name = "Bash", input = { command = "git -c user.name=stub -c user.email=stub@localhost merge --no-edit main" } }], summary = "merged main" }]
 "#;
 
 /// The implementer waits until the file `go` exists (the test creates it to let the agent

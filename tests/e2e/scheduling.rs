@@ -4,13 +4,13 @@
 use std::os::unix::fs::PermissionsExt;
 
 use catalyst::protocol::{BeadInput, Method, PauseParams};
-use catalyst_testkit::scenario::{EACH_BEAD_WRITES_ITS_FILE, MERGE_MERGES_MAIN};
+use catalyst_testkit::scenario::EACH_BEAD_WRITES_ITS_FILE;
 use catalyst_testkit::{bead, TestDaemon};
 use serde_json::Value;
 
-/// Each bead writes its own file, and its merge agent merges `main` in.
+/// Each bead writes its own file; the daemon merges `main` into each branch as others merge.
 fn writes() -> String {
-    format!("{EACH_BEAD_WRITES_ITS_FILE}{MERGE_MERGES_MAIN}")
+    EACH_BEAD_WRITES_ITS_FILE.to_owned()
 }
 
 /// Peak number of overlapping `[start, end]` intervals.

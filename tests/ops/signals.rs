@@ -3,6 +3,7 @@
 
 use nix::sys::signal::Signal;
 
+use catalyst_testkit::scenario::IMPLEMENT_REPORTS_BLOCKED;
 use catalyst_testkit::{bead, TestDaemon, Workspace};
 
 /// An implement step that waits for `go` in the stub's folder (released by the test) the first time and
@@ -206,12 +207,7 @@ async fn ctl_shutdown_stops_the_daemon() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_log_tells_the_story_of_a_blocked_bead_one_line_per_decision() {
-    let scenario = r#"
-[[rule]]
-role = "implement"
-responses = [{ status = "BLOCKED", summary = "the spec contradicts itself" }]
-"#;
-    let ws = Workspace::new(scenario, "");
+    let ws = Workspace::new(IMPLEMENT_REPORTS_BLOCKED, "");
     let mut daemon = ws.spawn();
     let id = daemon.submit(bead("Impossible")).await;
     daemon.wait_status(&id, "blocked").await;

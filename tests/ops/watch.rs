@@ -7,7 +7,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use catalyst_testkit::cli::have;
-use catalyst_testkit::scenario::implement_waits_for;
+use catalyst_testkit::scenario::{implement_waits_for, IMPLEMENT_REPORTS_BLOCKED};
 use catalyst_testkit::{bead, catalyst_bin, poll, Workspace};
 
 /// A tmux server of our own (its own socket), killed on drop.
@@ -200,12 +200,7 @@ async fn status_shows_what_needs_a_person_and_watch_opens_with_history() {
     if !have("tmux") {
         return;
     }
-    let scenario = r#"
-[[rule]]
-role = "implement"
-responses = [{ status = "BLOCKED", summary = "the spec contradicts itself" }]
-"#;
-    let ws = Workspace::new(scenario, "");
+    let ws = Workspace::new(IMPLEMENT_REPORTS_BLOCKED, "");
     let mut daemon = ws.spawn();
     let id = daemon.submit(bead("Impossible")).await;
     daemon.wait_status(&id, "blocked").await;

@@ -8,7 +8,8 @@ use clap::{Args, Subcommand};
 
 use crate::cli::client::{answer_as, Client, ClientError};
 use crate::cli::live::WatchError;
-use crate::cli::render::{compact, render_event, render_list, render_show, render_status};
+use crate::cli::render::style::Paint;
+use crate::cli::render::{compact, render_beads, render_event_with, render_show, render_status};
 use crate::daemon::Paths;
 use crate::domain::event::BeadPatch;
 use crate::protocol::{
@@ -273,18 +274,20 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
         )?;
         return Ok(());
     }
-    let text = render(&method, result)?;
+    let text = render(&method, result, Paint::for_stdout())?;
     out.write_all(text.as_bytes())?;
     Ok(())
 }
 
 /// The answer to `method` for people.
-fn render(method: &Method, result: serde_json::Value) -> Result<String, ClientError> {
+fn render(method: &Method, result: serde_json::Value, paint: Paint) -> Result<String, ClientError> {
     let name = method.name();
     Ok(match method {
         Method::Status => render_status(&answer_as::<StatusAnswer>(name, result)?),
-        Method::Ready | Method::List(_) => render_list(&answer_as::<BeadList>(name, result)?.beads),
-        Method::Show(_) => render_show(&answer_as::<ShowAnswer>(name, result)?),
+        Method::Ready | Method::List(_) => {
+            render_beads(&answer_as::<BeadList>(name, result)?.beads, paint)
+        }
+        Method::Show(_) => render_show(&answer_as::<ShowAnswer>(name, result)?, paint),
         Method::Submit(_) => {
             let submitted: Submitted = answer_as(name, result)?;
             let ids: Vec<String> = submitted.ids.iter().map(ToString::to_string).collect();
@@ -402,6 +405,7 @@ async fn events(
     params: SubscribeParams,
 ) -> Result<(), CtlError> {
     client.subscribe(params).await?;
+    let paint = Paint::for_stdout();
     while let Some(line) = client.next_event().await? {
         let StreamLine::Event(event) = line else {
             break;
@@ -411,7 +415,7 @@ async fn events(
                 .map_err(|e| ClientError::Protocol(format!("an event: {e}")))?;
             writeln!(out, "{value}")?;
         } else {
-            writeln!(out, "{}", render_event(&event))?;
+            writeln!(out, "{}", render_event_with(&event, paint))?;
         }
         out.flush()?;
     }

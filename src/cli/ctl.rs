@@ -42,6 +42,7 @@ pub enum CtlCommand {
     Ready,
     /// Beads, with their progress.
     List {
+        /// Only beads with this status (open, in_progress, blocked, deferred, closed).
         #[arg(long)]
         status: Option<String>,
         /// Include step beads.
@@ -50,7 +51,9 @@ pub enum CtlCommand {
     },
     /// One bead, its steps and (with --runs) every attempt.
     Show {
+        /// The bead (or step) to show.
         bead: String,
+        /// Every attempt of every step: model, exit, duration, cost, result and its files.
         #[arg(long)]
         runs: bool,
     },
@@ -58,14 +61,18 @@ pub enum CtlCommand {
     Submit(SubmitArgs),
     /// Change a bead's fields.
     Update {
+        /// The bead to change.
         bead: String,
+        /// The new title.
         #[arg(long)]
         title: Option<String>,
+        /// The new priority: 0 (highest) to 4.
         #[arg(long)]
         priority: Option<u8>,
         /// Read the description from a file (`-` for stdin).
         #[arg(long)]
         description_file: Option<PathBuf>,
+        /// The new acceptance criteria.
         #[arg(long)]
         acceptance: Option<String>,
         /// Replace the labels.
@@ -74,67 +81,94 @@ pub enum CtlCommand {
     },
     /// Add a comment.
     Comment {
+        /// The bead to comment on.
         bead: String,
+        /// The comment.
         text: String,
+        /// Who says it (default: `human`).
         #[arg(long)]
         author: Option<String>,
     },
     /// Close a bead.
     Close {
+        /// The bead to close.
         bead: String,
+        /// Why, kept as the bead's close reason.
         #[arg(long)]
         reason: Option<String>,
     },
     /// Reopen a closed bead.
-    Reopen { bead: String },
+    Reopen {
+        /// The bead to reopen.
+        bead: String,
+    },
     /// Approve a bead waiting at an approval step, or a merge held for its workflow files.
     Approve {
+        /// The bead, or the waiting step `ctl status` names.
         bead: String,
+        /// A comment recorded with the approval.
         #[arg(long)]
         comment: Option<String>,
     },
     /// Reject a bead waiting at an approval step or a held merge: a fix step gets the reason.
     Reject {
+        /// The bead, or the waiting step `ctl status` names.
         bead: String,
+        /// What to change: the fix step's instructions.
         #[arg(long)]
         reason: String,
     },
     /// Run a blocked bead's blocked step again, with fresh counters.
-    Retry { bead: String },
+    Retry {
+        /// The blocked bead, or its blocked step.
+        bead: String,
+    },
     /// Stop a bead for good: its agent is stopped and its worktree and branch removed.
     Cancel {
+        /// The bead to cancel.
         bead: String,
+        /// Why, kept in its close reason (`cancelled: <reason>`).
         #[arg(long)]
         reason: Option<String>,
     },
     /// Stop dispatching (everything, or one model).
     Pause {
+        /// Pause only this model (as the config names it, e.g. `opus`).
         #[arg(long)]
         model: Option<String>,
     },
     /// Resume dispatching.
     Resume {
+        /// Resume only this model.
         #[arg(long)]
         model: Option<String>,
     },
     /// The event stream: replay from --since, and with -f follow it live.
     Events {
+        /// Start after this seq (default 0: the whole journal).
         #[arg(long)]
         since: Option<u64>,
+        /// Keep following new events.
         #[arg(short, long)]
         follow: bool,
+        /// Only the events of this bead and its steps.
         #[arg(long)]
         bead: Option<String>,
+        /// Only events of this type, e.g. `step.finished` (repeatable).
         #[arg(long = "type")]
         types: Vec<String>,
     },
     /// An agent's output for a step (`<bead>.<step>`); -f follows it.
     Logs {
+        /// The step (`<bead>.<step>`).
         step: String,
+        /// Which attempt (default: the latest).
         #[arg(long)]
         attempt: Option<u32>,
+        /// The agent's stderr instead of its stdout.
         #[arg(long)]
         stderr: bool,
+        /// Keep following what the agent prints.
         #[arg(short, long)]
         follow: bool,
     },
@@ -158,8 +192,10 @@ pub struct SubmitArgs {
     /// Read the description from a file (`-` for stdin).
     #[arg(long)]
     pub description_file: Option<PathBuf>,
+    /// The description.
     #[arg(long)]
     pub description: Option<String>,
+    /// The acceptance criteria.
     #[arg(long)]
     pub acceptance: Option<String>,
     /// The formula to run (default: the workspace's default formula).
@@ -168,6 +204,7 @@ pub struct SubmitArgs {
     /// 0 (highest) to 4.
     #[arg(long)]
     pub priority: Option<u8>,
+    /// A label (repeatable).
     #[arg(long = "label")]
     pub labels: Vec<String>,
     /// Start only after this bead is merged (repeatable).

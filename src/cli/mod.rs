@@ -2,6 +2,7 @@
 //! hook handler agents run, and the one-shot commands (init, demo, service, import/export).
 
 pub mod beads;
+pub mod catalystd;
 pub mod client;
 pub mod ctl;
 pub mod demo;

@@ -257,6 +257,10 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
                     eprintln!("catalyst: {}: {}", e.code, e.message);
                     Ok(Outcome::Problems)
                 }
+                Err(CtlError::Refused(why)) => {
+                    eprintln!("catalyst: {why}");
+                    Ok(Outcome::Problems)
+                }
                 Err(e) => Err(e.into()),
             }
         }

@@ -172,6 +172,12 @@ pub enum CtlCommand {
         #[arg(short, long)]
         follow: bool,
     },
+    /// What a bead's branch changes against the target branch, from where it left it (as
+    /// `git diff <target>...catalyst/<bead>`): a stat, then the patch.
+    Diff {
+        /// The bead (a step id means its bead).
+        bead: String,
+    },
     /// A live view: beads with progress bars, running agents, waiting approvals and the latest
     /// events, following the event stream (q or Ctrl-C quits).
     Watch,
@@ -226,6 +232,13 @@ pub enum CtlError {
     },
     #[error(transparent)]
     Watch(WatchError),
+    /// The request cannot be done, for a reason about what it names (a bead without a branch):
+    /// exit 1, as when the daemon refuses one.
+    #[error("{0}")]
+    Refused(String),
+    /// Something failed on this side (reading the repository or the config): exit 2.
+    #[error("{0}")]
+    Failed(String),
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
 }
@@ -253,15 +266,25 @@ fn read_text(path: &PathBuf) -> Result<String, CtlError> {
 }
 
 impl CtlArgs {
-    fn socket(&self) -> PathBuf {
-        if let Some(s) = &self.socket {
-            return s.clone();
+    /// `--workspace`, else the workspace the current folder is in (found as git finds its
+    /// repository); `None` when only `--socket` names the daemon.
+    fn workspace(&self) -> Option<PathBuf> {
+        if let Some(w) = &self.workspace {
+            return Some(w.clone());
         }
-        let workspace = self.workspace.clone().unwrap_or_else(|| {
-            let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-            Paths::discover(&here).unwrap_or(here)
-        });
-        Paths::new(&workspace).socket()
+        if self.socket.is_some() {
+            return None;
+        }
+        let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        Some(Paths::discover(&here).unwrap_or(here))
+    }
+
+    fn socket(&self) -> PathBuf {
+        match (&self.socket, self.workspace()) {
+            (Some(s), _) => s.clone(),
+            (None, Some(workspace)) => Paths::new(&workspace).socket(),
+            (None, None) => Paths::new(std::path::Path::new(".")).socket(),
+        }
     }
 }
 
@@ -299,6 +322,13 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
         }
         CtlCommand::Watch => {
             return Ok(crate::cli::live::run(client, &args.socket(), out).await?);
+        }
+        CtlCommand::Diff { bead } => {
+            let workspace = match args.workspace() {
+                Some(w) => w,
+                None => client.status().await?.workspace,
+            };
+            return crate::cli::diff::run(&mut client, &workspace, bead, args.json, out).await;
         }
         other => method_for(other)?,
     };
@@ -379,7 +409,10 @@ fn method_for(command: &CtlCommand) -> Result<Method, CtlError> {
         }),
         CtlCommand::Reload => Method::Reload,
         CtlCommand::Shutdown => Method::Shutdown,
-        CtlCommand::Events { .. } | CtlCommand::Logs { .. } | CtlCommand::Watch => {
+        CtlCommand::Events { .. }
+        | CtlCommand::Logs { .. }
+        | CtlCommand::Watch
+        | CtlCommand::Diff { .. } => {
             unreachable!("handled by run")
         }
     })

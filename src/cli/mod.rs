@@ -6,6 +6,7 @@ pub mod catalystd;
 pub mod client;
 pub mod ctl;
 pub mod demo;
+pub mod diff;
 pub mod hook;
 pub mod init;
 pub mod live;

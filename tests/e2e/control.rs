@@ -384,3 +384,74 @@ async fn ctl_prints_local_times_aligned_columns_and_colour_only_on_a_terminal() 
     assert_eq!(plain.0, 0);
     assert_eq!(plain.1, list, "NO_COLOR gives the piped text");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_diff_shows_what_the_branch_changes_since_it_left_the_target() {
+    // The merge agent brings the branch up to date with `main`, which a person moves.
+    let scenario = format!(
+        "{GATED}\n[[rule]]\nrole = \"merge\"\nresponses = [{{ tools = [{{ name = \"Bash\", input = {{ command = \"git -c user.name=stub -c user.email=stub@localhost merge --no-edit main\" }} }}], summary = \"merged main\" }}]\n"
+    );
+    let daemon = TestDaemon::start(&scenario, "").await;
+    daemon
+        .submit(catalyst_testkit::gated_bead("cat-gated", "true"))
+        .await;
+    daemon
+        .wait_for("the approval to wait", |e| {
+            e["type"] == "gate.waiting" && e["step"] == "cat-gated.approve"
+        })
+        .await;
+    // A commit on main after the branch left it is not the bead's change.
+    catalyst_testkit::repo::commit_file(&daemon.repo, "later.txt", "later\n", "a person's commit");
+
+    for id in ["cat-gated", "cat-gated.approve"] {
+        let (code, diff, err) = daemon.ctl(&["diff", id], "").await;
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            diff.starts_with(
+                " a.txt | 1 +\n 1 file changed, 1 insertion(+)\n\ndiff --git a/a.txt b/a.txt\n"
+            ),
+            "{diff}"
+        );
+        assert!(
+            diff.contains("\n+a\n") && !diff.contains("later.txt"),
+            "{diff}"
+        );
+    }
+    let repo = daemon.repo.clone();
+    let (code, coloured) = tokio::task::spawn_blocking(move || {
+        catalyst_in_terminal(&repo, &["ctl", "diff", "cat-gated"], &[])
+    })
+    .await
+    .expect("the terminal runs");
+    assert_eq!(code, 0, "{coloured}");
+    assert!(coloured.contains("\u{1b}[32m+a\u{1b}[0m"), "{coloured:?}");
+
+    // Clear errors for a bead that does not exist, has not started, or is done.
+    let (code, _, err) = daemon.ctl(&["diff", "cat-nope"], "").await;
+    assert_eq!(code, 1);
+    assert!(err.contains("bead `cat-nope` does not exist"), "{err}");
+    daemon.ctl(&["pause"], "").await;
+    daemon
+        .ctl(&["submit", "Not yet", "--id", "cat-later"], "")
+        .await;
+    let (code, _, err) = daemon.ctl(&["diff", "cat-later"], "").await;
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("`cat-later` has no branch yet: it has not started"),
+        "{err}"
+    );
+    daemon.ctl(&["resume"], "").await;
+    let (code, _, err) = daemon.ctl(&["approve", "cat-gated"], "").await;
+    assert_eq!(code, 0, "{err}");
+    daemon
+        .wait_for("the merged branch to go", |e| {
+            e["type"] == "worktree.removed" && e["bead"] == "cat-gated"
+        })
+        .await;
+    let (code, _, err) = daemon.ctl(&["diff", "cat-gated"], "").await;
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("`cat-gated` is closed and its branch `catalyst/cat-gated` is gone"),
+        "{err}"
+    );
+}

@@ -1,6 +1,7 @@
 //! How answers and events read for people: one line per event ([`event`]), tables and
 //! progress bars, in local time ([`time`]) and in colour on a terminal ([`style`]).
 
+mod diff;
 mod event;
 mod list;
 mod show;
@@ -10,6 +11,7 @@ pub mod time;
 
 use serde_json::Value;
 
+pub use diff::render_diff;
 pub use event::{render_event, render_event_with};
 pub use list::{render_beads, status_label, waiting_for};
 pub use show::render_show;

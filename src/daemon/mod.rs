@@ -18,6 +18,7 @@ pub mod netproxy;
 pub mod paths;
 pub mod resolver;
 pub mod rundir;
+pub mod runlog;
 pub mod runner;
 pub mod sandbox;
 pub mod sdnotify;

@@ -13,9 +13,9 @@ use crate::cli::render::{compact, render_beads, render_event_with, render_show, 
 use crate::daemon::Paths;
 use crate::domain::event::BeadPatch;
 use crate::protocol::{
-    ApproveParams, BeadInput, BeadList, CloseParams, CommentParams, IdParams, ListParams, LogLine,
-    LogsParams, Method, PauseParams, RejectParams, ShowAnswer, ShowParams, StatusAnswer,
-    StreamLine, Submitted, SubscribeParams, UpdateParams,
+    ApproveParams, BeadInput, BeadList, CloseParams, CommentParams, IdParams, ListParams, Method,
+    PauseParams, RejectParams, ShowAnswer, ShowParams, StatusAnswer, StreamLine, Submitted,
+    SubscribeParams, UpdateParams,
 };
 
 #[derive(Debug, Args)]
@@ -158,17 +158,22 @@ pub enum CtlCommand {
         #[arg(long = "type")]
         types: Vec<String>,
     },
-    /// An agent's output for a step (`<bead>.<step>`); -f follows it.
+    /// What an agent did: its messages, tool calls and their results, and how the run ended,
+    /// headed by step, attempt and model; -f follows it and the attempts after it.
     Logs {
-        /// The step (`<bead>.<step>`).
-        step: String,
+        /// A step (`<bead>.<step>`), or a bead: its running step, else the one that ran last.
+        #[arg(value_name = "BEAD|STEP")]
+        target: String,
         /// Which attempt (default: the latest).
         #[arg(long)]
         attempt: Option<u32>,
         /// The agent's stderr instead of its stdout.
         #[arg(long)]
         stderr: bool,
-        /// Keep following what the agent prints.
+        /// The output as the agent wrote it (stream-json for Claude Code), without headers.
+        #[arg(long)]
+        raw: bool,
+        /// Follow the attempt as it runs, then the next attempts, until the bead is closed.
         #[arg(short, long)]
         follow: bool,
     },
@@ -307,18 +312,20 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
             return events(&mut client, out, args.json, params).await;
         }
         CtlCommand::Logs {
-            step,
+            target,
             attempt,
             stderr,
+            raw,
             follow,
         } => {
-            let p = LogsParams {
-                step: step.clone(),
+            let request = crate::cli::logs::LogsRequest {
+                target: target.clone(),
                 attempt: *attempt,
-                stream: Some(if *stderr { "stderr" } else { "stdout" }.into()),
+                stderr: *stderr,
+                raw: *raw,
                 follow: *follow,
             };
-            return logs(&mut client, out, p).await;
+            return crate::cli::logs::run(client, &args.socket(), request, out).await;
         }
         CtlCommand::Watch => {
             return Ok(crate::cli::live::run(client, &args.socket(), out).await?);
@@ -487,15 +494,6 @@ async fn events(
         } else {
             writeln!(out, "{}", render_event_with(&event, paint))?;
         }
-        out.flush()?;
-    }
-    Ok(())
-}
-
-async fn logs(client: &mut Client, out: &mut impl Write, p: LogsParams) -> Result<(), CtlError> {
-    client.logs(p).await?;
-    while let Some(LogLine::Data(line)) = client.next_log().await? {
-        out.write_all(line.data.as_bytes())?;
         out.flush()?;
     }
     Ok(())

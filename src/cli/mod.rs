@@ -10,6 +10,7 @@ pub mod diff;
 pub mod hook;
 pub mod init;
 pub mod live;
+pub mod logs;
 pub mod render;
 pub mod sandbox_net;
 pub mod service;

@@ -4,6 +4,7 @@
 mod diff;
 mod event;
 mod list;
+mod logs;
 mod show;
 pub mod style;
 pub mod table;
@@ -14,6 +15,7 @@ use serde_json::Value;
 pub use diff::render_diff;
 pub use event::{render_event, render_event_with};
 pub use list::{render_beads, status_label, waiting_for};
+pub use logs::{render_attempt_header, render_entry};
 pub use show::render_show;
 
 use crate::protocol::{BeadSummary, StatusAnswer};

@@ -10,6 +10,7 @@ pub mod report;
 pub mod sandbox;
 pub mod settings;
 pub mod stream;
+pub mod transcript;
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -73,9 +73,10 @@ pub async fn run(
         Some(meta) => (meta.bead, Some(named.id.clone())),
         None => (named.id.clone(), None),
     };
-    let mut dispatches = match req.follow {
-        true => Some(Dispatches::subscribe(socket, &work).await?),
-        false => None,
+    let mut dispatches = if req.follow {
+        Some(Dispatches::subscribe(socket, &work).await?)
+    } else {
+        None
     };
     let show = client.show(show_params(work.as_str(), true)).await?;
     if show.status.is_closed() {

@@ -1,4 +1,4 @@
-//! The `catalyst` command line as a user runs it: `formula check` and `result parse`.
+//! The `catalyst` command line as a user runs it: `formula check`, `result parse` and `man`.
 
 use std::path::Path;
 
@@ -164,4 +164,39 @@ fn formula_check_reports_a_missing_file_clearly() {
     assert_ne!(out.code, 0);
     let report = format!("{}{}", out.stdout, out.stderr);
     assert!(report.contains("/nonexistent/x.formula.toml"), "{report}");
+}
+
+#[test]
+fn man_pages_come_for_both_binaries() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let folder = dir.path().join("man1");
+    let out = catalyst(&["man", "--dir", folder.to_str().expect("utf-8")], "");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for page in [
+        "catalyst.1",
+        "catalyst-ctl.1",
+        "catalyst-ctl-logs.1",
+        "catalystd.1",
+    ] {
+        let text =
+            std::fs::read_to_string(folder.join(page)).unwrap_or_else(|e| panic!("{page}: {e}"));
+        assert!(
+            text.starts_with(".ie \\n(.g .ds Aq"),
+            "{page} is roff: {text}"
+        );
+    }
+    let daemon = catalyst(&["man", "catalystd"], "");
+    assert_eq!(daemon.code, 0, "{}", daemon.stderr);
+    assert!(
+        daemon.stdout.contains(".TH catalystd 1"),
+        "{}",
+        daemon.stdout
+    );
+    assert!(
+        daemon.stdout.contains("\\-\\-workspace") && daemon.stdout.contains("state lives in"),
+        "the flags with their help: {}",
+        daemon.stdout
+    );
+    let main = catalyst(&["man"], "");
+    assert!(main.stdout.contains(".TH catalyst 1"), "{}", main.stdout);
 }

@@ -47,6 +47,7 @@ enum Command {
     /// A tool call is denied when the daemon cannot be asked. Run by agents, not people.
     #[command(hide = true)]
     Hook {
+        /// The hook event Claude Code runs it for.
         #[arg(value_enum)]
         event: catalyst::cli::hook::HookEvent,
     },
@@ -64,12 +65,14 @@ enum Command {
     Service(ServiceCmd),
     /// Print a shell completion script (`catalyst completions bash > ...`).
     Completions {
+        /// The shell the script is for.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
     /// Add the beads of a beads export file (`bd export`'s JSONL; `-` for stdin) to the store:
     /// through the daemon when it runs, on the store directly when it does not.
     Import {
+        /// The export file (`-`: stdin).
         file: PathBuf,
         /// The workspace (default: the current folder).
         #[arg(long)]
@@ -77,17 +80,31 @@ enum Command {
     },
     /// Write every bead of the store as beads export lines (to FILE, or stdout).
     Export {
+        /// The file to write (default, or `-`: stdout).
         file: Option<PathBuf>,
         /// The workspace (default: the current folder).
         #[arg(long)]
         workspace: Option<PathBuf>,
     },
-    /// Print the man page, or write one page per subcommand into a folder.
+    /// Print a man page (`catalyst(1)` or `catalystd(1)`), or write them all into a folder.
     Man {
-        /// Write `catalyst.1`, `catalyst-ctl.1`, … into this folder instead.
-        #[arg(long)]
+        /// The page to print.
+        #[arg(value_enum, default_value = "catalyst")]
+        page: ManPage,
+        /// Write `catalyst.1`, one `catalyst-<command>.1` per subcommand and `catalystd.1`
+        /// into this folder instead (e.g. `~/.local/share/man/man1`).
+        #[arg(long, conflicts_with = "page")]
         dir: Option<PathBuf>,
     },
+}
+
+/// The man pages `catalyst man` prints.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ManPage {
+    /// The command line.
+    Catalyst,
+    /// The daemon.
+    Catalystd,
 }
 
 #[derive(Subcommand)]
@@ -240,6 +257,10 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
                     eprintln!("catalyst: {}: {}", e.code, e.message);
                     Ok(Outcome::Problems)
                 }
+                Err(CtlError::Refused(why)) => {
+                    eprintln!("catalyst: {why}");
+                    Ok(Outcome::Problems)
+                }
                 Err(e) => Err(e.into()),
             }
         }
@@ -284,16 +305,29 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
             io::stdout().lock().write_all(&script)?;
             Ok(Outcome::Ok)
         }
-        Command::Man { dir } => {
+        Command::Man { page, dir } => {
+            let daemon = catalyst::cli::catalystd::Args::command;
             match dir {
                 Some(dir) => {
                     std::fs::create_dir_all(&dir)
                         .with_context(|| format!("cannot create `{}`", dir.display()))?;
-                    clap_mangen::generate_to(Cli::command(), &dir).with_context(|| {
-                        format!("cannot write man pages into `{}`", dir.display())
-                    })?;
+                    for command in [Cli::command(), daemon()] {
+                        clap_mangen::generate_to(command, &dir).with_context(|| {
+                            format!("cannot write man pages into `{}`", dir.display())
+                        })?;
+                    }
                 }
-                None => clap_mangen::Man::new(Cli::command()).render(&mut io::stdout().lock())?,
+                None => {
+                    let command = match page {
+                        ManPage::Catalyst => Cli::command(),
+                        ManPage::Catalystd => daemon(),
+                    };
+                    // Rendered into a buffer first, like the completions: a closed pipe is
+                    // then one write error, which `main` takes for what it is.
+                    let mut text = Vec::new();
+                    clap_mangen::Man::new(command).render(&mut text)?;
+                    io::stdout().lock().write_all(&text)?;
+                }
             }
             Ok(Outcome::Ok)
         }
@@ -431,5 +465,46 @@ fn result_parse(role: Option<Role>) -> anyhow::Result<Outcome> {
             eprintln!("malformed: {reason}");
             Ok(Outcome::Problems)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every argument of `command` and its subcommands (hidden ones too) that has no help
+    /// text, and every subcommand without a description, as `catalyst ctl logs: --attempt`.
+    fn undocumented(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            let generated = matches!(arg.get_id().as_str(), "help" | "version");
+            if !generated && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                let name = match arg.get_long() {
+                    Some(long) => format!("--{long}"),
+                    None => arg.get_id().to_string().to_uppercase(),
+                };
+                missing.push(format!("{path}: {name}"));
+            }
+        }
+        for sub in command.get_subcommands() {
+            let sub_path = format!("{path} {}", sub.get_name());
+            if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                missing.push(format!("{sub_path}: no description"));
+            }
+            undocumented(sub, &sub_path, missing);
+        }
+    }
+
+    #[test]
+    fn every_command_flag_and_argument_of_both_binaries_has_help() {
+        let mut missing = Vec::new();
+        for command in [Cli::command(), catalyst::cli::catalystd::Args::command()] {
+            command.clone().debug_assert();
+            undocumented(&command, command.get_name(), &mut missing);
+        }
+        assert!(
+            missing.is_empty(),
+            "arguments without help text:\n{}",
+            missing.join("\n")
+        );
     }
 }

@@ -1,12 +1,12 @@
 //! `catalystd`: the daemon's entry point: flags, logging, signals, then `daemon::start`.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
+use catalyst::cli::catalystd::{Args, LogFormat};
 use catalyst::cli::client::Client;
 use catalyst::daemon::sdnotify::Notifier;
 use catalyst::daemon::{self, Paths};
@@ -15,30 +15,6 @@ use catalyst::daemon::{self, Paths};
 /// vectors); mimalloc makes start-up about a quarter faster than glibc's allocator.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-#[derive(Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
-#[derive(Parser)]
-#[command(
-    name = "catalystd",
-    version,
-    about = "catalyst's daemon: runs a workspace's beads through their formulas"
-)]
-struct Args {
-    /// The git repository whose beads the daemon runs; state lives in `<workspace>/.catalyst/`.
-    #[arg(long, default_value = ".")]
-    workspace: PathBuf,
-    /// Log format on stderr.
-    #[arg(long, value_enum, default_value = "text")]
-    log_format: LogFormat,
-    /// Log level (overridden by RUST_LOG).
-    #[arg(long, default_value = "info")]
-    log_level: String,
-}
 
 fn main() -> ExitCode {
     let args = Args::parse();

@@ -8,13 +8,14 @@ use clap::{Args, Subcommand};
 
 use crate::cli::client::{answer_as, Client, ClientError};
 use crate::cli::live::WatchError;
-use crate::cli::render::{compact, render_event, render_list, render_show, render_status};
+use crate::cli::render::style::Paint;
+use crate::cli::render::{compact, render_beads, render_event_with, render_show, render_status};
 use crate::daemon::Paths;
 use crate::domain::event::BeadPatch;
 use crate::protocol::{
-    ApproveParams, BeadInput, BeadList, CloseParams, CommentParams, IdParams, ListParams, LogLine,
-    LogsParams, Method, PauseParams, RejectParams, ShowAnswer, ShowParams, StreamLine, Submitted,
-    SubscribeParams, UpdateParams,
+    ApproveParams, BeadInput, BeadList, CloseParams, CommentParams, IdParams, ListParams, Method,
+    PauseParams, RejectParams, ShowAnswer, ShowParams, StreamLine, Submitted, SubscribeParams,
+    UpdateParams,
 };
 
 #[derive(Debug, Args)]
@@ -41,6 +42,7 @@ pub enum CtlCommand {
     Ready,
     /// Beads, with their progress.
     List {
+        /// Only beads with this status (open, in_progress, blocked, deferred, closed).
         #[arg(long)]
         status: Option<String>,
         /// Include step beads.
@@ -49,7 +51,9 @@ pub enum CtlCommand {
     },
     /// One bead, its steps and (with --runs) every attempt.
     Show {
+        /// The bead (or step) to show.
         bead: String,
+        /// Every attempt of every step: model, exit, duration, cost, result and its files.
         #[arg(long)]
         runs: bool,
     },
@@ -57,14 +61,18 @@ pub enum CtlCommand {
     Submit(SubmitArgs),
     /// Change a bead's fields.
     Update {
+        /// The bead to change.
         bead: String,
+        /// The new title.
         #[arg(long)]
         title: Option<String>,
+        /// The new priority: 0 (highest) to 4.
         #[arg(long)]
         priority: Option<u8>,
         /// Read the description from a file (`-` for stdin).
         #[arg(long)]
         description_file: Option<PathBuf>,
+        /// The new acceptance criteria.
         #[arg(long)]
         acceptance: Option<String>,
         /// Replace the labels.
@@ -73,42 +81,59 @@ pub enum CtlCommand {
     },
     /// Add a comment.
     Comment {
+        /// The bead to comment on.
         bead: String,
+        /// The comment.
         text: String,
+        /// Who says it (default: `human`).
         #[arg(long)]
         author: Option<String>,
     },
     /// Close a bead.
     Close {
+        /// The bead to close.
         bead: String,
+        /// Why, kept as the bead's close reason.
         #[arg(long)]
         reason: Option<String>,
     },
     /// Reopen a closed bead.
-    Reopen { bead: String },
+    Reopen {
+        /// The bead to reopen.
+        bead: String,
+    },
     /// Approve a bead waiting at an approval step, or a merge held for its workflow files.
     Approve {
+        /// The bead, or the waiting step `ctl status` names.
         bead: String,
+        /// A comment recorded with the approval.
         #[arg(long)]
         comment: Option<String>,
     },
     /// Reject a bead waiting at an approval step or a held merge: a fix step gets the reason.
     Reject {
+        /// The bead, or the waiting step `ctl status` names.
         bead: String,
+        /// What to change: the fix step's instructions.
         #[arg(long)]
         reason: String,
     },
     /// Run a blocked bead's blocked step again, with fresh counters.
-    Retry { bead: String },
+    Retry {
+        /// The blocked bead, or its blocked step.
+        bead: String,
+    },
     /// Stop a bead for good: its agent is stopped and its worktree and branch removed.
     Cancel {
+        /// The bead to cancel.
         bead: String,
+        /// Why, kept in its close reason (`cancelled: <reason>`).
         #[arg(long)]
         reason: Option<String>,
     },
     /// Stop dispatching (everything, or one model).
     Pause {
-        /// Pause only this model.
+        /// Pause only this model (as the config names it, e.g. `opus`).
         #[arg(long)]
         model: Option<String>,
     },
@@ -121,24 +146,43 @@ pub enum CtlCommand {
     },
     /// The event stream: replay from --since, and with -f follow it live.
     Events {
+        /// Start after this seq (default 0: the whole journal).
         #[arg(long)]
         since: Option<u64>,
+        /// Keep following new events.
         #[arg(short, long)]
         follow: bool,
+        /// Only the events of this bead and its steps.
         #[arg(long)]
         bead: Option<String>,
+        /// Only events of this type, e.g. `step.finished` (repeatable).
         #[arg(long = "type")]
         types: Vec<String>,
     },
-    /// An agent's output for a step (`<bead>.<step>`); -f follows it.
+    /// What an agent did: its messages, tool calls and their results, and how the run ended,
+    /// headed by step, attempt and model; -f follows it and the attempts after it.
     Logs {
-        step: String,
+        /// A step (`<bead>.<step>`), or a bead: its running step, else the one that ran last.
+        #[arg(value_name = "BEAD|STEP")]
+        target: String,
+        /// Which attempt (default: the latest).
         #[arg(long)]
         attempt: Option<u32>,
+        /// The agent's stderr instead of its stdout.
         #[arg(long)]
         stderr: bool,
+        /// The output as the agent wrote it (stream-json for Claude Code), without headers.
+        #[arg(long)]
+        raw: bool,
+        /// Follow the attempt as it runs, then the next attempts, until the bead is closed.
         #[arg(short, long)]
         follow: bool,
+    },
+    /// What a bead's branch changes against the target branch, from where it left it (as
+    /// `git diff <target>...catalyst/<bead>`): a stat, then the patch.
+    Diff {
+        /// The bead (a step id means its bead).
+        bead: String,
     },
     /// A live view: beads with progress bars, running agents, waiting approvals and the latest
     /// events, following the event stream (q or Ctrl-C quits).
@@ -160,8 +204,10 @@ pub struct SubmitArgs {
     /// Read the description from a file (`-` for stdin).
     #[arg(long)]
     pub description_file: Option<PathBuf>,
+    /// The description.
     #[arg(long)]
     pub description: Option<String>,
+    /// The acceptance criteria.
     #[arg(long)]
     pub acceptance: Option<String>,
     /// The formula to run (default: the workspace's default formula).
@@ -170,6 +216,7 @@ pub struct SubmitArgs {
     /// 0 (highest) to 4.
     #[arg(long)]
     pub priority: Option<u8>,
+    /// A label (repeatable).
     #[arg(long = "label")]
     pub labels: Vec<String>,
     /// Start only after this bead is merged (repeatable).
@@ -191,6 +238,13 @@ pub enum CtlError {
     },
     #[error(transparent)]
     Watch(WatchError),
+    /// The request cannot be done, for a reason about what it names (a bead without a branch):
+    /// exit 1, as when the daemon refuses one.
+    #[error("{0}")]
+    Refused(String),
+    /// Something failed on this side (reading the repository or the config): exit 2.
+    #[error("{0}")]
+    Failed(String),
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
 }
@@ -218,15 +272,25 @@ fn read_text(path: &PathBuf) -> Result<String, CtlError> {
 }
 
 impl CtlArgs {
-    fn socket(&self) -> PathBuf {
-        if let Some(s) = &self.socket {
-            return s.clone();
+    /// `--workspace`, else the workspace the current folder is in (found as git finds its
+    /// repository); `None` when only `--socket` names the daemon.
+    fn workspace(&self) -> Option<PathBuf> {
+        if let Some(w) = &self.workspace {
+            return Some(w.clone());
         }
-        let workspace = self.workspace.clone().unwrap_or_else(|| {
-            let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-            Paths::discover(&here).unwrap_or(here)
-        });
-        Paths::new(&workspace).socket()
+        if self.socket.is_some() {
+            return None;
+        }
+        let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        Some(Paths::discover(&here).unwrap_or(here))
+    }
+
+    fn socket(&self) -> PathBuf {
+        match (&self.socket, self.workspace()) {
+            (Some(s), _) => s.clone(),
+            (None, Some(workspace)) => Paths::new(&workspace).socket(),
+            (None, None) => Paths::new(std::path::Path::new(".")).socket(),
+        }
     }
 }
 
@@ -249,18 +313,20 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
             return events(&mut client, out, args.json, params).await;
         }
         CtlCommand::Logs {
-            step,
+            target,
             attempt,
             stderr,
+            raw,
             follow,
         } => {
-            let p = LogsParams {
-                step: step.clone(),
+            let request = crate::cli::logs::LogsRequest {
+                target: target.clone(),
                 attempt: *attempt,
-                stream: Some(if *stderr { "stderr" } else { "stdout" }.into()),
+                stderr: *stderr,
+                raw: *raw,
                 follow: *follow,
             };
-            return logs(&mut client, out, p).await;
+            return crate::cli::logs::run(client, &args.socket(), request, out).await;
         }
         CtlCommand::Watch => {
             return Ok(crate::cli::live::run(client, &args.socket(), out).await?);
@@ -270,6 +336,13 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
             let recent = recent_events(&mut client, status.seq, STATUS_EVENTS).await?;
             out.write_all(render_status(&status, &recent).as_bytes())?;
             return Ok(());
+        }
+        CtlCommand::Diff { bead } => {
+            let workspace = match args.workspace() {
+                Some(w) => w,
+                None => client.status().await?.workspace,
+            };
+            return crate::cli::diff::run(&mut client, &workspace, bead, args.json, out).await;
         }
         other => method_for(other)?,
     };
@@ -282,17 +355,19 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
         )?;
         return Ok(());
     }
-    let text = render(&method, result)?;
+    let text = render(&method, result, Paint::for_stdout())?;
     out.write_all(text.as_bytes())?;
     Ok(())
 }
 
 /// The answer to `method` for people.
-fn render(method: &Method, result: serde_json::Value) -> Result<String, ClientError> {
+fn render(method: &Method, result: serde_json::Value, paint: Paint) -> Result<String, ClientError> {
     let name = method.name();
     Ok(match method {
-        Method::Ready | Method::List(_) => render_list(&answer_as::<BeadList>(name, result)?.beads),
-        Method::Show(_) => render_show(&answer_as::<ShowAnswer>(name, result)?),
+        Method::Ready | Method::List(_) => {
+            render_beads(&answer_as::<BeadList>(name, result)?.beads, paint)
+        }
+        Method::Show(_) => render_show(&answer_as::<ShowAnswer>(name, result)?, paint),
         Method::Submit(_) => {
             let submitted: Submitted = answer_as(name, result)?;
             let ids: Vec<String> = submitted.ids.iter().map(ToString::to_string).collect();
@@ -347,7 +422,10 @@ fn method_for(command: &CtlCommand) -> Result<Method, CtlError> {
         }),
         CtlCommand::Reload => Method::Reload,
         CtlCommand::Shutdown => Method::Shutdown,
-        CtlCommand::Events { .. } | CtlCommand::Logs { .. } | CtlCommand::Watch => {
+        CtlCommand::Events { .. }
+        | CtlCommand::Logs { .. }
+        | CtlCommand::Watch
+        | CtlCommand::Diff { .. } => {
             unreachable!("handled by run")
         }
     })
@@ -410,6 +488,7 @@ async fn events(
     params: SubscribeParams,
 ) -> Result<(), CtlError> {
     client.subscribe(params).await?;
+    let paint = Paint::for_stdout();
     while let Some(line) = client.next_event().await? {
         let StreamLine::Event(event) = line else {
             break;
@@ -419,7 +498,7 @@ async fn events(
                 .map_err(|e| ClientError::Protocol(format!("an event: {e}")))?;
             writeln!(out, "{value}")?;
         } else {
-            writeln!(out, "{}", render_event(&event))?;
+            writeln!(out, "{}", render_event_with(&event, paint))?;
         }
         out.flush()?;
     }
@@ -448,13 +527,4 @@ pub(crate) async fn recent_events(
         events.push(*event);
     }
     Ok(events)
-}
-
-async fn logs(client: &mut Client, out: &mut impl Write, p: LogsParams) -> Result<(), CtlError> {
-    client.logs(p).await?;
-    while let Some(LogLine::Data(line)) = client.next_log().await? {
-        out.write_all(line.data.as_bytes())?;
-        out.flush()?;
-    }
-    Ok(())
 }

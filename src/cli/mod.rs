@@ -2,12 +2,15 @@
 //! hook handler agents run, and the one-shot commands (init, demo, service, import/export).
 
 pub mod beads;
+pub mod catalystd;
 pub mod client;
 pub mod ctl;
 pub mod demo;
+pub mod diff;
 pub mod hook;
 pub mod init;
 pub mod live;
+pub mod logs;
 pub mod render;
 pub mod sandbox_net;
 pub mod service;

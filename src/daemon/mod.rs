@@ -19,6 +19,7 @@ pub mod paths;
 pub mod preflight;
 pub mod resolver;
 pub mod rundir;
+pub mod runlog;
 pub mod runner;
 pub mod sandbox;
 pub mod sdnotify;

@@ -4,29 +4,28 @@
 //! [`MAX_LINE`] bytes; a longer or malformed line gets an error reply and the connection stays
 //! usable), forwards each request to the engine and writes the answer. `subscribe` and
 //! `logs --follow` turn the connection into a stream served from files (the journal, a run's
-//! output), so a slow reader never holds up the engine and never misses an event.
+//! output: [`crate::daemon::runlog`]), so a slow reader never holds up the engine and never
+//! misses an event.
 
-use std::io::SeekFrom;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::fs::File;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncSeekExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::watch;
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::daemon::engine::EngineHandle;
+use crate::daemon::runlog;
 use crate::daemon::wire::{codec_io, send, Conn, Line, RequestLines};
 use crate::daemon::Paths;
 use crate::protocol::{
-    parse_request, Answer, ConnectionMethod, EngineRequest, ErrorCode, Hello, IdParams, LogData,
-    LogEnd, LogsOpened, LogsParams, Response, Route, RpcError, Stopping, StreamEnd,
-    SubscribeParams, Subscribed, MAX_LINE,
+    parse_request, Answer, ConnectionMethod, EngineRequest, ErrorCode, Hello, IdParams, Response,
+    Route, RpcError, Stopping, StreamEnd, SubscribeParams, Subscribed, MAX_LINE,
 };
 
 /// An error line, which has no result.
@@ -158,8 +157,12 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
         };
         match method {
             ConnectionMethod::Subscribe(p) => return subscribe(conn, id, p, &shared).await,
-            ConnectionMethod::Logs(p) if p.follow => return logs(conn, id, p, &shared, true).await,
-            ConnectionMethod::Logs(p) => logs(&mut conn, id, p, &shared, false).await?,
+            ConnectionMethod::Logs(p) if p.follow => {
+                return runlog::serve(&mut conn, id, p, &shared.paths, &shared.shutdown).await
+            }
+            ConnectionMethod::Logs(p) => {
+                runlog::serve(&mut conn, id, p, &shared.paths, &shared.shutdown).await?
+            }
             ConnectionMethod::Shutdown => {
                 let answer = Stopping { stopping: true };
                 send(&mut conn, &Response::ok(id, answer)).await?;
@@ -289,87 +292,6 @@ fn wanted(line: &str, since: u64, bead: Option<&str>, types: Option<&[String]>) 
         }
     }
     true
-}
-
-/// The run folder of a step's attempt (the latest when none is given).
-fn run_output(paths: &Paths, p: &LogsParams) -> Result<PathBuf, RpcError> {
-    let step = crate::domain::id::BeadId::new(&p.step)
-        .map_err(|e| RpcError::bad_request(e.to_string()))?;
-    let (work, name) = step.as_str().split_once('.').ok_or_else(|| {
-        RpcError::bad_request(format!("`{step}` is not a step id (`<bead>.<step>`)"))
-    })?;
-    let stream = match p.stream.as_deref().unwrap_or("stdout") {
-        s @ ("stdout" | "stderr") => s,
-        other => {
-            return Err(RpcError::bad_request(format!(
-                "unknown stream `{other}` (stdout or stderr)"
-            )))
-        }
-    };
-    let dir = paths.runs().join(work).join(name);
-    let attempt = match p.attempt {
-        Some(a) => a,
-        None => std::fs::read_dir(&dir)
-            .map_err(|_| RpcError::not_found(format!("`{step}` has not run yet")))?
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-            .max()
-            .ok_or_else(|| RpcError::not_found(format!("`{step}` has not run yet")))?,
-    };
-    let file = dir.join(attempt.to_string()).join(stream);
-    if !file.exists() {
-        return Err(RpcError::not_found(format!(
-            "no {stream} for `{step}` attempt {attempt}"
-        )));
-    }
-    Ok(file)
-}
-
-/// Sends a run's output: `{"id":…,"result":{"file":…}}`, then the content as
-/// `{"type":"log","data":"…"}` lines, and with `follow` whatever is appended until the client
-/// hangs up (woken by file-system notifications, not by polling).
-async fn logs<C: std::borrow::BorrowMut<Conn>>(
-    mut conn: C,
-    id: Value,
-    p: LogsParams,
-    shared: &Shared,
-    follow: bool,
-) -> std::io::Result<()> {
-    let conn = conn.borrow_mut();
-    let path = match run_output(&shared.paths, &p) {
-        Ok(path) => path,
-        Err(error) => return send(conn, &ErrorLine::err(id, error)).await,
-    };
-    let answer = LogsOpened { file: path.clone() };
-    send(conn, &Response::ok(id, answer)).await?;
-    let (tx, mut changed) = watch::channel(());
-    let _watcher = if follow {
-        crate::daemon::fswatch::file_changes(&path, tx)
-    } else {
-        None
-    };
-    let mut file = File::open(&path).await?;
-    let mut offset = 0u64;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        loop {
-            file.seek(SeekFrom::Start(offset)).await?;
-            let n = file.read(&mut buf).await?;
-            if n == 0 {
-                break;
-            }
-            offset += n as u64;
-            let data = String::from_utf8_lossy(&buf[..n]).into_owned();
-            send(conn, &LogData::new(data)).await?;
-        }
-        if !follow {
-            return send(conn, &LogEnd::default()).await;
-        }
-        tokio::select! {
-            () = shared.shutdown.cancelled() => return Ok(()),
-            c = changed.changed() => if c.is_err() { return Ok(()) },
-            next = conn.next() => if next.is_none() { return Ok(()) },
-        }
-    }
 }
 
 #[cfg(test)]

@@ -171,6 +171,10 @@ pub struct BeadSummary {
     pub status: Status,
     pub title: String,
     pub total: u64,
+    /// The beads a work bead that is not closed waits for (`--after`, `blocks`): those not
+    /// closed yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<BeadId>,
 }
 
 /// `list` and `ready`.

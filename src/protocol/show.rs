@@ -30,6 +30,9 @@ pub struct ShowAnswer {
     pub steps: Vec<StepView>,
     pub title: String,
     pub total: u64,
+    /// See [`BeadSummary::waiting_for`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<BeadId>,
 }
 
 impl ShowAnswer {
@@ -49,6 +52,7 @@ impl ShowAnswer {
             steps,
             title: summary.title,
             total: summary.total,
+            waiting_for: summary.waiting_for,
         }
     }
 }

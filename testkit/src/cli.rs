@@ -1,6 +1,6 @@
 //! Running the `catalyst` command line as a user does, and the tools some tests need.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -28,6 +28,43 @@ pub fn catalyst_with_stdin(cwd: &Path, args: &[&str], stdin: &str) -> (i32, Stri
         .write_all(stdin.as_bytes())
         .expect("write catalyst's stdin");
     outcome(&child.wait_with_output().expect("catalyst's output"))
+}
+
+/// Runs `catalyst args…` in `cwd` with `env` and its stdout on a pseudo-terminal, as in a
+/// person's terminal, and returns its exit code and what it printed there, escape codes
+/// included (the terminal's `\r\n` read back as `\n`). `NO_COLOR` is removed unless `env`
+/// sets it.
+pub fn catalyst_in_terminal(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
+    let mut command = Command::new(crate::catalyst_bin());
+    command
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(std::fs::File::from(pty.slave)))
+        .stderr(Stdio::inherit());
+    let mut child = command.spawn().expect("run catalyst");
+    // The command holds the terminal's other end; once it and the child are gone, reading
+    // the master ends (with EIO, on Linux).
+    drop(command);
+    let mut master = std::fs::File::from(pty.master);
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match master.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            Err(e) if e.raw_os_error() == Some(nix::libc::EIO) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => panic!("reading the terminal: {e}"),
+        }
+    }
+    let status = child.wait().expect("catalyst's exit");
+    let text = String::from_utf8_lossy(&bytes).replace("\r\n", "\n");
+    (status.code().unwrap_or(-1), text)
 }
 
 pub(crate) fn outcome(out: &Output) -> (i32, String, String) {

@@ -242,12 +242,23 @@ impl TestDaemon {
     /// Runs `catalyst ctl --workspace <repo> args…` with `stdin`, and returns its exit code
     /// (-1 if a signal ended it), stdout and stderr.
     pub async fn ctl(&self, args: &[&str], stdin: &str) -> (i32, String, String) {
+        self.ctl_env(args, stdin, &[]).await
+    }
+
+    /// [`TestDaemon::ctl`] with more environment variables (`TZ`, `NO_COLOR`).
+    pub async fn ctl_env(
+        &self,
+        args: &[&str],
+        stdin: &str,
+        env: &[(&str, &str)],
+    ) -> (i32, String, String) {
         let mut child = tokio::process::Command::new(crate::catalyst_bin())
             .arg("ctl")
             .arg("--workspace")
             .arg(&self.repo)
             .args(args)
             .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -58,3 +58,23 @@ pub fn branch_exists(repo: &Path, bead: &str) -> bool {
         .find_branch(&format!("catalyst/{bead}"), git2::BranchType::Local)
         .is_ok()
 }
+
+/// Writes `path` (relative to the checkout) and commits it on the checked-out branch, as a
+/// person working in the main checkout would.
+pub fn commit_file(repo: &Path, path: &str, text: &str, message: &str) {
+    std::fs::write(repo.join(path), text).expect("write the file");
+    let git = open(repo);
+    let mut index = git.index().expect("index");
+    index.add_path(Path::new(path)).expect("stage the file");
+    index.write().expect("write the index");
+    let tree = git
+        .find_tree(index.write_tree().expect("tree"))
+        .expect("tree");
+    let sig = git2::Signature::now("person", "person@example.com").expect("signature");
+    let parent = git
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .expect("a commit to build on");
+    git.commit(Some("HEAD"), &sig, &sig, message, &tree, &[&parent])
+        .expect("commit");
+}

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use catalyst_testkit::cli::catalyst;
-use catalyst_testkit::{bead, Event, Events, TestDaemon, TIMEOUT};
+use catalyst_testkit::cli::{catalyst, catalyst_in_terminal};
+use catalyst_testkit::{bead, bead_with_id, Event, Events, TestDaemon, Workspace, TIMEOUT};
 
 const SLOW_IMPLEMENT: &str = r#"
 [[rule]]
@@ -287,5 +287,229 @@ async fn a_step_the_daemon_cannot_prepare_pauses_dispatching_without_spending_an
         (refine["step"].as_str(), refine["attempts"].as_u64()),
         (Some("refine"), Some(2)),
         "the held attempt and the one that ran: {refine}"
+    );
+}
+
+/// Bead `cat-hang`'s agent hangs in a shell command until it is stopped; other beads'
+/// implement steps write a file.
+const HANGS: &str = r#"
+[[rule]]
+role = "implement"
+bead = "cat-hang"
+responses = [{ tools = [{ name = "Bash", input = { command = "sleep 300" } }] }]
+
+[[rule]]
+role = "implement"
+responses = [{ write = { "a.txt" = "a\n" }, summary = "wrote a" }]
+"#;
+
+/// The line of `text` (a `ctl list`) that starts with `id` and a blank.
+fn row<'a>(text: &'a str, id: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.starts_with(&format!("{id} ")))
+        .unwrap_or_else(|| panic!("no row for {id} in:\n{text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_stops_the_agent_and_ctl_says_cancelled_and_what_waits() {
+    let ws = Workspace::new(HANGS, "grace_secs = 1");
+    let daemon = ws.start().await;
+    daemon.submit(bead_with_id("cat-hang")).await;
+    let (code, _, err) = daemon
+        .ctl(
+            &[
+                "submit",
+                "After it",
+                "--id",
+                "cat-after",
+                "--after",
+                "cat-hang",
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(code, 0, "{err}");
+    daemon
+        .wait_for("the agent in its shell command", |e| {
+            e["type"] == "agent.tool" && e["step"] == "cat-hang.implement" && e["tool"] == "Bash"
+        })
+        .await;
+
+    // What a bead submitted `--after` another waits for.
+    let (code, list, err) = daemon.ctl(&["list"], "").await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        row(&list, "cat-after").contains("  waiting for cat-hang  "),
+        "{list}"
+    );
+    let (_, show, _) = daemon.ctl(&["show", "cat-after"], "").await;
+    assert!(show.contains("\nwaiting for cat-hang\n"), "{show}");
+
+    // Cancelling stops the agent and the command it runs, then closes the bead.
+    let (code, out, err) = daemon
+        .ctl(&["cancel", "cat-hang", "--reason", "not needed"], "")
+        .await;
+    assert_eq!((code, out.trim()), (0, "cancelling: cat-hang"), "{err}");
+    let finished = daemon
+        .wait_for("the agent to stop", |e| {
+            e["type"] == "step.finished" && e["step"] == "cat-hang.implement"
+        })
+        .await;
+    assert_eq!(finished["exit"], "cancelled", "{finished}");
+    let closed = daemon.wait_status("cat-hang", "closed").await;
+    assert_eq!(closed["reason"], "cancelled: not needed");
+    daemon
+        .wait_for("the worktree to go", |e| {
+            e["type"] == "worktree.removed" && e["bead"] == "cat-hang"
+        })
+        .await;
+    let left: Vec<_> = ws
+        .agent_processes()
+        .into_iter()
+        .filter(|(_, command)| command.contains("sleep 300"))
+        .collect();
+    assert!(left.is_empty(), "the agent's command is gone: {left:?}");
+
+    let (_, list, _) = daemon.ctl(&["list"], "").await;
+    let hang = row(&list, "cat-hang");
+    assert!(
+        hang.contains(" cancelled ") && !hang.contains(" closed "),
+        "{list}"
+    );
+    let (_, show, _) = daemon.ctl(&["show", "cat-hang"], "").await;
+    assert!(
+        show.contains("status cancelled ") && show.contains("reason: cancelled: not needed"),
+        "{show}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_prints_local_times_aligned_columns_and_colour_only_on_a_terminal() {
+    let daemon = TestDaemon::start(GATED, "").await;
+    // Paused, so the beads stay as they are while they are looked at.
+    let (code, _, err) = daemon.ctl(&["pause"], "").await;
+    assert_eq!(code, 0, "{err}");
+    for id in ["cat-1", "cat-with-a-long-id"] {
+        daemon.submit(bead_with_id(id)).await;
+    }
+
+    // Times follow `TZ`: the same event two hours apart in a zone two hours east.
+    let (_, json, _) = daemon.ctl(&["--json", "events", "--since", "0"], "").await;
+    let first: Event = serde_json::from_str(json.lines().next().expect("an event")).expect("json");
+    let utc_time = &first["ts"].as_str().expect("ts")[11..19];
+    let time_in = async |tz: &str| {
+        let (code, out, err) = daemon
+            .ctl_env(&["events", "--since", "0"], "", &[("TZ", tz)])
+            .await;
+        assert_eq!(code, 0, "{err}");
+        let line = out.lines().next().expect("a line").to_owned();
+        line.split_whitespace().nth(1).expect("a time").to_owned()
+    };
+    assert_eq!(time_in("UTC").await, utc_time);
+    let hour: u32 = utc_time[..2].parse().expect("hour");
+    assert_eq!(
+        time_in("XYZ-2").await,
+        format!("{:02}{}", (hour + 2) % 24, &utc_time[2..])
+    );
+
+    // Columns line up however long the ids are, and a pipe gets no colour.
+    let (_, list, _) = daemon.ctl(&["list"], "").await;
+    let rows: Vec<&str> = list.lines().collect();
+    assert_eq!(rows.len(), 3, "{list}");
+    for column in ["STATUS", "PRI", "PROGRESS", "TITLE"] {
+        let at = rows[0].find(column).expect("a header");
+        for row in &rows[1..] {
+            let starts_there = row.as_bytes()[at - 1] == b' ' && row.as_bytes()[at] != b' ';
+            assert!(starts_there, "{column} lines up:\n{list}");
+        }
+    }
+    assert!(!list.contains('\u{1b}'), "{list}");
+
+    // A terminal gets colour, unless NO_COLOR is set.
+    let repo = daemon.repo.clone();
+    let (coloured, plain) = tokio::task::spawn_blocking(move || {
+        let run = |env: &[(&str, &str)]| catalyst_in_terminal(&repo, &["ctl", "list"], env);
+        (run(&[]), run(&[("NO_COLOR", "1")]))
+    })
+    .await
+    .expect("the terminal runs");
+    assert_eq!(coloured.0, 0, "{}", coloured.1);
+    assert!(
+        coloured.1.contains("\u{1b}[1mSTATUS\u{1b}[0m"),
+        "{:?}",
+        coloured.1
+    );
+    assert_eq!(plain.0, 0);
+    assert_eq!(plain.1, list, "NO_COLOR gives the piped text");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_diff_shows_what_the_branch_changes_since_it_left_the_target() {
+    // The merge agent brings the branch up to date with `main`, which a person moves.
+    let scenario = format!(
+        "{GATED}\n[[rule]]\nrole = \"merge\"\nresponses = [{{ tools = [{{ name = \"Bash\", input = {{ command = \"git -c user.name=stub -c user.email=stub@localhost merge --no-edit main\" }} }}], summary = \"merged main\" }}]\n"
+    );
+    let daemon = TestDaemon::start(&scenario, "").await;
+    daemon
+        .submit(catalyst_testkit::gated_bead("cat-gated", "true"))
+        .await;
+    daemon
+        .wait_for("the approval to wait", |e| {
+            e["type"] == "gate.waiting" && e["step"] == "cat-gated.approve"
+        })
+        .await;
+    // A commit on main after the branch left it is not the bead's change.
+    catalyst_testkit::repo::commit_file(&daemon.repo, "later.txt", "later\n", "a person's commit");
+
+    for id in ["cat-gated", "cat-gated.approve"] {
+        let (code, diff, err) = daemon.ctl(&["diff", id], "").await;
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            diff.starts_with(
+                " a.txt | 1 +\n 1 file changed, 1 insertion(+)\n\ndiff --git a/a.txt b/a.txt\n"
+            ),
+            "{diff}"
+        );
+        assert!(
+            diff.contains("\n+a\n") && !diff.contains("later.txt"),
+            "{diff}"
+        );
+    }
+    let repo = daemon.repo.clone();
+    let (code, coloured) = tokio::task::spawn_blocking(move || {
+        catalyst_in_terminal(&repo, &["ctl", "diff", "cat-gated"], &[])
+    })
+    .await
+    .expect("the terminal runs");
+    assert_eq!(code, 0, "{coloured}");
+    assert!(coloured.contains("\u{1b}[32m+a\u{1b}[0m"), "{coloured:?}");
+
+    // Clear errors for a bead that does not exist, has not started, or is done.
+    let (code, _, err) = daemon.ctl(&["diff", "cat-nope"], "").await;
+    assert_eq!(code, 1);
+    assert!(err.contains("bead `cat-nope` does not exist"), "{err}");
+    daemon.ctl(&["pause"], "").await;
+    daemon
+        .ctl(&["submit", "Not yet", "--id", "cat-later"], "")
+        .await;
+    let (code, _, err) = daemon.ctl(&["diff", "cat-later"], "").await;
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("`cat-later` has no branch yet: it has not started"),
+        "{err}"
+    );
+    daemon.ctl(&["resume"], "").await;
+    let (code, _, err) = daemon.ctl(&["approve", "cat-gated"], "").await;
+    assert_eq!(code, 0, "{err}");
+    daemon
+        .wait_for("the merged branch to go", |e| {
+            e["type"] == "worktree.removed" && e["bead"] == "cat-gated"
+        })
+        .await;
+    let (code, _, err) = daemon.ctl(&["diff", "cat-gated"], "").await;
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("`cat-gated` is closed and its branch `catalyst/cat-gated` is gone"),
+        "{err}"
     );
 }

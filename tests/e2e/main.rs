@@ -5,6 +5,7 @@
 mod control;
 mod gates;
 mod guardrails;
+mod logs;
 mod scheduling;
 mod wire;
 mod workflow;

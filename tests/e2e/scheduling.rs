@@ -176,7 +176,9 @@ async fn ctl_submits_shows_lists_and_prints_logs() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("[####################] 4/4"), "{out}");
     assert!(
-        out.contains(&format!("{id}.implement")) && out.contains("attempt 1  model sonnet"),
+        out.contains(&format!("{id}.implement"))
+            && out.contains("    attempt 1  ")
+            && out.contains("  model sonnet  "),
         "{out}"
     );
     let (code, out, _) = daemon.ctl(&["--json", "show", &id], "").await;
@@ -194,7 +196,9 @@ async fn ctl_submits_shows_lists_and_prints_logs() {
         code == 0 && out.contains("catalystd") && out.contains("closed 1"),
         "{out}"
     );
-    let (code, out, err) = daemon.ctl(&["logs", &format!("{id}.implement")], "").await;
+    let (code, out, err) = daemon
+        .ctl(&["logs", &format!("{id}.implement"), "--raw"], "")
+        .await;
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("\"type\":\"result\""),

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use crate::cli::render::{progress_bar, render_event};
 use crate::domain::event::{Event, EventBody};
 use crate::domain::id::BeadId;
-use crate::domain::model::Status;
+use crate::domain::model::{is_cancel_reason, Status};
 use crate::protocol::{BeadList, StatusAnswer};
 
 /// Events kept for the bottom of the screen: as many as a tall terminal shows.
@@ -22,6 +22,8 @@ const MIN_EVENTS: usize = 3;
 struct Work {
     title: String,
     status: Status,
+    /// Closed by `cancel`, not merged.
+    cancelled: bool,
     /// Step id → status, for the progress bar.
     steps: BTreeMap<String, Status>,
     /// A molecule poured before we looked, whose steps we only know by count.
@@ -34,6 +36,7 @@ impl Work {
         Work {
             title,
             status,
+            cancelled: false,
             steps: BTreeMap::new(),
             known_done: 0,
             known_total: 0,
@@ -105,6 +108,7 @@ impl Board {
             let w = Work {
                 known_done: b.done,
                 known_total: b.total,
+                cancelled: b.close_reason.as_deref().is_some_and(is_cancel_reason),
                 ..Work::new(b.title.clone(), b.status.clone())
             };
             board.work.insert(b.id.to_string(), w);
@@ -189,7 +193,7 @@ impl Board {
             EventBody::FixCreated { bead, step, .. } => {
                 self.add_step(bead.as_str(), step.id.as_str(), step.status.clone());
             }
-            EventBody::BeadStatus { id, status, .. } => {
+            EventBody::BeadStatus { id, status, reason } => {
                 let id = id.to_string();
                 if *status != Status::InProgress {
                     self.approvals.remove(&id);
@@ -198,6 +202,7 @@ impl Board {
                     self.add_step(&owner, &id, status.clone());
                 } else if let Some(w) = self.work.get_mut(&id) {
                     w.status = status.clone();
+                    w.cancelled = reason.as_deref().is_some_and(is_cancel_reason);
                 }
             }
             EventBody::StepDispatched {
@@ -275,9 +280,14 @@ impl Board {
         lines.push(format!("BEADS ({})", self.work.len()));
         for (id, w) in work.iter().take(shown) {
             let (done, total) = w.progress();
+            let status = if w.status.is_closed() && w.cancelled {
+                crate::domain::model::CANCELLED.to_owned()
+            } else {
+                w.status.to_string()
+            };
             lines.push(format!(
                 "  {id:<14} {:<12} {:<20} {:<10} {}",
-                w.status.to_string(),
+                status,
                 progress_bar(done, total, 10),
                 w.current().unwrap_or(""),
                 w.title
@@ -387,6 +397,7 @@ mod tests {
             status,
             title: "T".into(),
             total,
+            waiting_for: vec![],
         }
     }
 
@@ -470,6 +481,42 @@ mod tests {
             screen.contains("[##########] 2/2") && screen.contains("RUNNING (0)"),
             "{screen}"
         );
+    }
+
+    #[test]
+    fn a_cancelled_bead_reads_cancelled_not_closed() {
+        let cancelled = BeadSummary {
+            close_reason: Some("cancelled".into()),
+            ..summary("cat-1", Status::Closed, 0, 0)
+        };
+        let mut board = Board::new(&status(1), &list(vec![cancelled]), &list(vec![]), now());
+        let line = |board: &Board| {
+            let screen = board.render(now(), 100, 40);
+            screen
+                .into_iter()
+                .find(|l| l.starts_with("  cat-"))
+                .unwrap()
+        };
+        assert!(line(&board).contains(" cancelled "), "{}", line(&board));
+        board.apply(&bead_status(2, "cat-1", Status::Open));
+        board.apply(&event(
+            3,
+            EventBody::BeadStatus {
+                id: id("cat-1"),
+                status: Status::Closed,
+                reason: Some("merged into `main`".into()),
+            },
+        ));
+        assert!(line(&board).contains(" closed "), "{}", line(&board));
+        board.apply(&event(
+            4,
+            EventBody::BeadStatus {
+                id: id("cat-1"),
+                status: Status::Closed,
+                reason: Some("cancelled: dropped".into()),
+            },
+        ));
+        assert!(line(&board).contains(" cancelled "), "{}", line(&board));
     }
 
     #[test]

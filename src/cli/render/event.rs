@@ -1,16 +1,35 @@
 //! One event on one line, for `ctl events` and the live view.
 
+use super::style::{self, Paint};
 use crate::domain::event::{Event, EventBody};
 use crate::domain::router::Decision;
 
-/// One event on one line for people: `seq  time  type  subject  details`.
+/// One event on one line for people: `seq  time  type  subject  details`, the time local.
 pub fn render_event(e: &Event) -> String {
+    render_event_with(e, Paint::OFF)
+}
+
+/// [`render_event`], with the type painted by what it says (failures red, ends green).
+pub fn render_event_with(e: &Event, paint: Paint) -> String {
     let kind = e.body.kind();
-    let ts = e.ts.to_string();
-    let time = ts.get(11..19).unwrap_or("");
+    let time = super::time::clock(&e.ts);
     let subject = subject(&e.body);
     let detail = detail(&e.body);
-    format!("{}  {time}  {kind:<16} {subject:<22} {detail}", e.seq)
+    let kind = paint.paint(kind_style(&e.body), &format!("{kind:<16}"));
+    format!("{}  {time}  {kind} {subject:<22} {detail}", e.seq)
+}
+
+fn kind_style(body: &EventBody) -> anstyle::Style {
+    use EventBody as B;
+    match body {
+        B::StepDispatched { .. } => style::CYAN,
+        B::MergeCompleted { .. } | B::GatePassed { .. } | B::MergeApproved { .. } => style::GREEN,
+        B::GateFailed { .. } | B::MergeConflict { .. } | B::ModelPaused { .. } => style::RED,
+        B::AgentTool { allowed: false, .. } => style::RED,
+        B::GateWaiting { .. } | B::MergeHeld { .. } | B::StepEscalated { .. } => style::YELLOW,
+        B::AgentTool { .. } => style::DIM,
+        _ => style::PLAIN,
+    }
 }
 
 /// What the event is about: the step, else the bead, else the model.
@@ -223,9 +242,11 @@ mod tests {
                 model: None,
             },
         ));
+        let ts = Timestamp::parse("2026-01-01T10:00:00Z").expect("a time");
+        let time = crate::cli::render::time::clock(&ts);
         assert_eq!(
             line,
-            "12  10:00:00  step.dispatched  cat-1.checks           attempt 1 model -"
+            format!("12  {time}  step.dispatched  cat-1.checks           attempt 1 model -")
         );
     }
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::fs::File;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -34,10 +34,11 @@ pub(crate) struct StreamStats {
     pub truncated: bool,
 }
 
-/// A file that keeps the first `cap` bytes written to it.
+/// A file that keeps the first `cap` bytes written to it. Each chunk is written through as it
+/// arrives (no buffer held back), so `ctl logs -f` shows an agent's output while it runs.
 pub(crate) struct CappedFile {
     path: PathBuf,
-    out: BufWriter<File>,
+    out: File,
     cap: u64,
     stats: StreamStats,
     /// Set on the first write error; later bytes are counted but not written. The run goes on:
@@ -50,7 +51,7 @@ impl CappedFile {
         let file = File::create(path).await?;
         Ok(CappedFile {
             path: path.to_owned(),
-            out: BufWriter::new(file),
+            out: file,
             cap,
             stats: StreamStats::default(),
             failed: false,
@@ -68,7 +69,12 @@ impl CappedFile {
         if keep.is_empty() || self.failed {
             return;
         }
-        if let Err(e) = self.out.write_all(keep).await {
+        // tokio writes a file in the background; the flush waits until the bytes are in it.
+        let written = match self.out.write_all(keep).await {
+            Ok(()) => self.out.flush().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
             self.failed = true;
             tracing::warn!(path = %self.path.display(), error = %e, "cannot write agent output; dropping the rest");
         }

@@ -225,7 +225,8 @@ impl Engine {
         mut events: Vec<EventBody>,
     ) -> Result<(), EngineError> {
         let reason = format!(
-            "cancelled{}",
+            "{}{}",
+            crate::domain::model::CANCELLED,
             reason.map(|r| format!(": {r}")).unwrap_or_default()
         );
         events.push(EventBody::BeadStatus {

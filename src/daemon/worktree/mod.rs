@@ -38,6 +38,7 @@ use git2::{BranchType, Commit, ErrorCode, Repository, WorktreeAddOptions, Worktr
 use tracing::{info, warn};
 
 use crate::domain::id::BeadId;
+pub use change::BranchDiff;
 use error::Context;
 pub use error::{CommitId, GitError};
 pub use merge::{BranchMerge, MergeGuard, MergeOutcome};

@@ -45,6 +45,7 @@ struct Event {
 }
 
 /// The last `result` event, as far as catalyst cares.
+#[derive(Clone)]
 struct Final {
     subtype: Option<String>,
     is_error: bool,
@@ -55,7 +56,7 @@ struct Final {
     usage: Option<Value>,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Claude {
     last: Option<Final>,
     /// A limit signalled by structure, not text (an `api_retry` on 429 or 529, an assistant

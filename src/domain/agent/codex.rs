@@ -44,7 +44,7 @@ struct ErrorBody {
     message: Option<String>,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Codex {
     final_message: Option<String>,
     error: Option<String>,

@@ -57,18 +57,23 @@ pub(crate) fn in_bare_notice(text: &str) -> Option<String> {
 
 /// A one-line, shortened version of an error text, for reasons and comments.
 pub(crate) fn one_line(text: &str) -> String {
+    shorten(text, REASON_CHARS)
+}
+
+/// `text` on one line of at most `max` characters, `…` marking a cut.
+pub(crate) fn shorten(text: &str, max: usize) -> String {
     let mut out = String::new();
     for word in text.split_whitespace() {
         if !out.is_empty() {
             out.push(' ');
         }
         out.push_str(word);
-        if out.len() > REASON_CHARS * 4 {
+        if out.len() > max * 4 {
             break;
         }
     }
-    if out.chars().count() > REASON_CHARS {
-        out = out.chars().take(REASON_CHARS).collect();
+    if out.chars().count() > max {
+        out = out.chars().take(max).collect();
         out.push('…');
     }
     out

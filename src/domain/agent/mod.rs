@@ -10,6 +10,7 @@ pub mod report;
 pub mod sandbox;
 pub mod settings;
 pub mod stream;
+pub mod transcript;
 pub mod unavailable;
 
 #[cfg(test)]

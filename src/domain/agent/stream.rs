@@ -4,7 +4,7 @@ use serde_json::Value;
 
 /// What an agent's stdout said about how its run went.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct Parsed {
+pub struct Parsed {
     pub final_message: Option<String>,
     pub is_error: bool,
     /// The agent's own words about what failed, on one line.

@@ -242,6 +242,16 @@ pub const NEVER_READY_TYPES: [&str; 3] = ["molecule", "gate", "message"];
 /// Highest priority value accepted (lowest urgency).
 pub const MAX_PRIORITY: u8 = 4;
 
+/// The close reason `cancel` gives a bead: `cancelled`, or `cancelled: <the person's reason>`.
+pub const CANCELLED: &str = "cancelled";
+
+/// Whether `reason` is a close reason `cancel` gave ([`CANCELLED`]).
+pub fn is_cancel_reason(reason: &str) -> bool {
+    reason
+        .strip_prefix(CANCELLED)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(": "))
+}
+
 impl Bead {
     /// A new open bead with catalyst's defaults.
     pub fn new(id: BeadId, title: impl Into<String>, at: Timestamp) -> Bead {
@@ -287,6 +297,11 @@ impl Bead {
         self.metadata
             .get_or_insert_with(JsonMap::new)
             .insert(STEP_META_KEY.into(), value);
+    }
+
+    /// Whether the bead was closed by `cancel` rather than merged or closed by hand.
+    pub fn is_cancelled(&self) -> bool {
+        self.status == Status::Closed && self.close_reason.as_deref().is_some_and(is_cancel_reason)
     }
 
     pub fn is_step(&self) -> bool {
@@ -366,6 +381,28 @@ mod tests {
         m.insert(STEP_META_KEY.into(), serde_json::to_value(&meta).unwrap());
         b.metadata = Some(m);
         assert_eq!(b.step_meta(), Some(meta));
+    }
+
+    #[test]
+    fn only_the_reasons_cancel_gives_mean_cancelled() {
+        for (reason, cancelled) in [
+            ("cancelled", true),
+            ("cancelled: dropped", true),
+            ("cancelledish", false),
+            ("merged into `main`", false),
+            ("not cancelled", false),
+        ] {
+            assert_eq!(is_cancel_reason(reason), cancelled, "{reason}");
+        }
+        let mut b = Bead::new(
+            BeadId::new("cat-1").unwrap(),
+            "x",
+            Timestamp::parse("2026-01-26T02:02:08Z").unwrap(),
+        );
+        b.close_reason = Some("cancelled: dropped".into());
+        assert!(!b.is_cancelled(), "a cancelled bead is closed");
+        b.status = Status::Closed;
+        assert!(b.is_cancelled());
     }
 
     #[test]

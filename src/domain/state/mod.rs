@@ -116,6 +116,21 @@ impl State {
         self.graph.slot(id).is_some_and(|s| self.graph.is_held(s))
     }
 
+    /// What `id` waits for: the beads its `blocks` (and `conditional-blocks`) dependencies name
+    /// that exist and are not closed, in the order the dependencies were added. A bead
+    /// submitted `--after` another waits for it this way.
+    pub fn open_blockers<'a>(&'a self, id: &str) -> impl Iterator<Item = &'a BeadId> + 'a {
+        self.get(id)
+            .into_iter()
+            .flat_map(|b| b.dependencies.iter())
+            .filter(|d| d.dep_type.is_blocking())
+            .map(|d| &d.depends_on_id)
+            .filter(|target| {
+                self.get(target.as_str())
+                    .is_some_and(|t| !t.status.is_closed())
+            })
+    }
+
     /// Rebuilds readiness from scratch (what start-up from a snapshot does).
     pub fn recompute_readiness(&mut self) {
         self.graph.recompute();

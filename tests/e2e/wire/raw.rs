@@ -166,7 +166,7 @@ fn mask_keys(line: &str) -> String {
     out
 }
 
-/// Masks what changes in text for people: times, durations, pids and commit hashes.
+/// Masks what changes in text for people: dates, times, durations, pids and commit hashes.
 fn mask_text(line: &str) -> String {
     let words: Vec<&str> = line.split(' ').collect();
     let mut out: Vec<String> = Vec::with_capacity(words.len());
@@ -183,8 +183,18 @@ fn mask_text(line: &str) -> String {
             && bare.as_bytes()[bare.len() - 3] == b':'
             && bare.bytes().filter(|b| *b == b':').count() >= 2
             && bare.bytes().any(|b| b.is_ascii_digit());
+        let date = bare.len() == 10
+            && bare.bytes().enumerate().all(|(i, b)| {
+                if i == 4 || i == 7 {
+                    b == b'-'
+                } else {
+                    b.is_ascii_digit()
+                }
+            });
         let masked = if hex {
             word.replace(bare, "<sha>")
+        } else if date {
+            word.replace(bare, "<date>")
         } else if clock {
             word.replace(bare, "<time>")
         } else if digits && previous == "(pid" {

@@ -209,6 +209,12 @@ impl Engine {
             .find(|s| s.status == Status::InProgress || s.status == Status::Blocked)
             .and_then(|s| s.step_meta())
             .map(|m| m.step);
+        let waiting_for = if bead.is_step() || bead.status.is_closed() {
+            Vec::new()
+        } else {
+            let state = self.store.state();
+            state.open_blockers(bead.id.as_str()).cloned().collect()
+        };
         BeadSummary {
             close_reason: bead.close_reason.clone(),
             closed_at: bead.closed_at,
@@ -222,6 +228,7 @@ impl Engine {
             status: bead.status.clone(),
             title: bead.title.clone(),
             total: steps.len() as u64,
+            waiting_for,
         }
     }
 

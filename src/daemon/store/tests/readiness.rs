@@ -224,6 +224,38 @@ fn ready_order_is_priority_then_age_then_id() {
     assert_eq!(ready_ids(store.state()), ["urgent", "old", "a", "c", "low"]);
 }
 
+#[test]
+fn a_bead_waits_for_its_open_blockers_only() {
+    let (_dir, mut store) = open_store();
+    store
+        .commit(vec![
+            created(bead("first", &[])),
+            created(bead("second", &[])),
+            created(bead("parent", &[])),
+            created(bead(
+                "after",
+                &[
+                    ("first", DepType::Blocks),
+                    ("second", DepType::ConditionalBlocks),
+                    ("parent", DepType::ParentChild),
+                    ("unknown", DepType::Blocks),
+                ],
+            )),
+        ])
+        .unwrap();
+    let waits = |store: &Store| -> Vec<String> {
+        store
+            .state()
+            .open_blockers("after")
+            .map(ToString::to_string)
+            .collect()
+    };
+    assert_eq!(waits(&store), ["first", "second"]);
+    store.commit(vec![status("first", Status::Closed)]).unwrap();
+    assert_eq!(waits(&store), ["second"]);
+    assert!(store.state().open_blockers("nope").next().is_none());
+}
+
 /// A tiny deterministic generator, so the randomized test below replays the same way.
 struct Lcg(u64);
 impl Lcg {

@@ -1,6 +1,7 @@
 //! The worktree layer against real git repositories: one [`Fixture`] per test, a
 //! repository with one commit on `main`, and a bead's worktree made from it.
 
+mod change;
 mod commit;
 mod create;
 mod merge;

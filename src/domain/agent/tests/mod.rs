@@ -2,6 +2,7 @@
 
 mod outcome;
 mod profile;
+mod transcript;
 
 /// An agent's final message ending in a STEP-RESULT block.
 pub(crate) fn block(status: &str, verdict: Option<&str>, summary: &str) -> String {

@@ -7,12 +7,12 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::domain::agent::unavailable::{PauseScope, Unavailable};
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Comment, Counters, Dependency, JsonMap, Phase, Status};
 use crate::domain::result::{ResultStatus, Verdict};
 use crate::domain::router::Decision;
 use crate::domain::time::Timestamp;
+use crate::domain::unavailable::{PauseScope, Unavailable};
 
 /// One journal line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -17,4 +17,5 @@ pub mod result;
 pub mod router;
 pub mod state;
 pub mod time;
+pub mod unavailable;
 pub mod workflow;

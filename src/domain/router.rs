@@ -15,9 +15,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::model::{Counters, Role};
 use crate::domain::result::{Malformed, ResultStatus, StepResult, Verdict};
+use crate::domain::unavailable::Unavailable;
 
 /// The limits of the table, from the daemon config (`[router]` or similar).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,11 +12,11 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::error::RpcError;
-use crate::domain::agent::unavailable::{PauseScope, Unavailable};
 use crate::domain::beads::import::ImportReport;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Status};
 use crate::domain::time::Timestamp;
+use crate::domain::unavailable::{PauseScope, Unavailable};
 
 /// One response line: `result` on success, `error` otherwise.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

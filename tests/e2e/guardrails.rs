@@ -535,21 +535,19 @@ responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" 
     let id = daemon.submit(bead("Say hello")).await;
     daemon.wait_status(&id, "closed").await;
     // The merge agent, which runs only for a conflict, gets it too (see the workflow tests).
-    for step in ["review"] {
-        let run = daemon.run_dir(&id, step, 1);
-        let context = std::fs::read_to_string(run.join("context.md")).expect("context.md");
-        assert!(
-            context.contains(&format!("## The change (`git diff main...catalyst/{id}`)"))
-                && context.contains("- added `hello.txt`")
-                && context.contains("+hello"),
-            "{step}: {context}"
-        );
-        let diff = std::fs::read_to_string(run.join("change.diff")).expect("change.diff");
-        assert!(
-            diff.contains("+++ b/hello.txt") && diff.contains("+hello"),
-            "{diff}"
-        );
-    }
+    let run = daemon.run_dir(&id, "review", 1);
+    let context = std::fs::read_to_string(run.join("context.md")).expect("context.md");
+    assert!(
+        context.contains(&format!("## The change (`git diff main...catalyst/{id}`)"))
+            && context.contains("- added `hello.txt`")
+            && context.contains("+hello"),
+        "{context}"
+    );
+    let diff = std::fs::read_to_string(run.join("change.diff")).expect("change.diff");
+    assert!(
+        diff.contains("+++ b/hello.txt") && diff.contains("+hello"),
+        "{diff}"
+    );
     let implement = daemon.run_dir(&id, "implement", 1);
     let context = std::fs::read_to_string(implement.join("context.md")).expect("context.md");
     assert!(

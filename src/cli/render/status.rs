@@ -66,8 +66,8 @@ fn needs_a_person(s: &StatusAnswer) -> String {
     let mut out = String::new();
     for h in &s.holds {
         let what = match h.scope {
-            crate::domain::agent::unavailable::PauseScope::Agent => "agent steps",
-            crate::domain::agent::unavailable::PauseScope::All => "all steps",
+            crate::domain::unavailable::PauseScope::Agent => "agent steps",
+            crate::domain::unavailable::PauseScope::All => "all steps",
         };
         let _ = writeln!(
             out,

@@ -11,7 +11,8 @@ use crate::domain::agent::codex::Codex;
 use crate::domain::agent::limits;
 use crate::domain::agent::profile::OutputFormat;
 pub(crate) use crate::domain::agent::stream::Parsed;
-use crate::domain::agent::unavailable::{self, Hindrance};
+use crate::domain::agent::unavailable;
+use crate::domain::unavailable::Hindrance;
 use tokio_util::sync::CancellationToken;
 
 /// The longest stdout line parsed. A longer line is skipped: no real event is that large, and

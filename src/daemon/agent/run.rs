@@ -27,7 +27,7 @@ use crate::daemon::netproxy::{self, NetGuard, Route};
 use crate::domain::agent::profile::{OutputFormat, ProfileError, StdinMode, Vars};
 use crate::domain::agent::report::{Exit, RunReport};
 use crate::domain::agent::sandbox::{bwrap_args, Confinement, SANDBOX_NET_COMMAND};
-use crate::domain::agent::unavailable::{Hindrance, Unavailable};
+use crate::domain::unavailable::{Hindrance, Unavailable};
 
 /// How long the output readers may go on after the group is killed. Killed processes close
 /// their pipes at once; only a process that left the group can keep one open, and its output

@@ -14,7 +14,7 @@ use crate::domain::time::Timestamp;
 use super::error::EngineError;
 use super::route::{block_events, Attempt, PauseOrder, Routed};
 use super::{Engine, Now, Pause};
-use crate::domain::agent::unavailable::PauseScope;
+use crate::domain::unavailable::PauseScope;
 
 impl Engine {
     pub(super) fn step_done(&mut self, done: &StepDone) -> Result<(), EngineError> {

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::domain::agent::unavailable::{PauseScope, Unavailable};
 use crate::domain::time::Timestamp;
+use crate::domain::unavailable::{PauseScope, Unavailable};
 
 /// One scope held back.
 #[derive(Clone, Debug)]

@@ -2,12 +2,12 @@
 //! one group of events, computed from the state and the time passed in. Nothing here changes
 //! the engine; the caller records the events and then applies what they imply.
 
-use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Comment, CommentId, Phase, Role, Status, StepMeta};
 use crate::domain::router::{self, BlockCause, Decision, FixSource, Outcome};
 use crate::domain::time::Timestamp;
+use crate::domain::unavailable::Unavailable;
 
 use super::Engine;
 

@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 
 use tokio::time::Instant;
 
-use crate::domain::agent::unavailable::PauseScope;
 use crate::domain::event::EventBody;
 use crate::domain::formula::pour;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Role, Status, StepMeta};
 use crate::domain::time::Timestamp;
+use crate::domain::unavailable::PauseScope;
 
 use super::{Engine, Input, Running};
 use crate::daemon::runner::{self, GateJob, JobError, JobSources, StepJob};

@@ -15,12 +15,12 @@ use crate::daemon::netproxy::OnRefused;
 use crate::daemon::worktree::{self, CommitId};
 use crate::domain::agent::outcome::outcome;
 use crate::domain::agent::report::{Exit, RunReport};
-use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::context::Change;
 use crate::domain::id::BeadId;
 use crate::domain::model::Role;
 use crate::domain::result::{ResultStatus, StepResult};
 use crate::domain::router::Outcome;
+use crate::domain::unavailable::Unavailable;
 use crate::protocol::HookParams;
 
 use super::{

@@ -2,9 +2,9 @@
 //! attempt's `exit` and reason), so they say what was being done and to what.
 
 use crate::daemon::worktree::GitError;
-use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::id::BeadId;
 use crate::domain::prompt::PromptError;
+use crate::domain::unavailable::Unavailable;
 
 /// A job could not be built from the state: the attempt fails before anything runs.
 #[derive(Debug, thiserror::Error)]

@@ -10,10 +10,10 @@ use crate::daemon::agent::{self, RunSpec};
 use crate::daemon::worktree::{CommitId, Repo};
 use crate::domain::agent::profile::AgentProfile;
 use crate::domain::agent::report::{Exit, RunReport};
-use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::id::BeadId;
 use crate::domain::model::Role;
 use crate::domain::router::Outcome;
+use crate::domain::unavailable::Unavailable;
 
 use super::{prepare_worktree, write_json, StepDone, REPORT_FILE, RESULT_FILE};
 

@@ -18,10 +18,10 @@ use serde::Serialize;
 
 use crate::daemon::fsutil;
 use crate::daemon::worktree::{self, CommitId, Repo};
-use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::id::BeadId;
 use crate::domain::model::Role;
 use crate::domain::router::Outcome;
+use crate::domain::unavailable::Unavailable;
 
 pub use agent_step::run_agent_step;
 pub use error::{GitTaskError, JobError};

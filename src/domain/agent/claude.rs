@@ -11,7 +11,8 @@ use serde_json::Value;
 
 use super::limits;
 use super::stream::Parsed;
-use super::unavailable::{self, Hindrance, Unavailable};
+use super::unavailable;
+use crate::domain::unavailable::{Hindrance, Unavailable};
 
 /// The fields catalyst reads; everything else (the whole `message` of conversation events) is
 /// skipped by serde without being kept.

@@ -80,7 +80,7 @@ pub struct RunReport {
     /// Why no attempt can succeed until something outside the bead changes: a refused key, an
     /// unreachable API, an agent that cannot run as configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unavailable: Option<crate::domain::agent::unavailable::Hindrance>,
+    pub unavailable: Option<crate::domain::unavailable::Hindrance>,
     pub cost_usd: Option<f64>,
     /// Token usage as the agent reported it (Claude's `usage`, Codex's `turn.completed`).
     pub usage: Option<serde_json::Value>,

@@ -11,7 +11,7 @@ pub struct Parsed {
     pub error: Option<String>,
     pub usage_limit: Option<String>,
     /// A failure retrying cannot fix (see [`super::unavailable`]).
-    pub unavailable: Option<super::unavailable::Hindrance>,
+    pub unavailable: Option<crate::domain::unavailable::Hindrance>,
     pub cost_usd: Option<f64>,
     pub usage: Option<Value>,
 }

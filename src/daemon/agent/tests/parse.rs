@@ -313,7 +313,7 @@ fn api_retry(status: Option<u64>, error: &str) -> String {
 
 #[test]
 fn claude_retrying_a_refused_key_or_an_unreachable_api_is_hopeless_at_once() {
-    use crate::domain::agent::unavailable::Unavailable;
+    use crate::domain::unavailable::Unavailable;
     let hopeless = |lines: &[String]| {
         let mut c = Claude::default();
         for l in lines {
@@ -367,7 +367,7 @@ fn claude_retrying_a_refused_key_or_an_unreachable_api_is_hopeless_at_once() {
 
 #[test]
 fn claude_not_logged_in_is_an_auth_failure() {
-    use crate::domain::agent::unavailable::Unavailable;
+    use crate::domain::unavailable::Unavailable;
     let parsed = claude(&[
         init(),
         claude_result("success", true, "Not logged in · Please run /login"),

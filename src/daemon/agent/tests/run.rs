@@ -1,9 +1,9 @@
 //! Whole runs, with `sh` scripts as agents.
 
-use crate::domain::agent::unavailable::Unavailable;
 use crate::domain::model::Role;
 use crate::domain::result::Verdict;
 use crate::domain::router::Outcome;
+use crate::domain::unavailable::Unavailable;
 
 use super::*;
 

@@ -151,7 +151,7 @@ impl Engine {
                     cause: h.cause,
                     reason: h.reason.clone(),
                     help: h.cause.help().to_owned(),
-                    until: h.until_wall.clone(),
+                    until: h.until_wall,
                 })
                 .collect(),
             model_pauses: self
@@ -160,7 +160,7 @@ impl Engine {
                 .map(|(model, p)| ModelPauseView {
                     model: model.clone(),
                     reason: p.reason.clone(),
-                    until: p.until_wall.clone(),
+                    until: p.until_wall,
                 })
                 .collect(),
         }
@@ -174,7 +174,7 @@ impl Engine {
             .beads()
             .filter(|b| !b.is_step() && b.status == Status::Blocked)
             .collect();
-        blocked.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+        blocked.sort_by_key(|b| std::cmp::Reverse(b.updated_at));
         blocked
             .into_iter()
             .take(BLOCKED_SHOWN)

@@ -200,3 +200,85 @@ fn man_pages_come_for_both_binaries() {
     let main = catalyst(&["man"], "");
     assert!(main.stdout.contains(".TH catalyst 1"), "{}", main.stdout);
 }
+
+/// A workflow in the shape Gas Town publishes ("design → implement → review → test → submit",
+/// with `execution` and a step's `output`): it loads, each key catalyst does not act on is
+/// one warning line, and the check exits 0. A key neither beads nor catalyst knows is still an
+/// error.
+#[test]
+fn formula_check_accepts_beads_and_gas_town_workflow_keys_with_warnings() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = write(
+        dir.path(),
+        "engineer.formula.toml",
+        r#"
+formula = "engineer"
+type = "workflow"
+version = 1
+description = "Design, build, review, test and hand in a feature."
+execution = "distributed"
+phase = "liquid"
+
+[vars.feature]
+description = "what to build"
+required = true
+
+[[steps]]
+id = "design"
+title = "Design {{feature}}"
+description = "Write the design down."
+output = "design.md"
+assignee = "architect"
+
+[[steps]]
+id = "implement"
+title = "Implement {{feature}}"
+type = "feature"
+needs = ["design"]
+
+[[steps]]
+id = "review"
+title = "Review the implementation"
+needs = ["implement"]
+parallel = false
+
+[[steps]]
+id = "submit"
+title = "Submit for merge"
+role = "merge"
+needs = ["review"]
+"#,
+    );
+    let out = catalyst(&["formula", "check", &file], "");
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let warnings: Vec<&str> = out.stdout.lines().collect();
+    for (step, key) in [
+        (None, "execution"),
+        (None, "phase"),
+        (Some("design"), "assignee"),
+        (Some("review"), "parallel"),
+    ] {
+        let prefix = match step {
+            Some(step) => format!("{file}: {step}: warning: `{key}` is kept but not acted on: "),
+            None => format!("{file}: warning: `{key}` is kept but not acted on: "),
+        };
+        assert!(
+            warnings.iter().any(|l| l.starts_with(&prefix)),
+            "one line for `{key}`: {warnings:?}"
+        );
+    }
+    assert_eq!(warnings.len(), 4, "nothing else: {warnings:?}");
+
+    let typo = std::fs::read_to_string(&file)
+        .expect("read")
+        .replace("parallel = false", "paralel = false");
+    std::fs::write(&file, typo).expect("write");
+    let out = catalyst(&["formula", "check", &file], "");
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains(&format!("{file}: review: unknown key `paralel`")),
+        "{}",
+        out.stdout
+    );
+}

@@ -430,15 +430,17 @@ fn formula_check(files: &[PathBuf], prompts: Option<PathBuf>) -> anyhow::Result<
     for file in files {
         let name = file.display().to_string();
         let problems = match std::fs::read_to_string(file) {
-            Ok(text) => Formula::load(&text, &name, &has_prompt)
-                .err()
-                .unwrap_or_default(),
+            Ok(text) => match Formula::load(&text, &name, &has_prompt) {
+                Ok(formula) => formula.warnings,
+                Err(problems) => problems,
+            },
             Err(e) => vec![Problem::formula(&name, format!("cannot read: {e}"))],
         };
         for problem in &problems {
             writeln!(out, "{problem}")?;
         }
-        clean &= problems.is_empty();
+        // Warnings are printed; only errors fail the check.
+        clean &= problems.iter().all(|p| p.warning);
     }
     Ok(if clean {
         Outcome::Ok

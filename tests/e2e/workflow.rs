@@ -507,3 +507,65 @@ responses = [{ sleep_ms = 150, tools = [{ name = "Bash", input = { command = "ec
         );
     }
 }
+
+/// A step whose formula names its `output`: the agent is told in its context, and a `DONE`
+/// that leaves no such file is retried like a malformed result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steps_output_is_in_its_context_and_a_done_without_it_is_not_believed() {
+    let formula = r#"
+formula = "designed"
+
+[[steps]]
+id = "design"
+title = "Design: {{title}}"
+output = "design.md"
+
+[[steps]]
+id = "merge"
+title = "Merge: {{title}}"
+role = "merge"
+needs = ["design"]
+"#;
+    let scenario = r#"
+[[rule]]
+role = "task"
+responses = [
+  { write = { "notes.txt" = "thinking\n" }, summary = "designed, in my head" },
+  { write = { "design.md" = "the design\n" }, summary = "wrote design.md" },
+]
+"#;
+    let daemon = TestDaemon::start(scenario, "").await;
+    daemon.add_formula("designed", formula).await;
+    let id = daemon
+        .submit(BeadInput {
+            formula: Some("designed".into()),
+            ..bead("Design it")
+        })
+        .await;
+    daemon.wait_status(&id, "closed").await;
+    let context = std::fs::read_to_string(daemon.run_dir(&id, "design", 1).join("context.md"))
+        .expect("context.md");
+    assert!(
+        context.contains("- Output: write it to `design.md` in the worktree"),
+        "{context}"
+    );
+    let events = daemon.events().await;
+    let results: Vec<_> = events
+        .iter()
+        .filter(|e| e["type"] == "step.result" && e["step"] == format!("{id}.design"))
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[0]["outcome"], "malformed", "{}", results[0]);
+    assert!(
+        results[0]["decision"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("the step's output `design.md` is not in the worktree")),
+        "{}",
+        results[0]
+    );
+    assert_eq!(results[1]["outcome"], "finished", "{}", results[1]);
+    assert_eq!(
+        daemon.file_on_main("design.md").as_deref(),
+        Some("the design\n")
+    );
+}

@@ -66,9 +66,13 @@ impl Loaded {
         };
         let (formulas, problems) =
             crate::daemon::load::formulas(&paths.formula_dirs(), &|name| prompts.has(name));
-        if !problems.is_empty() {
-            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        let (warnings, errors): (Vec<_>, Vec<_>) = problems.iter().partition(|p| p.warning);
+        if !errors.is_empty() {
+            let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
             return Err(LoadError::Formulas(lines.join("; ")));
+        }
+        for warning in warnings {
+            tracing::warn!("{warning}");
         }
         Ok(Loaded {
             config: Arc::new(config),

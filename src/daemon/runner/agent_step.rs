@@ -223,6 +223,17 @@ async fn judge(job: &StepJob, report: &RunReport, base: &CommitId) -> (Outcome, 
             None,
         );
     };
+    let outcome = match (&outcome, &job.context.step.output) {
+        (Outcome::Finished { result, .. }, Some(output))
+            if result.status == ResultStatus::Done && !job.spec.worktree.join(output).exists() =>
+        {
+            // A DONE without the file the formula asks for is not believed.
+            Outcome::Malformed {
+                reason: format!("the step's output `{output}` is not in the worktree"),
+            }
+        }
+        _ => outcome,
+    };
     // Only roles that write get their work committed; what a read-only role left behind is
     // discarded by the next attempt's reset.
     let summary = match &outcome {

@@ -85,6 +85,7 @@ impl StepJob {
                 attempt,
                 iteration: meta.iteration.unwrap_or(0),
                 fixes: meta.fixes.clone(),
+                output: meta.output.clone(),
             },
             earlier_steps,
             feedback: feedback(from.state, work),

@@ -147,6 +147,9 @@ pub struct StepInfo {
     pub iteration: u32,
     /// For a fix step: the step whose rejection it answers.
     pub fixes: Option<BeadId>,
+    /// A file (relative to the worktree) the step must leave behind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
 }
 
 /// A step that ran before this one, with what it reported.
@@ -309,6 +312,13 @@ impl Context {
         }
         if let Some(fixes) = &step.fixes {
             let _ = writeln!(md, "- Fixes step: `{fixes}`");
+        }
+        if let Some(output) = &step.output {
+            let _ = writeln!(
+                md,
+                "- Output: write it to {} in the worktree; the step is done only once that file exists",
+                code(output)
+            );
         }
         md.push('\n');
         text_field(md, "Title", Some(&step.title));

@@ -27,6 +27,7 @@ fn sample() -> Context {
             attempt: 1,
             iteration: 1,
             fixes: Some(id("cat-1x9.review")),
+            output: None,
         },
         earlier_steps: vec![
             EarlierStep {

@@ -45,6 +45,14 @@ impl Formula {
         }
         if self.steps.is_empty() {
             out.push(Problem::formula(file, "the formula has no steps"));
+        } else if !self.steps.iter().any(|s| s.role == Role::Merge) {
+            out.push(
+                Problem::formula(
+                    file,
+                    "no merge step: a bead's work stays on its branch `catalyst/<bead>` when the formula is done",
+                )
+                .warn(),
+            );
         }
         self.check_vars(&mut out);
         let mut seen = HashSet::new();
@@ -61,6 +69,7 @@ impl Formula {
             }
             check_role(step, has_prompt, &mut problem);
             self.check_recheck(step, &mut problem);
+            check_output(step, &mut problem);
             self.check_placeholders(step, &mut problem);
             if step.metadata.contains_key(STEP_META_KEY) {
                 problem(format!(
@@ -302,6 +311,31 @@ fn check_id<'a>(step: &'a Step, seen: &mut HashSet<&'a str>, problem: &mut impl 
     }
 }
 
+/// `output` names a file inside the worktree.
+fn check_output(step: &Step, problem: &mut impl FnMut(String)) {
+    let Some(output) = &step.output else {
+        return;
+    };
+    let path = std::path::Path::new(output);
+    let inside = !output.trim().is_empty()
+        && path.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        });
+    if !inside {
+        problem(format!(
+            "`output = \"{output}\"` must be a path inside the worktree (relative, without `..`)"
+        ));
+    } else if !step.role.is_agent() {
+        problem(format!(
+            "`output` is for agent steps; a {} step runs no agent",
+            step.role
+        ));
+    }
+}
+
 fn check_role(step: &Step, has_prompt: &dyn Fn(&str) -> bool, problem: &mut impl FnMut(String)) {
     let role = step.role;
     if let Some(name) = step.prompt_name() {
@@ -364,13 +398,41 @@ mod tests {
         PROMPTS.contains(&name)
     }
 
+    /// The errors `check` finds; warnings are tested on their own.
     fn check(text: &str) -> Vec<String> {
         let formula = Formula::parse(text, "t.formula.toml").expect("parses");
-        formula
-            .check(&has_prompt)
+        errors(&formula.check(&has_prompt))
+    }
+
+    fn errors(problems: &[Problem]) -> Vec<String> {
+        problems
             .iter()
+            .filter(|p| !p.warning)
             .map(ToString::to_string)
             .collect()
+    }
+
+    #[test]
+    fn a_formula_without_a_merge_step_is_a_warning() {
+        let no_merge = Formula::parse(
+            "formula = \"f\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",
+            "t.formula.toml",
+        )
+        .expect("parses");
+        let problems = no_merge.check(&has_prompt);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].warning);
+        assert_eq!(
+            problems[0].to_string(),
+            "t.formula.toml: warning: no merge step: a bead's work stays on its branch `catalyst/<bead>` when the formula is done"
+        );
+        let loaded = Formula::load(
+            "formula = \"f\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",
+            "t.formula.toml",
+            &has_prompt,
+        )
+        .expect("a warning does not refuse the formula");
+        assert_eq!(loaded.warnings.len(), 1);
     }
 
     /// A formula header; each case adds steps.
@@ -496,11 +558,7 @@ mod tests {
             "t.formula.toml",
         )
         .expect("parses");
-        let got: Vec<_> = formula
-            .check(&|n| n != "review")
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let got = errors(&formula.check(&|n| n != "review"));
         assert_eq!(
             got,
             ["t.formula.toml: r: there is no prompt for role `review` in the prompt set"]
@@ -510,11 +568,7 @@ mod tests {
     #[test]
     fn all_problems_come_at_once_across_parse_and_check() {
         let text = "formula = \"f\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\nloop = {}\nneeds = [\"b\"]\n[[steps]]\nid = \"b\"\ntitle = \"B\"\nneeds = [\"a\"]\n";
-        let got: Vec<_> = Formula::load(text, "t.formula.toml", &has_prompt)
-            .expect_err("refused")
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let got = errors(&Formula::load(text, "t.formula.toml", &has_prompt).expect_err("refused"));
         assert_eq!(got.len(), 2, "{got:#?}");
         assert!(got[0].starts_with("t.formula.toml: a: `loop` is not supported by catalyst"));
         assert_eq!(got[1], "t.formula.toml: cycle in `needs`: a -> b -> a");

@@ -56,6 +56,11 @@ pub struct Formula {
     pub steps: Vec<Step>,
     /// Where the formula was read from, as shown in messages.
     pub file: String,
+    /// Top-level keys of beads or Gas Town that catalyst keeps but does not act on (`pour`,
+    /// `phase`, `execution`, …), as read.
+    pub kept: JsonMap,
+    /// What loading it warned about; none keeps it from being used.
+    pub warnings: Vec<Problem>,
 }
 
 /// A declared variable (`[vars]`). beads allows `name = "default"` or a table.
@@ -104,6 +109,11 @@ pub struct Step {
     /// Merge steps only: the gate and review steps to run again on the merged code when the
     /// daemon had to merge the target into the branch (it moved on since they ran).
     pub recheck: Vec<String>,
+    /// Gas Town's `output`: a file (relative to the worktree) the step must leave behind; the
+    /// agent is told in its context, and a `DONE` without it is not believed.
+    pub output: Option<String>,
+    /// beads' step `type` (`task` unless given), the step bead's issue type.
+    pub issue_type: String,
 }
 
 impl Step {
@@ -125,6 +135,8 @@ pub struct Problem {
     /// the formula as a whole.
     pub step: Option<String>,
     pub message: String,
+    /// A warning does not keep the formula from loading (`formula check` still exits 0).
+    pub warning: bool,
 }
 
 impl Problem {
@@ -133,6 +145,7 @@ impl Problem {
             file: file.to_owned(),
             step: None,
             message: message.into(),
+            warning: false,
         }
     }
 
@@ -141,15 +154,25 @@ impl Problem {
             file: file.to_owned(),
             step: Some(step.to_owned()),
             message: message.into(),
+            warning: false,
+        }
+    }
+
+    /// The same, as a warning.
+    pub(crate) fn warn(self) -> Problem {
+        Problem {
+            warning: true,
+            ..self
         }
     }
 }
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let warning = if self.warning { "warning: " } else { "" };
         match &self.step {
-            Some(step) => write!(f, "{}: {}: {}", self.file, step, self.message),
-            None => write!(f, "{}: {}", self.file, self.message),
+            Some(step) => write!(f, "{}: {}: {warning}{}", self.file, step, self.message),
+            None => write!(f, "{}: {warning}{}", self.file, self.message),
         }
     }
 }
@@ -168,14 +191,15 @@ impl Formula {
         has_prompt: &dyn Fn(&str) -> bool,
     ) -> Result<Formula, Vec<Problem>> {
         let (formula, mut problems) = parse::parse(text, file);
-        let Some(formula) = formula else {
+        let Some(mut formula) = formula else {
             return Err(problems);
         };
         problems.extend(formula.check(has_prompt));
-        if problems.is_empty() {
-            Ok(formula)
-        } else {
+        if problems.iter().any(|p| !p.warning) {
             Err(problems)
+        } else {
+            formula.warnings = problems;
+            Ok(formula)
         }
     }
 
@@ -183,7 +207,10 @@ impl Formula {
     /// unknown roles and keys catalyst does not support (by name).
     pub fn parse(text: &str, file: &str) -> Result<Formula, Vec<Problem>> {
         match parse::parse(text, file) {
-            (Some(formula), problems) if problems.is_empty() => Ok(formula),
+            (Some(mut formula), problems) if problems.iter().all(|p| p.warning) => {
+                formula.warnings = problems;
+                Ok(formula)
+            }
             (_, problems) => Err(problems),
         }
     }

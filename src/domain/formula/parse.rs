@@ -28,8 +28,60 @@ const UNSUPPORTED_TOP: &[(&str, &str)] = &[
     ("advice", "aspects and advice are not supported"),
     ("pointcuts", "aspects and advice are not supported"),
     ("aspects", "aspects and advice are not supported"),
-    ("phase", "catalyst always pours; there are no wisps"),
 ];
+
+/// Top-level keys of beads and Gas Town that only matter to their own runtime: kept, with a
+/// warning, and not acted on.
+const KEPT_TOP: &[(&str, &str)] = &[
+    (
+        "phase",
+        "catalyst always pours the steps as beads; there are no wisps",
+    ),
+    ("pour", "catalyst always pours every step as a bead"),
+    (
+        "source",
+        "the file a formula was read from is known to catalyst anyway",
+    ),
+    (
+        "execution",
+        "Gas Town's way to spread the work; catalyst schedules steps by `needs`",
+    ),
+    (
+        "requires_skills",
+        "agent skills are the agent profile's business",
+    ),
+    (
+        "runbooks",
+        "runbooks are not given to agents; put what they need in the steps",
+    ),
+    ("squash", "Gas Town's summary of a finished molecule"),
+    ("presets", "Gas Town's leg presets for `gt formula run`"),
+];
+
+/// Step keys of beads and Gas Town that catalyst keeps (on the step bead's metadata) with a
+/// warning, and does not act on.
+const KEPT_STEP: &[(&str, &str)] = &[
+    ("assignee", "catalyst assigns steps to agents itself"),
+    (
+        "requires_skills",
+        "agent skills are the agent profile's business",
+    ),
+    (
+        "execution",
+        "Gas Town's way to spread the work; catalyst schedules steps by `needs`",
+    ),
+    (
+        "parallel",
+        "steps whose `needs` are met run in parallel anyway, within `max_agents`",
+    ),
+    (
+        "acceptance",
+        "put acceptance criteria in the step's description for the agent to read",
+    ),
+];
+
+/// The step `type`s beads knows; a step bead keeps it as its issue type.
+const STEP_TYPES: [&str; 5] = ["task", "bug", "feature", "epic", "chore"];
 
 /// beads step keys catalyst does not implement, with what to do instead.
 const UNSUPPORTED_STEP: &[(&str, &str)] = &[
@@ -41,7 +93,6 @@ const UNSUPPORTED_STEP: &[(&str, &str)] = &[
     ("gate", "beads gate blocks are not supported; use `role = \"gate\"` with `run` for commands, or `approval = true` to wait for a person"),
     ("waits_for", "dynamic fan-out is not supported"),
     ("on_complete", "dynamic fan-out is not supported"),
-    ("assignee", "catalyst assigns steps to agents itself"),
     ("advice", "aspects and advice are not supported"),
 ];
 
@@ -65,14 +116,14 @@ pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
         .map_or(1, |v| v as u32);
     match r.string("type").as_deref() {
         None | Some("workflow") => {}
-        Some(t @ ("expansion" | "aspect")) => r.problem(format!(
+        Some(t @ ("expansion" | "aspect" | "convoy")) => r.problem(format!(
             "`type = \"{t}\"` is not supported: only workflow formulas can be poured"
         )),
         Some(t) => r.problem(format!("unknown `type = \"{t}\"` (expected \"workflow\")")),
     }
     let raw_vars = r.table("vars");
     let raw_steps = r.take("steps");
-    r.finish(UNSUPPORTED_TOP);
+    let kept = table_to_json(r.finish(UNSUPPORTED_TOP, KEPT_TOP));
 
     let vars = raw_vars
         .map(|t| parse_vars(file, t, &mut problems))
@@ -102,6 +153,8 @@ pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
         vars,
         steps,
         file: file.to_owned(),
+        kept,
+        warnings: Vec::new(),
     };
     (Some(formula), problems)
 }
@@ -133,7 +186,7 @@ fn parse_vars(file: &str, table: Table, problems: &mut Vec<Problem>) -> BTreeMap
                         "`type = \"{t}\"` is not supported: vars are strings"
                     )),
                 }
-                r.finish(&[]);
+                r.finish(&[], &[]);
                 def
             }
             other => {
@@ -181,13 +234,18 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
         }
     }
     let labels = r.strings("labels").unwrap_or_default();
-    let metadata = r.table("metadata").map(table_to_json).unwrap_or_default();
-    match r.string("type").as_deref() {
-        None | Some("task") => {}
-        Some(t) => r.problem(format!(
-            "step `type = \"{t}\"` is not supported: step beads are tasks (use `role` to say what the step does)"
-        )),
-    }
+    let mut metadata = r.table("metadata").map(table_to_json).unwrap_or_default();
+    let issue_type = match r.string("type") {
+        None => "task".to_owned(),
+        Some(t) if STEP_TYPES.contains(&t.as_str()) => t,
+        Some(t) => {
+            r.problem(format!(
+                "unknown step `type = \"{t}\"` (expected one of {}; `role` says what the step does)",
+                STEP_TYPES.join(", ")
+            ));
+            "task".to_owned()
+        }
+    };
     let role = r.string("role").and_then(|name| {
         let role = Role::parse(&name);
         if role.is_none() {
@@ -219,7 +277,9 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
         .map(|n| n as u32);
     let tools = r.strings("tools");
     let recheck = r.strings("recheck").unwrap_or_default();
-    r.finish(UNSUPPORTED_STEP);
+    let output = r.string("output");
+    // Kept keys go onto the step bead's metadata, where `ctl show --json` shows them.
+    metadata.extend(table_to_json(r.finish(UNSUPPORTED_STEP, KEPT_STEP)));
     Some(Step {
         id: id?,
         title,
@@ -237,6 +297,8 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
         max_fix_iterations,
         tools,
         recheck,
+        output,
+        issue_type,
     })
 }
 
@@ -286,6 +348,35 @@ mod tests {
             (Some(f), problems) if problems.is_empty() => f,
             (_, problems) => panic!("unexpected problems: {problems:?}"),
         }
+    }
+
+    #[test]
+    fn runtime_keys_are_kept_with_a_warning_and_output_and_type_are_read() {
+        let text = r#"
+            formula = "f"
+            execution = "distributed"
+            pour = true
+            [[steps]]
+            id = "design"
+            title = "Design"
+            output = "docs/{{bead}}.md"
+            assignee = "someone"
+            type = "feature"
+        "#;
+        let (formula, problems) = parse(text, "t.formula.toml");
+        let formula = formula.expect("read");
+        let warnings: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert!(problems.iter().all(|p| p.warning), "{warnings:?}");
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert_eq!(
+            formula.kept.get("execution"),
+            Some(&Json::from("distributed"))
+        );
+        assert_eq!(formula.kept.get("pour"), Some(&Json::from(true)));
+        let step = &formula.steps[0];
+        assert_eq!(step.output.as_deref(), Some("docs/{{bead}}.md"));
+        assert_eq!(step.issue_type, "feature");
+        assert_eq!(step.metadata.get("assignee"), Some(&Json::from("someone")));
     }
 
     fn problems(text: &str) -> Vec<String> {
@@ -395,8 +486,12 @@ mod tests {
                 "t.formula.toml: var `v`: `pattern` is not a regular expression",
             ),
             (
-                "formula = \"f\"\n[[steps]]\nid = \"a\"\ntype = \"bug\"\n",
-                "a: step `type = \"bug\"` is not supported",
+                "formula = \"f\"\n[[steps]]\nid = \"a\"\ntype = \"bugfix\"\n",
+                "a: unknown step `type = \"bugfix\"` (expected one of task, bug, feature, epic, chore",
+            ),
+            (
+                "formula = \"f\"\ntype = \"convoy\"\n",
+                "`type = \"convoy\"` is not supported",
             ),
         ];
         for (text, want) in cases {

@@ -17,7 +17,7 @@ use crate::domain::time::Timestamp;
 ///
 /// Each step bead has the id `<work>.<step>`, its title, description and notes with `vars`
 /// substituted (see [`Formula::resolve_vars`] for how values are found and when that fails),
-/// `issue_type` `task`, the step's labels, the step's priority or else the work bead's, the
+/// the step's `type` as issue type (`task` unless given), the step's labels, the step's priority or else the work bead's, the
 /// step's metadata plus `metadata.catalyst` ([`StepMeta`]), a `parent-child` dependency on the
 /// work bead and a `blocks` dependency on each step it needs. Gate commands in `run` are
 /// substituted too. The formula must have passed [`Formula::check`]; a cycle or an unknown
@@ -87,6 +87,7 @@ pub fn pour(
         bead.notes = non_empty(substitute(&step.notes, &values));
         bead.priority = step.priority.unwrap_or(work.priority);
         bead.labels = step.labels.clone();
+        bead.issue_type = step.issue_type.clone();
         bead.metadata = Some(metadata);
         bead.dependencies = dependencies;
         beads.push(bead);
@@ -116,6 +117,7 @@ fn step_meta(
         max_fix_iterations: step.max_fix_iterations,
         tools: step.tools.clone(),
         recheck: step.recheck.clone(),
+        output: step.output.as_ref().map(|o| substitute(o, values)),
         ..StepMeta::new(step.id.clone(), step.role, work.clone())
     }
 }

@@ -36,7 +36,16 @@ impl<'a> Reader<'a> {
             file: self.file.to_owned(),
             step: self.step.clone(),
             message: format!("{}{}", self.context, message.as_ref()),
+            warning: false,
         });
+    }
+
+    /// A problem that does not stop the formula from loading.
+    pub(super) fn warning(&mut self, message: impl AsRef<str>) {
+        self.problem(message);
+        if let Some(last) = self.problems.last_mut() {
+            last.warning = true;
+        }
     }
 
     pub(super) fn take(&mut self, key: &str) -> Option<Value> {
@@ -112,9 +121,17 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Reports every key nobody took: by name, with a hint for known beads features.
-    pub(super) fn finish(mut self, unsupported: &[(&str, &str)]) {
-        for (key, _) in std::mem::take(&mut self.table) {
+    /// Reports every key nobody took: by name, with a hint for known beads features. Keys of
+    /// `kept` (beads or Gas Town keys that only matter to their own runtime) are a warning
+    /// each, and returned, so that they are recorded, not lost.
+    pub(super) fn finish(mut self, unsupported: &[(&str, &str)], kept: &[(&str, &str)]) -> Table {
+        let mut recorded = Table::new();
+        for (key, value) in std::mem::take(&mut self.table) {
+            if let Some((_, why)) = kept.iter().find(|(k, _)| *k == key) {
+                self.warning(format!("`{key}` is kept but not acted on: {why}"));
+                recorded.insert(key, value);
+                continue;
+            }
             match unsupported.iter().find(|(k, _)| *k == key) {
                 Some((_, hint)) => {
                     self.problem(format!("`{key}` is not supported by catalyst: {hint}"))
@@ -122,5 +139,6 @@ impl<'a> Reader<'a> {
                 None => self.problem(format!("unknown key `{key}`")),
             }
         }
+        recorded
     }
 }

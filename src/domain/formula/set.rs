@@ -43,7 +43,8 @@ impl FormulaSet {
     }
 
     /// Checks the formula file `text` (named `file` in messages) and adds it, replacing one of
-    /// the same name; a file with problems is left out and its problems pushed.
+    /// the same name; a file with problems is left out and its problems pushed. Warnings are
+    /// pushed too, for a formula that is added all the same.
     pub fn add_file(
         &mut self,
         text: &str,
@@ -53,6 +54,7 @@ impl FormulaSet {
     ) {
         match Formula::load(text, file, has_prompt) {
             Ok(formula) => {
+                problems.extend(formula.warnings.iter().cloned());
                 self.insert(formula);
             }
             Err(found) => problems.extend(found),

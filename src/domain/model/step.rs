@@ -73,6 +73,9 @@ pub struct StepMeta {
     /// into the branch, before the target moves.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recheck: Vec<String>,
+    /// A file (relative to the worktree) the step must leave behind (the formula's `output`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
 }
 
 /// A merge held because the bead's change touches workflow files (formulas, prompts, the
@@ -121,6 +124,7 @@ impl StepMeta {
             hold: None,
             merge_agent: false,
             recheck: Vec::new(),
+            output: None,
         }
     }
 }

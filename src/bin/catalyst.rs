@@ -10,7 +10,6 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use catalyst::cli::ctl::CtlArgs;
 use catalyst::domain::agent::sandbox::SANDBOX_NET_COMMAND;
-use catalyst::domain::formula::{Formula, Problem};
 use catalyst::domain::model::Role;
 use catalyst::domain::prompt::PromptSet;
 
@@ -162,6 +161,30 @@ enum FormulaCmd {
         #[arg(long)]
         prompts: Option<PathBuf>,
     },
+    /// Print the molecule a workflow pours, as a tree of steps, with its expansions and the
+    /// aspects given applied: the workspace's formulas (found from the current folder, or
+    /// --workspace), else the built-in ones.
+    Show {
+        /// The formula's name.
+        name: String,
+        /// A variable's value, as `NAME=VALUE` (repeatable).
+        #[arg(long = "var", value_parser = parse_var)]
+        vars: Vec<(String, String)>,
+        /// An aspect formula to apply (repeatable, in order).
+        #[arg(long = "aspect")]
+        aspects: Vec<String>,
+        /// The workspace whose formulas to read.
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+    },
+}
+
+/// `NAME=VALUE`.
+fn parse_var(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .filter(|(k, _)| !k.is_empty())
+        .ok_or_else(|| format!("`{text}` is not NAME=VALUE"))
 }
 
 #[derive(Subcommand)]
@@ -275,6 +298,34 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
             Ok(Outcome::Ok)
         }
         Command::Formula(FormulaCmd::Check { files, prompts }) => formula_check(&files, prompts),
+        Command::Formula(FormulaCmd::Show {
+            name,
+            vars,
+            aspects,
+            workspace,
+        }) => {
+            let workspace = workspace.or_else(|| {
+                std::env::current_dir()
+                    .ok()
+                    .and_then(|d| catalyst::daemon::Paths::discover(&d))
+            });
+            let req = catalyst::cli::formula::Show {
+                name,
+                vars,
+                aspects,
+                workspace,
+            };
+            match catalyst::cli::formula::show(&req) {
+                Ok(tree) => {
+                    print!("{tree}");
+                    Ok(Outcome::Ok)
+                }
+                Err(e) => {
+                    eprintln!("catalyst formula show: {e}");
+                    Ok(Outcome::Problems)
+                }
+            }
+        }
         Command::Result(ResultCmd::Parse { role }) => result_parse(role),
         Command::Init { dir, with_prompts } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from("."));
@@ -424,24 +475,13 @@ fn formula_check(files: &[PathBuf], prompts: Option<PathBuf>) -> anyhow::Result<
         Some(path) => catalyst::daemon::load::prompts(&path)?,
         None => PromptSet::builtin(),
     };
-    let has_prompt = |name: &str| prompts.has(name);
     let mut out = io::stdout().lock();
-    let mut clean = true;
-    for file in files {
-        let name = file.display().to_string();
-        let problems = match std::fs::read_to_string(file) {
-            Ok(text) => match Formula::load(&text, &name, &has_prompt) {
-                Ok(formula) => formula.warnings,
-                Err(problems) => problems,
-            },
-            Err(e) => vec![Problem::formula(&name, format!("cannot read: {e}"))],
-        };
-        for problem in &problems {
-            writeln!(out, "{problem}")?;
-        }
-        // Warnings are printed; only errors fail the check.
-        clean &= problems.iter().all(|p| p.warning);
+    let problems = catalyst::cli::formula::check(files, &prompts);
+    for problem in &problems {
+        writeln!(out, "{problem}")?;
     }
+    // Warnings are printed; only errors fail the check.
+    let clean = problems.iter().all(|p| p.warning);
     Ok(if clean {
         Outcome::Ok
     } else {

@@ -60,6 +60,7 @@ pub fn formulas(dirs: &[PathBuf], has_prompt: &dyn Fn(&str) -> bool) -> (Formula
             }
         }
     }
+    problems.extend(set.compose(has_prompt));
     (set, problems)
 }
 

@@ -74,6 +74,21 @@ impl Loaded {
         for warning in warnings {
             tracing::warn!("{warning}");
         }
+        for name in &config.aspects {
+            match formulas.get(name) {
+                Some(f) if f.kind == crate::domain::formula::Kind::Aspect => {}
+                Some(_) => {
+                    return Err(LoadError::Formulas(format!(
+                        "`aspects` names `{name}`, which is not an aspect formula"
+                    )))
+                }
+                None => {
+                    return Err(LoadError::Formulas(format!(
+                        "`aspects` names `{name}`, which is not a known formula"
+                    )))
+                }
+            }
+        }
         Ok(Loaded {
             config: Arc::new(config),
             prompts: Arc::new(prompts),

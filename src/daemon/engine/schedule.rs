@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use tokio::time::Instant;
 
 use crate::domain::event::EventBody;
-use crate::domain::formula::pour;
+use crate::domain::formula::{pour, ASPECT_LABEL};
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Role, Status, StepMeta};
 use crate::domain::time::Timestamp;
@@ -313,7 +313,21 @@ impl Engine {
             None => Err(format!("unknown formula `{name}`")),
             Some(formula) => {
                 let vars = formula_vars(bead);
-                pour(formula, bead, &vars, crate::daemon::clock::now()).map_err(|e| e.to_string())
+                // The config's aspects, then the bead's own (`aspect:<name>` labels).
+                let mut aspects = self.loaded.config.aspects.clone();
+                aspects.extend(
+                    bead.labels
+                        .iter()
+                        .filter_map(|l| l.strip_prefix(ASPECT_LABEL))
+                        .map(str::to_owned),
+                );
+                self.loaded
+                    .formulas
+                    .with_aspects(formula, &aspects)
+                    .and_then(|f| {
+                        pour(&f, bead, &vars, crate::daemon::clock::now())
+                            .map_err(|e| e.to_string())
+                    })
             }
         };
         let steps = match poured {

@@ -87,6 +87,9 @@ pub struct Config {
     /// repository's root): a bead whose change touches one waits for a person's approval
     /// before its merge. The followed beads file is always one. `[]`: no bead waits.
     pub workflow_files: Vec<String>,
+    /// Aspect formulas applied, in order, to every bead's formula when it is poured (a bead
+    /// adds its own with `aspect:<name>` labels).
+    pub aspects: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,6 +131,7 @@ impl Default for Config {
             workflow_files: crate::domain::workflow::DEFAULT_WORKFLOW_FILES
                 .map(String::from)
                 .to_vec(),
+            aspects: Vec::new(),
         }
     }
 }

@@ -103,6 +103,11 @@ pub const KEYS: &[Key] = &[
         "`.gitignore`-like patterns of the files that decide what the daemon runs: a bead \
          changing one waits for `ctl approve` before its merge; `[]` turns this off",
     ),
+    key(
+        "aspects",
+        "aspect formulas applied, in order, to every bead's formula when it is poured; a bead \
+         adds its own with `aspect:<name>` labels",
+    ),
     Key {
         key: "catalyst_bin",
         note: "the `catalyst` the agents' hooks run; unset by default: the one next to \

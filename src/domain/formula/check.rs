@@ -9,7 +9,7 @@ use petgraph::algo::tarjan_scc;
 use petgraph::graph::DiGraph;
 
 use super::vars::{is_var_name, placeholders, BUILTIN_VARS};
-use super::{is_name, Formula, Problem, Step};
+use super::{is_name, Formula, Kind, Problem, Step};
 use crate::domain::model::{Role, STEP_META_KEY};
 
 /// The longest step id accepted, so that `<bead>.<step>` stays within the 64-byte id limit for
@@ -43,9 +43,25 @@ impl Formula {
                 ),
             ));
         }
+        match self.kind {
+            Kind::Expansion => {
+                if self.template.is_empty() {
+                    out.push(Problem::formula(file, "an expansion needs `[[template]]` steps"));
+                }
+                self.check_vars(&mut out);
+                return out;
+            }
+            Kind::Aspect => {
+                if self.advice.is_empty() {
+                    out.push(Problem::formula(file, "an aspect needs `[[advice]]`"));
+                }
+                return out;
+            }
+            Kind::Workflow => {}
+        }
         if self.steps.is_empty() {
             out.push(Problem::formula(file, "the formula has no steps"));
-        } else if !self.steps.iter().any(|s| s.role == Role::Merge) {
+        } else if self.steps.iter().all(|s| s.expand.is_none()) && !self.steps.iter().any(|s| s.role == Role::Merge) {
             out.push(
                 Problem::formula(
                     file,
@@ -59,6 +75,10 @@ impl Formula {
         for step in &self.steps {
             let mut problem = |message: String| out.push(Problem::step(file, &step.id, message));
             check_id(step, &mut seen, &mut problem);
+            if step.expand.is_some() {
+                // Replaced by the expansion's steps, which are checked once it is applied.
+                continue;
+            }
             if step.title.trim().is_empty() {
                 problem("the step has no `title`".into());
             }

@@ -20,6 +20,8 @@
 //! [`FormulaSet`] holds the built-in formulas plus those found in a workspace's folders.
 
 mod check;
+mod compose;
+mod convoy;
 mod error;
 mod parse;
 mod pour;
@@ -33,6 +35,7 @@ use std::fmt;
 use crate::domain::model::{JsonMap, Role};
 
 pub use check::MAX_STEP_ID_LEN;
+pub use compose::{apply_aspect, expand_step, unmatched_pointcuts, ASPECT_LABEL};
 pub(crate) use parse::toml_error;
 pub use pour::{pour, PourError};
 pub use set::{FormulaSet, BUILTIN as BUILTIN_FILES, BUILTIN_DIR};
@@ -61,6 +64,35 @@ pub struct Formula {
     pub kept: JsonMap,
     /// What loading it warned about; none keeps it from being used.
     pub warnings: Vec<Problem>,
+    /// What the formula is: a workflow to pour, or a part other formulas are composed from.
+    pub kind: Kind,
+    /// An expansion's `[[template]]`: the steps that replace the step it is applied to.
+    pub template: Vec<Step>,
+    /// An aspect's `[[advice]]`.
+    pub advice: Vec<Advice>,
+    /// An aspect's `[[pointcuts]]`: globs on step ids; advice applies only to a step one of
+    /// them matches (all steps when there are none).
+    pub pointcuts: Vec<String>,
+}
+
+/// beads' formula `type`. A Gas Town `convoy` is read as the workflow it pours into.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kind {
+    #[default]
+    Workflow,
+    /// Steps that replace one step of a workflow (`[[template]]`).
+    Expansion,
+    /// Steps inserted before and after the steps of a workflow that match (`[[advice]]`).
+    Aspect,
+}
+
+/// One `[[advice]]` of an aspect: steps to run before and after each step `target` (a glob on
+/// step ids) matches. `around`'s `before` and `after` are added to these.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Advice {
+    pub target: String,
+    pub before: Vec<Step>,
+    pub after: Vec<Step>,
 }
 
 /// A declared variable (`[vars]`). beads allows `name = "default"` or a table.
@@ -114,9 +146,39 @@ pub struct Step {
     pub output: Option<String>,
     /// beads' step `type` (`task` unless given), the step bead's issue type.
     pub issue_type: String,
+    /// beads' inline expansion: this step is replaced by the expansion formula's template.
+    pub expand: Option<String>,
+    /// Values for the expansion's variables.
+    pub expand_vars: BTreeMap<String, String>,
 }
 
 impl Step {
+    /// A step of `role` with nothing but an id, a title, a description and `needs`.
+    pub(crate) fn new(id: &str, role: Role, title: &str, description: String) -> Step {
+        Step {
+            id: id.to_owned(),
+            title: title.to_owned(),
+            description,
+            notes: String::new(),
+            priority: None,
+            needs: Vec::new(),
+            labels: Vec::new(),
+            metadata: JsonMap::new(),
+            role,
+            model: None,
+            prompt: None,
+            run: Vec::new(),
+            timeout: None,
+            max_fix_iterations: None,
+            tools: None,
+            recheck: Vec::new(),
+            output: None,
+            issue_type: "task".to_owned(),
+            expand: None,
+            expand_vars: BTreeMap::new(),
+        }
+    }
+
     /// The prompt template an agent step renders: `prompt`, else the role's own. `None` for
     /// gate and approval steps, which spawn no agent.
     pub fn prompt_name(&self) -> Option<&str> {

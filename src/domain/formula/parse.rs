@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 use serde_json::Value as Json;
 use toml::{Table, Value};
 
+use super::convoy;
 use super::reader::Reader;
-use super::{Formula, Problem, Step, VarDef};
+use super::{Advice, Formula, Kind, Problem, Step, VarDef};
 use crate::domain::model::{JsonMap, Role};
 
 /// beads keys at the top of a formula that catalyst does not implement, with what to do instead.
@@ -20,14 +21,19 @@ const UNSUPPORTED_TOP: &[(&str, &str)] = &[
         "extends",
         "formula inheritance is not supported; copy the parent's steps",
     ),
-    ("template", "expansion formulas are not supported"),
+    ("template", "`[[template]]` belongs in a `type = \"expansion\"` formula"),
     (
         "compose",
-        "composition (bond points, hooks, expand, map, branch, gate, aspects) is not supported",
+        "`[compose]` is not supported: expand a step with `expand = \"<expansion>\"`, and apply aspects with the config's `aspects` or a bead's `aspect:<name>` label",
     ),
-    ("advice", "aspects and advice are not supported"),
-    ("pointcuts", "aspects and advice are not supported"),
-    ("aspects", "aspects and advice are not supported"),
+    ("advice", "`[[advice]]` belongs in a `type = \"aspect\"` formula"),
+    ("pointcuts", "`[[pointcuts]]` belongs in a `type = \"aspect\"` formula"),
+    ("aspects", "apply aspects with the config's `aspects` or a bead's `aspect:<name>` label"),
+    ("inputs", "`[inputs]` belongs in a `type = \"convoy\"` formula"),
+    ("legs", "`[[legs]]` belongs in a `type = \"convoy\"` formula"),
+    ("synthesis", "`[synthesis]` belongs in a `type = \"convoy\"` formula"),
+    ("prompts", "`[prompts]` belongs in a `type = \"convoy\"` formula"),
+    ("output", "`[output]` belongs in a `type = \"convoy\"` formula"),
 ];
 
 /// Top-level keys of beads and Gas Town that only matter to their own runtime: kept, with a
@@ -88,8 +94,6 @@ const UNSUPPORTED_STEP: &[(&str, &str)] = &[
     ("loop", "a molecule is a fixed DAG; fix loops are built in (a rejected review or a failed gate creates fix steps)"),
     ("condition", "conditional steps are not supported"),
     ("children", "nested steps are not supported; list them as steps with `needs`"),
-    ("expand", "inline expansion is not supported"),
-    ("expand_vars", "inline expansion is not supported"),
     ("gate", "beads gate blocks are not supported; use `role = \"gate\"` with `run` for commands, or `approval = true` to wait for a person"),
     ("waits_for", "dynamic fan-out is not supported"),
     ("on_complete", "dynamic fan-out is not supported"),
@@ -114,38 +118,43 @@ pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
     let version = r
         .integer("version", 1, u32::MAX.into())
         .map_or(1, |v| v as u32);
-    match r.string("type").as_deref() {
-        None | Some("workflow") => {}
-        Some(t @ ("expansion" | "aspect" | "convoy")) => r.problem(format!(
-            "`type = \"{t}\"` is not supported: only workflow formulas can be poured"
-        )),
-        Some(t) => r.problem(format!("unknown `type = \"{t}\"` (expected \"workflow\")")),
-    }
-    let raw_vars = r.table("vars");
-    let raw_steps = r.take("steps");
-    let kept = table_to_json(r.finish(UNSUPPORTED_TOP, KEPT_TOP));
-
-    let vars = raw_vars
-        .map(|t| parse_vars(file, t, &mut problems))
-        .unwrap_or_default();
-    let steps = match raw_steps {
-        None => Vec::new(),
-        Some(Value::Array(items)) => items
-            .into_iter()
-            .enumerate()
-            .filter_map(|(i, item)| parse_step(file, i, item, &mut problems))
-            .collect(),
-        Some(other) => {
-            problems.push(Problem::formula(
-                file,
-                format!(
-                    "`steps` must be an array of tables (`[[steps]]`), not {}",
-                    other.type_str()
-                ),
+    let (kind, convoy) = match r.string("type").as_deref() {
+        None | Some("workflow") => (Kind::Workflow, false),
+        Some("expansion") => (Kind::Expansion, false),
+        Some("aspect") => (Kind::Aspect, false),
+        Some("convoy") => (Kind::Workflow, true),
+        Some(t) => {
+            r.problem(format!(
+                "unknown `type = \"{t}\"` (expected \"workflow\", \"expansion\", \"aspect\" or \"convoy\")"
             ));
-            Vec::new()
+            (Kind::Workflow, false)
         }
     };
+    let raw_vars = r.table("vars");
+    let raw_steps = r.take("steps");
+    let raw_template = (kind == Kind::Expansion).then(|| r.take("template")).flatten();
+    let raw_advice = (kind == Kind::Aspect).then(|| r.take("advice")).flatten();
+    let pointcuts = if kind == Kind::Aspect {
+        parse_pointcuts(&mut r)
+    } else {
+        Vec::new()
+    };
+    let raw_convoy = convoy.then(|| convoy::take(&mut r));
+    let kept = table_to_json(r.finish(UNSUPPORTED_TOP, KEPT_TOP));
+
+    let mut vars = raw_vars
+        .map(|t| parse_vars(file, t, &mut problems))
+        .unwrap_or_default();
+    let mut steps = parse_steps(file, "steps", raw_steps, &mut problems);
+    let template = parse_steps(file, "template", raw_template, &mut problems);
+    let advice = raw_advice
+        .map(|a| parse_advice(file, a, &mut problems))
+        .unwrap_or_default();
+    if let Some(parts) = raw_convoy {
+        let (inputs, legs) = convoy::pour_plan(file, parts, &mut problems);
+        vars.extend(inputs);
+        steps.extend(legs);
+    }
     let formula = Formula {
         name,
         description,
@@ -155,8 +164,127 @@ pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
         file: file.to_owned(),
         kept,
         warnings: Vec::new(),
+        kind,
+        template,
+        advice,
+        pointcuts,
     };
     (Some(formula), problems)
+}
+
+/// An array of step tables under `key` (`steps`, `template`), each read as a step.
+fn parse_steps(
+    file: &str,
+    key: &str,
+    raw: Option<Value>,
+    problems: &mut Vec<Problem>,
+) -> Vec<Step> {
+    match raw {
+        None => Vec::new(),
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, item)| parse_step(file, i, item, problems))
+            .collect(),
+        Some(other) => {
+            problems.push(Problem::formula(
+                file,
+                format!(
+                    "`{key}` must be an array of tables (`[[{key}]]`), not {}",
+                    other.type_str()
+                ),
+            ));
+            Vec::new()
+        }
+    }
+}
+
+/// `[[pointcuts]]`: each a table with a `glob` (beads' `type` and `label` criteria are not
+/// supported: catalyst matches step ids).
+fn parse_pointcuts(r: &mut Reader<'_>) -> Vec<String> {
+    let Some(raw) = r.take("pointcuts") else {
+        return Vec::new();
+    };
+    let Value::Array(items) = raw else {
+        r.problem("`pointcuts` must be an array of tables (`[[pointcuts]]`)");
+        return Vec::new();
+    };
+    let mut globs = Vec::new();
+    for item in items {
+        match item {
+            Value::Table(mut t) => match (t.remove("glob"), t.is_empty()) {
+                (Some(Value::String(glob)), true) => globs.push(glob),
+                _ => r.problem(
+                    "a pointcut is a table with a `glob` on step ids (`type` and `label` pointcuts are not supported)",
+                ),
+            },
+            _ => r.problem("a pointcut must be a table with a `glob`"),
+        }
+    }
+    globs
+}
+
+/// `[[advice]]`: `target` (a glob on step ids), `before` and `after` (a step table each, or an
+/// array of them), and `around` with `before` and `after` arrays.
+fn parse_advice(file: &str, raw: Value, problems: &mut Vec<Problem>) -> Vec<Advice> {
+    let Value::Array(items) = raw else {
+        problems.push(Problem::formula(
+            file,
+            "`advice` must be an array of tables (`[[advice]]`)",
+        ));
+        return Vec::new();
+    };
+    let mut advice = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        let Value::Table(table) = item else {
+            problems.push(Problem::formula(file, format!("advice[{i}] must be a table")));
+            continue;
+        };
+        let mut r = Reader::new(file, None, table, problems);
+        r.context = format!("advice[{i}]: ");
+        let target = r.string("target").unwrap_or_default();
+        if target.is_empty() {
+            r.problem("no `target`: the glob on step ids the advice applies to");
+        }
+        let mut before = r.take("before").map(steps_of).unwrap_or_default();
+        let mut after = r.take("after").map(steps_of).unwrap_or_default();
+        if let Some(mut around) = r.table("around") {
+            before.extend(around.remove("before").map(steps_of).unwrap_or_default());
+            after.extend(around.remove("after").map(steps_of).unwrap_or_default());
+            if !around.is_empty() {
+                r.problem("`around` takes only `before` and `after`");
+            }
+        }
+        r.finish(&[], &[]);
+        let mut parse = |items: Vec<Value>| -> Vec<Step> {
+            items
+                .into_iter()
+                .enumerate()
+                .filter_map(|(j, item)| parse_step(file, j, item, problems))
+                .collect()
+        };
+        let (before, after) = (parse(before), parse(after));
+        if before.is_empty() && after.is_empty() {
+            problems.push(Problem::formula(
+                file,
+                format!("advice[{i}]: no `before`, `after` or `around` steps"),
+            ));
+        }
+        advice.push(Advice {
+            target,
+            before,
+            after,
+        });
+    }
+    advice
+}
+
+/// One step table or an array of them.
+fn steps_of(value: Value) -> Vec<Value> {
+    match value {
+        Value::Array(items) => items,
+        one => vec![one],
+    }
 }
 
 fn parse_vars(file: &str, table: Table, problems: &mut Vec<Problem>) -> BTreeMap<String, VarDef> {
@@ -278,6 +406,18 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
     let tools = r.strings("tools");
     let recheck = r.strings("recheck").unwrap_or_default();
     let output = r.string("output");
+    let expand = r.string("expand");
+    let expand_vars = r
+        .table("expand_vars")
+        .map(|t| {
+            t.into_iter()
+                .filter_map(|(k, v)| match v {
+                    Value::String(s) => Some((k, s)),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     // Kept keys go onto the step bead's metadata, where `ctl show --json` shows them.
     metadata.extend(table_to_json(r.finish(UNSUPPORTED_STEP, KEPT_STEP)));
     Some(Step {
@@ -299,6 +439,8 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
         recheck,
         output,
         issue_type,
+        expand,
+        expand_vars,
     })
 }
 

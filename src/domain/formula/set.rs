@@ -61,6 +61,61 @@ impl FormulaSet {
         }
     }
 
+    /// Applies every workflow's inline expansions (`expand`), now that all formulas are known,
+    /// and checks the result. A workflow whose expansion fails is left out and its problems
+    /// returned; the others are kept expanded, ready to pour.
+    pub fn compose(&mut self, has_prompt: &dyn Fn(&str) -> bool) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        let names: Vec<String> = self
+            .formulas
+            .values()
+            .filter(|f| f.steps.iter().any(|s| s.expand.is_some()))
+            .map(|f| f.name.clone())
+            .collect();
+        for name in names {
+            let Some(workflow) = self.formulas.get(&name) else {
+                continue;
+            };
+            let find = |n: &str| self.formulas.get(n).cloned();
+            let composed = super::compose::expand_all(workflow, &find).and_then(|f| {
+                let errors: Vec<Problem> = f
+                    .check(has_prompt)
+                    .into_iter()
+                    .filter(|p| !p.warning)
+                    .collect();
+                if errors.is_empty() {
+                    Ok(f)
+                } else {
+                    Err(errors)
+                }
+            });
+            match composed {
+                Ok(f) => {
+                    self.formulas.insert(name, f);
+                }
+                Err(found) => {
+                    self.formulas.remove(&name);
+                    problems.extend(found);
+                }
+            }
+        }
+        problems
+    }
+
+    /// `formula` with the aspects `names` applied, in order; an unknown name or one that is not
+    /// an aspect is an error.
+    pub fn with_aspects(&self, formula: &Formula, names: &[String]) -> Result<Formula, String> {
+        let mut out = formula.clone();
+        for name in names {
+            let aspect = self
+                .formulas
+                .get(name)
+                .ok_or_else(|| format!("unknown aspect `{name}`"))?;
+            out = super::compose::apply_aspect(&out, aspect)?;
+        }
+        Ok(out)
+    }
+
     /// Adds a formula, replacing and returning one of the same name. The caller is expected to
     /// have checked it.
     pub fn insert(&mut self, formula: Formula) -> Option<Formula> {

@@ -1,0 +1,128 @@
+//! `catalyst formula check` and `catalyst formula show`: formulas as files, without a daemon.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::daemon::Paths;
+use crate::domain::formula::{pour, unmatched_pointcuts, FormulaSet, Kind, Problem};
+use crate::domain::id::BeadId;
+use crate::domain::model::{Bead, DepType};
+use crate::domain::prompt::PromptSet;
+
+/// Checks `files` together, on top of the built-in formulas, so that a workflow may expand
+/// with an expansion given beside it. Returns every problem, warnings included.
+pub fn check(files: &[PathBuf], prompts: &PromptSet) -> Vec<Problem> {
+    let has_prompt = |name: &str| prompts.has(name);
+    let (mut set, mut problems) = FormulaSet::builtin(&has_prompt);
+    for file in files {
+        let name = file.display().to_string();
+        match std::fs::read_to_string(file) {
+            Ok(text) => set.add_file(&text, &name, &has_prompt, &mut problems),
+            Err(e) => problems.push(Problem::formula(&name, format!("cannot read: {e}"))),
+        }
+    }
+    problems.extend(set.compose(&has_prompt));
+    problems
+}
+
+/// What `formula show` pours.
+pub struct Show {
+    pub name: String,
+    pub vars: Vec<(String, String)>,
+    pub aspects: Vec<String>,
+    /// The workspace whose formulas (and prompts) count; the built-in ones only without one.
+    pub workspace: Option<PathBuf>,
+}
+
+/// `name` poured for an example bead, as a tree of steps: each under the step it needs (a
+/// step needing several is shown under the last of them, with the others named), with its
+/// role and title. Warnings (an aspect's pointcut that matches no step) come first.
+pub fn show(req: &Show) -> Result<String, String> {
+    let set = load(req.workspace.as_deref())?;
+    let formula = set
+        .get(&req.name)
+        .ok_or_else(|| format!("unknown formula `{}`", req.name))?;
+    if formula.kind != Kind::Workflow {
+        return Err(format!(
+            "`{}` is an {} formula: it is applied to a workflow, not poured (`--aspect`, or a step's `expand`)",
+            req.name,
+            if formula.kind == Kind::Aspect { "aspect" } else { "expansion" }
+        ));
+    }
+    let mut out = String::new();
+    for aspect in &req.aspects {
+        if let Some(a) = set.get(aspect) {
+            for glob in unmatched_pointcuts(formula, a) {
+                let _ = writeln!(
+                    out,
+                    "warning: aspect `{aspect}`: pointcut `{glob}` matches no step of `{}`",
+                    req.name
+                );
+            }
+        }
+    }
+    let cooked = set.with_aspects(formula, &req.aspects)?;
+    let work = Bead::new(
+        BeadId::new("cat-example").map_err(|e| e.to_string())?,
+        "Example",
+        crate::domain::time::Timestamp::parse("2026-01-01T00:00:00Z").map_err(|e| e.to_string())?,
+    );
+    let vars: BTreeMap<String, String> = req.vars.iter().cloned().collect();
+    let steps = pour(&cooked, &work, &vars, work.created_at).map_err(|e| e.to_string())?;
+    let _ = writeln!(out, "{} ({} steps)", req.name, steps.len());
+    let short = |id: &BeadId| id.as_str().rsplit_once('.').map_or(id.to_string(), |(_, s)| s.to_owned());
+    let mut depth: BTreeMap<String, usize> = BTreeMap::new();
+    for step in &steps {
+        let needs: Vec<String> = step
+            .dependencies
+            .iter()
+            .filter(|d| d.dep_type == DepType::Blocks)
+            .map(|d| short(&d.depends_on_id))
+            .collect();
+        let level = needs.iter().filter_map(|n| depth.get(n)).max().map_or(0, |d| d + 1);
+        let id = short(&step.id);
+        depth.insert(id.clone(), level);
+        let role = step
+            .step_meta()
+            .map(|m| m.role.to_string())
+            .unwrap_or_default();
+        let after = if needs.len() > 1 {
+            format!("  (after {})", needs.join(", "))
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "{}└ {id} [{role}] {}{after}",
+            "  ".repeat(level),
+            step.title
+        );
+    }
+    Ok(out)
+}
+
+/// The formulas of `workspace` (its folders over the built-in ones, checked against its
+/// prompts), or the built-in ones.
+fn load(workspace: Option<&Path>) -> Result<FormulaSet, String> {
+    let Some(workspace) = workspace else {
+        let prompts = PromptSet::builtin();
+        return Ok(FormulaSet::builtin(&|n| prompts.has(n)).0);
+    };
+    let paths = Paths::new(workspace);
+    let prompts = if paths.prompts().exists() {
+        crate::daemon::load::prompts(&paths.prompts()).map_err(|e| e.to_string())?
+    } else {
+        PromptSet::builtin()
+    };
+    let (set, problems) = crate::daemon::load::formulas(&paths.formula_dirs(), &|n| prompts.has(n));
+    let errors: Vec<String> = problems
+        .iter()
+        .filter(|p| !p.warning)
+        .map(ToString::to_string)
+        .collect();
+    if !errors.is_empty() {
+        return Err(errors.join("\n"));
+    }
+    Ok(set)
+}

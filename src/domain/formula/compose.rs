@@ -1,0 +1,276 @@
+//! Composing formulas, decided by the pure core: an expansion replaces one step of a workflow
+//! by its template's chain, and an aspect inserts its advice steps before and after every step
+//! it matches. Both rewrite the workflow's steps; the result is checked like any workflow and
+//! poured as usual.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use globset::Glob;
+
+use super::{Formula, Kind, Problem, Step};
+
+/// A work bead label that applies an aspect when its formula is poured: `aspect:<name>`.
+pub const ASPECT_LABEL: &str = "aspect:";
+
+/// Replaces step `target` of `workflow` by the template of `expansion`.
+///
+/// In every template step, `{target}` (and `{target.id}`) becomes the target's id, and
+/// `{target.title}` and `{target.description}` its title and description; a dot in an id
+/// becomes a dash (in catalyst a dot separates a bead from its step), so `{target}.draft`
+/// names `implement-draft`. `{{var}}` placeholders of the expansion's variables take the
+/// step's `expand_vars`, else the expansion's defaults; others are left for the pour.
+///
+/// Wiring: the template's first steps (those needing no other template step) need what the
+/// target needed; steps that needed the target need the template's last steps (those no
+/// other template step needs).
+pub fn expand_step(
+    workflow: &Formula,
+    target: &str,
+    expansion: &Formula,
+    vars: &BTreeMap<String, String>,
+) -> Result<Formula, String> {
+    if expansion.kind != Kind::Expansion {
+        return Err(format!(
+            "`{}` is not an expansion formula (`type = \"expansion\"`)",
+            expansion.name
+        ));
+    }
+    if expansion.template.is_empty() {
+        return Err(format!("expansion `{}` has no `[[template]]`", expansion.name));
+    }
+    let at = workflow
+        .steps
+        .iter()
+        .position(|s| s.id == target)
+        .ok_or_else(|| format!("no step `{target}` to expand with `{}`", expansion.name))?;
+    let old = &workflow.steps[at];
+    let mut values: BTreeMap<String, String> = expansion
+        .vars
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), v.default.clone()?)))
+        .collect();
+    values.extend(vars.clone());
+    let place = |text: &str| {
+        let text = text
+            .replace("{target.id}", &old.id)
+            .replace("{target.title}", &old.title)
+            .replace("{target.description}", &old.description)
+            .replace("{target}", &old.id);
+        substitute_known(&text, &values)
+    };
+    let id_of = |text: &str| place(text).replace('.', "-");
+    let mut chain: Vec<Step> = expansion
+        .template
+        .iter()
+        .map(|t| {
+            let mut step = t.clone();
+            step.id = id_of(&t.id);
+            step.title = place(&t.title);
+            step.description = place(&t.description);
+            step.notes = place(&t.notes);
+            step.needs = t.needs.iter().map(|n| id_of(n)).collect();
+            step.labels = t.labels.iter().map(|l| place(l)).collect();
+            step.output = t.output.as_deref().map(place);
+            step
+        })
+        .collect();
+    let inner: BTreeSet<String> = chain.iter().map(|s| s.id.clone()).collect();
+    let needed: BTreeSet<String> = chain.iter().flat_map(|s| s.needs.clone()).collect();
+    let last: Vec<String> = chain
+        .iter()
+        .filter(|s| !needed.contains(&s.id))
+        .map(|s| s.id.clone())
+        .collect();
+    for step in &mut chain {
+        if !step.needs.iter().any(|n| inner.contains(n)) {
+            let mut needs = old.needs.clone();
+            needs.extend(step.needs.drain(..));
+            step.needs = needs;
+        }
+    }
+    let mut steps = Vec::with_capacity(workflow.steps.len() + chain.len());
+    for (i, step) in workflow.steps.iter().enumerate() {
+        if i == at {
+            steps.append(&mut chain);
+            continue;
+        }
+        let mut step = step.clone();
+        rewire(&mut step.needs, target, &last);
+        steps.push(step);
+    }
+    Ok(Formula {
+        steps,
+        ..workflow.clone()
+    })
+}
+
+/// Inserts `aspect`'s advice around every step of `workflow` that an advice's `target` glob
+/// matches (and, when the aspect has `[[pointcuts]]`, one of their globs too). Only the
+/// workflow's own steps are matched, never inserted ones.
+///
+/// In an advice step, `{step.id}` and `{step.title}` become the matched step's id and title.
+/// Wiring: the first step before takes what the matched step needed, the ones after it chain
+/// on, and the matched step needs the last of them; the first step after needs the matched
+/// step, the others chain on, and steps that needed the matched step need the last step after
+/// it, so the workflow goes on only once the advice ran.
+pub fn apply_aspect(workflow: &Formula, aspect: &Formula) -> Result<Formula, String> {
+    if aspect.kind != Kind::Aspect {
+        return Err(format!(
+            "`{}` is not an aspect formula (`type = \"aspect\"`)",
+            aspect.name
+        ));
+    }
+    let globs = |patterns: &[String]| -> Result<Vec<globset::GlobMatcher>, String> {
+        patterns
+            .iter()
+            .map(|p| {
+                Glob::new(p)
+                    .map(|g| g.compile_matcher())
+                    .map_err(|e| format!("aspect `{}`: bad glob `{p}`: {e}", aspect.name))
+            })
+            .collect()
+    };
+    let pointcuts = globs(&aspect.pointcuts)?;
+    let mut steps = workflow.steps.clone();
+    let originals: Vec<String> = workflow.steps.iter().map(|s| s.id.clone()).collect();
+    for advice in &aspect.advice {
+        let target = globs(std::slice::from_ref(&advice.target))?.remove(0);
+        for id in &originals {
+            let matched = target.is_match(id)
+                && (pointcuts.is_empty() || pointcuts.iter().any(|p| p.is_match(id)));
+            if matched {
+                wrap(&mut steps, id, &advice.before, &advice.after);
+            }
+        }
+    }
+    Ok(Formula {
+        steps,
+        ..workflow.clone()
+    })
+}
+
+/// The globs of `aspect`'s pointcuts that match none of `workflow`'s steps.
+pub fn unmatched_pointcuts(workflow: &Formula, aspect: &Formula) -> Vec<String> {
+    aspect
+        .pointcuts
+        .iter()
+        .filter(|p| {
+            Glob::new(p).is_ok_and(|g| {
+                let m = g.compile_matcher();
+                !workflow.steps.iter().any(|s| m.is_match(&s.id))
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+/// Puts `before` and `after` around step `id` of `steps`, wired as [`apply_aspect`] says.
+fn wrap(steps: &mut Vec<Step>, id: &str, before: &[Step], after: &[Step]) {
+    let Some(at) = steps.iter().position(|s| s.id == id) else {
+        return;
+    };
+    let title = steps[at].title.clone();
+    let place = |advice: &Step| {
+        let fill = |text: &str| text.replace("{step.id}", id).replace("{step.title}", &title);
+        let mut step = advice.clone();
+        step.id = fill(&advice.id);
+        step.title = if advice.title.is_empty() {
+            step.id.clone()
+        } else {
+            fill(&advice.title)
+        };
+        step.description = fill(&advice.description);
+        step.needs = Vec::new();
+        step
+    };
+    let mut before: Vec<Step> = before.iter().map(place).collect();
+    let mut after: Vec<Step> = after.iter().map(place).collect();
+    let mut previous: Option<String> = None;
+    for step in &mut before {
+        step.needs = match &previous {
+            Some(p) => vec![p.clone()],
+            None => steps[at].needs.clone(),
+        };
+        previous = Some(step.id.clone());
+    }
+    if let Some(last) = previous {
+        steps[at].needs = vec![last];
+    }
+    let mut previous = id.to_owned();
+    for step in &mut after {
+        step.needs = vec![previous.clone()];
+        previous = step.id.clone();
+    }
+    if previous != id {
+        for step in steps.iter_mut() {
+            rewire(&mut step.needs, id, std::slice::from_ref(&previous));
+        }
+    }
+    let n_before = before.len();
+    steps.splice(at..at, before.drain(..));
+    let after_at = at + n_before + 1;
+    steps.splice(after_at..after_at, after.drain(..));
+}
+
+/// Replaces `old` in `needs` by `new`, keeping the order and no duplicates.
+fn rewire(needs: &mut Vec<String>, old: &str, new: &[String]) {
+    if !needs.iter().any(|n| n == old) {
+        return;
+    }
+    let mut out = Vec::with_capacity(needs.len() + new.len());
+    for need in needs.drain(..) {
+        let replaced = if need == old { new.to_vec() } else { vec![need] };
+        for n in replaced {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    *needs = out;
+}
+
+/// `{{name}}` placeholders whose name has a value are filled; the others are left as they are.
+fn substitute_known(text: &str, values: &BTreeMap<String, String>) -> String {
+    let known: BTreeMap<String, String> = super::vars::placeholders(text)
+        .into_iter()
+        .filter_map(|name| Some((name.to_owned(), values.get(name)?.clone())))
+        .collect();
+    if known.is_empty() {
+        return text.to_owned();
+    }
+    let mut out = text.to_owned();
+    for (name, value) in &known {
+        out = out.replace(&format!("{{{{{name}}}}}"), value);
+    }
+    out
+}
+
+/// `workflow` with each step that names an expansion (`expand`) replaced by it; `find` looks
+/// formulas up by name.
+pub(super) fn expand_all(
+    workflow: &Formula,
+    find: &dyn Fn(&str) -> Option<Formula>,
+) -> Result<Formula, Vec<Problem>> {
+    let mut formula = workflow.clone();
+    let mut problems = Vec::new();
+    let targets: Vec<(String, String, BTreeMap<String, String>)> = workflow
+        .steps
+        .iter()
+        .filter_map(|s| Some((s.id.clone(), s.expand.clone()?, s.expand_vars.clone())))
+        .collect();
+    for (target, name, vars) in targets {
+        let expanded = match find(&name) {
+            None => Err(format!("`expand` names unknown formula `{name}`")),
+            Some(expansion) => expand_step(&formula, &target, &expansion, &vars),
+        };
+        match expanded {
+            Ok(next) => formula = next,
+            Err(e) => problems.push(Problem::step(&workflow.file, &target, e)),
+        }
+    }
+    if problems.is_empty() {
+        Ok(formula)
+    } else {
+        Err(problems)
+    }
+}

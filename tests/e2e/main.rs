@@ -2,6 +2,7 @@
 //! by stub-claude, everything observed through the control socket, the stub's invocation log
 //! and git.
 
+mod composition;
 mod control;
 mod gates;
 mod guardrails;

@@ -274,3 +274,171 @@ pub(super) fn expand_all(
         Err(problems)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Formula {
+        Formula::parse(text, "t.formula.toml").expect("parses")
+    }
+
+    fn needs(f: &Formula) -> Vec<(String, Vec<String>)> {
+        f.steps
+            .iter()
+            .map(|s| (s.id.clone(), s.needs.clone()))
+            .collect()
+    }
+
+    fn pairs(list: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+        list.iter()
+            .map(|(id, needs)| (id.to_string(), needs.iter().map(|n| n.to_string()).collect()))
+            .collect()
+    }
+
+    const WORKFLOW: &str = r#"
+        formula = "w"
+        [[steps]]
+        id = "plan"
+        title = "Plan"
+        [[steps]]
+        id = "implement"
+        title = "Implement it"
+        description = "the change"
+        needs = ["plan"]
+        [[steps]]
+        id = "review"
+        title = "Review"
+        role = "review"
+        needs = ["implement"]
+        [[steps]]
+        id = "merge"
+        title = "Merge"
+        role = "merge"
+        needs = ["review", "implement"]
+    "#;
+
+    #[test]
+    fn an_expansion_replaces_its_target_by_the_template_chain() {
+        let expansion = load(
+            r#"
+            formula = "twice"
+            type = "expansion"
+            [vars]
+            passes = "2"
+            [[template]]
+            id = "{target}.draft"
+            title = "Draft: {target.title}"
+            description = "{target.description}, {{passes}} passes"
+            [[template]]
+            id = "{target}.refine"
+            title = "Refine: {target.title}"
+            needs = ["{target}.draft"]
+            "#,
+        );
+        let out = expand_step(&load(WORKFLOW), "implement", &expansion, &BTreeMap::new())
+            .expect("expands");
+        assert_eq!(
+            needs(&out),
+            pairs(&[
+                ("plan", &[]),
+                ("implement-draft", &["plan"]),
+                ("implement-refine", &["implement-draft"]),
+                ("review", &["implement-refine"]),
+                ("merge", &["review", "implement-refine"]),
+            ])
+        );
+        assert_eq!(out.steps[1].title, "Draft: Implement it");
+        assert_eq!(out.steps[1].description, "the change, 2 passes");
+        let vars = BTreeMap::from([("passes".to_owned(), "5".to_owned())]);
+        let out = expand_step(&load(WORKFLOW), "implement", &expansion, &vars).expect("expands");
+        assert_eq!(out.steps[1].description, "the change, 5 passes", "expand_vars win");
+        let err = expand_step(&load(WORKFLOW), "deploy", &expansion, &BTreeMap::new())
+            .expect_err("no such step");
+        assert!(err.contains("no step `deploy`"), "{err}");
+        let err = expand_step(&load(WORKFLOW), "plan", &load(WORKFLOW), &BTreeMap::new())
+            .expect_err("not an expansion");
+        assert!(err.contains("is not an expansion formula"), "{err}");
+    }
+
+    #[test]
+    fn an_aspect_wraps_every_matching_step_and_the_workflow_waits_for_it() {
+        let aspect = load(
+            r#"
+            formula = "guard"
+            type = "aspect"
+            [[advice]]
+            target = "*"
+            [advice.around]
+            [[advice.around.before]]
+            id = "{step.id}-pre"
+            title = "Before {step.title}"
+            [[advice.around.after]]
+            id = "{step.id}-post"
+            [[pointcuts]]
+            glob = "implement"
+            [[pointcuts]]
+            glob = "deploy"
+            "#,
+        );
+        let workflow = load(WORKFLOW);
+        let out = apply_aspect(&workflow, &aspect).expect("applies");
+        assert_eq!(
+            needs(&out),
+            pairs(&[
+                ("plan", &[]),
+                ("implement-pre", &["plan"]),
+                ("implement", &["implement-pre"]),
+                ("implement-post", &["implement"]),
+                ("review", &["implement-post"]),
+                ("merge", &["review", "implement-post"]),
+            ])
+        );
+        assert_eq!(out.steps[1].title, "Before Implement it");
+        assert_eq!(out.steps[3].title, "implement-post", "an untitled step takes its id");
+        assert_eq!(unmatched_pointcuts(&workflow, &aspect), ["deploy"]);
+        assert!(out.check(&|_| true).iter().all(|p| p.warning));
+    }
+
+    #[test]
+    fn a_convoy_pours_parallel_legs_a_synthesis_and_a_merge() {
+        let convoy = load(
+            r#"
+            formula = "survey"
+            type = "convoy"
+            [inputs.problem]
+            description = "what"
+            required = true
+            [prompts]
+            base = "About {{problem}}."
+            [output]
+            directory = "out"
+            leg_pattern = "{{leg.id}}.md"
+            synthesis = "all.md"
+            [[legs]]
+            id = "a"
+            title = "A"
+            focus = "one side"
+            [[legs]]
+            id = "b"
+            title = "B"
+            [synthesis]
+            title = "Both"
+            "#,
+        );
+        assert_eq!(
+            needs(&convoy),
+            pairs(&[
+                ("a", &[]),
+                ("b", &[]),
+                ("synthesis", &["a", "b"]),
+                ("merge", &["synthesis"]),
+            ])
+        );
+        assert!(convoy.vars["problem"].required);
+        assert_eq!(convoy.steps[0].description, "Focus: one side\n\nAbout {{problem}}.");
+        assert_eq!(convoy.steps[0].output.as_deref(), Some("out/a.md"));
+        assert_eq!(convoy.steps[2].output.as_deref(), Some("out/all.md"));
+        assert!(convoy.check(&|_| true).is_empty(), "{:?}", convoy.check(&|_| true));
+    }
+}

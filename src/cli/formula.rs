@@ -71,7 +71,11 @@ pub fn show(req: &Show) -> Result<String, String> {
     let vars: BTreeMap<String, String> = req.vars.iter().cloned().collect();
     let steps = pour(&cooked, &work, &vars, work.created_at).map_err(|e| e.to_string())?;
     let _ = writeln!(out, "{} ({} steps)", req.name, steps.len());
-    let short = |id: &BeadId| id.as_str().rsplit_once('.').map_or(id.to_string(), |(_, s)| s.to_owned());
+    let short = |id: &BeadId| {
+        id.as_str()
+            .rsplit_once('.')
+            .map_or(id.to_string(), |(_, s)| s.to_owned())
+    };
     let mut depth: BTreeMap<String, usize> = BTreeMap::new();
     for step in &steps {
         let needs: Vec<String> = step
@@ -80,7 +84,11 @@ pub fn show(req: &Show) -> Result<String, String> {
             .filter(|d| d.dep_type == DepType::Blocks)
             .map(|d| short(&d.depends_on_id))
             .collect();
-        let level = needs.iter().filter_map(|n| depth.get(n)).max().map_or(0, |d| d + 1);
+        let level = needs
+            .iter()
+            .filter_map(|n| depth.get(n))
+            .max()
+            .map_or(0, |d| d + 1);
         let id = short(&step.id);
         depth.insert(id.clone(), level);
         let role = step

@@ -124,11 +124,11 @@ responses = [{ write = { "draft.txt" = "refined\n" }, summary = "refined" }]
         .iter()
         .filter_map(|s| s["title"].as_str())
         .collect();
-    assert!(
-        titles.contains(&"Draft: Implement Polish it"),
-        "{titles:?}"
+    assert!(titles.contains(&"Draft: Implement Polish it"), "{titles:?}");
+    assert_eq!(
+        daemon.file_on_main("draft.txt").as_deref(),
+        Some("refined\n")
     );
-    assert_eq!(daemon.file_on_main("draft.txt").as_deref(), Some("refined\n"));
 }
 
 const SURVEY: &str = r#"
@@ -214,13 +214,18 @@ responses = [{ tools = [{ name = "Bash", input = { command = "mkdir -p survey &&
     // so they take turns. The synthesis starts after all three ended.
     assert_eq!(legs.len(), 3);
     let last_leg = legs.iter().filter_map(|l| l.ended_ms).max().expect("ended");
-    assert!(synthesis.started_ms >= last_leg, "synthesis waited for every leg");
+    assert!(
+        synthesis.started_ms >= last_leg,
+        "synthesis waited for every leg"
+    );
     assert!(
         legs[0].prompt.contains("The problem: slow start.")
             || std::fs::read_to_string(daemon.run_dir(&id, "api", 1).join("context.md"))
                 .is_ok_and(|c| c.contains("The problem: slow start.")),
         "the base prompt reached the legs"
     );
-    let report = daemon.file_on_main("survey/report.md").expect("the report is merged");
+    let report = daemon
+        .file_on_main("survey/report.md")
+        .expect("the report is merged");
     assert_eq!(report.lines().count(), 3, "{report}");
 }

@@ -46,7 +46,10 @@ impl Formula {
         match self.kind {
             Kind::Expansion => {
                 if self.template.is_empty() {
-                    out.push(Problem::formula(file, "an expansion needs `[[template]]` steps"));
+                    out.push(Problem::formula(
+                        file,
+                        "an expansion needs `[[template]]` steps",
+                    ));
                 }
                 self.check_vars(&mut out);
                 return out;
@@ -61,7 +64,9 @@ impl Formula {
         }
         if self.steps.is_empty() {
             out.push(Problem::formula(file, "the formula has no steps"));
-        } else if self.steps.iter().all(|s| s.expand.is_none()) && !self.steps.iter().any(|s| s.role == Role::Merge) {
+        } else if self.steps.iter().all(|s| s.expand.is_none())
+            && !self.steps.iter().any(|s| s.role == Role::Merge)
+        {
             out.push(
                 Problem::formula(
                     file,

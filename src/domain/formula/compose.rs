@@ -36,7 +36,10 @@ pub fn expand_step(
         ));
     }
     if expansion.template.is_empty() {
-        return Err(format!("expansion `{}` has no `[[template]]`", expansion.name));
+        return Err(format!(
+            "expansion `{}` has no `[[template]]`",
+            expansion.name
+        ));
     }
     let at = workflow
         .steps
@@ -171,7 +174,10 @@ fn wrap(steps: &mut Vec<Step>, id: &str, before: &[Step], after: &[Step]) {
     };
     let title = steps[at].title.clone();
     let place = |advice: &Step| {
-        let fill = |text: &str| text.replace("{step.id}", id).replace("{step.title}", &title);
+        let fill = |text: &str| {
+            text.replace("{step.id}", id)
+                .replace("{step.title}", &title)
+        };
         let mut step = advice.clone();
         step.id = fill(&advice.id);
         step.title = if advice.title.is_empty() {
@@ -219,7 +225,11 @@ fn rewire(needs: &mut Vec<String>, old: &str, new: &[String]) {
     }
     let mut out = Vec::with_capacity(needs.len() + new.len());
     for need in needs.drain(..) {
-        let replaced = if need == old { new.to_vec() } else { vec![need] };
+        let replaced = if need == old {
+            new.to_vec()
+        } else {
+            vec![need]
+        };
         for n in replaced {
             if !out.contains(&n) {
                 out.push(n);
@@ -292,7 +302,12 @@ mod tests {
 
     fn pairs(list: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
         list.iter()
-            .map(|(id, needs)| (id.to_string(), needs.iter().map(|n| n.to_string()).collect()))
+            .map(|(id, needs)| {
+                (
+                    id.to_string(),
+                    needs.iter().map(|n| n.to_string()).collect(),
+                )
+            })
             .collect()
     }
 
@@ -352,7 +367,10 @@ mod tests {
         assert_eq!(out.steps[1].description, "the change, 2 passes");
         let vars = BTreeMap::from([("passes".to_owned(), "5".to_owned())]);
         let out = expand_step(&load(WORKFLOW), "implement", &expansion, &vars).expect("expands");
-        assert_eq!(out.steps[1].description, "the change, 5 passes", "expand_vars win");
+        assert_eq!(
+            out.steps[1].description, "the change, 5 passes",
+            "expand_vars win"
+        );
         let err = expand_step(&load(WORKFLOW), "deploy", &expansion, &BTreeMap::new())
             .expect_err("no such step");
         assert!(err.contains("no step `deploy`"), "{err}");
@@ -395,7 +413,10 @@ mod tests {
             ])
         );
         assert_eq!(out.steps[1].title, "Before Implement it");
-        assert_eq!(out.steps[3].title, "implement-post", "an untitled step takes its id");
+        assert_eq!(
+            out.steps[3].title, "implement-post",
+            "an untitled step takes its id"
+        );
         assert_eq!(unmatched_pointcuts(&workflow, &aspect), ["deploy"]);
         assert!(out.check(&|_| true).iter().all(|p| p.warning));
     }
@@ -436,9 +457,16 @@ mod tests {
             ])
         );
         assert!(convoy.vars["problem"].required);
-        assert_eq!(convoy.steps[0].description, "Focus: one side\n\nAbout {{problem}}.");
+        assert_eq!(
+            convoy.steps[0].description,
+            "Focus: one side\n\nAbout {{problem}}."
+        );
         assert_eq!(convoy.steps[0].output.as_deref(), Some("out/a.md"));
         assert_eq!(convoy.steps[2].output.as_deref(), Some("out/all.md"));
-        assert!(convoy.check(&|_| true).is_empty(), "{:?}", convoy.check(&|_| true));
+        assert!(
+            convoy.check(&|_| true).is_empty(),
+            "{:?}",
+            convoy.check(&|_| true)
+        );
     }
 }

@@ -54,7 +54,10 @@ pub(super) fn pour_plan(
         .unwrap_or_default();
     let output = parts.output.map(|t| Output::read(file, t, problems));
     let mut steps = Vec::new();
-    for (i, leg) in array(file, "legs", parts.legs, problems).into_iter().enumerate() {
+    for (i, leg) in array(file, "legs", parts.legs, problems)
+        .into_iter()
+        .enumerate()
+    {
         let mut r = Reader::new(file, None, leg, problems);
         r.context = format!("legs[{i}]: ");
         let id = r.string("id").unwrap_or_default();
@@ -75,7 +78,10 @@ pub(super) fn pour_plan(
         steps.push(step);
     }
     if steps.is_empty() {
-        problems.push(Problem::formula(file, "a convoy needs at least one of `[[legs]]`"));
+        problems.push(Problem::formula(
+            file,
+            "a convoy needs at least one of `[[legs]]`",
+        ));
     }
     let legs: Vec<String> = steps.iter().map(|s| s.id.clone()).collect();
     let mut r = Reader::new(file, None, parts.synthesis.unwrap_or_default(), problems);
@@ -126,7 +132,9 @@ fn inputs(file: &str, table: Table, problems: &mut Vec<Problem>) -> BTreeMap<Str
         };
         match r.string("type").as_deref() {
             None | Some("string") => {}
-            Some(t) => r.problem(format!("`type = \"{t}\"` is not supported: inputs are strings")),
+            Some(t) => r.problem(format!(
+                "`type = \"{t}\"` is not supported: inputs are strings"
+            )),
         }
         r.finish(
             &[],
@@ -157,7 +165,10 @@ fn array(file: &str, key: &str, raw: Option<Value>, problems: &mut Vec<Problem>)
         .filter_map(|item| match item {
             Value::Table(t) => Some(t),
             _ => {
-                problems.push(Problem::formula(file, format!("each of `{key}` must be a table")));
+                problems.push(Problem::formula(
+                    file,
+                    format!("each of `{key}` must be a table"),
+                ));
                 None
             }
         })

@@ -132,7 +132,9 @@ pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
     };
     let raw_vars = r.table("vars");
     let raw_steps = r.take("steps");
-    let raw_template = (kind == Kind::Expansion).then(|| r.take("template")).flatten();
+    let raw_template = (kind == Kind::Expansion)
+        .then(|| r.take("template"))
+        .flatten();
     let raw_advice = (kind == Kind::Aspect).then(|| r.take("advice")).flatten();
     let pointcuts = if kind == Kind::Aspect {
         parse_pointcuts(&mut r)
@@ -237,7 +239,10 @@ fn parse_advice(file: &str, raw: Value, problems: &mut Vec<Problem>) -> Vec<Advi
     let mut advice = Vec::new();
     for (i, item) in items.into_iter().enumerate() {
         let Value::Table(table) = item else {
-            problems.push(Problem::formula(file, format!("advice[{i}] must be a table")));
+            problems.push(Problem::formula(
+                file,
+                format!("advice[{i}] must be a table"),
+            ));
             continue;
         };
         let mut r = Reader::new(file, None, table, problems);

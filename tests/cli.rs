@@ -282,3 +282,82 @@ needs = ["review"]
         out.stdout
     );
 }
+
+/// `formula check` takes a workflow and the expansion it names together; `formula show` prints
+/// what a workflow pours as a tree, with an aspect applied, and warns of a pointcut that
+/// matches nothing.
+#[test]
+fn formula_show_prints_the_composed_molecule_as_a_tree() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let formulas = dir.path().join(".catalyst/formulas");
+    std::fs::create_dir_all(&formulas).expect("formulas folder");
+    let polish = write(
+        &formulas,
+        "polish.formula.toml",
+        "formula = \"polish\"\ntype = \"expansion\"\n[[template]]\nid = \"{target}.draft\"\ntitle = \"Draft: {target.title}\"\n[[template]]\nid = \"{target}.refine\"\ntitle = \"Refine: {target.title}\"\nneeds = [\"{target}.draft\"]\n",
+    );
+    let polished = write(
+        &formulas,
+        "polished.formula.toml",
+        "formula = \"polished\"\n[[steps]]\nid = \"implement\"\ntitle = \"Implement {{title}}\"\nexpand = \"polish\"\n[[steps]]\nid = \"merge\"\ntitle = \"Merge\"\nrole = \"merge\"\nneeds = [\"implement\"]\n",
+    );
+    write(
+        &formulas,
+        "guard.formula.toml",
+        "formula = \"guard\"\ntype = \"aspect\"\n[[advice]]\ntarget = \"implement\"\n[advice.before]\nid = \"{step.id}-prescan\"\ntitle = \"Prescan\"\n[[pointcuts]]\nglob = \"implement\"\n[[pointcuts]]\nglob = \"deploy\"\n",
+    );
+    let out = catalyst(&["formula", "check", &polished, &polish], "");
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let out = catalyst(&["formula", "check", &polished], "");
+    assert_eq!(out.code, 1, "alone, its expansion is unknown");
+    assert!(
+        out.stdout
+            .contains("implement: `expand` names unknown formula `polish`"),
+        "{}",
+        out.stdout
+    );
+
+    let workspace = dir.path().display().to_string();
+    let out = catalyst(
+        &["formula", "show", "polished", "--workspace", &workspace],
+        "",
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "polished (3 steps)\n└ implement-draft [task] Draft: Implement Example\n  └ implement-refine [task] Refine: Implement Example\n    └ merge [merge] Merge\n"
+    );
+    let out = catalyst(
+        &[
+            "formula",
+            "show",
+            "feature",
+            "--aspect",
+            "guard",
+            "--workspace",
+            &workspace,
+        ],
+        "",
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with(
+            "warning: aspect `guard`: pointcut `deploy` matches no step of `feature`\n"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("  └ implement-prescan [task] Prescan\n    └ implement [implement]"),
+        "{}",
+        out.stdout
+    );
+    let out = catalyst(&["formula", "show", "nope", "--workspace", &workspace], "");
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("unknown formula `nope`"),
+        "{}",
+        out.stderr
+    );
+}

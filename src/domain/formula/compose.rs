@@ -87,7 +87,7 @@ pub fn expand_step(
     for step in &mut chain {
         if !step.needs.iter().any(|n| inner.contains(n)) {
             let mut needs = old.needs.clone();
-            needs.extend(step.needs.drain(..));
+            needs.append(&mut step.needs);
             step.needs = needs;
         }
     }

@@ -621,12 +621,16 @@ mod tests {
                 "t.formula.toml: a: unknown key `modle`",
             ),
             (
-                "formula = \"f\"\n[[steps]]\ntitle = \"no id\"\nexpand = \"x\"\n",
-                "t.formula.toml: steps[0]: `expand` is not supported",
+                "formula = \"f\"\n[[steps]]\ntitle = \"no id\"\nwaits_for = \"all-children\"\n",
+                "t.formula.toml: steps[0]: `waits_for` is not supported",
             ),
             (
-                "formula = \"f\"\ntype = \"expansion\"\n",
-                "`type = \"expansion\"` is not supported",
+                "formula = \"f\"\ntype = \"molecule\"\n",
+                "unknown `type = \"molecule\"` (expected \"workflow\", \"expansion\", \"aspect\" or \"convoy\")",
+            ),
+            (
+                "formula = \"f\"\n[[template]]\nid = \"x\"\n",
+                "`template` is not supported by catalyst: `[[template]]` belongs in a `type = \"expansion\"` formula",
             ),
             (
                 "formula = \"f\"\n[vars.v]\npattern = \"(\"\n",
@@ -636,10 +640,7 @@ mod tests {
                 "formula = \"f\"\n[[steps]]\nid = \"a\"\ntype = \"bugfix\"\n",
                 "a: unknown step `type = \"bugfix\"` (expected one of task, bug, feature, epic, chore",
             ),
-            (
-                "formula = \"f\"\ntype = \"convoy\"\n",
-                "`type = \"convoy\"` is not supported",
-            ),
+
         ];
         for (text, want) in cases {
             let got = problems(text);

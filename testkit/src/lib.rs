@@ -81,6 +81,14 @@ pub fn bead(title: &str) -> BeadInput {
     }
 }
 
+/// A bead titled `title` of formula `formula`.
+pub fn bead_of(formula: &str, title: &str) -> BeadInput {
+    BeadInput {
+        formula: Some(formula.to_owned()),
+        ..bead(title)
+    }
+}
+
 /// A bead with the id `id`, titled `bead <id>`.
 pub fn bead_with_id(id: &str) -> BeadInput {
     BeadInput {

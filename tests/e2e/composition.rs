@@ -3,7 +3,7 @@
 //! written here in the formats beads and Gas Town publish.
 
 use catalyst::protocol::BeadInput;
-use catalyst_testkit::{bead, TestDaemon};
+use catalyst_testkit::{bead, bead_of, TestDaemon};
 
 /// The short step names of `bead`'s agent runs, in the order they started.
 fn steps_run(daemon: &TestDaemon, bead: &str) -> Vec<String> {
@@ -106,12 +106,7 @@ responses = [{ write = { "draft.txt" = "refined\n" }, summary = "refined" }]
     let daemon = TestDaemon::start(scenario, "").await;
     daemon.add_formula("polish", POLISH).await;
     daemon.add_formula("polished", POLISHED).await;
-    let id = daemon
-        .submit(BeadInput {
-            formula: Some("polished".into()),
-            ..bead("Polish it")
-        })
-        .await;
+    let id = daemon.submit(bead_of("polished", "Polish it")).await;
     daemon.wait_status(&id, "closed").await;
     assert_eq!(
         steps_run(&daemon, &id),
@@ -186,14 +181,13 @@ responses = [{ tools = [{ name = "Bash", input = { command = "mkdir -p survey &&
     daemon.add_formula("survey", SURVEY).await;
     let id = daemon
         .submit(BeadInput {
-            formula: Some("survey".into()),
             metadata: Some(
                 serde_json::json!({"formula_vars": {"problem": "slow start"}})
                     .as_object()
                     .expect("object")
                     .clone(),
             ),
-            ..bead("Survey")
+            ..bead_of("survey", "Survey")
         })
         .await;
     daemon.wait_status(&id, "closed").await;

@@ -3,7 +3,7 @@
 
 use catalyst::protocol::BeadInput;
 use catalyst_testkit::scenario::IMPLEMENT_WRITES_HELLO;
-use catalyst_testkit::{bead, TestDaemon, Workspace};
+use catalyst_testkit::{bead, bead_of, TestDaemon, Workspace};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn happy_path_runs_three_agents_and_the_daemon_merges() {
@@ -462,12 +462,8 @@ responses = [{ sleep_ms = 150, tools = [{ name = "Bash", input = { command = "ec
 "#;
     let daemon = TestDaemon::start(scenario, "max_agents = 2").await;
     daemon.add_formula("rechecked", RECHECKED).await;
-    let submit = |title: &str| BeadInput {
-        formula: Some("rechecked".into()),
-        ..bead(title)
-    };
-    let a = daemon.submit(submit("first")).await;
-    let b = daemon.submit(submit("second")).await;
+    let a = daemon.submit(bead_of("rechecked", "first")).await;
+    let b = daemon.submit(bead_of("rechecked", "second")).await;
     daemon.wait_status(&a, "closed").await;
     daemon.wait_status(&b, "closed").await;
     let events = daemon.events().await;
@@ -536,12 +532,7 @@ responses = [
 "#;
     let daemon = TestDaemon::start(scenario, "").await;
     daemon.add_formula("designed", formula).await;
-    let id = daemon
-        .submit(BeadInput {
-            formula: Some("designed".into()),
-            ..bead("Design it")
-        })
-        .await;
+    let id = daemon.submit(bead_of("designed", "Design it")).await;
     daemon.wait_status(&id, "closed").await;
     let context = std::fs::read_to_string(daemon.run_dir(&id, "design", 1).join("context.md"))
         .expect("context.md");

@@ -94,6 +94,7 @@ impl Formula {
             }
             check_role(step, has_prompt, &mut problem);
             self.check_recheck(step, &mut problem);
+            self.check_condition(step, &mut problem);
             check_output(step, &mut problem);
             self.check_placeholders(step, &mut problem);
             if step.metadata.contains_key(STEP_META_KEY) {
@@ -142,6 +143,23 @@ impl Formula {
                 )),
                 Some(_) => {}
             }
+        }
+    }
+
+    /// `condition` reads as one, on a declared (or built-in) variable.
+    fn check_condition(&self, step: &Step, problem: &mut impl FnMut(String)) {
+        let Some(text) = &step.condition else {
+            return;
+        };
+        match super::condition::Condition::parse(text) {
+            Err(e) => problem(e),
+            Ok(c) if !self.vars.contains_key(c.var()) && !BUILTIN_VARS.contains(&c.var()) => {
+                problem(format!(
+                    "condition `{text}` uses `{}`, which `[vars]` does not declare",
+                    c.var()
+                ))
+            }
+            Ok(_) => {}
         }
     }
 

@@ -21,6 +21,7 @@
 
 mod check;
 mod compose;
+mod condition;
 mod convoy;
 mod error;
 mod parse;
@@ -150,6 +151,8 @@ pub struct Step {
     pub expand: Option<String>,
     /// Values for the expansion's variables.
     pub expand_vars: BTreeMap<String, String>,
+    /// beads' `condition`: the step is poured only when it holds for the bead's variables.
+    pub condition: Option<String>,
 }
 
 impl Step {
@@ -176,6 +179,7 @@ impl Step {
             issue_type: "task".to_owned(),
             expand: None,
             expand_vars: BTreeMap::new(),
+            condition: None,
         }
     }
 

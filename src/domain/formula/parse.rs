@@ -92,7 +92,6 @@ const STEP_TYPES: [&str; 5] = ["task", "bug", "feature", "epic", "chore"];
 /// beads step keys catalyst does not implement, with what to do instead.
 const UNSUPPORTED_STEP: &[(&str, &str)] = &[
     ("loop", "a molecule is a fixed DAG; fix loops are built in (a rejected review or a failed gate creates fix steps)"),
-    ("condition", "conditional steps are not supported"),
     ("children", "nested steps are not supported; list them as steps with `needs`"),
     ("gate", "beads gate blocks are not supported; use `role = \"gate\"` with `run` for commands, or `approval = true` to wait for a person"),
     ("waits_for", "dynamic fan-out is not supported"),
@@ -411,6 +410,7 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
     let tools = r.strings("tools");
     let recheck = r.strings("recheck").unwrap_or_default();
     let output = r.string("output");
+    let condition = r.string("condition");
     let expand = r.string("expand");
     let expand_vars = r
         .table("expand_vars")
@@ -446,6 +446,7 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
         issue_type,
         expand,
         expand_vars,
+        condition,
     })
 }
 
@@ -605,8 +606,8 @@ mod tests {
                 "t.formula.toml: `compose` is not supported by catalyst",
             ),
             (
-                "formula = \"f\"\n[[steps]]\nid = \"a\"\ncondition = \"{{x}}\"\n",
-                "t.formula.toml: a: `condition` is not supported",
+                "formula = \"f\"\n[[steps]]\nid = \"a\"\non_complete = { for_each = \"output.x\" }\n",
+                "t.formula.toml: a: `on_complete` is not supported",
             ),
             (
                 "formula = \"f\"\n[[steps]]\nid = \"a\"\ngate = { type = \"human\" }\n",

@@ -33,6 +33,9 @@ pub fn pour(
         problem,
     };
     let values = formula.resolve_vars(vars, work)?;
+    // Steps whose `condition` does not hold are not poured.
+    let conditioned = super::condition::apply(formula, &values);
+    let formula = &conditioned;
     let order = formula.order().map_err(|cycles| {
         let cycle: Vec<_> = cycles
             .first()

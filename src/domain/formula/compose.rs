@@ -218,6 +218,49 @@ fn wrap(steps: &mut Vec<Step>, id: &str, before: &[Step], after: &[Step]) {
     steps.splice(after_at..after_at, after.drain(..));
 }
 
+/// Lifts beads' nested steps (`children`) into the list: a step with children is a group, not a
+/// step of its own. Its children that need no sibling need what it needed, and the steps that
+/// needed it need its children that no sibling needs; nested groups are lifted the same way.
+pub(super) fn flatten(steps: Vec<Step>) -> Vec<Step> {
+    if steps.iter().all(|s| s.children.is_empty()) {
+        return steps;
+    }
+    let mut out = Vec::new();
+    // What each group stands for, for the steps that named it in `needs`.
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for mut step in steps {
+        if step.children.is_empty() {
+            out.push(step);
+            continue;
+        }
+        let children = flatten(std::mem::take(&mut step.children));
+        let inner: BTreeSet<String> = children.iter().map(|c| c.id.clone()).collect();
+        let needed: BTreeSet<String> = children.iter().flat_map(|c| c.needs.clone()).collect();
+        groups.insert(
+            step.id.clone(),
+            children
+                .iter()
+                .filter(|c| !needed.contains(&c.id))
+                .map(|c| c.id.clone())
+                .collect(),
+        );
+        for mut child in children {
+            if !child.needs.iter().any(|n| inner.contains(n)) {
+                let mut needs = step.needs.clone();
+                needs.append(&mut child.needs);
+                child.needs = needs;
+            }
+            out.push(child);
+        }
+    }
+    for step in &mut out {
+        for (group, last) in &groups {
+            rewire(&mut step.needs, group, last);
+        }
+    }
+    out
+}
+
 /// Replaces `old` in `needs` by `new`, keeping the order and no duplicates.
 fn rewire(needs: &mut Vec<String>, old: &str, new: &[String]) {
     if !needs.iter().any(|n| n == old) {
@@ -419,6 +462,43 @@ mod tests {
         );
         assert_eq!(unmatched_pointcuts(&workflow, &aspect), ["deploy"]);
         assert!(out.check(&|_| true).iter().all(|p| p.warning));
+    }
+
+    #[test]
+    fn nested_steps_are_lifted_and_their_group_stands_for_them() {
+        let formula = load(
+            r#"
+            formula = "nested"
+            [[steps]]
+            id = "plan"
+            title = "Plan"
+            [[steps]]
+            id = "build"
+            title = "Build"
+            needs = ["plan"]
+            [[steps.children]]
+            id = "backend"
+            title = "Backend"
+            [[steps.children]]
+            id = "frontend"
+            title = "Frontend"
+            [[steps]]
+            id = "ship"
+            title = "Ship"
+            role = "merge"
+            needs = ["build"]
+            "#,
+        );
+        assert_eq!(
+            needs(&formula),
+            pairs(&[
+                ("plan", &[]),
+                ("backend", &["plan"]),
+                ("frontend", &["plan"]),
+                ("ship", &["backend", "frontend"]),
+            ])
+        );
+        assert!(formula.check(&|_| true).is_empty());
     }
 
     #[test]

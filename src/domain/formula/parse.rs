@@ -92,7 +92,6 @@ const STEP_TYPES: [&str; 5] = ["task", "bug", "feature", "epic", "chore"];
 /// beads step keys catalyst does not implement, with what to do instead.
 const UNSUPPORTED_STEP: &[(&str, &str)] = &[
     ("loop", "a molecule is a fixed DAG; fix loops are built in (a rejected review or a failed gate creates fix steps)"),
-    ("children", "nested steps are not supported; list them as steps with `needs`"),
     ("gate", "beads gate blocks are not supported; use `role = \"gate\"` with `run` for commands, or `approval = true` to wait for a person"),
     ("waits_for", "dynamic fan-out is not supported"),
     ("on_complete", "dynamic fan-out is not supported"),
@@ -146,7 +145,7 @@ pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
     let mut vars = raw_vars
         .map(|t| parse_vars(file, t, &mut problems))
         .unwrap_or_default();
-    let mut steps = parse_steps(file, "steps", raw_steps, &mut problems);
+    let mut steps = super::compose::flatten(parse_steps(file, "steps", raw_steps, &mut problems));
     let template = parse_steps(file, "template", raw_template, &mut problems);
     let advice = raw_advice
         .map(|a| parse_advice(file, a, &mut problems))
@@ -411,6 +410,7 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
     let recheck = r.strings("recheck").unwrap_or_default();
     let output = r.string("output");
     let condition = r.string("condition");
+    let raw_children = r.take("children");
     let expand = r.string("expand");
     let expand_vars = r
         .table("expand_vars")
@@ -447,6 +447,7 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
         expand,
         expand_vars,
         condition,
+        children: parse_steps(file, "children", raw_children, problems),
     })
 }
 

@@ -131,7 +131,7 @@ needs = ["beta"]
 }
 
 #[test]
-fn formula_check_refuses_loop_by_name() {
+fn formula_check_names_the_step_of_a_loop_without_body() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = write(
         dir.path(),

@@ -610,10 +610,10 @@ mod tests {
 
     #[test]
     fn all_problems_come_at_once_across_parse_and_check() {
-        let text = "formula = \"f\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\nloop = {}\nneeds = [\"b\"]\n[[steps]]\nid = \"b\"\ntitle = \"B\"\nneeds = [\"a\"]\n";
+        let text = "formula = \"f\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\nwaits_for = \"all-children\"\nneeds = [\"b\"]\n[[steps]]\nid = \"b\"\ntitle = \"B\"\nneeds = [\"a\"]\n";
         let got = errors(&Formula::load(text, "t.formula.toml", &has_prompt).expect_err("refused"));
         assert_eq!(got.len(), 2, "{got:#?}");
-        assert!(got[0].starts_with("t.formula.toml: a: `loop` is not supported by catalyst"));
+        assert!(got[0].starts_with("t.formula.toml: a: `waits_for` is not supported by catalyst"));
         assert_eq!(got[1], "t.formula.toml: cycle in `needs`: a -> b -> a");
     }
 

@@ -502,6 +502,61 @@ mod tests {
     }
 
     #[test]
+    fn a_counted_loop_is_unrolled_one_iteration_after_the_other() {
+        let formula = load(
+            r#"
+            formula = "looped"
+            [[steps]]
+            id = "plan"
+            title = "Plan"
+            [[steps]]
+            id = "polish"
+            title = "Polish"
+            needs = ["plan"]
+            [steps.loop]
+            count = 2
+            var = "round"
+            [[steps.loop.body]]
+            id = "edit"
+            title = "Edit, round {{round}}"
+            [[steps.loop.body]]
+            id = "check"
+            title = "Check"
+            needs = ["edit"]
+            [[steps]]
+            id = "ship"
+            title = "Ship"
+            role = "merge"
+            needs = ["polish"]
+            "#,
+        );
+        assert_eq!(
+            needs(&formula),
+            pairs(&[
+                ("plan", &[]),
+                ("polish-iter1-edit", &["plan"]),
+                ("polish-iter1-check", &["polish-iter1-edit"]),
+                ("polish-iter2-edit", &["polish-iter1-check"]),
+                ("polish-iter2-check", &["polish-iter2-edit"]),
+                ("ship", &["polish-iter2-check"]),
+            ])
+        );
+        assert_eq!(formula.steps[3].title, "Edit, round 2");
+        assert!(formula.check(&|_| true).is_empty());
+        let until = Formula::parse(
+            "formula = \"f\"\n[[steps]]\nid = \"l\"\ntitle = \"L\"\n[steps.loop]\nuntil = \"done\"\n",
+            "t.formula.toml",
+        )
+        .expect_err("refused");
+        assert!(
+            until
+                .iter()
+                .any(|p| p.to_string().contains("`until` is not supported")),
+            "{until:?}"
+        );
+    }
+
+    #[test]
     fn a_convoy_pours_parallel_legs_a_synthesis_and_a_merge() {
         let convoy = load(
             r#"

@@ -91,7 +91,6 @@ const STEP_TYPES: [&str; 5] = ["task", "bug", "feature", "epic", "chore"];
 
 /// beads step keys catalyst does not implement, with what to do instead.
 const UNSUPPORTED_STEP: &[(&str, &str)] = &[
-    ("loop", "a molecule is a fixed DAG; fix loops are built in (a rejected review or a failed gate creates fix steps)"),
     ("gate", "beads gate blocks are not supported; use `role = \"gate\"` with `run` for commands, or `approval = true` to wait for a person"),
     ("waits_for", "dynamic fan-out is not supported"),
     ("on_complete", "dynamic fan-out is not supported"),
@@ -411,6 +410,8 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
     let output = r.string("output");
     let condition = r.string("condition");
     let raw_children = r.take("children");
+    let raw_loop = r.table("loop");
+    let id_for_loop = id.clone().unwrap_or_default();
     let expand = r.string("expand");
     let expand_vars = r
         .table("expand_vars")
@@ -447,8 +448,92 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
         expand,
         expand_vars,
         condition,
-        children: parse_steps(file, "children", raw_children, problems),
+        children: match raw_loop {
+            Some(table) => unroll(file, &id_for_loop, table, problems),
+            None => parse_steps(file, "children", raw_children, problems),
+        },
     })
+}
+
+/// beads' `loop` with a `count`: its `body` steps, repeated `count` times as the loop step's
+/// children (ids `<loop>-iter<N>-<body id>`), each iteration after the one before; `var` names
+/// a variable set to the iteration's number in the body's text. A loop that runs until a
+/// condition (`until`, `range`) is decided while it runs, which a poured molecule cannot be:
+/// refused.
+fn unroll(file: &str, id: &str, table: Table, problems: &mut Vec<Problem>) -> Vec<Step> {
+    let mut r = Reader::new(file, Some(id.to_owned()), table, problems);
+    r.context = "loop: ".into();
+    let count = r.integer("count", 1, 100).map(|c| c as usize);
+    let var = r.string("var");
+    let body = r.take("body");
+    r.finish(
+        &[
+            (
+                "until",
+                "a loop must have a fixed `count`: a poured molecule is a fixed graph",
+            ),
+            (
+                "max",
+                "a loop must have a fixed `count`: a poured molecule is a fixed graph",
+            ),
+            (
+                "range",
+                "a loop must have a fixed `count`: a poured molecule is a fixed graph",
+            ),
+        ],
+        &[],
+    );
+    let body = parse_steps(file, "loop.body", body, problems);
+    let Some(count) = count else {
+        problems.push(Problem::step(file, id, "`loop` needs a `count`"));
+        return Vec::new();
+    };
+    if body.is_empty() {
+        problems.push(Problem::step(file, id, "`loop` needs `body` steps"));
+        return Vec::new();
+    }
+    let inner: std::collections::BTreeSet<&str> = body.iter().map(|b| b.id.as_str()).collect();
+    let needed: std::collections::BTreeSet<&str> = body
+        .iter()
+        .flat_map(|b| b.needs.iter().map(String::as_str))
+        .collect();
+    let last: Vec<&str> = body
+        .iter()
+        .map(|b| b.id.as_str())
+        .filter(|b| !needed.contains(b))
+        .collect();
+    let name = |n: usize, body_id: &str| format!("{id}-iter{n}-{body_id}");
+    let mut steps = Vec::new();
+    for n in 1..=count {
+        let fill = |text: &str| match &var {
+            Some(v) => text.replace(&format!("{{{{{v}}}}}"), &n.to_string()),
+            None => text.to_owned(),
+        };
+        for b in &body {
+            let mut step = b.clone();
+            step.id = name(n, &b.id);
+            step.title = fill(&b.title);
+            step.description = fill(&b.description);
+            step.needs = b
+                .needs
+                .iter()
+                .map(|need| {
+                    if inner.contains(need.as_str()) {
+                        name(n, need)
+                    } else {
+                        need.clone()
+                    }
+                })
+                .collect();
+            if n > 1 && !b.needs.iter().any(|need| inner.contains(need.as_str())) {
+                let mut before: Vec<String> = last.iter().map(|l| name(n - 1, l)).collect();
+                before.append(&mut step.needs);
+                step.needs = before;
+            }
+            steps.push(step);
+        }
+    }
+    steps
 }
 
 fn table_to_json(table: Table) -> JsonMap {
@@ -600,7 +685,7 @@ mod tests {
         let cases: &[(&str, &str)] = &[
             (
                 "formula = \"f\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\nloop = { count = 3, body = [] }\n",
-                "t.formula.toml: a: `loop` is not supported by catalyst",
+                "t.formula.toml: a: `loop` needs `body` steps",
             ),
             (
                 "formula = \"f\"\n[compose]\naspects = [\"x\"]\n",

@@ -222,6 +222,7 @@ fn wrap(steps: &mut Vec<Step>, id: &str, before: &[Step], after: &[Step]) {
 /// step of its own. Its children that need no sibling need what it needed, and the steps that
 /// needed it need its children that no sibling needs; nested groups are lifted the same way.
 pub(super) fn flatten(steps: Vec<Step>) -> Vec<Step> {
+    let steps = human_gates(steps);
     if steps.iter().all(|s| s.children.is_empty()) {
         return steps;
     }
@@ -257,6 +258,27 @@ pub(super) fn flatten(steps: Vec<Step>) -> Vec<Step> {
         for (group, last) in &groups {
             rewire(&mut step.needs, group, last);
         }
+    }
+    out
+}
+
+/// Puts an approval step `gate-<id>` before each step with a human `gate`: it needs what the
+/// step needed, and the step needs it.
+fn human_gates(steps: Vec<Step>) -> Vec<Step> {
+    let mut out = Vec::with_capacity(steps.len());
+    for mut step in steps {
+        if step.gate.take().is_some() {
+            let mut gate = Step::new(
+                &format!("gate-{}", step.id),
+                crate::domain::model::Role::Approval,
+                &format!("Approve: {}", step.title),
+                format!("A person approves before `{}` runs.", step.id),
+            );
+            gate.needs = std::mem::take(&mut step.needs);
+            step.needs = vec![gate.id.clone()];
+            out.push(gate);
+        }
+        out.push(step);
     }
     out
 }
@@ -554,6 +576,33 @@ mod tests {
                 .any(|p| p.to_string().contains("`until` is not supported")),
             "{until:?}"
         );
+    }
+
+    #[test]
+    fn a_human_gate_is_an_approval_step_before_its_step() {
+        let formula = load(
+            r#"
+            formula = "gated"
+            [[steps]]
+            id = "build"
+            title = "Build"
+            [[steps]]
+            id = "deploy"
+            title = "Deploy"
+            needs = ["build"]
+            gate = { type = "human", timeout = "24h" }
+            "#,
+        );
+        assert_eq!(
+            needs(&formula),
+            pairs(&[
+                ("build", &[]),
+                ("gate-deploy", &["build"]),
+                ("deploy", &["gate-deploy"])
+            ])
+        );
+        assert_eq!(formula.steps[1].role, crate::domain::model::Role::Approval);
+        assert_eq!(formula.steps[1].title, "Approve: Deploy");
     }
 
     #[test]

@@ -153,6 +153,9 @@ pub struct Step {
     pub expand_vars: BTreeMap<String, String>,
     /// beads' `condition`: the step is poured only when it holds for the bead's variables.
     pub condition: Option<String>,
+    /// beads' `gate = { type = "human" }`: a person approves before the step runs (an approval
+    /// step `gate-<id>` is put before it when the formula is read).
+    pub gate: Option<String>,
     /// beads' nested steps; [`compose::flatten`] lifts them into the formula's steps when it
     /// is read, so a formula's `steps` never hold any.
     pub children: Vec<Step>,
@@ -183,6 +186,7 @@ impl Step {
             expand: None,
             expand_vars: BTreeMap::new(),
             condition: None,
+            gate: None,
             children: Vec::new(),
         }
     }

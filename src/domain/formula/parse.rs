@@ -91,7 +91,6 @@ const STEP_TYPES: [&str; 5] = ["task", "bug", "feature", "epic", "chore"];
 
 /// beads step keys catalyst does not implement, with what to do instead.
 const UNSUPPORTED_STEP: &[(&str, &str)] = &[
-    ("gate", "beads gate blocks are not supported; use `role = \"gate\"` with `run` for commands, or `approval = true` to wait for a person"),
     ("waits_for", "dynamic fan-out is not supported"),
     ("on_complete", "dynamic fan-out is not supported"),
     ("advice", "aspects and advice are not supported"),
@@ -411,6 +410,7 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
     let condition = r.string("condition");
     let raw_children = r.take("children");
     let raw_loop = r.table("loop");
+    let human_gate = r.table("gate").and_then(|t| human_gate(&mut r, t));
     let id_for_loop = id.clone().unwrap_or_default();
     let expand = r.string("expand");
     let expand_vars = r
@@ -448,11 +448,33 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
         expand,
         expand_vars,
         condition,
+        gate: human_gate,
         children: match raw_loop {
             Some(table) => unroll(file, &id_for_loop, table, problems),
             None => parse_steps(file, "children", raw_children, problems),
         },
     })
+}
+
+/// beads' step `gate` table: only a person's (`type = "human"`) can be poured, as an approval
+/// step before the step; timers, CI and mail gates wait for the outside world.
+fn human_gate(r: &mut Reader<'_>, mut table: Table) -> Option<String> {
+    let kind = match table.remove("type") {
+        Some(Value::String(kind)) => kind,
+        _ => {
+            r.problem("`gate` needs a `type`");
+            return None;
+        }
+    };
+    if kind != "human" {
+        r.problem(format!(
+            "`gate` of `type = \"{kind}\"` is not supported: only `human` gates are (use `role = \"gate\"` with `run` for commands)"
+        ));
+        return None;
+    }
+    // beads' `id`, `timeout`, `await_id` and `repo` say how its runtime waits; a person's
+    // approval waits for the person.
+    Some(kind)
 }
 
 /// beads' `loop` with a `count`: its `body` steps, repeated `count` times as the loop step's
@@ -696,8 +718,8 @@ mod tests {
                 "t.formula.toml: a: `on_complete` is not supported",
             ),
             (
-                "formula = \"f\"\n[[steps]]\nid = \"a\"\ngate = { type = \"human\" }\n",
-                "t.formula.toml: a: `gate` is not supported by catalyst: beads gate blocks",
+                "formula = \"f\"\n[[steps]]\nid = \"a\"\ngate = { type = \"timer\" }\n",
+                "t.formula.toml: a: `gate` of `type = \"timer\"` is not supported: only `human` gates are",
             ),
             (
                 "formula = \"f\"\nfrobnicate = 1\n",

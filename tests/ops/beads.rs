@@ -5,7 +5,7 @@
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use catalyst_testkit::cli::catalyst;
+use catalyst_testkit::cli::{catalyst, catalyst_with_stdin};
 use catalyst_testkit::Workspace;
 
 /// The three shapes of docs/data-model.md#beads-export-lines (a `blocks` dependency with offset timestamps and
@@ -98,6 +98,62 @@ async fn import_then_export_through_the_daemon_gives_the_same_lines() {
     round_trip(&ws, "through the daemon");
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit().await.success());
+}
+
+/// An issue line whose `blocks` dependencies name `targets`.
+fn issue_after(id: &str, targets: &[&str]) -> String {
+    let deps: Vec<Value> = targets
+        .iter()
+        .map(|t| serde_json::json!({"issue_id": id, "depends_on_id": t, "type": "blocks"}))
+        .collect();
+    let mut line = serde_json::json!({
+        "id": id, "title": format!("Issue {id}"), "status": "closed", "priority": 2,
+        "issue_type": "task", "created_at": "2026-01-12T02:16:02Z",
+        "updated_at": "2026-01-12T02:16:02Z",
+    });
+    if !deps.is_empty() {
+        line["dependencies"] = Value::from(deps);
+    }
+    line.to_string()
+}
+
+fn ids(text: &str) -> Vec<String> {
+    values(text)
+        .iter()
+        .map(|v| v["id"].as_str().expect("an id").to_owned())
+        .collect()
+}
+
+#[test]
+fn export_writes_beads_in_store_order_so_a_round_trip_is_byte_for_byte() {
+    // Export wrote a bead where it was first referenced: `bd-b`, named by `bd-z` before it
+    // arrived, took that early place, and `bd-t`, named by `bd-b`, came out before `bd-y`.
+    // Importing that export ordered the lines differently again.
+    let lines = [
+        issue_after("bd-z", &["bd-b"]),
+        issue_after("bd-y", &[]),
+        issue_after("bd-b", &["bd-t"]),
+        issue_after("bd-t", &[]),
+    ];
+    let first = Workspace::bare("");
+    let file = first.root.join("issues.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").expect("export file");
+    let (code, out, err) = catalyst(&first.repo, &["import", file.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, exported, err) = catalyst(&first.repo, &["export"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        ids(&exported),
+        ["bd-z", "bd-y", "bd-b", "bd-t"],
+        "the order read"
+    );
+
+    let second = Workspace::bare("");
+    let (code, out, err) = catalyst_with_stdin(&second.repo, &["import", "-"], &exported);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, again, err) = catalyst(&second.repo, &["export"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(again, exported, "export, import, export: the same bytes");
 }
 
 /// A `bd` stand-in: appends its arguments to `calls`, and fails while `fail` exists.

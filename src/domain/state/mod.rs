@@ -62,16 +62,17 @@ impl State {
 
     /// Number of beads (steps included).
     pub fn len(&self) -> usize {
-        self.graph.known
+        self.graph.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Every bead, in the order they entered the store.
+    /// Every bead, in the order they entered the store (what export and snapshots write), not
+    /// where a dependency first named it.
     pub fn beads(&self) -> impl Iterator<Item = &Bead> + '_ {
-        self.graph.nodes.iter().filter_map(|n| n.bead.as_ref())
+        self.graph.beads()
     }
 
     /// Work beads ready to be dispatched at `now`, by priority (0 first), then age, then id.

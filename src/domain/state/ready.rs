@@ -86,8 +86,9 @@ pub(crate) struct Graph {
     ready: BTreeSet<ReadyKey>,
     /// How many ready beads have each `defer_until`.
     deferred: BTreeMap<Timestamp, u32>,
-    /// Number of nodes that hold a bead (not placeholders).
-    pub(crate) known: usize,
+    /// The slots of the nodes that hold a bead, in the order the beads arrived: a bead named
+    /// by someone's dependency first takes an earlier slot as a placeholder.
+    order: Vec<Slot>,
 }
 
 impl Graph {
@@ -97,6 +98,18 @@ impl Graph {
 
     pub(crate) fn bead(&self, id: &str) -> Option<&Bead> {
         self.node(self.slot(id)?).bead.as_ref()
+    }
+
+    /// Number of beads (not placeholders).
+    pub(crate) fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Every bead, in the order they arrived.
+    pub(crate) fn beads(&self) -> impl Iterator<Item = &Bead> + '_ {
+        self.order
+            .iter()
+            .filter_map(|slot| self.node(*slot).bead.as_ref())
     }
 
     pub(crate) fn node(&self, slot: Slot) -> &Node {
@@ -129,7 +142,7 @@ impl Graph {
             .map(|d| (d.depends_on_id.clone(), d.dep_type.clone()))
             .collect();
         self.node_mut(slot).bead = Some(bead);
-        self.known += 1;
+        self.order.push(slot);
         for (target, dep_type) in deps {
             self.add_edge(slot, &target, &dep_type, propagate);
         }

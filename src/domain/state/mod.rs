@@ -4,7 +4,7 @@
 //! a group of events is validated before it is written; [`State::apply`] then cannot fail for a
 //! checked event. Replay applies the same way, so a journal produces the same state every time.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::domain::event::{BeadPatch, Event, EventBody};
 use crate::domain::id::BeadId;
@@ -125,11 +125,17 @@ impl State {
             .into_iter()
             .flat_map(|b| b.dependencies.iter())
             .filter(|d| d.dep_type.is_blocking())
-            .map(|d| &d.depends_on_id)
+            .filter_map(|d| d.depends_on_id.bead())
             .filter(|target| {
                 self.get(target.as_str())
                     .is_some_and(|t| !t.status.is_closed())
             })
+    }
+
+    /// A bead whose id differs from `id` only in case: the store refuses such a pair, since on
+    /// a case-insensitive file system they would share a worktree and a branch.
+    pub fn case_twin(&self, id: &str) -> Option<&BeadId> {
+        self.graph.case_twin(id)
     }
 
     /// Rebuilds readiness from scratch (what start-up from a snapshot does).
@@ -158,14 +164,14 @@ impl State {
         &self,
         bodies: impl IntoIterator<Item = &'a EventBody>,
     ) -> Result<(), ApplyError> {
-        let mut created = HashSet::new();
+        let mut created = Created::default();
         for body in bodies {
             self.check(body, &mut created)?;
         }
         Ok(())
     }
 
-    fn check(&self, body: &EventBody, created: &mut HashSet<BeadId>) -> Result<(), ApplyError> {
+    fn check(&self, body: &EventBody, created: &mut Created) -> Result<(), ApplyError> {
         match body {
             EventBody::BeadCreated { bead } => self.check_create(bead, created),
             EventBody::BeadUpdated { id, patch } => {
@@ -212,27 +218,34 @@ impl State {
         }
     }
 
-    fn check_exists(&self, id: &BeadId, created: &HashSet<BeadId>) -> Result<(), ApplyError> {
-        if self.contains(id.as_str()) || created.contains(id) {
+    fn check_exists(&self, id: &BeadId, created: &Created) -> Result<(), ApplyError> {
+        if self.contains(id.as_str()) || created.ids.contains(id) {
             Ok(())
         } else {
             Err(ApplyError::NotFound(id.clone()))
         }
     }
 
-    fn check_create(&self, bead: &Bead, created: &mut HashSet<BeadId>) -> Result<(), ApplyError> {
-        if self.contains(bead.id.as_str()) || created.contains(&bead.id) {
+    fn check_create(&self, bead: &Bead, created: &mut Created) -> Result<(), ApplyError> {
+        if self.contains(bead.id.as_str()) || created.ids.contains(&bead.id) {
             return Err(ApplyError::Exists(bead.id.clone()));
         }
+        let twin = self.case_twin(bead.id.as_str());
+        if let Some(twin) = twin.or_else(|| created.case_twin(&bead.id)) {
+            return Err(invalid(
+                &bead.id,
+                format!("bead `{twin}` has the same id but for case"),
+            ));
+        }
         check_new_bead(bead)?;
-        created.insert(bead.id.clone());
+        created.insert(&bead.id);
         Ok(())
     }
 
     /// Applies one event. The event is checked first, so a failure leaves the state unchanged.
     /// Takes the event by value so that replay moves beads into the store instead of copying.
     pub fn apply(&mut self, event: Event) -> Result<(), ApplyError> {
-        self.check(&event.body, &mut HashSet::new())?;
+        self.check(&event.body, &mut Created::default())?;
         let ts = event.ts;
         match event.body {
             EventBody::BeadCreated { bead } => {
@@ -424,8 +437,9 @@ impl State {
             return;
         };
         for dep in &patch.add_dependencies {
-            self.graph
-                .add_edge(slot, &dep.depends_on_id, &dep.dep_type, true);
+            if let Some(target) = dep.depends_on_id.bead() {
+                self.graph.add_edge(slot, target, &dep.dep_type, true);
+            }
         }
         self.graph.update(slot, |b| {
             let p = patch;
@@ -480,6 +494,34 @@ impl State {
             }
             b.updated_at = ts;
         });
+    }
+}
+
+/// The ids created earlier in a group being checked.
+#[derive(Default)]
+struct Created {
+    ids: HashSet<BeadId>,
+    /// Those with an upper-case letter, by the id in lower case.
+    folded: HashMap<Box<str>, BeadId>,
+}
+
+impl Created {
+    fn insert(&mut self, id: &BeadId) {
+        if id.as_str().bytes().any(|b| b.is_ascii_uppercase()) {
+            let lower = id.as_str().to_ascii_lowercase().into_boxed_str();
+            self.folded.insert(lower, id.clone());
+        }
+        self.ids.insert(id.clone());
+    }
+
+    /// An id created earlier in the group that differs from `id` only in case.
+    fn case_twin(&self, id: &BeadId) -> Option<&BeadId> {
+        if !id.as_str().bytes().any(|b| b.is_ascii_uppercase()) {
+            return self.folded.get(id.as_str());
+        }
+        let lower = id.as_str().to_ascii_lowercase();
+        let twin = self.folded.get(lower.as_str()).filter(|t| *t != id);
+        twin.or_else(|| self.ids.get(lower.as_str()))
     }
 }
 

@@ -6,7 +6,8 @@
 //! dependency points at a bead that exists and is not closed, when its own status is `blocked`,
 //! or when a `parent-child` parent is held back (transitively). A dependency on a bead the store
 //! does not know does not hold anything back, as in `bd ready`; when that bead arrives its
-//! dependents are re-evaluated.
+//! dependents are re-evaluated. A dependency on another project's issue (`external:…`) is no
+//! edge at all: nothing here could ever tell that it is done.
 //!
 //! Each node keeps two counters (open blockers, held-back parents) and the two flags it last
 //! published to its neighbours. A change re-evaluates one node and walks outward only while
@@ -89,6 +90,9 @@ pub(crate) struct Graph {
     /// The slots of the nodes that hold a bead, in the order the beads arrived: a bead named
     /// by someone's dependency first takes an earlier slot as a placeholder.
     order: Vec<Slot>,
+    /// The beads whose id has an upper-case letter, by the id in lower case: ids that differ
+    /// only in case are refused (see [`Graph::case_twin`]).
+    folded: HashMap<Box<str>, BeadId>,
 }
 
 impl Graph {
@@ -110,6 +114,20 @@ impl Graph {
         self.order
             .iter()
             .filter_map(|slot| self.node(*slot).bead.as_ref())
+    }
+
+    /// A bead whose id differs from `id` only in case. On a case-insensitive file system the two
+    /// would share a worktree, a run folder and a branch.
+    pub(crate) fn case_twin(&self, id: &str) -> Option<&BeadId> {
+        if !id.bytes().any(|b| b.is_ascii_uppercase()) {
+            // Every id kept in `folded` has an upper-case letter, so it is not `id` itself.
+            return self.folded.get(id);
+        }
+        let lower = id.to_ascii_lowercase();
+        if let Some(twin) = self.folded.get(lower.as_str()).filter(|t| t.as_str() != id) {
+            return Some(twin);
+        }
+        self.bead(&lower).map(|b| &b.id)
     }
 
     pub(crate) fn node(&self, slot: Slot) -> &Node {
@@ -136,11 +154,16 @@ impl Graph {
     /// which bulk loading calls once at the end.
     pub(crate) fn insert(&mut self, bead: Bead, propagate: bool) -> Slot {
         let slot = self.slot_or_insert(&bead.id);
+        // An external dependency is no node: nothing here can tell when it is done.
         let deps: Vec<(BeadId, DepType)> = bead
             .dependencies
             .iter()
-            .map(|d| (d.depends_on_id.clone(), d.dep_type.clone()))
+            .filter_map(|d| Some((d.depends_on_id.bead()?.clone(), d.dep_type.clone())))
             .collect();
+        if bead.id.as_str().bytes().any(|b| b.is_ascii_uppercase()) {
+            let folded = bead.id.as_str().to_ascii_lowercase().into_boxed_str();
+            self.folded.insert(folded, bead.id.clone());
+        }
         self.node_mut(slot).bead = Some(bead);
         self.order.push(slot);
         for (target, dep_type) in deps {

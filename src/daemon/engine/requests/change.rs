@@ -64,6 +64,15 @@ impl Engine {
                 if self.store.state().contains(id.as_str()) || taken.contains(&id) {
                     return Err(RpcError::conflict(format!("bead `{id}` already exists")));
                 }
+                let twin = self.store.state().case_twin(id.as_str()).or_else(|| {
+                    let same = |t: &&BeadId| t.as_str().eq_ignore_ascii_case(id.as_str());
+                    taken.iter().find(same)
+                });
+                if let Some(twin) = twin {
+                    return Err(RpcError::conflict(format!(
+                        "bead `{twin}` already exists, and ids may not differ only in case"
+                    )));
+                }
                 id
             }
             None => self.new_id(taken)?,
@@ -126,7 +135,9 @@ impl Engine {
             let id = BeadId::new(&format!("{prefix}{}", base36(self.next_number)))
                 .map_err(|e| RpcError::internal(e.to_string()))?;
             self.next_number += 1;
-            if !self.store.state().contains(id.as_str()) && !taken.contains(&id) {
+            let state = self.store.state();
+            let free = !state.contains(id.as_str()) && state.case_twin(id.as_str()).is_none();
+            if free && !taken.contains(&id) {
                 return Ok(id);
             }
         }

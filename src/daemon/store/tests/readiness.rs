@@ -78,6 +78,18 @@ fn dependency_cases() -> Vec<Case> {
             ready: &["c"],
         },
         Case {
+            name: "a blocker in another project (`external:…`) holds nothing",
+            beads: vec![{
+                let mut b = bead("b", &[]);
+                let mut dep = Dependency::new(id("b"), id("x"), Blocks, at(0));
+                dep.depends_on_id = DepTarget::parse("external:billing:BIL-7").unwrap();
+                b.dependencies.push(dep);
+                b
+            }],
+            then: vec![],
+            ready: &["b"],
+        },
+        Case {
             name: "a blocker the store does not know holds nothing until it arrives",
             beads: vec![bead("b", &[("ghost", Blocks)])],
             then: vec![created(bead("ghost", &[]))],

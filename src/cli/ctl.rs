@@ -12,6 +12,7 @@ use crate::cli::render::style::Paint;
 use crate::cli::render::{compact, render_beads, render_event_with, render_show, render_status};
 use crate::daemon::Paths;
 use crate::domain::event::BeadPatch;
+use crate::domain::id::BeadId;
 use crate::protocol::{
     ApproveParams, BeadInput, BeadList, CloseParams, CommentParams, IdParams, ListParams, Method,
     PauseParams, RejectParams, ShowAnswer, ShowParams, StreamLine, Submitted, SubscribeParams,
@@ -78,6 +79,10 @@ pub enum CtlCommand {
         /// Replace the labels.
         #[arg(long = "label")]
         labels: Vec<String>,
+        /// Stop waiting for this bead (repeatable): drop the dependency `--after` added, e.g.
+        /// on a bead that was cancelled.
+        #[arg(long, value_name = "BEAD")]
+        drop_after: Vec<BeadId>,
     },
     /// Add a comment.
     Comment {
@@ -461,10 +466,12 @@ fn update_method(command: &CtlCommand) -> Result<Method, CtlError> {
         description_file,
         acceptance,
         labels,
+        drop_after,
     } = command
     else {
         unreachable!("called for `update` only")
     };
+
     let description = description_file.as_ref().map(read_text).transpose()?;
     Ok(Method::Update(Box::new(UpdateParams {
         id: bead.clone(),
@@ -474,6 +481,7 @@ fn update_method(command: &CtlCommand) -> Result<Method, CtlError> {
             description: description.map(Some),
             acceptance_criteria: acceptance.clone().map(Some),
             labels: (!labels.is_empty()).then(|| labels.clone()),
+            drop_after: drop_after.clone(),
             ..Default::default()
         },
     })))

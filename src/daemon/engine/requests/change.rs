@@ -145,6 +145,18 @@ impl Engine {
 
     pub(super) fn update(&mut self, p: UpdateParams) -> Handled<Updated> {
         let bead = self.bead(&p.id)?;
+        for target in &p.set.drop_after {
+            let waits = bead
+                .dependencies
+                .iter()
+                .any(|d| d.dep_type.is_blocking() && d.depends_on_id.bead() == Some(target));
+            if !waits {
+                return Err(RpcError::bad_request(format!(
+                    "`{}` does not wait for `{target}`",
+                    bead.id
+                )));
+            }
+        }
         self.record_for_client(vec![EventBody::BeadUpdated {
             id: bead.id,
             patch: Box::new(p.set),

@@ -240,6 +240,9 @@ pub struct Bead {
 /// Issue types that are never ready work (as in `bd ready`).
 pub const NEVER_READY_TYPES: [&str; 3] = ["molecule", "gate", "message"];
 
+/// The key under a work bead's `metadata` of its formula variables (an object of strings).
+pub const VARS_KEY: &str = "formula_vars";
+
 /// Highest priority value accepted (lowest urgency).
 pub const MAX_PRIORITY: u8 = 4;
 

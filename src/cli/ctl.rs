@@ -505,7 +505,6 @@ fn update_method(command: &CtlCommand) -> Result<Method, CtlError> {
     else {
         unreachable!("called for `update` only")
     };
-
     let description = description_file.as_ref().map(read_text).transpose()?;
     Ok(Method::Update(Box::new(UpdateParams {
         id: bead.clone(),

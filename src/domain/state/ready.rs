@@ -11,15 +11,17 @@
 //! every step of its molecule is closed (so its merge step merged). A cancelled bead, or one a
 //! person closed halfway through its molecule, keeps its dependents waiting until someone
 //! decides (reopens it, or drops the dependency). A closed bead that was never poured, as a
-//! closed issue read from beads, is done. A dependency on a bead the store
-//! does not know does not hold anything back, as in `bd ready`; when that bead arrives its
-//! dependents are re-evaluated. A dependency on another project's issue (`external:…`) is no
-//! edge at all: nothing here could ever tell that it is done.
+//! closed issue read from beads, is done.
 //!
-//! Each node keeps two counters (open blockers, held-back parents) and the two flags it last
-//! published to its neighbours. A change re-evaluates one node and walks outward only while
-//! flags flip, so a status change costs work proportional to its dependents and descendants,
-//! never to the size of the store.
+//! A dependency on a bead the store does not know does not hold anything back, as in
+//! `bd ready`; when that bead arrives its dependents are re-evaluated. A dependency on another
+//! project's issue (`external:…`) is no edge at all: nothing here could ever tell that it is
+//! done.
+//!
+//! Each node keeps three counters (open blockers, held-back parents, open steps) and the three
+//! flags it last published to its neighbours. A change re-evaluates one node and walks outward
+//! only while flags flip, so a status change costs work proportional to its dependents,
+//! descendants and parents, never to the size of the store.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

@@ -31,8 +31,6 @@ pub enum InterchangeError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Line(#[from] jsonl::LineError),
-    #[error(transparent)]
     Client(#[from] ClientError),
     #[error(transparent)]
     Daemon(#[from] crate::daemon::DaemonError),
@@ -69,12 +67,22 @@ pub async fn import_file(
         path: file.to_owned(),
         source,
     })?;
-    let parsed = jsonl::parse(&text, &file.display().to_string())?;
-    let (report, mode) = match Client::connect(socket).await {
+    let (parsed, bad_lines) = jsonl::parse(&text, &file.display().to_string());
+    // A line that is not a bead is counted and the others go in: one odd line of a real
+    // export must not keep the whole file out.
+    let mut report = ImportReport {
+        invalid: bad_lines
+            .into_iter()
+            .map(|e| (format!("{}:{}", e.source_name, e.line), e.problem))
+            .collect(),
+        ..ImportReport::default()
+    };
+    let (imported, mode) = match Client::connect(socket).await {
         Ok(client) => (import_through(client, parsed.beads).await?, Mode::Daemon),
         Err(ClientError::NotRunning(_)) => (import_offline(paths, parsed.beads)?, Mode::Offline),
         Err(e) => return Err(e.into()),
     };
+    report.add(imported);
     Ok(Imported {
         report,
         skipped: parsed.skipped,

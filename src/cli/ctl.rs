@@ -12,6 +12,8 @@ use crate::cli::render::style::Paint;
 use crate::cli::render::{compact, render_beads, render_event_with, render_show, render_status};
 use crate::daemon::Paths;
 use crate::domain::event::BeadPatch;
+use crate::domain::id::BeadId;
+use crate::domain::model::{JsonMap, VARS_KEY};
 use crate::protocol::{
     ApproveParams, BeadInput, BeadList, CloseParams, CommentParams, IdParams, ListParams, Method,
     PauseParams, RejectParams, ShowAnswer, ShowParams, StreamLine, Submitted, SubscribeParams,
@@ -78,6 +80,10 @@ pub enum CtlCommand {
         /// Replace the labels.
         #[arg(long = "label")]
         labels: Vec<String>,
+        /// Stop waiting for this bead (repeatable): drop the dependency `--after` added, e.g.
+        /// on a bead that was cancelled.
+        #[arg(long, value_name = "BEAD")]
+        drop_after: Vec<BeadId>,
     },
     /// Add a comment.
     Comment {
@@ -222,6 +228,10 @@ pub struct SubmitArgs {
     /// Start only after this bead is merged (repeatable).
     #[arg(long)]
     pub after: Vec<String>,
+    /// A formula variable, `KEY=VALUE` (repeatable), kept in the bead's
+    /// `metadata.formula_vars`; the formula's `[vars]` check it when the bead is poured.
+    #[arg(long = "var", value_name = "KEY=VALUE", value_parser = parse_var)]
+    pub vars: Vec<(String, String)>,
     /// Use this id instead of a generated one.
     #[arg(long)]
     pub id: Option<String>,
@@ -245,6 +255,9 @@ pub enum CtlError {
     /// Something failed on this side (reading the repository or the config): exit 2.
     #[error("{0}")]
     Failed(String),
+    /// The command line asks for something that cannot be meant: exit 2, as clap's errors.
+    #[error("{0}")]
+    Usage(String),
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
 }
@@ -431,6 +444,31 @@ fn method_for(command: &CtlCommand) -> Result<Method, CtlError> {
     })
 }
 
+/// `--var KEY=VALUE`: the value may hold `=` and be empty, the key may not.
+fn parse_var(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => Ok((key.to_owned(), value.to_owned())),
+        Some(_) => Err("the variable's name is empty; expected KEY=VALUE".into()),
+        None => Err("expected KEY=VALUE, e.g. `--var test_command=cargo test`".into()),
+    }
+}
+
+/// `metadata.formula_vars` from the `--var`s, or no metadata without them.
+fn formula_vars(vars: &[(String, String)]) -> Result<Option<JsonMap>, CtlError> {
+    if vars.is_empty() {
+        return Ok(None);
+    }
+    let mut values = JsonMap::new();
+    for (key, value) in vars {
+        if values.insert(key.clone(), value.as_str().into()).is_some() {
+            return Err(CtlError::Usage(format!("`--var {key}=…` is given twice")));
+        }
+    }
+    let mut metadata = JsonMap::new();
+    metadata.insert(VARS_KEY.into(), values.into());
+    Ok(Some(metadata))
+}
+
 fn submit_method(s: &SubmitArgs) -> Result<Method, CtlError> {
     let description = match (&s.description_file, &s.description) {
         (Some(path), _) => Some(read_text(path)?),
@@ -449,6 +487,7 @@ fn submit_method(s: &SubmitArgs) -> Result<Method, CtlError> {
         labels: s.labels.clone(),
         formula: s.formula.clone(),
         after: s.after.clone(),
+        metadata: formula_vars(&s.vars)?,
         ..Default::default()
     }]))
 }
@@ -461,6 +500,7 @@ fn update_method(command: &CtlCommand) -> Result<Method, CtlError> {
         description_file,
         acceptance,
         labels,
+        drop_after,
     } = command
     else {
         unreachable!("called for `update` only")
@@ -474,6 +514,7 @@ fn update_method(command: &CtlCommand) -> Result<Method, CtlError> {
             description: description.map(Some),
             acceptance_criteria: acceptance.clone().map(Some),
             labels: (!labels.is_empty()).then(|| labels.clone()),
+            drop_after: drop_after.clone(),
             ..Default::default()
         },
     })))

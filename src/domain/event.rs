@@ -390,6 +390,10 @@ pub struct BeadPatch {
     /// Dependencies added to the bead (an edge already present is not added twice).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub add_dependencies: Vec<Dependency>,
+    /// Beads it no longer waits for: its `blocks` and `conditional-blocks` dependencies on them
+    /// (what `after` adds) are removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drop_after: Vec<BeadId>,
 }
 
 /// Distinguishes a field set to `null` (`Some(None)`) from an absent one (`None`).

@@ -2,7 +2,9 @@
 //!
 //! Ids become file names under `.catalyst/runs/`, worktree folders and git branch names
 //! (`catalyst/<id>`), so every id is checked where it enters: from a socket request, an inbox
-//! file, a formula, a beads import or the journal itself.
+//! file, a formula, a beads import or the journal itself. A dependency may instead point at an
+//! issue of another project (`external:<project>:<id>`, as beads writes it): a
+//! [`DepTarget`], never a bead of this store, so it never becomes a path.
 
 use std::fmt;
 use std::sync::Arc;
@@ -23,9 +25,12 @@ pub struct IdError {
 
 /// A bead id such as `cat-1x9` or a step id such as `cat-1x9.review`.
 ///
-/// The rule is `[a-z0-9][a-z0-9._-]*`, at most [`MAX_ID_LEN`] bytes, and additionally nothing
-/// git refuses in a branch name: no `..`, no trailing `.`, no `.lock` suffix.
-/// Cloning is cheap (shared string).
+/// The rule is `[A-Za-z0-9][A-Za-z0-9._-]*`, at most [`MAX_ID_LEN`] bytes, and additionally
+/// nothing git refuses in a branch name: no `..`, no trailing `.`, no `.lock` suffix.
+/// Upper-case letters are allowed because beads allows them (its prefixes are the user's, e.g.
+/// `API-12`) and an import keeps ids as they are; git and the file system take them as they
+/// are too. The store refuses two ids that differ only in case (a case-insensitive file system
+/// would give them one worktree and one branch). Cloning is cheap (shared string).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BeadId(Arc<str>);
 
@@ -59,14 +64,14 @@ fn validate(s: &str) -> Result<(), IdError> {
     if s.len() > MAX_ID_LEN {
         return fail("it is longer than 64 bytes");
     }
-    if !(first.is_ascii_lowercase() || first.is_ascii_digit()) {
-        return fail("it must start with a lowercase letter or a digit");
+    if !first.is_ascii_alphanumeric() {
+        return fail("it must start with a letter or a digit");
     }
     if !s
         .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
     {
-        return fail("only `a-z`, `0-9`, `.`, `_` and `-` are allowed");
+        return fail("only `a-z`, `A-Z`, `0-9`, `.`, `_` and `-` are allowed");
     }
     if s.contains("..") {
         return fail("it contains `..`");
@@ -124,13 +129,117 @@ impl<'de> Deserialize<'de> for BeadId {
     }
 }
 
+/// The longest external reference accepted, in bytes.
+pub const MAX_EXTERNAL_LEN: usize = 256;
+
+/// What a dependency points at: a bead (of this store, or one it does not have yet), or an
+/// issue of another project, `external:<project>:<id>` as beads writes it.
+///
+/// An external reference is kept as it was read and written back unchanged; catalyst cannot
+/// look into other projects, so it never holds a bead back (see `domain::state::ready`).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum DepTarget {
+    Bead(BeadId),
+    External(Arc<str>),
+}
+
+impl DepTarget {
+    /// `external:<project>:<id>` (both parts non-empty, no control characters), else a bead id.
+    pub fn parse(s: &str) -> Result<DepTarget, IdError> {
+        let Some(rest) = s.strip_prefix(EXTERNAL) else {
+            return BeadId::new(s).map(DepTarget::Bead);
+        };
+        let fail = |reason| {
+            Err(IdError {
+                shown: shown(s),
+                reason,
+            })
+        };
+        if s.len() > MAX_EXTERNAL_LEN {
+            return fail("an external reference is at most 256 bytes");
+        }
+        if s.chars().any(char::is_control) {
+            return fail("an external reference must not hold control characters");
+        }
+        match rest.split_once(':') {
+            Some((project, id)) if !project.is_empty() && !id.is_empty() => {
+                Ok(DepTarget::External(Arc::from(s)))
+            }
+            _ => fail("an external reference is `external:<project>:<id>`"),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            DepTarget::Bead(id) => id.as_str(),
+            DepTarget::External(s) => s,
+        }
+    }
+
+    /// The bead, unless this is an external reference.
+    pub fn bead(&self) -> Option<&BeadId> {
+        match self {
+            DepTarget::Bead(id) => Some(id),
+            DepTarget::External(_) => None,
+        }
+    }
+}
+
+const EXTERNAL: &str = "external:";
+
+impl From<BeadId> for DepTarget {
+    fn from(id: BeadId) -> Self {
+        DepTarget::Bead(id)
+    }
+}
+
+impl PartialEq<BeadId> for DepTarget {
+    fn eq(&self, other: &BeadId) -> bool {
+        self.bead() == Some(other)
+    }
+}
+
+impl fmt::Display for DepTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for DepTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl Serialize for DepTarget {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for DepTarget {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        DepTarget::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn accepts_beads_and_step_ids() {
-        for ok in ["cat-1x9", "bd-5zf0.1", "cat-a.fix-2", "0", "a_b-c.d"] {
+        for ok in [
+            "cat-1x9",
+            "bd-5zf0.1",
+            "cat-a.fix-2",
+            "0",
+            "a_b-c.d",
+            "API-12",
+            "Cat-1",
+            "cat-A.review",
+        ] {
             assert!(BeadId::new(ok).is_ok(), "{ok} should be valid");
         }
     }
@@ -143,8 +252,8 @@ mod tests {
             ("../etc", "start"),
             ("a/b", "allowed"),
             ("a b", "allowed"),
-            ("Cat-1", "start"),
-            ("cat-A", "allowed"),
+            ("Çat-1", "start"),
+            ("cat-é", "allowed"),
             ("a\nb", "allowed"),
             ("a\u{7}", "allowed"),
             ("a..b", "`..`"),
@@ -175,5 +284,29 @@ mod tests {
         assert!(serde_json::from_str::<BeadId>("\"ok-1\"").is_ok());
         let err = serde_json::from_str::<BeadId>("\"../x\"").unwrap_err();
         assert!(err.to_string().contains("../x"), "{err}");
+    }
+
+    #[test]
+    fn a_dependency_points_at_a_bead_or_at_another_project() {
+        let bead: DepTarget = serde_json::from_str("\"bd-1\"").unwrap();
+        assert_eq!(bead, BeadId::new("bd-1").unwrap());
+        let external: DepTarget = serde_json::from_str("\"external:billing:BIL-7\"").unwrap();
+        assert_eq!(external.bead(), None);
+        assert_eq!(
+            serde_json::to_string(&external).unwrap(),
+            "\"external:billing:BIL-7\""
+        );
+        for bad in [
+            "external:",
+            "external:billing",
+            "external::x",
+            "external:billing:",
+            "external:a:b\nc",
+            "a:b",
+        ] {
+            assert!(DepTarget::parse(bad).is_err(), "{bad:?}");
+        }
+        let long = format!("external:p:{}", "x".repeat(MAX_EXTERNAL_LEN));
+        assert!(DepTarget::parse(&long).is_err());
     }
 }

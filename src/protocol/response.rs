@@ -15,6 +15,7 @@ use super::error::RpcError;
 use crate::domain::beads::import::ImportReport;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Status};
+use crate::domain::state::Stuck;
 use crate::domain::time::Timestamp;
 use crate::domain::unavailable::{PauseScope, Unavailable};
 
@@ -169,10 +170,14 @@ pub struct BeadSummary {
     pub priority: u8,
     pub running: Option<RunningStep>,
     pub status: Status,
+    /// Those of `waiting_for` that will not get done by themselves, and why: a person must
+    /// retry, reopen or finish them, or drop the dependency.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stuck_on: BTreeMap<BeadId, Stuck>,
     pub title: String,
     pub total: u64,
     /// The beads a work bead that is not closed waits for (`--after`, `blocks`): those not
-    /// closed yet.
+    /// done yet (a cancelled one, or one closed before its merge, is not done).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_for: Vec<BeadId>,
 }

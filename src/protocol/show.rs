@@ -1,6 +1,7 @@
 //! The answer to `show`: a bead, its progress, its steps and (with `runs`) every attempt of
 //! every step, for the audit trail.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::ser::SerializeMap;
@@ -10,6 +11,7 @@ use serde_json::Value;
 use super::response::{double_option, sorted, BeadSummary, RunningStep};
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Phase, Role, Status};
+use crate::domain::state::Stuck;
 use crate::domain::time::Timestamp;
 
 /// `show`: the fields of the bead's [`BeadSummary`], the bead itself and its steps.
@@ -28,6 +30,9 @@ pub struct ShowAnswer {
     pub running: Option<RunningStep>,
     pub status: Status,
     pub steps: Vec<StepView>,
+    /// See [`BeadSummary::stuck_on`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stuck_on: BTreeMap<BeadId, Stuck>,
     pub title: String,
     pub total: u64,
     /// See [`BeadSummary::waiting_for`].
@@ -50,6 +55,7 @@ impl ShowAnswer {
             running: summary.running,
             status: summary.status,
             steps,
+            stuck_on: summary.stuck_on,
             title: summary.title,
             total: summary.total,
             waiting_for: summary.waiting_for,

@@ -381,6 +381,54 @@ async fn cancelling_stops_the_agent_and_ctl_says_cancelled_and_what_waits() {
         show.contains("status cancelled ") && show.contains("reason: cancelled: not needed"),
         "{show}"
     );
+
+    // The bead after it was released by the cancel and ran without the cancelled bead's work.
+    // It waits, says why, and says what a person can do.
+    let (_, list, _) = daemon.ctl(&["list"], "").await;
+    assert!(
+        row(&list, "cat-after").contains("  waiting for cat-hang (cancelled)  "),
+        "{list}"
+    );
+    let (_, show, _) = daemon.ctl(&["show", "cat-after"], "").await;
+    assert!(
+        show.contains("\nwaiting for cat-hang (cancelled)\n")
+            && show.contains(
+                "cat-hang was cancelled and will not merge: \
+                 `catalyst ctl update cat-after --drop-after cat-hang` stops waiting for it"
+            ),
+        "{show}"
+    );
+    let (_, json, _) = daemon.ctl(&["--json", "show", "cat-after"], "").await;
+    let shown: Event = serde_json::from_str(&json).expect("json");
+    assert_eq!(
+        shown["stuck_on"],
+        serde_json::json!({"cat-hang": "cancelled"}),
+        "{json}"
+    );
+    let poured = |events: &[Event]| {
+        events
+            .iter()
+            .any(|e| e["type"] == "molecule.poured" && e["bead"] == "cat-after")
+    };
+    assert!(!poured(&daemon.events().await), "cat-after was not poured");
+
+    let (code, _, err) = daemon
+        .ctl(&["update", "cat-after", "--drop-after", "cat-1"], "")
+        .await;
+    assert_eq!(code, 1, "it never waited for cat-1");
+    assert!(
+        err.contains("`cat-after` does not wait for `cat-1`"),
+        "{err}"
+    );
+    let (code, _, err) = daemon
+        .ctl(&["update", "cat-after", "--drop-after", "cat-hang"], "")
+        .await;
+    assert_eq!(code, 0, "{err}");
+    daemon
+        .wait_for("cat-after to be poured once it waits no more", |e| {
+            e["type"] == "molecule.poured" && e["bead"] == "cat-after"
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -276,3 +276,94 @@ async fn gate_commands_that_outlive_their_timeout_fail_the_gate() {
     assert!(context.contains("timed out"), "{context}");
     assert_eq!(daemon.roles_of(&id), ["implement", "fix"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_submit_var_gives_the_formula_its_variables_without_an_inbox_file() {
+    let daemon = TestDaemon::start(GATED, "").await;
+    for (var, why) in [
+        ("test_command", "expected KEY=VALUE"),
+        ("=make test", "name is empty"),
+    ] {
+        let (code, _, err) = daemon
+            .ctl(&["submit", "x", "--formula", "gated", "--var", var], "")
+            .await;
+        assert_eq!(code, 2, "a command line that is wrong: {err}");
+        assert!(err.contains(why), "{err}");
+    }
+    let twice = ["--var", "test_command=true", "--var", "test_command=false"];
+    let (code, _, err) = daemon
+        .ctl(
+            &[&["submit", "x", "--formula", "gated"][..], &twice].concat(),
+            "",
+        )
+        .await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("`--var test_command=…` is given twice"),
+        "{err}"
+    );
+
+    // The formula checks the value when the bead is poured, as for an inbox file's.
+    let shell = "test_command=true; rm -rf .";
+    let (code, _, err) = daemon
+        .ctl(
+            &[
+                "submit",
+                "Bad",
+                "--id",
+                "cat-bad",
+                "--formula",
+                "gated",
+                "--var",
+                shell,
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(code, 0, "{err}");
+    let blocked = daemon.wait_status("cat-bad", "blocked").await;
+    assert!(
+        blocked["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("does not match the pattern")),
+        "{blocked}"
+    );
+
+    let (code, _, err) = daemon
+        .ctl(
+            &[
+                "submit",
+                "Checked work",
+                "--id",
+                "cat-var",
+                "--formula",
+                "gated",
+                "--var",
+                "test_command=test -f fixed.txt",
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(code, 0, "{err}");
+    let shown = daemon
+        .call(Method::Show(ShowParams {
+            id: "cat-var".into(),
+            runs: false,
+        }))
+        .await;
+    assert_eq!(
+        shown["bead"]["metadata"]["formula_vars"],
+        json!({"test_command": "test -f fixed.txt"})
+    );
+    let failed = daemon
+        .wait_for("the checks to run the submitted command", |e| {
+            e["type"] == "gate.failed" && e["step"] == "cat-var.checks"
+        })
+        .await;
+    assert!(
+        failed["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("$ sh -c 'test -f fixed.txt'")),
+        "{failed}"
+    );
+}

@@ -5,7 +5,7 @@
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use catalyst_testkit::cli::catalyst;
+use catalyst_testkit::cli::{catalyst, catalyst_with_stdin};
 use catalyst_testkit::Workspace;
 
 /// The three shapes of docs/data-model.md#beads-export-lines (a `blocks` dependency with offset timestamps and
@@ -96,6 +96,135 @@ async fn import_then_export_through_the_daemon_gives_the_same_lines() {
     daemon.client().await;
     // The daemon is another process: blocking this test's thread on `catalyst` is fine.
     round_trip(&ws, "through the daemon");
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit().await.success());
+}
+
+/// An issue line whose `blocks` dependencies name `targets`.
+fn issue_after(id: &str, targets: &[&str]) -> String {
+    let deps: Vec<Value> = targets
+        .iter()
+        .map(|t| serde_json::json!({"issue_id": id, "depends_on_id": t, "type": "blocks"}))
+        .collect();
+    let mut line = serde_json::json!({
+        "id": id, "title": format!("Issue {id}"), "status": "closed", "priority": 2,
+        "issue_type": "task", "created_at": "2026-01-12T02:16:02Z",
+        "updated_at": "2026-01-12T02:16:02Z",
+    });
+    if !deps.is_empty() {
+        line["dependencies"] = Value::from(deps);
+    }
+    line.to_string()
+}
+
+fn ids(text: &str) -> Vec<String> {
+    values(text)
+        .iter()
+        .map(|v| v["id"].as_str().expect("an id").to_owned())
+        .collect()
+}
+
+#[test]
+fn export_writes_beads_in_store_order_so_a_round_trip_is_byte_for_byte() {
+    // Export wrote a bead where it was first referenced: `bd-b`, named by `bd-z` before it
+    // arrived, took that early place, and `bd-t`, named by `bd-b`, came out before `bd-y`.
+    // Importing that export ordered the lines differently again.
+    let lines = [
+        issue_after("bd-z", &["bd-b"]),
+        issue_after("bd-y", &[]),
+        issue_after("bd-b", &["bd-t"]),
+        issue_after("bd-t", &[]),
+    ];
+    let first = Workspace::bare("");
+    let file = first.root.join("issues.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").expect("export file");
+    let (code, out, err) = catalyst(&first.repo, &["import", file.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, exported, err) = catalyst(&first.repo, &["export"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        ids(&exported),
+        ["bd-z", "bd-y", "bd-b", "bd-t"],
+        "the order read"
+    );
+
+    let second = Workspace::bare("");
+    let (code, out, err) = catalyst_with_stdin(&second.repo, &["import", "-"], &exported);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, again, err) = catalyst(&second.repo, &["export"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(again, exported, "export, import, export: the same bytes");
+}
+
+/// Lines of a real export that catalyst used to refuse whole: a dependency on an issue of
+/// another project, an upper-case id and a dependency on it; and two lines that are no bead.
+fn real_export(ws: &Workspace) -> (std::path::PathBuf, Vec<Value>) {
+    let external = serde_json::json!({
+        "id": "bd-ext", "title": "Waits for another project", "status": "open", "priority": 2,
+        "issue_type": "task", "created_at": "2026-01-12T02:16:02Z",
+        "updated_at": "2026-01-12T02:16:02Z",
+        "dependencies": [{"issue_id": "bd-ext", "depends_on_id": "external:billing:BIL-7",
+            "type": "blocks", "created_at": "2026-01-12T02:16:03Z", "created_by": "mayor"}],
+    });
+    let mut upper: Value = serde_json::from_str(&issue("API-12", "open", &["backend"])).unwrap();
+    upper["title"] = "An upper-case id".into();
+    let mut after_upper: Value =
+        serde_json::from_str(&issue_after("bd-after", &["API-12"])).unwrap();
+    after_upper["status"] = "open".into();
+    let good = vec![external, upper, after_upper];
+    let lines = [
+        good[0].to_string(),
+        good[1].to_string(),
+        r#"{"id":"bad id","title":"x","status":"open","created_at":"2026-01-12T02:16:02Z","updated_at":"2026-01-12T02:16:02Z"}"#.to_owned(),
+        good[2].to_string(),
+        r#"{"id":"bd-cut","title":"#.to_owned(),
+    ];
+    let file = ws.root.join("issues.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").expect("export file");
+    (file, good)
+}
+
+/// `catalyst import` of `real_export`: the bead lines go in as they are, the two others are
+/// counted as refused with their line numbers (exit 1), and the export gives the lines back.
+fn import_real_export(ws: &Workspace) {
+    let (file, good) = real_export(ws);
+    let (code, out, err) = catalyst(&ws.repo, &["import", file.to_str().expect("utf-8")]);
+    assert_eq!(code, 1, "the refused lines are reported: {out}{err}");
+    assert!(out.contains("imported 3 beads"), "{out}");
+    assert!(
+        out.contains("issues.jsonl:3`: not a bead: invalid id `bad id`"),
+        "{out}"
+    );
+    assert!(out.contains("issues.jsonl:5`: not JSON"), "{out}");
+    let (code, exported, err) = catalyst(&ws.repo, &["export"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(values(&exported), good, "kept as read, line by line");
+}
+
+#[test]
+fn a_real_export_is_imported_without_a_daemon_but_its_bad_lines() {
+    let ws = Workspace::bare("");
+    import_real_export(&ws);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_export_is_imported_through_the_daemon_and_an_external_blocker_holds_nothing() {
+    let ws = Workspace::new("", "default_formula = \"\"");
+    let mut daemon = ws.spawn();
+    daemon.client().await;
+    import_real_export(&ws);
+    // catalyst cannot see the other project: the bead waiting for it is ready; the one after
+    // the upper-case bead waits for it.
+    let (code, ready, err) = catalyst(&ws.repo, &["ctl", "--json", "ready"]);
+    assert_eq!(code, 0, "{err}");
+    let ready: Value = serde_json::from_str(&ready).expect("json");
+    let ids: Vec<&str> = ready["beads"]
+        .as_array()
+        .expect("beads")
+        .iter()
+        .filter_map(|b| b["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["API-12", "bd-ext"], "{ready}");
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit().await.success());
 }

@@ -1,5 +1,5 @@
 //! Bad ids and files: ids become paths and branch names, so an id with
-//! `..`, `/`, spaces, upper case, control characters or a kilobyte of text is refused wherever
+//! `..`, `/`, spaces, colons, control characters or a kilobyte of text is refused wherever
 //! it enters (a request, an inbox file, a formula), and nothing is ever created outside
 //! `.catalyst/` (which holds the worktrees).
 
@@ -20,7 +20,8 @@ fn bad_ids() -> Vec<String> {
         "cat-1/../../evil".into(),
         "a/b".into(),
         "has space".into(),
-        "Upper-Case".into(),
+        // A dependency may name another project's issue this way; a bead may not be one.
+        "external:billing:BIL-7".into(),
         "bell\u{7}".into(),
         "new\nline".into(),
         "nul\u{0}byte".into(),

@@ -395,6 +395,7 @@ mod tests {
             priority: 2,
             running: None,
             status,
+            stuck_on: Default::default(),
             title: "T".into(),
             total,
             waiting_for: vec![],

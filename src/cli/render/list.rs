@@ -1,10 +1,13 @@
 //! `ctl list` and `ctl ready`: one aligned row per bead.
 
+use std::collections::BTreeMap;
+
 use super::progress_bar;
 use super::style::{self, Paint, BOLD, DIM};
 use super::table::{Cell, Table};
 use crate::domain::id::BeadId;
 use crate::domain::model::{is_cancel_reason, Status};
+use crate::domain::state::Stuck;
 use crate::protocol::BeadSummary;
 
 /// The status people read: `cancelled` for a bead `cancel` closed, else the bead's own.
@@ -16,13 +19,28 @@ pub fn status_label(status: &Status, close_reason: Option<&str>) -> String {
     }
 }
 
-/// `waiting for cat-2, cat-3`, or nothing.
-pub fn waiting_for(ids: &[BeadId]) -> Option<String> {
+/// `waiting for cat-2 (cancelled), cat-3`, or nothing.
+pub fn waiting_for(ids: &[BeadId], stuck: &BTreeMap<BeadId, Stuck>) -> Option<String> {
     if ids.is_empty() {
         return None;
     }
-    let ids: Vec<&str> = ids.iter().map(BeadId::as_str).collect();
+    let ids: Vec<String> = ids
+        .iter()
+        .map(|id| match stuck.get(id) {
+            Some(why) => format!("{id} ({})", stuck_word(*why)),
+            None => id.to_string(),
+        })
+        .collect();
     Some(format!("waiting for {}", ids.join(", ")))
+}
+
+/// Why a bead another waits for is stuck, in a few words.
+pub fn stuck_word(why: Stuck) -> &'static str {
+    match why {
+        Stuck::Blocked => "blocked",
+        Stuck::Cancelled => "cancelled",
+        Stuck::Unmerged => "closed without merging",
+    }
 }
 
 pub fn render_beads(beads: &[BeadSummary], paint: Paint) -> String {
@@ -46,7 +64,7 @@ pub fn render_beads(beads: &[BeadSummary], paint: Paint) -> String {
                 step.rsplit_once('.').map(|(_, name)| name.to_owned())
             })
             .or_else(|| b.current.clone());
-        let step = match (step, waiting_for(&b.waiting_for)) {
+        let step = match (step, waiting_for(&b.waiting_for, &b.stuck_on)) {
             (Some(step), _) => Cell::plain(step),
             (None, Some(waiting)) => Cell::new(waiting, DIM),
             (None, None) => Cell::plain(""),
@@ -80,6 +98,7 @@ mod tests {
             priority: 2,
             running: None,
             status,
+            stuck_on: BTreeMap::new(),
             title: title.into(),
             total: 0,
             waiting_for: vec![],
@@ -98,17 +117,19 @@ mod tests {
             total: 4,
             ..summary("cat-2", Status::Closed, "Merged")
         };
+        let cat_1 = BeadId::new("cat-1").unwrap();
         let waiting = BeadSummary {
-            waiting_for: vec![BeadId::new("cat-1").unwrap(), BeadId::new("cat-x").unwrap()],
+            waiting_for: vec![cat_1.clone(), BeadId::new("cat-x").unwrap()],
+            stuck_on: BTreeMap::from([(cat_1, Stuck::Cancelled)]),
             ..summary("cat-long-name", Status::Open, "After")
         };
         let text = render_beads(&[cancelled, merged, waiting], Paint::OFF);
         assert_eq!(
             text,
-            "ID             STATUS     PRI  PROGRESS          STEP                      TITLE\n\
-             cat-1          cancelled  2    [----------] 0/0                            Dropped\n\
-             cat-2          closed     2    [##########] 4/4                            Merged\n\
-             cat-long-name  open       2    [----------] 0/0  waiting for cat-1, cat-x  After\n"
+            "ID             STATUS     PRI  PROGRESS          STEP                                  TITLE\n\
+             cat-1          cancelled  2    [----------] 0/0                                        Dropped\n\
+             cat-2          closed     2    [##########] 4/4                                        Merged\n\
+             cat-long-name  open       2    [----------] 0/0  waiting for cat-1 (cancelled), cat-x  After\n"
         );
     }
 }

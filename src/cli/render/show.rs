@@ -4,6 +4,8 @@ use super::list::{status_label, waiting_for};
 use super::style::{self, Paint, BOLD, DIM};
 use super::table::{Cell, Table};
 use super::{progress_bar, time};
+use crate::domain::id::BeadId;
+use crate::domain::state::Stuck;
 use crate::protocol::{RunFiles, RunRecord, ShowAnswer, StepView};
 
 pub fn render_show(s: &ShowAnswer, paint: Paint) -> String {
@@ -18,9 +20,12 @@ pub fn render_show(s: &ShowAnswer, paint: Paint) -> String {
         s.formula.as_deref().unwrap_or("-"),
         progress_bar(s.done, s.total, 20),
     );
-    if let Some(waiting) = waiting_for(&s.waiting_for) {
+    if let Some(waiting) = waiting_for(&s.waiting_for, &s.stuck_on) {
         out.push_str(&paint.paint(DIM, &waiting));
         out.push('\n');
+    }
+    for (id, why) in &s.stuck_on {
+        out.push_str(&format!("  {}\n", unstick_hint(&bead.id, id, *why)));
     }
     if let Some(r) = &bead.close_reason {
         out.push_str(&format!("reason: {r}\n"));
@@ -54,6 +59,20 @@ pub fn render_show(s: &ShowAnswer, paint: Paint) -> String {
         }
     }
     out
+}
+
+/// What a person can do about `bead` waiting for `stuck`, which will not merge by itself.
+fn unstick_hint(bead: &BeadId, stuck: &BeadId, why: Stuck) -> String {
+    let drop = format!("`catalyst ctl update {bead} --drop-after {stuck}` stops waiting for it");
+    match why {
+        Stuck::Blocked => {
+            format!("{stuck} is blocked: `catalyst ctl retry {stuck}` runs it again, or {drop}")
+        }
+        Stuck::Cancelled => format!("{stuck} was cancelled and will not merge: {drop}"),
+        Stuck::Unmerged => format!(
+            "{stuck} was closed without merging: `catalyst ctl reopen {stuck}` finishes it, or {drop}"
+        ),
+    }
 }
 
 /// A step's row, then its attempts with `show --runs`.

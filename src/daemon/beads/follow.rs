@@ -50,8 +50,7 @@ fn read(file: &Path) -> Option<Vec<Bead>> {
             return None;
         }
     };
-    let (parsed, errors) =
-        crate::domain::beads::jsonl::parse_lenient(&text, &file.display().to_string());
+    let (parsed, errors) = crate::domain::beads::jsonl::parse(&text, &file.display().to_string());
     for e in errors {
         tracing::warn!(error = %e, "skipped a line of the beads file");
     }

@@ -18,9 +18,7 @@ use crate::domain::unavailable::PauseScope;
 
 use super::{Engine, Input, Running};
 use crate::daemon::runner::{self, GateJob, JobError, JobSources, StepJob};
-
-/// Metadata key of a work bead's formula variables (an object of strings).
-pub const VARS_KEY: &str = "formula_vars";
+use crate::domain::model::VARS_KEY;
 
 impl Engine {
     /// Starts whatever can start now. Nothing starts while the journal cannot be written:

@@ -3,7 +3,7 @@
 //! there unchanged are left alone, and beads that differ are reported, never overwritten (the
 //! store's copy may be in the middle of a run).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -20,9 +20,10 @@ pub struct ImportReport {
     /// Beads whose id the store (or an earlier line) holds with other content.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<BeadId>,
-    /// Beads the store refuses, with why.
+    /// What was refused, with why: a bead the store refuses by its id, a line that is not a
+    /// bead as `file:line`. The rest of the file is imported all the same.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub invalid: Vec<(BeadId, String)>,
+    pub invalid: Vec<(String, String)>,
 }
 
 impl ImportReport {
@@ -43,11 +44,21 @@ pub fn plan(state: &State, beads: Vec<Bead>) -> (Vec<EventBody>, ImportReport) {
     let mut report = ImportReport::default();
     let mut events = Vec::new();
     let mut seen = HashSet::new();
+    // Earlier lines' ids in lower case: the store refuses ids that differ only in case, and
+    // the check against the store does not see the lines before this one.
+    let mut folded = HashMap::new();
     for bead in beads {
         if !seen.insert(bead.id.clone()) {
             report.conflicts.push(bead.id);
             continue;
         }
+        let lower = bead.id.as_str().to_ascii_lowercase();
+        if let Some(twin) = folded.get(&lower) {
+            let why = format!("bead `{twin}` (an earlier line) has the same id but for case");
+            report.invalid.push((bead.id.to_string(), why));
+            continue;
+        }
+        folded.insert(lower, bead.id.clone());
         if let Some(ours) = state.get(bead.id.as_str()) {
             if *ours == bead {
                 report.unchanged += 1;
@@ -66,7 +77,7 @@ pub fn plan(state: &State, beads: Vec<Bead>) -> (Vec<EventBody>, ImportReport) {
             }
             Err(e) => {
                 if let EventBody::BeadCreated { bead } = event {
-                    report.invalid.push((bead.id, e.to_string()));
+                    report.invalid.push((bead.id.to_string(), e.to_string()));
                 }
             }
         }
@@ -103,6 +114,7 @@ mod tests {
         }
         let mut bad = bead("bd-3", "bad");
         bad.priority = 9;
+        let upper = bead("BD-4", "an upper-case id, as beads allows");
         let (events, report) = plan(
             &state,
             vec![
@@ -111,17 +123,23 @@ mod tests {
                 bead("bd-2", "two again"),
                 bead("bd-1", "changed"),
                 bad,
+                upper,
+                bead("bd-4", "the same id but for case"),
+                bead("BD-1", "the same id as the store's but for case"),
             ],
         );
-        assert_eq!(events.len(), 1);
-        assert_eq!(report.created, 1);
+        assert_eq!(events.len(), 2);
+        assert_eq!(report.created, 2);
         assert_eq!(report.unchanged, 1);
         assert_eq!(
             report.conflicts.len(),
             2,
             "a repeated id and a changed bead"
         );
-        assert_eq!(report.invalid.len(), 1);
+        let invalid: Vec<&str> = report.invalid.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(invalid, ["bd-3", "bd-4", "BD-1"], "{report:?}");
         assert!(report.invalid[0].1.contains("priority"), "{report:?}");
+        assert!(report.invalid[1].1.contains("`BD-4`"), "{report:?}");
+        assert!(report.invalid[2].1.contains("`bd-1`"), "{report:?}");
     }
 }

@@ -1,6 +1,7 @@
 //! beads export lines: one JSON object per line, each an issue in the beads schema. Newer
 //! exports tag lines with `_type`; lines of another type (and catalyst's own snapshot header)
-//! are skipped and counted, not refused, so a whole export can be read.
+//! are skipped and counted, not refused, and a line that is not a bead is reported on its own,
+//! so a whole export can be read.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -26,18 +27,9 @@ pub struct LineError {
     pub problem: String,
 }
 
-/// Reads every line; the first bad one is an error naming it.
-pub fn parse(text: &str, source_name: &str) -> Result<Parsed, LineError> {
-    let (parsed, mut errors) = parse_lenient(text, source_name);
-    match errors.is_empty() {
-        true => Ok(parsed),
-        false => Err(errors.swap_remove(0)),
-    }
-}
-
-/// Reads every line it can and collects the problems of the others (for a followed file that
-/// may be caught mid-write).
-pub fn parse_lenient(text: &str, source_name: &str) -> (Parsed, Vec<LineError>) {
+/// Reads every line it can and collects the problems of the others: an import counts them and
+/// takes the rest, a followed file may be caught mid-write.
+pub fn parse(text: &str, source_name: &str) -> (Parsed, Vec<LineError>) {
     let mut parsed = Parsed::default();
     let mut errors = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -96,18 +88,20 @@ mod tests {
         let text = "{\"_type\":\"catalyst.snapshot\",\"version\":1,\"seq\":0,\"beads\":0}\n\n\
             {\"_type\":\"issue\",\"id\":\"bd-1\",\"title\":\"t\",\"status\":\"open\",\"created_at\":\"2026-01-01T00:00:00Z\",\"updated_at\":\"2026-01-01T00:00:00Z\"}\n\
             {\"_type\":\"memory\",\"text\":\"x\"}\n{\"_type\":\"memory\"}\n";
-        let parsed = parse(text, "f.jsonl").unwrap();
+        let (parsed, errors) = parse(text, "f.jsonl");
+        assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(parsed.beads.len(), 1);
         assert_eq!(parsed.skipped.get("memory"), Some(&2));
         assert_eq!(parsed.skipped.get("catalyst.snapshot"), Some(&1));
-        let err = parse("{\"id\":\"bd-1\"}\nnope\n", "f.jsonl").unwrap_err();
-        assert_eq!(err.line, 1);
+        let (parsed, errors) = parse(&format!("{{\"id\":\"bd-1\"}}\nnope\n{text}"), "f.jsonl");
+        assert_eq!(parsed.beads.len(), 1, "the good lines are read");
+        assert_eq!(errors.len(), 2);
+        assert_eq!((errors[0].line, errors[1].line), (1, 2));
         assert!(
-            err.to_string().starts_with("f.jsonl:1: not a bead"),
-            "{err}"
+            errors[0].to_string().starts_with("f.jsonl:1: not a bead"),
+            "{}",
+            errors[0]
         );
-        let (parsed, errors) = parse_lenient("nope\n", "f");
-        assert!(parsed.beads.is_empty());
-        assert_eq!(errors[0].line, 1);
+        assert!(errors[1].problem.starts_with("not JSON"), "{errors:?}");
     }
 }

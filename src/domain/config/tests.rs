@@ -20,7 +20,7 @@ fn bad_values_are_refused() {
     for (text, needle) in [
         ("max_agents = 0", "max_agents"),
         ("target_branch = \"a..b\"", "target_branch"),
-        ("prefix = \"Bad\"", "prefix"),
+        ("prefix = \"b/d\"", "prefix"),
         ("agent = \"nope\"", "nope"),
         ("[models.opus]\nmax_concurrent = 0", "max_concurrent"),
         ("stall_timeout_secs = 0", "timeouts"),

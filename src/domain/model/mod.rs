@@ -9,7 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::domain::id::BeadId;
+use crate::domain::id::{BeadId, DepTarget};
 use crate::domain::time::Timestamp;
 
 /// A JSON object, as `metadata` and the unknown fields of a bead are.
@@ -128,11 +128,12 @@ impl<'de> Deserialize<'de> for DepType {
     }
 }
 
-/// `issue_id` depends on `depends_on_id`. Deserialized by hand, like [`Bead`].
+/// `issue_id` depends on `depends_on_id`, a bead or an issue of another project. Deserialized
+/// by hand, like [`Bead`].
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Dependency {
     pub issue_id: BeadId,
-    pub depends_on_id: BeadId,
+    pub depends_on_id: DepTarget,
     #[serde(rename = "type")]
     pub dep_type: DepType,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -147,7 +148,7 @@ impl Dependency {
     pub fn new(issue_id: BeadId, depends_on_id: BeadId, dep_type: DepType, at: Timestamp) -> Self {
         Dependency {
             issue_id,
-            depends_on_id,
+            depends_on_id: DepTarget::Bead(depends_on_id),
             dep_type,
             created_at: Some(at),
             created_by: Some("catalyst".into()),
@@ -239,6 +240,9 @@ pub struct Bead {
 /// Issue types that are never ready work (as in `bd ready`).
 pub const NEVER_READY_TYPES: [&str; 3] = ["molecule", "gate", "message"];
 
+/// The key under a work bead's `metadata` of its formula variables (an object of strings).
+pub const VARS_KEY: &str = "formula_vars";
+
 /// Highest priority value accepted (lowest urgency).
 pub const MAX_PRIORITY: u8 = 4;
 
@@ -315,7 +319,7 @@ impl Bead {
         self.dependencies
             .iter()
             .filter(|d| d.dep_type == DepType::ParentChild)
-            .map(|d| &d.depends_on_id)
+            .filter_map(|d| d.depends_on_id.bead())
     }
 }
 

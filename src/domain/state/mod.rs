@@ -1,10 +1,9 @@
 //! The store's state as the fold of journal events, and the queries the daemon asks of it.
 //!
-//! [`State::check`] decides whether an event may be applied without changing anything, so that
-//! a group of events is validated before it is written; [`State::apply`] then cannot fail for a
-//! checked event. Replay applies the same way, so a journal produces the same state every time.
-
-use std::collections::HashSet;
+//! [`State::check_group`] decides whether events may be applied without changing anything, so
+//! that a group of events is validated before it is written; [`State::apply`] then cannot fail
+//! for a checked event. Replay applies the same way, so a journal produces the same state every time.
+//! The checks live in `check`, the readiness index in [`ready`].
 
 use crate::domain::event::{BeadPatch, Event, EventBody};
 use crate::domain::id::BeadId;
@@ -24,9 +23,35 @@ pub fn spent(bead: &Bead) -> f64 {
 }
 use crate::domain::time::Timestamp;
 
+mod check;
 pub mod ready;
 
+use check::{check_new_bead, Created};
 use ready::Graph;
+
+/// Why a bead that others wait for will not get done by itself: it needs a person.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stuck {
+    /// Its status is `blocked`.
+    Blocked,
+    /// `cancel` closed it: it will not merge.
+    Cancelled,
+    /// Closed before its molecule finished: its branch was not merged.
+    Unmerged,
+}
+
+impl Stuck {
+    /// Why `bead`, which a dependent waits for, is stuck, or `None` while it is on its way.
+    pub fn of(bead: &Bead) -> Option<Stuck> {
+        match &bead.status {
+            Status::Blocked => Some(Stuck::Blocked),
+            _ if bead.is_cancelled() => Some(Stuck::Cancelled),
+            Status::Closed => Some(Stuck::Unmerged),
+            _ => None,
+        }
+    }
+}
 
 /// Why an event cannot be applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,16 +87,17 @@ impl State {
 
     /// Number of beads (steps included).
     pub fn len(&self) -> usize {
-        self.graph.known
+        self.graph.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Every bead, in the order they entered the store.
+    /// Every bead, in the order they entered the store (what export and snapshots write), not
+    /// where a dependency first named it.
     pub fn beads(&self) -> impl Iterator<Item = &Bead> + '_ {
-        self.graph.nodes.iter().filter_map(|n| n.bead.as_ref())
+        self.graph.beads()
     }
 
     /// Work beads ready to be dispatched at `now`, by priority (0 first), then age, then id.
@@ -117,18 +143,26 @@ impl State {
     }
 
     /// What `id` waits for: the beads its `blocks` (and `conditional-blocks`) dependencies name
-    /// that exist and are not closed, in the order the dependencies were added. A bead
-    /// submitted `--after` another waits for it this way.
+    /// that exist and are not done (closed, not cancelled, every step closed: see
+    /// [`ready`]), in the order the dependencies were added. A bead submitted `--after`
+    /// another waits for it this way, until that one merged.
     pub fn open_blockers<'a>(&'a self, id: &str) -> impl Iterator<Item = &'a BeadId> + 'a {
         self.get(id)
             .into_iter()
             .flat_map(|b| b.dependencies.iter())
             .filter(|d| d.dep_type.is_blocking())
-            .map(|d| &d.depends_on_id)
+            .filter_map(|d| d.depends_on_id.bead())
             .filter(|target| {
-                self.get(target.as_str())
-                    .is_some_and(|t| !t.status.is_closed())
+                self.graph
+                    .slot(target.as_str())
+                    .is_some_and(|s| self.graph.holds_dependents(s))
             })
+    }
+
+    /// A bead whose id differs from `id` only in case: the store refuses such a pair, since on
+    /// a case-insensitive file system they would share a worktree and a branch.
+    pub fn case_twin(&self, id: &str) -> Option<&BeadId> {
+        self.graph.case_twin(id)
     }
 
     /// Rebuilds readiness from scratch (what start-up from a snapshot does).
@@ -151,87 +185,10 @@ impl State {
         self.seq = seq;
     }
 
-    /// Checks that the events of one group can be applied in order. `created` collects the ids
-    /// created earlier in the group, so a group may create a bead and then change it.
-    pub fn check_group<'a>(
-        &self,
-        bodies: impl IntoIterator<Item = &'a EventBody>,
-    ) -> Result<(), ApplyError> {
-        let mut created = HashSet::new();
-        for body in bodies {
-            self.check(body, &mut created)?;
-        }
-        Ok(())
-    }
-
-    fn check(&self, body: &EventBody, created: &mut HashSet<BeadId>) -> Result<(), ApplyError> {
-        match body {
-            EventBody::BeadCreated { bead } => self.check_create(bead, created),
-            EventBody::BeadUpdated { id, patch } => {
-                self.check_exists(id, created)?;
-                check_patch(id, patch)
-            }
-            EventBody::BeadStatus { id, .. } | EventBody::BeadComment { id, .. } => {
-                self.check_exists(id, created)
-            }
-            EventBody::MoleculePoured { bead, steps, .. } => {
-                self.check_exists(bead, created)?;
-                steps.iter().try_for_each(|s| self.check_create(s, created))
-            }
-            EventBody::FixCreated {
-                bead, fixes, step, ..
-            } => {
-                self.check_exists(bead, created)?;
-                self.check_exists(fixes, created)?;
-                self.check_create(step, created)
-            }
-            EventBody::StepDispatched { bead, step, .. }
-            | EventBody::StepFinished { bead, step, .. }
-            | EventBody::StepResult { bead, step, .. }
-            | EventBody::StepRetry { bead, step, .. }
-            | EventBody::StepEscalated { bead, step, .. }
-            | EventBody::StepInterrupted { bead, step, .. }
-            | EventBody::GateWaiting { bead, step }
-            | EventBody::GatePassed { bead, step, .. }
-            | EventBody::GateFailed { bead, step, .. }
-            | EventBody::MergeHeld { bead, step, .. }
-            | EventBody::MergeApproved { bead, step, .. }
-            | EventBody::MergeStarted { bead, step }
-            | EventBody::AgentTool { bead, step, .. } => {
-                self.check_exists(bead, created)?;
-                self.check_exists(step, created)
-            }
-            EventBody::MergeCompleted { bead, .. }
-            | EventBody::MergeConflict { bead, .. }
-            | EventBody::WorktreeRemoved { bead } => self.check_exists(bead, created),
-            EventBody::ModelPaused { .. }
-            | EventBody::DispatchPaused { .. }
-            | EventBody::DaemonStarted { .. }
-            | EventBody::DaemonStopping { .. } => Ok(()),
-        }
-    }
-
-    fn check_exists(&self, id: &BeadId, created: &HashSet<BeadId>) -> Result<(), ApplyError> {
-        if self.contains(id.as_str()) || created.contains(id) {
-            Ok(())
-        } else {
-            Err(ApplyError::NotFound(id.clone()))
-        }
-    }
-
-    fn check_create(&self, bead: &Bead, created: &mut HashSet<BeadId>) -> Result<(), ApplyError> {
-        if self.contains(bead.id.as_str()) || created.contains(&bead.id) {
-            return Err(ApplyError::Exists(bead.id.clone()));
-        }
-        check_new_bead(bead)?;
-        created.insert(bead.id.clone());
-        Ok(())
-    }
-
     /// Applies one event. The event is checked first, so a failure leaves the state unchanged.
     /// Takes the event by value so that replay moves beads into the store instead of copying.
     pub fn apply(&mut self, event: Event) -> Result<(), ApplyError> {
-        self.check(&event.body, &mut HashSet::new())?;
+        self.check(&event.body, &mut Created::default())?;
         let ts = event.ts;
         match event.body {
             EventBody::BeadCreated { bead } => {
@@ -423,8 +380,12 @@ impl State {
             return;
         };
         for dep in &patch.add_dependencies {
-            self.graph
-                .add_edge(slot, &dep.depends_on_id, &dep.dep_type, true);
+            if let Some(target) = dep.depends_on_id.bead() {
+                self.graph.add_edge(slot, target, &dep.dep_type, true);
+            }
+        }
+        for target in &patch.drop_after {
+            self.graph.remove_blocker(slot, target);
         }
         self.graph.update(slot, |b| {
             let p = patch;
@@ -477,61 +438,20 @@ impl State {
                     b.dependencies.push(dep);
                 }
             }
+            b.dependencies.retain(|d| {
+                !(d.dep_type.is_blocking()
+                    && d.depends_on_id
+                        .bead()
+                        .is_some_and(|t| p.drop_after.contains(t)))
+            });
             b.updated_at = ts;
         });
     }
 }
 
-fn invalid(id: &BeadId, problem: impl Into<String>) -> ApplyError {
-    ApplyError::Invalid {
-        id: id.clone(),
-        problem: problem.into(),
-    }
-}
-
-/// What every bead entering the store must satisfy beyond its JSON shape.
-fn check_new_bead(bead: &Bead) -> Result<(), ApplyError> {
-    if bead.priority > crate::domain::model::MAX_PRIORITY {
-        return Err(invalid(
-            &bead.id,
-            format!("priority {} is not 0–4", bead.priority),
-        ));
-    }
-    for dep in &bead.dependencies {
-        if dep.issue_id != bead.id {
-            return Err(invalid(
-                &bead.id,
-                format!("a dependency names `{}` as its issue_id", dep.issue_id),
-            ));
-        }
-        if dep.depends_on_id == bead.id {
-            return Err(invalid(&bead.id, "it depends on itself"));
-        }
-    }
-    Ok(())
-}
-
-fn check_patch(id: &BeadId, patch: &BeadPatch) -> Result<(), ApplyError> {
-    if patch
-        .priority
-        .is_some_and(|p| p > crate::domain::model::MAX_PRIORITY)
-    {
-        return Err(invalid(id, "priority must be 0–4"));
-    }
-    for dep in &patch.add_dependencies {
-        if dep.issue_id != *id || dep.depends_on_id == *id {
-            return Err(invalid(
-                id,
-                "an added dependency must go from it to another bead",
-            ));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 impl State {
-    pub(crate) fn graph_fingerprint(&self) -> Vec<(usize, u32, u32, bool, bool, bool)> {
+    pub(crate) fn graph_fingerprint(&self) -> Vec<ready::Fingerprint> {
         self.graph.fingerprint()
     }
 }

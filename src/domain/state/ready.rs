@@ -3,15 +3,25 @@
 //! A bead is *ready* when it exists, its status is `open`, it is not held back, its issue type
 //! is not `molecule`, `gate` or `message`, and its `defer_until` (checked when asked, since time
 //! passes without events) has passed. It is *held back* when a `blocks` or `conditional-blocks`
-//! dependency points at a bead that exists and is not closed, when its own status is `blocked`,
-//! or when a `parent-child` parent is held back (transitively). A dependency on a bead the store
-//! does not know does not hold anything back, as in `bd ready`; when that bead arrives its
-//! dependents are re-evaluated.
+//! dependency points at a bead that exists and is not *done*, when its own status is `blocked`,
+//! or when a `parent-child` parent is held back (transitively).
 //!
-//! Each node keeps two counters (open blockers, held-back parents) and the two flags it last
-//! published to its neighbours. A change re-evaluates one node and walks outward only while
-//! flags flip, so a status change costs work proportional to its dependents and descendants,
-//! never to the size of the store.
+//! *Done* is stricter than `bd ready`'s closed, because a bead submitted `--after` another must
+//! not run without that one's work: a bead is done when it is closed, was not cancelled, and
+//! every step of its molecule is closed (so its merge step merged). A cancelled bead, or one a
+//! person closed halfway through its molecule, keeps its dependents waiting until someone
+//! decides (reopens it, or drops the dependency). A closed bead that was never poured, as a
+//! closed issue read from beads, is done.
+//!
+//! A dependency on a bead the store does not know does not hold anything back, as in
+//! `bd ready`; when that bead arrives its dependents are re-evaluated. A dependency on another
+//! project's issue (`external:…`) is no edge at all: nothing here could ever tell that it is
+//! done.
+//!
+//! Each node keeps three counters (open blockers, held-back parents, open steps) and the three
+//! flags it last published to its neighbours. A change re-evaluates one node and walks outward
+//! only while flags flip, so a status change costs work proportional to its dependents,
+//! descendants and parents, never to the size of the store.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -35,8 +45,12 @@ pub(crate) struct Node {
     pub(crate) children: Vec<Slot>,
     open_blockers: u32,
     held_parents: u32,
-    /// Published: this bead exists and is not closed, so it holds back its dependents.
+    /// Step children (the steps of this bead's molecule) that are not closed.
+    open_steps: u32,
+    /// Published: this bead exists and is not done, so it holds back its dependents.
     is_open_blocker: bool,
+    /// Published: this bead is a step that is not closed, counted in its parents' `open_steps`.
+    is_open_step: bool,
     /// Published: this bead is held back, and so are its children.
     held: bool,
     ready_key: Option<ReadyKey>,
@@ -54,7 +68,9 @@ impl Node {
             children: Vec::new(),
             open_blockers: 0,
             held_parents: 0,
+            open_steps: 0,
             is_open_blocker: false,
+            is_open_step: false,
             held: false,
             ready_key: None,
             deferred_key: None,
@@ -62,20 +78,41 @@ impl Node {
     }
 
     /// The flags this node should publish given its bead and counters.
-    fn wanted(&self) -> (bool, bool, Option<ReadyKey>) {
+    fn wanted(&self) -> Wanted {
         let Some(bead) = &self.bead else {
-            return (false, false, None);
+            return Wanted::default();
         };
         let closed = bead.status.is_closed();
         let held = !closed
             && (self.open_blockers > 0 || self.held_parents > 0 || bead.status == Status::Blocked);
+        let is_step = bead.is_step();
         let ready = bead.status == Status::Open
             && !held
-            && !bead.is_step()
+            && !is_step
             && !NEVER_READY_TYPES.contains(&bead.issue_type.as_str());
-        let key = ready.then(|| (bead.priority, bead.created_at, bead.id.clone()));
-        (!closed, held, key)
+        Wanted {
+            open_blocker: !self.is_done(),
+            held,
+            key: ready.then(|| (bead.priority, bead.created_at, bead.id.clone())),
+            open_step: is_step && !closed,
+        }
     }
+
+    /// Closed, not cancelled, and no step of its molecule left open (see the module docs).
+    fn is_done(&self) -> bool {
+        self.bead
+            .as_ref()
+            .is_some_and(|b| b.status.is_closed() && !b.is_cancelled() && self.open_steps == 0)
+    }
+}
+
+/// What a node publishes: see the fields of [`Node`].
+#[derive(Default)]
+struct Wanted {
+    open_blocker: bool,
+    held: bool,
+    key: Option<ReadyKey>,
+    open_step: bool,
 }
 
 /// Beads, their edges, and the ready set.
@@ -86,8 +123,12 @@ pub(crate) struct Graph {
     ready: BTreeSet<ReadyKey>,
     /// How many ready beads have each `defer_until`.
     deferred: BTreeMap<Timestamp, u32>,
-    /// Number of nodes that hold a bead (not placeholders).
-    pub(crate) known: usize,
+    /// The slots of the nodes that hold a bead, in the order the beads arrived: a bead named
+    /// by someone's dependency first takes an earlier slot as a placeholder.
+    order: Vec<Slot>,
+    /// The beads whose id has an upper-case letter, by the id in lower case: ids that differ
+    /// only in case are refused (see [`Graph::case_twin`]).
+    folded: HashMap<Box<str>, BeadId>,
 }
 
 impl Graph {
@@ -97,6 +138,32 @@ impl Graph {
 
     pub(crate) fn bead(&self, id: &str) -> Option<&Bead> {
         self.node(self.slot(id)?).bead.as_ref()
+    }
+
+    /// Number of beads (not placeholders).
+    pub(crate) fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Every bead, in the order they arrived.
+    pub(crate) fn beads(&self) -> impl Iterator<Item = &Bead> + '_ {
+        self.order
+            .iter()
+            .filter_map(|slot| self.node(*slot).bead.as_ref())
+    }
+
+    /// A bead whose id differs from `id` only in case. On a case-insensitive file system the two
+    /// would share a worktree, a run folder and a branch.
+    pub(crate) fn case_twin(&self, id: &str) -> Option<&BeadId> {
+        if !id.bytes().any(|b| b.is_ascii_uppercase()) {
+            // Every id kept in `folded` has an upper-case letter, so it is not `id` itself.
+            return self.folded.get(id);
+        }
+        let lower = id.to_ascii_lowercase();
+        if let Some(twin) = self.folded.get(lower.as_str()).filter(|t| t.as_str() != id) {
+            return Some(twin);
+        }
+        self.bead(&lower).map(|b| &b.id)
     }
 
     pub(crate) fn node(&self, slot: Slot) -> &Node {
@@ -123,13 +190,18 @@ impl Graph {
     /// which bulk loading calls once at the end.
     pub(crate) fn insert(&mut self, bead: Bead, propagate: bool) -> Slot {
         let slot = self.slot_or_insert(&bead.id);
+        // An external dependency is no node: nothing here can tell when it is done.
         let deps: Vec<(BeadId, DepType)> = bead
             .dependencies
             .iter()
-            .map(|d| (d.depends_on_id.clone(), d.dep_type.clone()))
+            .filter_map(|d| Some((d.depends_on_id.bead()?.clone(), d.dep_type.clone())))
             .collect();
+        if bead.id.as_str().bytes().any(|b| b.is_ascii_uppercase()) {
+            let folded = bead.id.as_str().to_ascii_lowercase().into_boxed_str();
+            self.folded.insert(folded, bead.id.clone());
+        }
         self.node_mut(slot).bead = Some(bead);
-        self.known += 1;
+        self.order.push(slot);
         for (target, dep_type) in deps {
             self.add_edge(slot, &target, &dep_type, propagate);
         }
@@ -167,6 +239,27 @@ impl Graph {
             if count && self.node(to).held {
                 self.node_mut(from).held_parents += 1;
             }
+            if count && self.node(from).is_open_step {
+                // Only an edge added to a bead already in place gets here.
+                self.node_mut(to).open_steps += 1;
+                self.refresh(to);
+            }
+        }
+    }
+
+    /// Removes the blocking edge from the bead in `from` to `target`, if there is one. Counters
+    /// are adjusted; the caller refreshes `from`.
+    pub(crate) fn remove_blocker(&mut self, from: Slot, target: &BeadId) {
+        let Some(to) = self.slot(target.as_str()) else {
+            return;
+        };
+        let Some(at) = self.node(from).blockers.iter().position(|b| *b == to) else {
+            return;
+        };
+        self.node_mut(from).blockers.swap_remove(at);
+        self.node_mut(to).dependents.retain(|d| *d != from);
+        if self.node(to).is_open_blocker {
+            self.node_mut(from).open_blockers -= 1;
         }
     }
 
@@ -182,12 +275,19 @@ impl Graph {
     pub(crate) fn refresh(&mut self, start: Slot) {
         let mut work = vec![start];
         while let Some(slot) = work.pop() {
-            let (open_blocker, held, key) = self.node(slot).wanted();
+            let Wanted {
+                open_blocker,
+                held,
+                key,
+                open_step,
+            } = self.node(slot).wanted();
             let node = self.node_mut(slot);
             let blocker_flip = node.is_open_blocker != open_blocker;
             let held_flip = node.held != held;
+            let step_flip = node.is_open_step != open_step;
             node.is_open_blocker = open_blocker;
             node.held = held;
+            node.is_open_step = open_step;
             let old_key = std::mem::replace(&mut node.ready_key, key.clone());
             if old_key != key {
                 if let Some(k) = old_key {
@@ -210,6 +310,18 @@ impl Graph {
                     work.push(d);
                 }
             }
+            if step_flip {
+                for i in 0..self.node(slot).parents.len() {
+                    let p = self.node(slot).parents[i];
+                    let n = self.node_mut(p);
+                    if open_step {
+                        n.open_steps += 1;
+                    } else {
+                        n.open_steps -= 1;
+                    }
+                    work.push(p);
+                }
+            }
             if held_flip {
                 for i in 0..self.node(slot).children.len() {
                     let c = self.node(slot).children[i];
@@ -230,11 +342,26 @@ impl Graph {
     pub(crate) fn recompute(&mut self) {
         self.ready.clear();
         for node in &mut self.nodes {
-            node.is_open_blocker = node.bead.as_ref().is_some_and(|b| !b.status.is_closed());
+            node.is_open_step = node
+                .bead
+                .as_ref()
+                .is_some_and(|b| b.is_step() && !b.status.is_closed());
+            node.open_steps = 0;
             node.open_blockers = 0;
             node.held_parents = 0;
             node.held = false;
             node.ready_key = None;
+        }
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].is_open_step {
+                for k in 0..self.nodes[i].parents.len() {
+                    let p = self.nodes[i].parents[k] as usize;
+                    self.nodes[p].open_steps += 1;
+                }
+            }
+        }
+        for node in &mut self.nodes {
+            node.is_open_blocker = node.bead.is_some() && !node.is_done();
         }
         for i in 0..self.nodes.len() {
             let open = self.nodes[i]
@@ -271,7 +398,7 @@ impl Graph {
         }
         self.deferred.clear();
         for i in 0..self.nodes.len() {
-            let (_, _, key) = self.nodes[i].wanted();
+            let key = self.nodes[i].wanted().key;
             if let Some(k) = &key {
                 self.ready.insert(k.clone());
             }
@@ -325,22 +452,33 @@ impl Graph {
         self.node(slot).held
     }
 
+    /// Whether the bead in `slot` holds back its dependents: it exists and is not done.
+    pub(crate) fn holds_dependents(&self, slot: Slot) -> bool {
+        self.node(slot).is_open_blocker
+    }
+
     /// Counters and flags of every node, for comparing the incremental path with a recompute.
     #[cfg(test)]
-    pub(crate) fn fingerprint(&self) -> Vec<(usize, u32, u32, bool, bool, bool)> {
+    pub(crate) fn fingerprint(&self) -> Vec<Fingerprint> {
         self.nodes
             .iter()
             .enumerate()
-            .map(|(i, n)| {
-                (
-                    i,
-                    n.open_blockers,
-                    n.held_parents,
-                    n.is_open_blocker,
-                    n.held,
-                    n.ready_key.is_some(),
-                )
+            .map(|(i, n)| Fingerprint {
+                slot: i,
+                counters: (n.open_blockers, n.held_parents, n.open_steps),
+                flags: (n.is_open_blocker, n.held, n.is_open_step),
+                ready: n.ready_key.is_some(),
             })
             .collect()
     }
+}
+
+/// A node's counters and flags, for comparing the incremental path with a recompute.
+#[cfg(test)]
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Fingerprint {
+    slot: usize,
+    counters: (u32, u32, u32),
+    flags: (bool, bool, bool),
+    ready: bool,
 }

@@ -64,6 +64,15 @@ impl Engine {
                 if self.store.state().contains(id.as_str()) || taken.contains(&id) {
                     return Err(RpcError::conflict(format!("bead `{id}` already exists")));
                 }
+                let twin = self.store.state().case_twin(id.as_str()).or_else(|| {
+                    let same = |t: &&BeadId| t.as_str().eq_ignore_ascii_case(id.as_str());
+                    taken.iter().find(same)
+                });
+                if let Some(twin) = twin {
+                    return Err(RpcError::conflict(format!(
+                        "bead `{twin}` already exists, and ids may not differ only in case"
+                    )));
+                }
                 id
             }
             None => self.new_id(taken)?,
@@ -126,7 +135,9 @@ impl Engine {
             let id = BeadId::new(&format!("{prefix}{}", base36(self.next_number)))
                 .map_err(|e| RpcError::internal(e.to_string()))?;
             self.next_number += 1;
-            if !self.store.state().contains(id.as_str()) && !taken.contains(&id) {
+            let state = self.store.state();
+            let free = !state.contains(id.as_str()) && state.case_twin(id.as_str()).is_none();
+            if free && !taken.contains(&id) {
                 return Ok(id);
             }
         }
@@ -134,6 +145,18 @@ impl Engine {
 
     pub(super) fn update(&mut self, p: UpdateParams) -> Handled<Updated> {
         let bead = self.bead(&p.id)?;
+        for target in &p.set.drop_after {
+            let waits = bead
+                .dependencies
+                .iter()
+                .any(|d| d.dep_type.is_blocking() && d.depends_on_id.bead() == Some(target));
+            if !waits {
+                return Err(RpcError::bad_request(format!(
+                    "`{}` does not wait for `{target}`",
+                    bead.id
+                )));
+            }
+        }
         self.record_for_client(vec![EventBody::BeadUpdated {
             id: bead.id,
             patch: Box::new(p.set),

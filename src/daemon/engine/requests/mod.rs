@@ -6,6 +6,7 @@ mod change;
 
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Phase, Status, StepMeta};
+use crate::domain::state::Stuck;
 use crate::protocol::{
     Answer, BeadList, BeadSummary, BlockedBead, DispatchHold, EngineRequest, ErrorCode, HeldMerge,
     IdParams, ListParams, ModelPauseView, RpcError, RunningStep, ShowAnswer, StatusAnswer,
@@ -209,12 +210,16 @@ impl Engine {
             .find(|s| s.status == Status::InProgress || s.status == Status::Blocked)
             .and_then(|s| s.step_meta())
             .map(|m| m.step);
-        let waiting_for = if bead.is_step() || bead.status.is_closed() {
+        let state = self.store.state();
+        let waiting_for: Vec<BeadId> = if bead.is_step() || bead.status.is_closed() {
             Vec::new()
         } else {
-            let state = self.store.state();
             state.open_blockers(bead.id.as_str()).cloned().collect()
         };
+        let stuck_on = waiting_for
+            .iter()
+            .filter_map(|id| Some((id.clone(), Stuck::of(state.get(id.as_str())?)?)))
+            .collect();
         BeadSummary {
             close_reason: bead.close_reason.clone(),
             closed_at: bead.closed_at,
@@ -226,6 +231,7 @@ impl Engine {
             priority: bead.priority,
             running: self.running.get(&bead.id).map(|r| self.running_step(r)),
             status: bead.status.clone(),
+            stuck_on,
             title: bead.title.clone(),
             total: steps.len() as u64,
             waiting_for,

@@ -48,6 +48,31 @@ fn a_refused_group_writes_nothing() {
 }
 
 #[test]
+fn upper_case_ids_are_kept_but_not_two_that_differ_only_in_case() {
+    let (_dir, mut store) = open_store();
+    store
+        .commit(vec![created(bead(
+            "API-12",
+            &[("API-11", DepType::Blocks)],
+        ))])
+        .unwrap();
+    assert_eq!(store.state().beads().next().unwrap().id.as_str(), "API-12");
+    for twin in ["api-12", "Api-12"] {
+        let err = store.commit(vec![created(bead(twin, &[]))]).unwrap_err();
+        assert!(err.to_string().contains("`API-12`"), "{twin}: {err}");
+    }
+    let err = store
+        .commit(vec![created(bead("x-1", &[])), created(bead("X-1", &[]))])
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("but for case"),
+        "in one group: {err}"
+    );
+    store.commit(vec![created(bead("API-11", &[]))]).unwrap();
+    assert_eq!(store.state().len(), 2);
+}
+
+#[test]
 fn a_group_may_create_then_change_a_bead() {
     let (_dir, mut store) = open_store();
     let events = store

@@ -8,7 +8,7 @@ use std::fs;
 
 use super::*;
 use crate::domain::event::BeadPatch;
-use crate::domain::id::BeadId;
+use crate::domain::id::{BeadId, DepTarget};
 use crate::domain::model::{Bead, DepType, Dependency, Status};
 use crate::domain::time::Timestamp;
 

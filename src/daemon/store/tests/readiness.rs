@@ -78,6 +78,18 @@ fn dependency_cases() -> Vec<Case> {
             ready: &["c"],
         },
         Case {
+            name: "a blocker in another project (`external:…`) holds nothing",
+            beads: vec![{
+                let mut b = bead("b", &[]);
+                let mut dep = Dependency::new(id("b"), id("x"), Blocks, at(0));
+                dep.depends_on_id = DepTarget::parse("external:billing:BIL-7").unwrap();
+                b.dependencies.push(dep);
+                b
+            }],
+            then: vec![],
+            ready: &["b"],
+        },
+        Case {
             name: "a blocker the store does not know holds nothing until it arrives",
             beads: vec![bead("b", &[("ghost", Blocks)])],
             then: vec![created(bead("ghost", &[]))],
@@ -148,12 +160,100 @@ fn bead_cases() -> Vec<Case> {
             ready: &["a"],
         },
         Case {
+            name: "a cancelled blocker keeps its dependent waiting",
+            beads: vec![bead("a", &[]), bead("b", &[("a", Blocks)])],
+            then: vec![closed("a", "cancelled: not needed")],
+            ready: &[],
+        },
+        Case {
+            name: "a blocker closed before it was poured frees its dependent",
+            beads: vec![bead("a", &[]), bead("b", &[("a", Blocks)])],
+            then: vec![closed("a", "done by hand")],
+            ready: &["b"],
+        },
+        Case {
+            name: "a blocker closed halfway through its molecule keeps its dependent waiting",
+            beads: vec![bead("a", &[]), bead("b", &[("a", Blocks)])],
+            then: vec![
+                poured("a", &["a.implement", "a.merge"]),
+                closed("a.implement", "implemented"),
+                closed("a", "closed by a person"),
+            ],
+            ready: &[],
+        },
+        Case {
+            name: "a blocker whose molecule finished (merged) frees its dependent",
+            beads: vec![bead("a", &[]), bead("b", &[("a", Blocks)])],
+            then: vec![
+                poured("a", &["a.implement", "a.merge"]),
+                closed("a.implement", "implemented"),
+                closed("a.merge", "merged into `main`"),
+                closed("a", "merged into `main`"),
+            ],
+            ready: &["b"],
+        },
+        Case {
+            name: "the last step of a closed blocker closing frees the dependent",
+            beads: vec![bead("a", &[]), bead("b", &[("a", Blocks)])],
+            then: vec![
+                poured("a", &["a.merge"]),
+                closed("a", "closed by a person"),
+                closed("a.merge", "merged into `main`"),
+            ],
+            ready: &["b"],
+        },
+        Case {
+            name: "dropping the dependency on a cancelled blocker frees the dependent",
+            beads: vec![bead("a", &[]), bead("b", &[("a", Blocks), ("a", Related)])],
+            then: vec![
+                closed("a", "cancelled"),
+                EventBody::BeadUpdated {
+                    id: id("b"),
+                    patch: Box::new(BeadPatch {
+                        drop_after: vec![id("a")],
+                        ..Default::default()
+                    }),
+                },
+            ],
+            ready: &["b"],
+        },
+        Case {
             name: "reopening a closed blocker holds its dependent again",
             beads: vec![bead("a", &[]), bead("b", &[("a", Blocks)])],
             then: vec![status("a", Status::Closed), status("a", Status::Open)],
             ready: &["a"],
         },
     ]
+}
+
+fn closed(name: &str, reason: &str) -> EventBody {
+    EventBody::BeadStatus {
+        id: id(name),
+        status: Status::Closed,
+        reason: Some(reason.into()),
+    }
+}
+
+/// A step bead of `work`'s molecule: a `parent-child` edge and catalyst's step metadata.
+fn step_bead(work: &str, name: &str, needs: &[&str]) -> Bead {
+    let mut deps: Vec<(&str, DepType)> = vec![(work, DepType::ParentChild)];
+    deps.extend(needs.iter().map(|n| (*n, DepType::Blocks)));
+    let mut b = bead(name, &deps);
+    let mut meta = crate::domain::model::JsonMap::new();
+    meta.insert(
+        "catalyst".into(),
+        serde_json::json!({"step": name, "role": "task", "bead": work}),
+    );
+    b.metadata = Some(meta);
+    b
+}
+
+fn poured(work: &str, steps: &[&str]) -> EventBody {
+    EventBody::MoleculePoured {
+        bead: id(work),
+        formula: "f".into(),
+        steps: steps.iter().map(|s| step_bead(work, s, &[])).collect(),
+    }
 }
 
 #[test]
@@ -288,20 +388,27 @@ fn incremental_readiness_matches_a_full_recompute_after_random_changes() {
         }
         let deps: Vec<(&str, DepType)> =
             deps.iter().map(|(s, t)| (s.as_str(), t.clone())).collect();
-        store
-            .commit(vec![created(bead(&format!("b{i}"), &deps))])
-            .unwrap();
+        let mut b = bead(&format!("b{i}"), &deps);
+        // Some beads are steps of an earlier one, whose doneness then waits for them.
+        if i > 0 && rng.next(4) == 0 {
+            let work = format!("b{}", rng.next(i));
+            b = step_bead(&work, &format!("b{i}"), &[]);
+            b.dependencies.extend(deps.iter().map(|(target, t)| {
+                Dependency::new(id(&format!("b{i}")), id(target), t.clone(), at(0))
+            }));
+        }
+        store.commit(vec![created(b)]).unwrap();
     }
-    let statuses = [
-        Status::Open,
-        Status::Closed,
-        Status::Blocked,
-        Status::InProgress,
-    ];
     for round in 0..2000 {
         let target = format!("b{}", rng.next(n));
-        let s = statuses[rng.next(statuses.len())].clone();
-        store.commit(vec![status(&target, s)]).unwrap();
+        let event = match rng.next(5) {
+            0 => status(&target, Status::Open),
+            1 => status(&target, Status::Closed),
+            2 => status(&target, Status::Blocked),
+            3 => status(&target, Status::InProgress),
+            _ => closed(&target, "cancelled: dropped"),
+        };
+        store.commit(vec![event]).unwrap();
         if round % 250 == 0 {
             let incremental = store.state.graph_fingerprint();
             let ready = ready_ids(store.state());
@@ -320,18 +427,7 @@ fn incremental_readiness_matches_a_full_recompute_after_random_changes() {
 fn ready_steps_of_a_molecule_follow_needs() {
     let (_dir, mut store) = open_store();
     store.commit(vec![created(bead("w", &[]))]).unwrap();
-    let step = |name: &str, needs: &[&str]| {
-        let mut deps: Vec<(&str, DepType)> = vec![("w", DepType::ParentChild)];
-        deps.extend(needs.iter().map(|n| (*n, DepType::Blocks)));
-        let mut b = bead(name, &deps);
-        let mut meta = crate::domain::model::JsonMap::new();
-        meta.insert(
-            "catalyst".into(),
-            serde_json::json!({"step": name, "role": "task", "bead": "w"}),
-        );
-        b.metadata = Some(meta);
-        b
-    };
+    let step = |name: &str, needs: &[&str]| step_bead("w", name, needs);
     store
         .commit(vec![EventBody::MoleculePoured {
             bead: id("w"),

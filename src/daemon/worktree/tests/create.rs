@@ -132,12 +132,12 @@ fn list_finds_worktrees_branches_and_leftover_folders_but_not_foreign_names() {
     let main_tip = git.find_commit(f.tip("main")).expect("commit");
     git.branch("catalyst/cat-2", &main_tip, false)
         .expect("branch only");
-    git.branch("catalyst/Not_A_Bead", &main_tip, false)
+    git.branch("catalyst/not+a+bead", &main_tip, false)
         .expect("foreign branch");
     git.branch("feature", &main_tip, false)
         .expect("unrelated branch");
     fs::create_dir_all(f.repo.worktree_path(&bead("cat-3"))).expect("leftover folder");
-    fs::create_dir_all(f.ws.join(".catalyst/worktrees/UPPER")).expect("foreign folder");
+    fs::create_dir_all(f.ws.join(".catalyst/worktrees/foreign@name")).expect("foreign folder");
 
     let listed = f.repo.list().expect("list");
     assert_eq!(listed, vec![bead("cat-1"), bead("cat-2"), bead("cat-3")]);

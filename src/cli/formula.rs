@@ -82,7 +82,7 @@ pub fn show(req: &Show) -> Result<String, String> {
             .dependencies
             .iter()
             .filter(|d| d.dep_type == DepType::Blocks)
-            .map(|d| short(&d.depends_on_id))
+            .filter_map(|d| d.depends_on_id.bead().map(short))
             .collect();
         let level = needs
             .iter()

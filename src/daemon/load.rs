@@ -125,7 +125,7 @@ mod tests {
         );
         write(
             "broken.formula.toml",
-            "formula = \"broken\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\nloop = { count = 2 }\n",
+            "formula = \"broken\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\nwaits_for = \"all-children\"\n",
         );
         write("notes.toml", "not a formula");
         let missing = dir.path().join("missing");
@@ -150,7 +150,7 @@ mod tests {
         let shown = errors[0].to_string();
         let file = dir.path().join("broken.formula.toml");
         assert!(
-            shown.starts_with(&format!("{}: a: `loop` is not supported", file.display())),
+            shown.starts_with(&format!("{}: a: `waits_for` is not supported", file.display())),
             "{shown}"
         );
     }

@@ -150,7 +150,10 @@ mod tests {
         let shown = errors[0].to_string();
         let file = dir.path().join("broken.formula.toml");
         assert!(
-            shown.starts_with(&format!("{}: a: `waits_for` is not supported", file.display())),
+            shown.starts_with(&format!(
+                "{}: a: `waits_for` is not supported",
+                file.display()
+            )),
             "{shown}"
         );
     }

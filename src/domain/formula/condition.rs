@@ -130,13 +130,7 @@ pub(super) fn apply(formula: &Formula, values: &BTreeMap<String, String>) -> For
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn values(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::domain::formula::vars::tests::values;
 
     #[test]
     fn conditions_read_and_hold_as_beads_writes_them() {

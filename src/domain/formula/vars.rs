@@ -158,10 +158,11 @@ impl Formula {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn values(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    /// A map of variable values, for tests.
+    pub(crate) fn values(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

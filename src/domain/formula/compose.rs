@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use globset::Glob;
 
+use super::vars::substitute;
 use super::{Formula, Kind, Problem, Step};
 
 /// A work bead label that applies an aspect when its formula is poured: `aspect:<name>`.
@@ -59,10 +60,10 @@ pub fn expand_step(
             .replace("{target.title}", &old.title)
             .replace("{target.description}", &old.description)
             .replace("{target}", &old.id);
-        substitute_known(&text, &values)
+        substitute(&text, &values)
     };
     let id_of = |text: &str| place(text).replace('.', "-");
-    let mut chain: Vec<Step> = expansion
+    let chain: Vec<Step> = expansion
         .template
         .iter()
         .map(|t| {
@@ -77,30 +78,8 @@ pub fn expand_step(
             step
         })
         .collect();
-    let inner: BTreeSet<String> = chain.iter().map(|s| s.id.clone()).collect();
-    let needed: BTreeSet<String> = chain.iter().flat_map(|s| s.needs.clone()).collect();
-    let last: Vec<String> = chain
-        .iter()
-        .filter(|s| !needed.contains(&s.id))
-        .map(|s| s.id.clone())
-        .collect();
-    for step in &mut chain {
-        if !step.needs.iter().any(|n| inner.contains(n)) {
-            let mut needs = old.needs.clone();
-            needs.append(&mut step.needs);
-            step.needs = needs;
-        }
-    }
-    let mut steps = Vec::with_capacity(workflow.steps.len() + chain.len());
-    for (i, step) in workflow.steps.iter().enumerate() {
-        if i == at {
-            steps.append(&mut chain);
-            continue;
-        }
-        let mut step = step.clone();
-        rewire(&mut step.needs, target, &last);
-        steps.push(step);
-    }
+    let mut steps = workflow.steps.clone();
+    splice(&mut steps, at, chain);
     Ok(Formula {
         steps,
         ..workflow.clone()
@@ -226,40 +205,18 @@ pub(super) fn flatten(steps: Vec<Step>) -> Vec<Step> {
     if steps.iter().all(|s| s.children.is_empty()) {
         return steps;
     }
-    let mut out = Vec::new();
-    // What each group stands for, for the steps that named it in `needs`.
-    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for mut step in steps {
-        if step.children.is_empty() {
-            out.push(step);
-            continue;
-        }
-        let children = flatten(std::mem::take(&mut step.children));
-        let inner: BTreeSet<String> = children.iter().map(|c| c.id.clone()).collect();
-        let needed: BTreeSet<String> = children.iter().flat_map(|c| c.needs.clone()).collect();
-        groups.insert(
-            step.id.clone(),
-            children
-                .iter()
-                .filter(|c| !needed.contains(&c.id))
-                .map(|c| c.id.clone())
-                .collect(),
-        );
-        for mut child in children {
-            if !child.needs.iter().any(|n| inner.contains(n)) {
-                let mut needs = step.needs.clone();
-                needs.append(&mut child.needs);
-                child.needs = needs;
-            }
-            out.push(child);
+    let mut steps = steps;
+    let mut at = 0;
+    while at < steps.len() {
+        let children = flatten(std::mem::take(&mut steps[at].children));
+        if children.is_empty() {
+            at += 1;
+        } else {
+            at += children.len();
+            splice(&mut steps, at - children.len(), children);
         }
     }
-    for step in &mut out {
-        for (group, last) in &groups {
-            rewire(&mut step.needs, group, last);
-        }
-    }
-    out
+    steps
 }
 
 /// Puts an approval step `gate-<id>` before each step with a human `gate`: it needs what the
@@ -283,6 +240,41 @@ fn human_gates(steps: Vec<Step>) -> Vec<Step> {
     out
 }
 
+/// The ends of a group of steps: the indices of its first steps (those needing no step of the
+/// group) and the ids of its last ones (those no step of the group needs).
+pub(super) fn ends(group: &[Step]) -> (Vec<usize>, Vec<String>) {
+    let ids: BTreeSet<&str> = group.iter().map(|s| s.id.as_str()).collect();
+    let needed: BTreeSet<&str> = group
+        .iter()
+        .flat_map(|s| s.needs.iter().map(String::as_str))
+        .collect();
+    let first = (0..group.len())
+        .filter(|&i| !group[i].needs.iter().any(|n| ids.contains(n.as_str())))
+        .collect();
+    let last = group
+        .iter()
+        .filter(|s| !needed.contains(s.id.as_str()))
+        .map(|s| s.id.clone())
+        .collect();
+    (first, last)
+}
+
+/// Replaces `steps[at]` by `group`: the group's first steps need what the replaced step
+/// needed, and the steps that needed it need the group's last steps (see [`ends`]).
+fn splice(steps: &mut Vec<Step>, at: usize, mut group: Vec<Step>) {
+    let old = steps.remove(at);
+    let (first, last) = ends(&group);
+    for i in first {
+        let mut needs = old.needs.clone();
+        needs.append(&mut group[i].needs);
+        group[i].needs = needs;
+    }
+    for step in steps.iter_mut() {
+        rewire(&mut step.needs, &old.id, &last);
+    }
+    steps.splice(at..at, group);
+}
+
 /// Replaces `old` in `needs` by `new`, keeping the order and no duplicates.
 fn rewire(needs: &mut Vec<String>, old: &str, new: &[String]) {
     if !needs.iter().any(|n| n == old) {
@@ -304,27 +296,11 @@ fn rewire(needs: &mut Vec<String>, old: &str, new: &[String]) {
     *needs = out;
 }
 
-/// `{{name}}` placeholders whose name has a value are filled; the others are left as they are.
-fn substitute_known(text: &str, values: &BTreeMap<String, String>) -> String {
-    let known: BTreeMap<String, String> = super::vars::placeholders(text)
-        .into_iter()
-        .filter_map(|name| Some((name.to_owned(), values.get(name)?.clone())))
-        .collect();
-    if known.is_empty() {
-        return text.to_owned();
-    }
-    let mut out = text.to_owned();
-    for (name, value) in &known {
-        out = out.replace(&format!("{{{{{name}}}}}"), value);
-    }
-    out
-}
-
 /// `workflow` with each step that names an expansion (`expand`) replaced by it; `find` looks
 /// formulas up by name.
-pub(super) fn expand_all(
+pub(super) fn expand_all<'a>(
     workflow: &Formula,
-    find: &dyn Fn(&str) -> Option<Formula>,
+    find: &dyn Fn(&str) -> Option<&'a Formula>,
 ) -> Result<Formula, Vec<Problem>> {
     let mut formula = workflow.clone();
     let mut problems = Vec::new();
@@ -336,7 +312,7 @@ pub(super) fn expand_all(
     for (target, name, vars) in targets {
         let expanded = match find(&name) {
             None => Err(format!("`expand` names unknown formula `{name}`")),
-            Some(expansion) => expand_step(&formula, &target, &expansion, &vars),
+            Some(expansion) => expand_step(&formula, &target, expansion, &vars),
         };
         match expanded {
             Ok(next) => formula = next,

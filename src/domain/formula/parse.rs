@@ -12,6 +12,7 @@ use toml::{Table, Value};
 
 use super::convoy;
 use super::reader::Reader;
+use super::vars::substitute;
 use super::{Advice, Formula, Kind, Problem, Step, VarDef};
 use crate::domain::model::{JsonMap, Role};
 
@@ -514,28 +515,18 @@ fn unroll(file: &str, id: &str, table: Table, problems: &mut Vec<Problem>) -> Ve
         problems.push(Problem::step(file, id, "`loop` needs `body` steps"));
         return Vec::new();
     }
+    let (first, last) = super::compose::ends(&body);
     let inner: std::collections::BTreeSet<&str> = body.iter().map(|b| b.id.as_str()).collect();
-    let needed: std::collections::BTreeSet<&str> = body
-        .iter()
-        .flat_map(|b| b.needs.iter().map(String::as_str))
-        .collect();
-    let last: Vec<&str> = body
-        .iter()
-        .map(|b| b.id.as_str())
-        .filter(|b| !needed.contains(b))
-        .collect();
     let name = |n: usize, body_id: &str| format!("{id}-iter{n}-{body_id}");
     let mut steps = Vec::new();
     for n in 1..=count {
-        let fill = |text: &str| match &var {
-            Some(v) => text.replace(&format!("{{{{{v}}}}}"), &n.to_string()),
-            None => text.to_owned(),
-        };
-        for b in &body {
+        let values: BTreeMap<String, String> =
+            var.iter().map(|v| (v.clone(), n.to_string())).collect();
+        for (i, b) in body.iter().enumerate() {
             let mut step = b.clone();
             step.id = name(n, &b.id);
-            step.title = fill(&b.title);
-            step.description = fill(&b.description);
+            step.title = substitute(&b.title, &values);
+            step.description = substitute(&b.description, &values);
             step.needs = b
                 .needs
                 .iter()
@@ -547,7 +538,7 @@ fn unroll(file: &str, id: &str, table: Table, problems: &mut Vec<Problem>) -> Ve
                     }
                 })
                 .collect();
-            if n > 1 && !b.needs.iter().any(|need| inner.contains(need.as_str())) {
+            if n > 1 && first.contains(&i) {
                 let mut before: Vec<String> = last.iter().map(|l| name(n - 1, l)).collect();
                 before.append(&mut step.needs);
                 step.needs = before;

@@ -76,7 +76,7 @@ impl FormulaSet {
             let Some(workflow) = self.formulas.get(&name) else {
                 continue;
             };
-            let find = |n: &str| self.formulas.get(n).cloned();
+            let find = |n: &str| self.formulas.get(n);
             let composed = super::compose::expand_all(workflow, &find).and_then(|f| {
                 let errors: Vec<Problem> = f
                     .check(has_prompt)

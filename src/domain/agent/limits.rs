@@ -35,9 +35,14 @@ const SCAN_BYTES: usize = 4096;
 /// The longest reason kept, in characters.
 const REASON_CHARS: usize = 300;
 
+/// The start of an error text, lower-cased: where a CLI's error names its cause.
+pub(crate) fn error_head(text: &str) -> String {
+    prefix(text, SCAN_BYTES).to_lowercase()
+}
+
 /// The limit reason in an error text the agent CLI reported, if it is one.
 pub(crate) fn in_error_text(text: &str) -> Option<String> {
-    let head = prefix(text, SCAN_BYTES).to_lowercase();
+    let head = error_head(text);
     PHRASES
         .iter()
         .any(|p| head.contains(p))

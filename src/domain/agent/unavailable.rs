@@ -6,7 +6,7 @@
 //! `is_error` result, a failed Codex turn, stderr of a failed run), never in what the model
 //! wrote.
 
-use super::limits::one_line;
+use super::limits::{error_head, one_line};
 use crate::domain::unavailable::{Hindrance, Unavailable};
 
 /// Phrases, lower-case, of authentication failures: Claude Code's `Not logged in · Please run
@@ -48,16 +48,9 @@ const CONFIG: [&str; 4] = [
     "does not exist or you do not have access",
 ];
 
-/// How much of an error text is searched.
-const SCAN_BYTES: usize = 4096;
-
 /// The cause an error text the agent CLI reported names, if it is one retrying cannot fix.
 pub fn in_error_text(text: &str) -> Option<Hindrance> {
-    let end = (0..=text.len().min(SCAN_BYTES))
-        .rev()
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(0);
-    let head = text[..end].to_lowercase();
+    let head = error_head(text);
     let cause = [
         (Unavailable::Auth, &AUTH[..]),
         (Unavailable::Connection, &CONNECTION[..]),

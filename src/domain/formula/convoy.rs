@@ -21,6 +21,12 @@ pub(super) struct Parts {
     output: Option<Table>,
 }
 
+/// Input keys Gas Town's runtime reads and catalyst does not.
+const KEPT_INPUT: &[(&str, &str)] = &[(
+    "required_unless",
+    "an input is required or not; give it a default instead",
+)];
+
 /// The id of the synthesis step and of the merge step after it.
 pub(super) const SYNTHESIS: &str = "synthesis";
 const MERGE: &str = "merge";
@@ -43,7 +49,7 @@ pub(super) fn pour_plan(
 ) -> (BTreeMap<String, VarDef>, Vec<Step>) {
     let vars = parts
         .inputs
-        .map(|t| inputs(file, t, problems))
+        .map(|t| super::parse::parse_vars(file, t, KEPT_INPUT, problems))
         .unwrap_or_default();
     let base = parts
         .prompts
@@ -109,43 +115,6 @@ pub(super) fn pour_plan(
     merge.needs = vec![SYNTHESIS.to_owned()];
     steps.push(merge);
     (vars, steps)
-}
-
-/// `[inputs.<name>]`: `description`, `required`, `default` (and `type`, strings only).
-fn inputs(file: &str, table: Table, problems: &mut Vec<Problem>) -> BTreeMap<String, VarDef> {
-    let mut vars = BTreeMap::new();
-    for (name, value) in table {
-        let Value::Table(t) = value else {
-            problems.push(Problem::formula(
-                file,
-                format!("input `{name}` must be a table"),
-            ));
-            continue;
-        };
-        let mut r = Reader::new(file, None, t, problems);
-        r.context = format!("input `{name}`: ");
-        let def = VarDef {
-            description: r.string("description").unwrap_or_default(),
-            default: r.string("default"),
-            required: r.bool("required").unwrap_or(false),
-            ..VarDef::default()
-        };
-        match r.string("type").as_deref() {
-            None | Some("string") => {}
-            Some(t) => r.problem(format!(
-                "`type = \"{t}\"` is not supported: inputs are strings"
-            )),
-        }
-        r.finish(
-            &[],
-            &[(
-                "required_unless",
-                "an input is required or not; give it a default instead",
-            )],
-        );
-        vars.insert(name, def);
-    }
-    vars
 }
 
 fn array(file: &str, key: &str, raw: Option<Value>, problems: &mut Vec<Problem>) -> Vec<Table> {

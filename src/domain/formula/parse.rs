@@ -142,7 +142,7 @@ pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
     let kept = table_to_json(r.finish(UNSUPPORTED_TOP, KEPT_TOP));
 
     let mut vars = raw_vars
-        .map(|t| parse_vars(file, t, &mut problems))
+        .map(|t| parse_vars(file, t, &[], &mut problems))
         .unwrap_or_default();
     let mut steps = super::compose::flatten(parse_steps(file, "steps", raw_steps, &mut problems));
     let template = parse_steps(file, "template", raw_template, &mut problems);
@@ -289,7 +289,14 @@ fn steps_of(value: Value) -> Vec<Value> {
     }
 }
 
-fn parse_vars(file: &str, table: Table, problems: &mut Vec<Problem>) -> BTreeMap<String, VarDef> {
+/// `[vars]` (or a convoy's `[inputs]`): `name = "default"` or a table; `kept` are keys read
+/// with a warning and not acted on.
+pub(super) fn parse_vars(
+    file: &str,
+    table: Table,
+    kept: &[(&str, &str)],
+    problems: &mut Vec<Problem>,
+) -> BTreeMap<String, VarDef> {
     let mut vars = BTreeMap::new();
     for (name, value) in table {
         let def = match value {
@@ -316,7 +323,7 @@ fn parse_vars(file: &str, table: Table, problems: &mut Vec<Problem>) -> BTreeMap
                         "`type = \"{t}\"` is not supported: vars are strings"
                     )),
                 }
-                r.finish(&[], &[]);
+                r.finish(&[], kept);
                 def
             }
             other => {

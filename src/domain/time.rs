@@ -61,6 +61,12 @@ impl Timestamp {
     pub fn to_utc(&self) -> DateTime<Utc> {
         self.at.with_timezone(&Utc)
     }
+
+    /// `secs` seconds later, in UTC.
+    pub fn after_secs(&self, secs: u64) -> Timestamp {
+        let secs = i64::try_from(secs).unwrap_or(i64::MAX);
+        Timestamp::from_utc(self.to_utc() + chrono::Duration::seconds(secs))
+    }
 }
 
 impl fmt::Display for Timestamp {

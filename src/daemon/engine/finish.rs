@@ -9,7 +9,6 @@ use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Phase, Role, Status, StepMeta};
 use crate::domain::router::Outcome;
-use crate::domain::time::Timestamp;
 
 use super::error::EngineError;
 use super::route::{block_events, Attempt, PauseOrder, Routed};
@@ -56,16 +55,16 @@ impl Engine {
         };
         if !matches!(outcome, Outcome::UsageLimit { .. }) {
             if let Some(model) = &model {
-                self.model_backoff.remove(model);
+                self.model_backoff.went_through(model);
             }
         }
         match outcome {
             Outcome::Unavailable { cause, .. } if cause.scope() == PauseScope::All => {}
-            Outcome::Unavailable { .. } => self.holds.went_through(PauseScope::All),
+            Outcome::Unavailable { .. } => self.holds.backoff.went_through(&PauseScope::All),
             _ => {
-                self.holds.went_through(PauseScope::All);
+                self.holds.backoff.went_through(&PauseScope::All);
                 if model.is_some() {
-                    self.holds.went_through(PauseScope::Agent);
+                    self.holds.backoff.went_through(&PauseScope::Agent);
                 }
             }
         }
@@ -133,15 +132,14 @@ impl Engine {
                 model,
                 reason,
                 secs,
+                until,
             } => {
-                self.model_backoff.insert(model.clone(), secs);
-                let until_wall =
-                    Timestamp::from_utc(now.wall.to_utc() + chrono::Duration::seconds(secs as i64));
+                self.model_backoff.started(model.clone(), secs);
                 self.paused_models.insert(
                     model,
                     Pause {
                         until: now.mono + Duration::from_secs(secs),
-                        until_wall: Some(until_wall),
+                        until_wall: Some(until),
                         reason,
                     },
                 );
@@ -150,7 +148,8 @@ impl Engine {
                 cause,
                 reason,
                 secs,
-            } => self.holds.start(cause, reason, secs, now.wall),
+                until,
+            } => self.holds.start(cause, reason, secs, until),
         }
     }
 

@@ -21,26 +21,57 @@ pub(super) struct Hold {
     pub(super) until_wall: Timestamp,
 }
 
-#[derive(Debug, Default)]
-pub(super) struct Holds {
-    active: BTreeMap<PauseScope, Hold>,
-    /// The length last used per scope, kept after the hold ends (see the module's text).
-    backoff: HashMap<PauseScope, u64>,
+/// Pause lengths that double while the same thing keeps failing: the length last used per key
+/// is kept after its pause ends, and forgotten once a run of that key goes through.
+#[derive(Debug)]
+pub(super) struct Backoff<K> {
+    last: HashMap<K, u64>,
 }
 
-impl Holds {
-    /// The next hold's length for `scope`, in seconds.
-    pub(super) fn next_secs(&self, scope: PauseScope, first: u64, max: u64) -> u64 {
-        match self.backoff.get(&scope) {
+impl<K> Default for Backoff<K> {
+    fn default() -> Self {
+        Backoff {
+            last: HashMap::new(),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq> Backoff<K> {
+    /// The next pause's length for `key`: `first`, or twice the last one, at most `max`.
+    pub(super) fn next(&self, key: &K, first: u64, max: u64) -> u64 {
+        match self.last.get(key) {
             Some(last) => last.saturating_mul(2).min(max),
             None => first,
         }
     }
 
-    pub(super) fn start(&mut self, cause: Unavailable, reason: String, secs: u64, now: Timestamp) {
+    pub(super) fn started(&mut self, key: K, secs: u64) {
+        self.last.insert(key, secs);
+    }
+
+    /// A run of `key` went through: its next pause starts from the shortest length again.
+    pub(super) fn went_through(&mut self, key: &K) {
+        self.last.remove(key);
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Holds {
+    active: BTreeMap<PauseScope, Hold>,
+    pub(super) backoff: Backoff<PauseScope>,
+}
+
+impl Holds {
+    /// Holds `cause`'s scope back for `secs`, until `until_wall`.
+    pub(super) fn start(
+        &mut self,
+        cause: Unavailable,
+        reason: String,
+        secs: u64,
+        until_wall: Timestamp,
+    ) {
         let scope = cause.scope();
-        self.backoff.insert(scope, secs);
-        let until_wall = Timestamp::from_utc(now.to_utc() + chrono::Duration::seconds(secs as i64));
+        self.backoff.started(scope, secs);
         let hold = Hold {
             cause,
             reason,
@@ -56,11 +87,6 @@ impl Holds {
             "dispatching paused"
         );
         self.active.insert(scope, hold);
-    }
-
-    /// A run of `scope` went through: the next hold starts from the shortest length again.
-    pub(super) fn went_through(&mut self, scope: PauseScope) {
-        self.backoff.remove(&scope);
     }
 
     /// Whether steps of `scope` may not start now (a hold of every step holds agents too).
@@ -108,30 +134,40 @@ mod tests {
     fn holds_back_off_until_a_run_goes_through() {
         let mut holds = Holds::default();
         let now = crate::daemon::clock::now();
-        assert_eq!(holds.next_secs(PauseScope::Agent, 60, 200), 60);
-        holds.start(Unavailable::Auth, "401".into(), 60, now);
-        assert_eq!(holds.next_secs(PauseScope::Agent, 60, 200), 120);
-        holds.start(Unavailable::Auth, "401".into(), 120, now);
-        assert_eq!(holds.next_secs(PauseScope::Agent, 60, 200), 200);
+        assert_eq!(holds.backoff.next(&PauseScope::Agent, 60, 200), 60);
+        holds.start(Unavailable::Auth, "401".into(), 60, now.after_secs(60));
+        assert_eq!(holds.backoff.next(&PauseScope::Agent, 60, 200), 120);
+        holds.start(Unavailable::Auth, "401".into(), 120, now.after_secs(120));
+        assert_eq!(holds.backoff.next(&PauseScope::Agent, 60, 200), 200);
         assert_eq!(
-            holds.next_secs(PauseScope::All, 60, 200),
+            holds.backoff.next(&PauseScope::All, 60, 200),
             60,
             "each scope backs off on its own"
         );
-        holds.went_through(PauseScope::Agent);
-        assert_eq!(holds.next_secs(PauseScope::Agent, 60, 200), 60);
+        holds.backoff.went_through(&PauseScope::Agent);
+        assert_eq!(holds.backoff.next(&PauseScope::Agent, 60, 200), 60);
     }
 
     #[test]
     fn a_hold_of_every_step_holds_agents_and_an_agent_hold_only_agents() {
         let mut holds = Holds::default();
         let now = crate::daemon::clock::now();
-        holds.start(Unavailable::Connection, "refused".into(), 60, now);
+        holds.start(
+            Unavailable::Connection,
+            "refused".into(),
+            60,
+            now.after_secs(60),
+        );
         assert!(holds.holds(PauseScope::Agent));
         assert!(!holds.holds(PauseScope::All));
         holds.release(|_| false);
         assert!(!holds.holds(PauseScope::Agent));
-        holds.start(Unavailable::Preparation, "no branch".into(), 60, now);
+        holds.start(
+            Unavailable::Preparation,
+            "no branch".into(),
+            60,
+            now.after_secs(60),
+        );
         assert!(holds.holds(PauseScope::Agent) && holds.holds(PauseScope::All));
         holds.expire(Instant::now() + Duration::from_secs(61));
         assert!(!holds.holds(PauseScope::All), "over once its time is up");

@@ -150,7 +150,7 @@ pub struct Engine {
     /// The pause length last used per model, kept after the pause ends so that a model that
     /// hits its limit again soon after waits twice as long; forgotten after a run of the model
     /// that did not hit it.
-    model_backoff: HashMap<String, u64>,
+    model_backoff: holds::Backoff<String>,
     /// Dispatching held back by failures no retry fixes (a refused key, an unreachable API).
     holds: holds::Holds,
     /// Inputs that arrived while start-up recovery ran, handled once it is done.
@@ -204,7 +204,7 @@ impl Engine {
             paused: false,
             paused_models: HashMap::new(),
             holds: holds::Holds::default(),
-            model_backoff: HashMap::new(),
+            model_backoff: holds::Backoff::default(),
             recovering: None,
             stopping: false,
             stop_deadline: None,

@@ -24,7 +24,7 @@ pub(super) struct Routed {
     pub(super) pause: Option<PauseOrder>,
 }
 
-/// What a requeue pauses; `secs` is already the backed-off length.
+/// What a requeue pauses; `secs` is already the backed-off length, ending at `until`.
 #[derive(Debug)]
 pub(super) enum PauseOrder {
     /// A model, after a usage limit.
@@ -32,12 +32,14 @@ pub(super) enum PauseOrder {
         model: String,
         reason: String,
         secs: u64,
+        until: Timestamp,
     },
     /// Dispatching, after a failure no retry fixes.
     Dispatch {
         cause: Unavailable,
         reason: String,
         secs: u64,
+        until: Timestamp,
     },
 }
 
@@ -83,20 +85,17 @@ impl Engine {
         match decision {
             Decision::Close if phase.is_some() => {}
             Decision::Requeue { reason } => {
-                let order = self.pause_order(at.outcome, meta, &reason);
-                let until = |secs: u64| {
-                    Timestamp::from_utc(now.to_utc() + chrono::Duration::seconds(secs as i64))
-                };
+                let order = self.pause_order(at.outcome, meta, &reason, now);
                 events.push(match &order {
-                    PauseOrder::Model { model, secs, .. } => EventBody::ModelPaused {
+                    PauseOrder::Model { model, until, .. } => EventBody::ModelPaused {
                         model: model.clone(),
-                        until: until(*secs),
+                        until: *until,
                         reason: reason.clone(),
                     },
-                    PauseOrder::Dispatch { cause, secs, .. } => EventBody::DispatchPaused {
+                    PauseOrder::Dispatch { cause, until, .. } => EventBody::DispatchPaused {
                         scope: cause.scope(),
                         cause: *cause,
-                        until: until(*secs),
+                        until: *until,
                         reason: reason.clone(),
                         help: cause.help().to_owned(),
                     },
@@ -266,36 +265,40 @@ impl Engine {
 
     /// What a requeue for `outcome` pauses: dispatching for a failure no retry fixes, else the
     /// step's model.
-    fn pause_order(&self, outcome: &Outcome, meta: &StepMeta, reason: &str) -> PauseOrder {
-        let config = &self.loaded.config;
+    /// How long, from `now`: a model pauses from `pause_secs`, doubling each time it hits its
+    /// limit again before one of its runs went through (capped at `max_pause_secs`); dispatching
+    /// backs off the same way per scope.
+    fn pause_order(
+        &self,
+        outcome: &Outcome,
+        meta: &StepMeta,
+        reason: &str,
+        now: Timestamp,
+    ) -> PauseOrder {
+        let (first, max) = (
+            self.loaded.config.pause_secs,
+            self.loaded.config.max_pause_secs,
+        );
         match outcome {
-            Outcome::Unavailable { cause, .. } => PauseOrder::Dispatch {
-                cause: *cause,
-                reason: reason.to_owned(),
-                secs: self
-                    .holds
-                    .next_secs(cause.scope(), config.pause_secs, config.max_pause_secs),
-            },
+            Outcome::Unavailable { cause, .. } => {
+                let secs = self.holds.backoff.next(&cause.scope(), first, max);
+                PauseOrder::Dispatch {
+                    cause: *cause,
+                    reason: reason.to_owned(),
+                    secs,
+                    until: now.after_secs(secs),
+                }
+            }
             _ => {
                 let model = self.model_for(meta);
-                let secs = self.pause_secs(&model);
+                let secs = self.model_backoff.next(&model, first, max);
                 PauseOrder::Model {
                     model,
                     reason: reason.to_owned(),
                     secs,
+                    until: now.after_secs(secs),
                 }
             }
-        }
-    }
-
-    /// How long `model` pauses after a usage limit. The pause doubles each time the model hits
-    /// its limit again before one of its runs went through (exponential backoff, capped at
-    /// `max_pause_secs`); such a run starts the next pause from `pause_secs` again.
-    fn pause_secs(&self, model: &str) -> u64 {
-        let config = &self.loaded.config;
-        match self.model_backoff.get(model) {
-            Some(last) => last.saturating_mul(2).min(config.max_pause_secs),
-            None => config.pause_secs,
         }
     }
 

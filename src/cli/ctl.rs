@@ -347,7 +347,8 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
         CtlCommand::Status if !args.json => {
             let status = client.status().await?;
             let recent = recent_events(&mut client, status.seq, STATUS_EVENTS).await?;
-            out.write_all(render_status(&status, &recent).as_bytes())?;
+            let text = render_status(&status, &recent, Paint::for_stdout());
+            out.write_all(text.as_bytes())?;
             return Ok(());
         }
         CtlCommand::Diff { bead } => {

@@ -20,8 +20,6 @@ pub use logs::{render_attempt_header, render_entry};
 pub use show::render_show;
 pub use status::render_status;
 
-use crate::protocol::BeadSummary;
-
 /// A small answer on one line: `key: value, …`, strings without their quotes.
 pub fn compact(v: &Value) -> String {
     match v {
@@ -49,41 +47,6 @@ pub fn progress_bar(done: u64, total: u64, width: usize) -> String {
         "#".repeat(filled),
         "-".repeat(width - filled)
     )
-}
-
-/// The beads of `ctl status` (`list` and `ready` are [`render_beads`]).
-pub fn render_list(beads: &[BeadSummary]) -> String {
-    if beads.is_empty() {
-        return "no beads\n".into();
-    }
-    let mut out = format!(
-        "{:<14} {:<12} {:>3}  {:<20} {:<14} {}\n",
-        "ID", "STATUS", "PRI", "PROGRESS", "STEP", "TITLE"
-    );
-    for b in beads {
-        let step = b
-            .running
-            .as_ref()
-            .and_then(|r| {
-                r.step
-                    .to_string()
-                    .rsplit_once('.')
-                    .map(|(_, n)| n.to_owned())
-            })
-            .or_else(|| b.current.clone())
-            .unwrap_or_default();
-        // The priority is not padded: the columns after it have always started right after it.
-        out.push_str(&format!(
-            "{:<14} {:<12} {}  {:<20} {:<14} {}\n",
-            b.id.to_string(),
-            b.status.to_string(),
-            b.priority,
-            progress_bar(b.done, b.total, 10),
-            step,
-            b.title,
-        ));
-    }
-    out
 }
 
 #[cfg(test)]

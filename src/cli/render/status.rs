@@ -7,10 +7,11 @@ use std::fmt::Write as _;
 use crate::domain::event::Event;
 use crate::protocol::StatusAnswer;
 
-use super::{render_event, render_list};
+use super::style::Paint;
+use super::{render_beads, render_event_with};
 
 /// The whole status; `recent` are the last events, oldest first.
-pub fn render_status(s: &StatusAnswer, recent: &[Event]) -> String {
+pub fn render_status(s: &StatusAnswer, recent: &[Event], paint: Paint) -> String {
     let mut out = format!(
         "catalystd {} (pid {}) on {}\nseq {}  ready {}  running {}{}{}\n",
         s.version,
@@ -50,12 +51,12 @@ pub fn render_status(s: &StatusAnswer, recent: &[Event]) -> String {
     }
     if !s.active.is_empty() {
         out.push('\n');
-        out.push_str(&render_list(&s.active));
+        out.push_str(&render_beads(&s.active, paint));
     }
     if !recent.is_empty() {
         out.push_str("\nRecent events:\n");
         for e in recent {
-            let _ = writeln!(out, "  {}", render_event(e));
+            let _ = writeln!(out, "  {}", render_event_with(e, paint));
         }
     }
     out

@@ -84,12 +84,16 @@ impl Engine {
     fn status(&self) -> StatusAnswer {
         let mut beads = std::collections::BTreeMap::new();
         let mut steps = 0;
+        let mut blocked = Vec::new();
         for bead in self.store.state().beads() {
             if bead.is_step() {
                 steps += 1;
                 continue;
             }
             *beads.entry(bead.status.to_string()).or_insert(0) += 1;
+            if bead.status == Status::Blocked {
+                blocked.push(bead);
+            }
         }
         let running = self
             .running
@@ -143,7 +147,7 @@ impl Engine {
             waiting_approval,
             held_merges,
             workspace: self.paths.workspace.clone(),
-            blocked: self.blocked(),
+            blocked: latest_blocked(blocked),
             holds: self
                 .holds
                 .iter()
@@ -165,30 +169,6 @@ impl Engine {
                 })
                 .collect(),
         }
-    }
-
-    /// Blocked work beads for `status`, the latest first, at most [`BLOCKED_SHOWN`].
-    fn blocked(&self) -> Vec<BlockedBead> {
-        let mut blocked: Vec<&Bead> = self
-            .store
-            .state()
-            .beads()
-            .filter(|b| !b.is_step() && b.status == Status::Blocked)
-            .collect();
-        blocked.sort_by_key(|b| std::cmp::Reverse(b.updated_at));
-        blocked
-            .into_iter()
-            .take(BLOCKED_SHOWN)
-            .map(|b| BlockedBead {
-                id: b.id.clone(),
-                title: b.title.clone(),
-                reason: b.comments.iter().rev().find_map(|c| {
-                    c.text
-                        .strip_prefix(BLOCKED_COMMENT)
-                        .map(|r| r.trim().to_owned())
-                }),
-            })
-            .collect()
     }
 
     fn running_step(&self, r: &super::Running) -> RunningStep {
@@ -310,4 +290,23 @@ impl Engine {
             .collect();
         Ok(ShowAnswer::new(self.summary(&bead), bead, steps))
     }
+}
+
+/// Blocked work beads for `status`, the latest first, at most [`BLOCKED_SHOWN`], with why (the
+/// daemon's last `BLOCKED` comment).
+fn latest_blocked(mut blocked: Vec<&Bead>) -> Vec<BlockedBead> {
+    blocked.sort_by_key(|b| std::cmp::Reverse(b.updated_at));
+    blocked
+        .into_iter()
+        .take(BLOCKED_SHOWN)
+        .map(|b| BlockedBead {
+            id: b.id.clone(),
+            title: b.title.clone(),
+            reason: b.comments.iter().rev().find_map(|c| {
+                c.text
+                    .strip_prefix(BLOCKED_COMMENT)
+                    .map(|r| r.trim().to_owned())
+            }),
+        })
+        .collect()
 }

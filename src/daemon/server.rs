@@ -13,7 +13,7 @@ use std::path::Path;
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::fs::File;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncSeekExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
@@ -211,7 +211,16 @@ async fn subscribe(
         subscribed: true,
     };
     send(&mut conn, &Response::ok(id, answer)).await?;
-    let mut file = BufReader::new(File::open(&shared.engine.journal).await?);
+    let path = shared.engine.journal.clone();
+    let mut journal = File::open(&path).await?;
+    // Start near `since` rather than at the journal's first line: `ctl status` and `ctl watch`
+    // ask for the last few events of journals of any length.
+    let start =
+        tokio::task::spawn_blocking(move || line_before(&mut std::fs::File::open(&path)?, since))
+            .await
+            .map_err(std::io::Error::other)??;
+    journal.seek(std::io::SeekFrom::Start(start)).await?;
+    let mut file = BufReader::new(journal);
     let mut partial = String::new();
     let mut caught_up = false;
     loop {
@@ -251,6 +260,49 @@ async fn subscribe(
             next = conn.next() => if next.is_none() { return Ok(()) },
         }
     }
+}
+
+/// How far back from the end [`line_before`] reads at a time.
+const SCAN_BLOCK: u64 = 64 * 1024;
+
+/// The offset of a line of the journal `file` at or before the first event after `since`:
+/// blocks are read backwards from the end, and the first whole line starting in a block is
+/// looked at until one has a seq of at most `since`. Lines between it and the first event
+/// wanted are skipped by [`wanted`], so only a block or two is read for a recent `since`; a
+/// line that does not start `{"seq":N` is passed over, and the worst case is the journal's
+/// start.
+fn line_before(file: &mut std::fs::File, since: u64) -> std::io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    if since == 0 {
+        return Ok(0);
+    }
+    let mut end = file.metadata()?.len();
+    let mut block = Vec::new();
+    while end > 0 {
+        let start = end.saturating_sub(SCAN_BLOCK);
+        block.resize(usize::try_from(end - start).unwrap_or(0), 0);
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut block)?;
+        let line = if start == 0 {
+            Some(0)
+        } else {
+            block.iter().position(|&b| b == b'\n').map(|i| i + 1)
+        };
+        if let Some(at) = line {
+            if seq_of(&block[at..]).is_some_and(|seq| seq <= since) {
+                return Ok(start + at as u64);
+            }
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+/// The seq a journal line starts with (`{"seq":N,…`), as the journal writes it.
+fn seq_of(line: &[u8]) -> Option<u64> {
+    let rest = line.strip_prefix(b"{\"seq\":")?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
 }
 
 /// Whether a journal line passes a subscription's filters.
@@ -297,6 +349,46 @@ fn wanted(line: &str, since: u64, bead: Option<&str>, types: Option<&[String]>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recent_since_reads_only_the_journals_end() {
+        use std::io::{BufRead, Seek, SeekFrom, Write};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("journal.jsonl");
+        let mut out = std::fs::File::create(&path).expect("create");
+        for seq in 1..=20_000u64 {
+            writeln!(out, r#"{{"seq":{seq},"ts":"2026-01-01T00:00:00Z","type":"bead.updated","id":"cat-{seq}"}}"#)
+                .expect("write");
+        }
+        drop(out);
+        let len = std::fs::metadata(&path).expect("len").len();
+        let mut file = std::fs::File::open(&path).expect("open");
+        let first_seq = |file: &mut std::fs::File, at: u64| {
+            file.seek(SeekFrom::Start(at)).expect("seek");
+            let mut line = String::new();
+            std::io::BufReader::new(&*file)
+                .read_line(&mut line)
+                .expect("read");
+            seq_of(line.as_bytes()).expect("a seq")
+        };
+        for since in [19_990, 15_000, 2] {
+            let at = line_before(&mut file, since).expect("offset");
+            let seq = first_seq(&mut file, at);
+            assert!(
+                seq <= since,
+                "no event after {since} is skipped: starts at {seq}"
+            );
+        }
+        let at = line_before(&mut file, 19_990).expect("offset");
+        assert!(
+            len - at <= 2 * SCAN_BLOCK,
+            "the last events come from the last blocks: {} of {len} bytes",
+            len - at
+        );
+        assert_eq!(line_before(&mut file, 0).expect("offset"), 0);
+        assert_eq!(seq_of(b"{\"seq\":42,\"ts\":\"x\"}"), Some(42));
+        assert_eq!(seq_of(b"not a line"), None);
+    }
 
     #[test]
     fn subscription_filters() {

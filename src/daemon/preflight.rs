@@ -4,7 +4,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::domain::agent::profile::AgentProfile;
 
@@ -58,6 +58,10 @@ pub fn target_branch(workspace: &Path, target: &str) -> Result<String, String> {
 /// Whether the profile's program runs: `Ok` with the first line of `<program> --version`, or
 /// why not. The profile's environment is applied, as for an attempt.
 pub fn agent_cli(profile: &AgentProfile) -> Result<String, String> {
+    agent_cli_within(profile, VERSION_TIMEOUT)
+}
+
+fn agent_cli_within(profile: &AgentProfile, timeout: Duration) -> Result<String, String> {
     let Some(program) = profile.command.first() else {
         return Err("the agent profile has an empty `command`".into());
     };
@@ -68,7 +72,7 @@ pub fn agent_cli(profile: &AgentProfile) -> Result<String, String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn();
-    let mut child = match child {
+    let child = match child {
         Ok(child) => child,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(format!(
@@ -77,28 +81,24 @@ pub fn agent_cli(profile: &AgentProfile) -> Result<String, String> {
         }
         Err(e) => return Err(format!("cannot run the agent CLI `{program}`: {e}")),
     };
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() < VERSION_TIMEOUT => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "`{program} --version` did not answer within {}s",
-                    VERSION_TIMEOUT.as_secs()
-                ));
-            }
-            Err(e) => return Err(format!("cannot wait for `{program} --version`: {e}")),
+    // Waited for on a thread of its own, so that one that hangs is killed at the deadline.
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let output = match rx.recv_timeout(timeout) {
+        Ok(Ok(output)) => output,
+        Ok(Err(e)) => return Err(format!("cannot wait for `{program} --version`: {e}")),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            return Err(format!(
+                "`{program} --version` did not answer within {}s",
+                timeout.as_secs_f32()
+            ));
         }
     };
-    let mut out = String::new();
-    if let Some(mut stdout) = child.stdout.take() {
-        let _ = std::io::Read::read_to_string(&mut stdout, &mut out);
-    }
+    let (status, out) = (output.status, String::from_utf8_lossy(&output.stdout));
     let first = out.lines().next().unwrap_or("").trim().to_owned();
     if status.success() {
         Ok(format!("agent CLI `{program}` runs: {first}"))
@@ -158,5 +158,14 @@ mod tests {
                 .is_some_and(|e| e.contains("not installed")),
             "{ran:?}"
         );
+        // An agent CLI that never answers is killed at the deadline.
+        let dir = tempfile::tempdir().unwrap();
+        let hang = dir.path().join("hang");
+        std::fs::write(&hang, "#!/bin/sh\nexec sleep 30\n").unwrap();
+        std::fs::set_permissions(&hang, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        profile.command = vec![hang.display().to_string()];
+        let err = agent_cli_within(&profile, Duration::from_millis(200)).unwrap_err();
+        assert!(err.contains("did not answer within 0.2s"), "{err}");
     }
 }

@@ -54,9 +54,31 @@ async fn paused_then_resumed(mock: &MockAnthropic, good: &str, bad: &str, cause:
     })
     .await;
     let id = daemon.submit(bead("Cannot reach the model")).await;
-    let paused = daemon
-        .wait_for("dispatching paused", |e| e["type"] == "dispatch.paused")
-        .await;
+    // When Claude Code first says it is retrying (its stdout has no clock of its own, so the
+    // run's stdout file is watched), and when the pause is seen.
+    let stdout = daemon.run_dir(&id, "refine", 1).join("stdout");
+    let first_retry =
+        catalyst_testkit::poll::poll(std::time::Duration::from_millis(5), async || {
+            let text = std::fs::read_to_string(&stdout).ok()?;
+            text.contains("\"api_retry\"").then(std::time::Instant::now)
+        });
+    let pause = async {
+        let paused = daemon
+            .wait_for("dispatching paused", |e| e["type"] == "dispatch.paused")
+            .await;
+        (paused, std::time::Instant::now())
+    };
+    let (retried_at, (paused, paused_at)) = tokio::join!(first_retry, pause);
+    let retried_at = retried_at.expect("Claude Code said it was retrying");
+    let took = paused_at.saturating_duration_since(retried_at);
+    eprintln!(
+        "{cause}: paused {} ms after Claude Code's first api_retry",
+        took.as_millis()
+    );
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "paused in under a second of the first retry, not after the CLI's own retries: {took:?}"
+    );
     assert_eq!(
         (paused["cause"].as_str(), paused["scope"].as_str()),
         (Some(cause), Some("agent")),

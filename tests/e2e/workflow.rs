@@ -560,3 +560,34 @@ responses = [
         Some("the design\n")
     );
 }
+
+/// A merge agent that says DONE without resolving the conflict has failed an attempt, and the
+/// reason names what still conflicts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_agent_that_leaves_the_conflict_fails_an_attempt_naming_the_files() {
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [{ sleep_ms = 100, tools = [{ name = "Bash", input = { command = "echo $CATALYST_BEAD > shared.txt" } }], summary = "wrote shared.txt" }]
+[[rule]]
+role = "merge"
+responses = [{ summary = "merged, honestly" }]
+"#;
+    let daemon = TestDaemon::start(scenario, "max_agents = 2").await;
+    daemon.submit(bead("first")).await;
+    daemon.submit(bead("second")).await;
+    let retry = daemon
+        .wait_for("the merge step's counted retry", |e| {
+            e["type"] == "step.retry"
+                && e["counted"] == true
+                && e["step"].as_str().is_some_and(|s| s.ends_with(".merge"))
+        })
+        .await;
+    let reason = retry["reason"].as_str().expect("a reason");
+    assert!(
+        reason.starts_with("the merge agent finished, but `main` (")
+            && reason.contains("still conflicts with the bead's branch")
+            && reason.ends_with("in shared.txt"),
+        "{retry}"
+    );
+}

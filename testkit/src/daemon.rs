@@ -220,6 +220,17 @@ impl TestDaemon {
         .await
     }
 
+    /// Submits a bead `id` of the shipped `gated` formula (see [`crate::gated_bead`]) and waits
+    /// until its approval step waits for a person.
+    pub async fn submit_gated_waiting(&self, id: &str, test_command: &str) {
+        self.submit(crate::gated_bead(id, test_command)).await;
+        let step = format!("{id}.approve");
+        self.wait_for("the approval to wait", |e| {
+            e["type"] == "gate.waiting" && e["step"] == step.as_str()
+        })
+        .await;
+    }
+
     /// Follows the events from the start until `done` says those so far are enough, within
     /// `timeout`, and returns them.
     pub async fn follow_until(

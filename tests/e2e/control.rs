@@ -159,14 +159,7 @@ async fn ctl_behaves_like_the_tools_people_know() {
     // From a subfolder, with the title as an argument.
     let (code, out, err) = ctl(&["submit", "Say hello", "--id", "cat-pos"]);
     assert_eq!((code, out.trim()), (0, "submitted cat-pos"), "{err}");
-    daemon
-        .submit(catalyst_testkit::gated_bead("cat-gated", "true"))
-        .await;
-    daemon
-        .wait_for("the approval to wait", |e| {
-            e["type"] == "gate.waiting" && e["step"] == "cat-gated.approve"
-        })
-        .await;
+    daemon.submit_gated_waiting("cat-gated", "true").await;
 
     // The daemon's errors exit 1 with its message; the words people mistype are errors.
     for (args, says) in [
@@ -493,19 +486,10 @@ async fn ctl_prints_local_times_aligned_columns_and_colour_only_on_a_terminal() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctl_diff_shows_what_the_branch_changes_since_it_left_the_target() {
-    // The merge agent brings the branch up to date with `main`, which a person moves.
-    let scenario = format!(
-        "{GATED}\n[[rule]]\nrole = \"merge\"\nresponses = [{{ tools = [{{ name = \"Bash\", input = {{ command = \"git -c user.name=stub -c user.email=stub@localhost merge --no-edit main\" }} }}], summary = \"merged main\" }}]\n"
-    );
-    let daemon = TestDaemon::start(&scenario, "").await;
-    daemon
-        .submit(catalyst_testkit::gated_bead("cat-gated", "true"))
-        .await;
-    daemon
-        .wait_for("the approval to wait", |e| {
-            e["type"] == "gate.waiting" && e["step"] == "cat-gated.approve"
-        })
-        .await;
+    // A person moves `main` meanwhile; the daemon merges it into the branch before the target
+    // moves.
+    let daemon = TestDaemon::start(GATED, "").await;
+    daemon.submit_gated_waiting("cat-gated", "true").await;
     // A commit on main after the branch left it is not the bead's change.
     catalyst_testkit::repo::commit_file(&daemon.repo, "later.txt", "later\n", "a person's commit");
 

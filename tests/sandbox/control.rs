@@ -1,6 +1,6 @@
 //! The control socket: an agent reaches only its own attempt's hooks, never a person's methods.
 
-use catalyst_testkit::{bead, gated_bead, TestDaemon};
+use catalyst_testkit::{bead, TestDaemon};
 use serde_json::json;
 
 use crate::MAIN_CHECKOUT;
@@ -48,12 +48,7 @@ async fn an_agent_cannot_approve_a_waiting_bead_or_stop_the_daemon() {
         crate::implement_runs(&commands)
     );
     let daemon = TestDaemon::start(&scenario, "").await;
-    daemon.submit(gated_bead("cat-gated", "true")).await;
-    daemon
-        .wait_for("the approval to wait", |e| {
-            e["type"] == "gate.waiting" && e["step"] == "cat-gated.approve"
-        })
-        .await;
+    daemon.submit_gated_waiting("cat-gated", "true").await;
     let id = daemon.submit(bead("Tries to approve it")).await;
     daemon.wait_status(&id, "closed").await;
     let shell = daemon

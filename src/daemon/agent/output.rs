@@ -69,12 +69,10 @@ impl CappedFile {
         if keep.is_empty() || self.failed {
             return;
         }
-        // tokio writes a file in the background; the flush waits until the bytes are in it.
-        let written = match self.out.write_all(keep).await {
-            Ok(()) => self.out.flush().await,
-            Err(e) => Err(e),
-        };
-        if let Err(e) = written {
+        // tokio hands each write to a background thread at once, so the bytes reach the file
+        // (and `ctl logs -f`) without waiting here; a failed write shows on the next one or in
+        // `finish`'s flush.
+        if let Err(e) = self.out.write_all(keep).await {
             self.failed = true;
             tracing::warn!(path = %self.path.display(), error = %e, "cannot write agent output; dropping the rest");
         }

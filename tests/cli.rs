@@ -361,3 +361,283 @@ fn formula_show_prints_the_composed_molecule_as_a_tree() {
         out.stderr
     );
 }
+
+/// Every key of beads' workflow format at once, in a workflow that extends another and is
+/// composed with an expansion and an aspect: `formula check` exits 0 with warnings only, and
+/// `formula show` prints what it pours.
+#[test]
+fn formula_check_accepts_beads_full_workflow_key_set() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let formulas = dir.path().join(".catalyst/formulas");
+    std::fs::create_dir_all(&formulas).expect("formulas folder");
+    let base = write(
+        &formulas,
+        "base.formula.toml",
+        r#"
+formula = "base"
+description = "What every change goes through."
+version = 1
+type = "workflow"
+
+[vars.lang]
+description = "the language"
+default = "rust"
+enum = ["rust", "go"]
+
+[[steps]]
+id = "plan"
+title = "Plan {{title}}"
+
+[[steps]]
+id = "merge"
+title = "Merge"
+role = "merge"
+needs = ["plan"]
+"#,
+    );
+    let polish = write(
+        &formulas,
+        "polish.formula.toml",
+        r#"
+formula = "polish"
+type = "expansion"
+[vars]
+rounds = "2"
+[[template]]
+id = "{target}.draft"
+title = "Draft: {target.title}"
+description = "{target.description}"
+[[template]]
+id = "{target}.refine"
+title = "Refine ({{rounds}} rounds)"
+needs = ["{target}.draft"]
+"#,
+    );
+    let audit = write(
+        &formulas,
+        "audit.formula.toml",
+        r#"
+formula = "audit"
+type = "aspect"
+[[advice]]
+target = "*"
+[advice.around]
+before = [{ id = "{step.id}-scan", title = "Scan before {step.title}" }]
+after = [{ id = "{step.id}-audit", title = "Audit {step.id}" }]
+[[pointcuts]]
+glob = "build*"
+type = "feature"
+"#,
+    );
+    let full = write(
+        &formulas,
+        "full.formula.toml",
+        r#"
+formula = "full"
+description = "Every key beads defines for a workflow."
+version = 1
+type = "workflow"
+extends = ["base"]
+phase = "liquid"
+pour = true
+source = "full.formula.toml"
+
+[vars.count]
+description = "how many"
+default = "2"
+type = "int"
+pattern = "[0-9]+"
+[vars.fast]
+type = "bool"
+default = "false"
+[vars.owner]
+required = true
+
+[compose]
+aspects = ["audit"]
+bond_points = [{ id = "end", after_step = "join", parallel = false }]
+hooks = [{ trigger = "label:security", attach = "audit", at = "end", vars = {} }]
+gate = [{ before = "join", condition = "tests.status == 'complete'" }]
+[[compose.expand]]
+target = "docs"
+with = "polish"
+vars = { rounds = "3" }
+[[compose.map]]
+select = "lint*"
+with = "polish"
+[[compose.branch]]
+from = "plan"
+steps = ["build", "docs"]
+join = "join"
+
+[[steps]]
+id = "build"
+title = "Build in {{lang}} for {{owner}}"
+description = "Build it."
+notes = "n"
+type = "feature"
+priority = 1
+labels = ["core"]
+depends_on = ["plan"]
+assignee = "{{owner}}"
+on_complete = { for_each = "output.parts", bond = "base", vars = { part = "{item}" }, parallel = true }
+
+[[steps]]
+id = "docs"
+title = "Docs"
+description = "Write the docs."
+
+[[steps]]
+id = "lint"
+title = "Lint"
+needs = ["plan"]
+condition = "{{fast}} != true"
+
+[[steps]]
+id = "join"
+title = "Join"
+waits_for = "all-children"
+gate = { type = "timer", timeout = "1h" }
+
+[[steps]]
+id = "group"
+title = "Group"
+needs = ["join"]
+[[steps.children]]
+id = "check"
+title = "Check"
+[[steps.children]]
+id = "tidy"
+title = "Tidy"
+needs = ["check"]
+
+[[steps]]
+id = "rounds"
+title = "Rounds"
+needs = ["group"]
+[steps.loop]
+range = "1..{count}"
+var = "n"
+[[steps.loop.body]]
+id = "pass"
+title = "Pass {n}"
+
+[[steps]]
+id = "settle"
+title = "Settle"
+needs = ["rounds"]
+[steps.loop]
+until = "settle.status == 'complete'"
+max = 3
+[[steps.loop.body]]
+id = "try"
+title = "Try"
+
+[[steps]]
+id = "approve"
+title = "Approve"
+needs = ["settle"]
+gate = { type = "human" }
+
+[[steps]]
+id = "inline"
+title = "Inline"
+needs = ["approve"]
+expand = "polish"
+expand_vars = { rounds = "1" }
+
+[[steps]]
+id = "merge"
+title = "Merge"
+role = "merge"
+needs = ["inline"]
+"#,
+    );
+    let out = catalyst(&["formula", "check", &full, &base, &polish, &audit], "");
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        lines.iter().all(|l| l.contains(": warning: ")),
+        "warnings only: {lines:#?}"
+    );
+    for key in [
+        "`phase`",
+        "`pour`",
+        "`source`",
+        "`bond_points`",
+        "`hooks`",
+        "`gate` is kept",
+        "`on_complete`",
+        "`waits_for`",
+        "`assignee`",
+        "`type = \"timer\"`",
+        "`until`",
+    ] {
+        assert_eq!(
+            lines.iter().filter(|l| l.contains(key)).count(),
+            1,
+            "one line for {key}: {lines:#?}"
+        );
+    }
+
+    let workspace = dir.path().display().to_string();
+    let show = |vars: &[&str]| {
+        let mut args = vec!["formula", "show", "full", "--workspace", &workspace];
+        for v in vars {
+            args.extend(["--var", v]);
+        }
+        catalyst(&args, "")
+    };
+    let out = show(&["owner=ann"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let ids: Vec<&str> = out
+        .stdout
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            l.trim_start_matches(|c: char| " │└├─".contains(c))
+                .split_whitespace()
+                .next()
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "plan",
+            "build-scan",
+            "build",
+            "build-audit",
+            "docs-draft",
+            "docs-refine",
+            "lint-draft",
+            "lint-refine",
+            "gate-join",
+            "join",
+            "check",
+            "tidy",
+            "rounds-iter1-pass",
+            "rounds-iter2-pass",
+            "settle-iter1-try",
+            "gate-approve",
+            "approve",
+            "inline-draft",
+            "inline-refine",
+            "merge",
+        ],
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("Refine (3 rounds)") && out.stdout.contains("Refine (1 rounds)"),
+        "expansion vars from the rule and from the step: {}",
+        out.stdout
+    );
+    let out = show(&["owner=ann", "fast=true"]);
+    assert!(
+        !out.stdout.contains("lint-draft"),
+        "the condition drops lint: {}",
+        out.stdout
+    );
+    let out = show(&["owner=ann", "count=many"]);
+    assert_ne!(out.code, 0, "an int var refuses text: {}", out.stdout);
+}

@@ -125,7 +125,7 @@ mod tests {
         );
         write(
             "broken.formula.toml",
-            "formula = \"broken\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\nwaits_for = \"all-children\"\n",
+            "formula = \"broken\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\nwaits_for = \"all-children\"\nmodle = \"opus\"\n",
         );
         write("notes.toml", "not a formula");
         let missing = dir.path().join("missing");
@@ -137,23 +137,22 @@ mod tests {
             1,
             "overridden"
         );
-        // The overriding `feature` and `ci` have no merge step: a warning each, not an error.
+        // The overriding `feature` and `ci` have no merge step and `broken` keeps `waits_for`:
+        // a warning each, not an error.
         let errors: Vec<_> = problems.iter().filter(|p| !p.warning).collect();
         assert_eq!(errors.len(), 1, "{problems:#?}");
         assert!(
             problems
                 .iter()
                 .filter(|p| p.warning)
-                .all(|p| p.message.starts_with("no merge step")),
+                .all(|p| p.message.starts_with("no merge step")
+                    || p.message.starts_with("`waits_for` is kept")),
             "{problems:#?}"
         );
         let shown = errors[0].to_string();
         let file = dir.path().join("broken.formula.toml");
         assert!(
-            shown.starts_with(&format!(
-                "{}: a: `waits_for` is not supported",
-                file.display()
-            )),
+            shown.starts_with(&format!("{}: a: unknown key `modle`", file.display())),
             "{shown}"
         );
     }

@@ -62,11 +62,12 @@ impl Formula {
             }
             Kind::Workflow => {}
         }
-        if self.steps.is_empty() {
+        // What a composed workflow (`extends`, `[compose]`, `expand`) is made of is known only
+        // once it is composed: the whole is checked again then, and only its own steps now.
+        let composed = super::compose::needs_composing(self);
+        if self.steps.is_empty() && self.extends.is_empty() {
             out.push(Problem::formula(file, "the formula has no steps"));
-        } else if self.steps.iter().all(|s| s.expand.is_none())
-            && !self.steps.iter().any(|s| s.role == Role::Merge)
-        {
+        } else if !composed && !self.steps.iter().any(|s| s.role == Role::Merge) {
             out.push(
                 Problem::formula(
                     file,
@@ -88,22 +89,28 @@ impl Formula {
                 problem("the step has no `title`".into());
             }
             for need in &step.needs {
-                if self.step(need).is_none() {
+                if self.extends.is_empty() && self.step(need).is_none() {
                     problem(format!("`needs` names unknown step `{need}`"));
                 }
             }
             check_role(step, has_prompt, &mut problem);
-            self.check_recheck(step, &mut problem);
-            self.check_condition(step, &mut problem);
             check_output(step, &mut problem);
-            self.check_placeholders(step, &mut problem);
+            if self.extends.is_empty() {
+                // These name other steps and vars, which may be the parents'.
+                self.check_recheck(step, &mut problem);
+                self.check_condition(step, &mut problem);
+                self.check_placeholders(step, &mut problem);
+            }
             if step.metadata.contains_key(STEP_META_KEY) {
                 problem(format!(
                     "metadata key `{STEP_META_KEY}` is reserved for catalyst's own step metadata"
                 ));
             }
         }
-        if let Err(cycles) = self.order() {
+        if let Err(cycles) = self
+            .order()
+            .map_err(|c| if composed { Vec::new() } else { c })
+        {
             for cycle in cycles {
                 let names: Vec<_> = cycle.iter().map(|&i| self.steps[i].id.as_str()).collect();
                 out.push(Problem::formula(
@@ -610,10 +617,10 @@ mod tests {
 
     #[test]
     fn all_problems_come_at_once_across_parse_and_check() {
-        let text = "formula = \"f\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\nwaits_for = \"all-children\"\nneeds = [\"b\"]\n[[steps]]\nid = \"b\"\ntitle = \"B\"\nneeds = [\"a\"]\n";
+        let text = "formula = \"f\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\nmodle = \"opus\"\nneeds = [\"b\"]\n[[steps]]\nid = \"b\"\ntitle = \"B\"\nneeds = [\"a\"]\n";
         let got = errors(&Formula::load(text, "t.formula.toml", &has_prompt).expect_err("refused"));
         assert_eq!(got.len(), 2, "{got:#?}");
-        assert!(got[0].starts_with("t.formula.toml: a: `waits_for` is not supported by catalyst"));
+        assert_eq!(got[0], "t.formula.toml: a: unknown key `modle`");
         assert_eq!(got[1], "t.formula.toml: cycle in `needs`: a -> b -> a");
     }
 

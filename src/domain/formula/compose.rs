@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use globset::Glob;
 
 use super::vars::substitute;
-use super::{Formula, Kind, Problem, Step};
+use super::{Formula, Kind, Pointcut, Problem, Step};
 
 /// A work bead label that applies an aspect when its formula is poured: `aspect:<name>`.
 pub const ASPECT_LABEL: &str = "aspect:";
@@ -75,6 +75,10 @@ pub fn expand_step(
             step.needs = t.needs.iter().map(|n| id_of(n)).collect();
             step.labels = t.labels.iter().map(|l| place(l)).collect();
             step.output = t.output.as_deref().map(place);
+            // The chain stands for the step, so it is poured only when the step would be.
+            if step.condition.is_none() {
+                step.condition = old.condition.clone();
+            }
             step
         })
         .collect();
@@ -102,48 +106,96 @@ pub fn apply_aspect(workflow: &Formula, aspect: &Formula) -> Result<Formula, Str
             aspect.name
         ));
     }
-    let globs = |patterns: &[String]| -> Result<Vec<globset::GlobMatcher>, String> {
-        patterns
-            .iter()
-            .map(|p| {
-                Glob::new(p)
-                    .map(|g| g.compile_matcher())
-                    .map_err(|e| format!("aspect `{}`: bad glob `{p}`: {e}", aspect.name))
-            })
-            .collect()
+    let glob = |pattern: &str| -> Result<globset::GlobMatcher, String> {
+        Glob::new(pattern)
+            .map(|g| g.compile_matcher())
+            .map_err(|e| format!("aspect `{}`: bad glob `{pattern}`: {e}", aspect.name))
     };
-    let pointcuts = globs(&aspect.pointcuts)?;
+    let pointcuts: Vec<Matcher> = aspect
+        .pointcuts
+        .iter()
+        .map(|p| Matcher::new(p, &glob))
+        .collect::<Result<_, _>>()?;
     let mut steps = workflow.steps.clone();
-    let originals: Vec<String> = workflow.steps.iter().map(|s| s.id.clone()).collect();
+    let originals: Vec<Step> = workflow.steps.clone();
     for advice in &aspect.advice {
-        let target = globs(std::slice::from_ref(&advice.target))?.remove(0);
-        for id in &originals {
-            let matched = target.is_match(id)
-                && (pointcuts.is_empty() || pointcuts.iter().any(|p| p.is_match(id)));
+        let target = glob(&advice.target)?;
+        for step in &originals {
+            let matched = target.is_match(&step.id)
+                && (pointcuts.is_empty() || pointcuts.iter().any(|p| p.matches(step)));
             if matched {
-                wrap(&mut steps, id, &advice.before, &advice.after);
+                wrap(&mut steps, &step.id, &advice.before, &advice.after);
             }
         }
     }
     Ok(Formula {
-        steps,
+        steps: gates(steps),
         ..workflow.clone()
     })
 }
 
-/// The globs of `aspect`'s pointcuts that match none of `workflow`'s steps.
+/// A pointcut, its glob compiled.
+struct Matcher<'a> {
+    glob: Option<globset::GlobMatcher>,
+    pointcut: &'a Pointcut,
+}
+
+impl<'a> Matcher<'a> {
+    fn new(
+        pointcut: &'a Pointcut,
+        glob: &dyn Fn(&str) -> Result<globset::GlobMatcher, String>,
+    ) -> Result<Matcher<'a>, String> {
+        Ok(Matcher {
+            glob: pointcut.glob.as_deref().map(glob).transpose()?,
+            pointcut,
+        })
+    }
+
+    /// Whether `step` meets every criterion of the pointcut.
+    fn matches(&self, step: &Step) -> bool {
+        self.glob.as_ref().is_none_or(|g| g.is_match(&step.id))
+            && self
+                .pointcut
+                .issue_type
+                .as_ref()
+                .is_none_or(|t| *t == step.issue_type)
+            && self
+                .pointcut
+                .label
+                .as_ref()
+                .is_none_or(|l| step.labels.contains(l))
+    }
+}
+
+/// `aspect`'s pointcuts that match none of `workflow`'s steps, described.
 pub fn unmatched_pointcuts(workflow: &Formula, aspect: &Formula) -> Vec<String> {
+    let glob = |p: &str| {
+        Glob::new(p)
+            .map(|g| g.compile_matcher())
+            .map_err(|e| e.to_string())
+    };
     aspect
         .pointcuts
         .iter()
         .filter(|p| {
-            Glob::new(p).is_ok_and(|g| {
-                let m = g.compile_matcher();
-                !workflow.steps.iter().any(|s| m.is_match(&s.id))
-            })
+            Matcher::new(p, &glob).is_ok_and(|m| !workflow.steps.iter().any(|s| m.matches(s)))
         })
-        .cloned()
+        .map(describe_pointcut)
         .collect()
+}
+
+fn describe_pointcut(p: &Pointcut) -> String {
+    let mut parts = Vec::new();
+    if let Some(g) = &p.glob {
+        parts.push(g.clone());
+    }
+    if let Some(t) = &p.issue_type {
+        parts.push(format!("type {t}"));
+    }
+    if let Some(l) = &p.label {
+        parts.push(format!("label {l}"));
+    }
+    parts.join(", ")
 }
 
 /// Puts `before` and `after` around step `id` of `steps`, wired as [`apply_aspect`] says.
@@ -152,6 +204,7 @@ fn wrap(steps: &mut Vec<Step>, id: &str, before: &[Step], after: &[Step]) {
         return;
     };
     let title = steps[at].title.clone();
+    let condition = steps[at].condition.clone();
     let place = |advice: &Step| {
         let fill = |text: &str| {
             text.replace("{step.id}", id)
@@ -166,6 +219,10 @@ fn wrap(steps: &mut Vec<Step>, id: &str, before: &[Step], after: &[Step]) {
         };
         step.description = fill(&advice.description);
         step.needs = Vec::new();
+        // Advice on a step is poured only when the step is.
+        if step.condition.is_none() {
+            step.condition = condition.clone();
+        }
         step
     };
     let mut before: Vec<Step> = before.iter().map(place).collect();
@@ -201,7 +258,6 @@ fn wrap(steps: &mut Vec<Step>, id: &str, before: &[Step], after: &[Step]) {
 /// step of its own. Its children that need no sibling need what it needed, and the steps that
 /// needed it need its children that no sibling needs; nested groups are lifted the same way.
 pub(super) fn flatten(steps: Vec<Step>) -> Vec<Step> {
-    let steps = human_gates(steps);
     if steps.iter().all(|s| s.children.is_empty()) {
         return steps;
     }
@@ -219,17 +275,26 @@ pub(super) fn flatten(steps: Vec<Step>) -> Vec<Step> {
     steps
 }
 
-/// Puts an approval step `gate-<id>` before each step with a human `gate`: it needs what the
-/// step needed, and the step needs it.
-fn human_gates(steps: Vec<Step>) -> Vec<Step> {
+/// Puts an approval step `gate-<id>` before each step with a `gate`: it needs what the step
+/// needed, and the step needs it. Done once a workflow is composed, so that the approval comes
+/// right before its step whatever composing wired in front of it.
+pub(super) fn gates(steps: Vec<Step>) -> Vec<Step> {
     let mut out = Vec::with_capacity(steps.len());
     for mut step in steps {
-        if step.gate.take().is_some() {
+        if let Some(waits) = step.gate.take() {
+            let description = if waits == "human" {
+                format!("A person approves before `{}` runs.", step.id)
+            } else {
+                format!(
+                    "A person approves before `{}` runs, in place of {waits}, which catalyst does not watch.",
+                    step.id
+                )
+            };
             let mut gate = Step::new(
                 &format!("gate-{}", step.id),
                 crate::domain::model::Role::Approval,
                 &format!("Approve: {}", step.title),
-                format!("A person approves before `{}` runs.", step.id),
+                description,
             );
             gate.needs = std::mem::take(&mut step.needs);
             step.needs = vec![gate.id.clone()];
@@ -296,15 +361,32 @@ fn rewire(needs: &mut Vec<String>, old: &str, new: &[String]) {
     *needs = out;
 }
 
-/// `workflow` with each step that names an expansion (`expand`) replaced by it; `find` looks
-/// formulas up by name.
-pub(super) fn expand_all<'a>(
+/// Whether `formula` is composed from others: it extends a formula, has `[compose]` rules or
+/// a step that names an expansion.
+pub(super) fn needs_composing(formula: &Formula) -> bool {
+    formula.kind == Kind::Workflow
+        && (!formula.extends.is_empty()
+            || !formula.compose.is_empty()
+            || formula.steps.iter().any(|s| s.expand.is_some()))
+}
+
+/// `workflow` as it is poured, in beads' order: the formulas it `extends` merged under it,
+/// then `[compose] branch` wiring, its steps' `expand`, `[compose] expand` and `map`, and
+/// `[compose] aspects` last. `find` looks formulas up by name. Problems name the workflow's
+/// file, and its step where there is one.
+pub(super) fn compose<'a>(
     workflow: &Formula,
     find: &dyn Fn(&str) -> Option<&'a Formula>,
 ) -> Result<Formula, Vec<Problem>> {
-    let mut formula = workflow.clone();
+    let file = workflow.file.as_str();
+    let whole = |e: String| vec![Problem::formula(file, e)];
+    let mut formula = inherit(workflow, find, &mut vec![workflow.name.clone()]).map_err(whole)?;
+    let rules = std::mem::take(&mut formula.compose);
+    for branch in &rules.branch {
+        fork_join(&mut formula.steps, branch).map_err(whole)?;
+    }
     let mut problems = Vec::new();
-    let targets: Vec<(String, String, BTreeMap<String, String>)> = workflow
+    let targets: Vec<(String, String, BTreeMap<String, String>)> = formula
         .steps
         .iter()
         .filter_map(|s| Some((s.id.clone(), s.expand.clone()?, s.expand_vars.clone())))
@@ -316,14 +398,165 @@ pub(super) fn expand_all<'a>(
         };
         match expanded {
             Ok(next) => formula = next,
-            Err(e) => problems.push(Problem::step(&workflow.file, &target, e)),
+            Err(e) => problems.push(Problem::step(file, &target, e)),
         }
     }
-    if problems.is_empty() {
-        Ok(formula)
-    } else {
-        Err(problems)
+    for rule in &rules.expand {
+        let Some(expansion) = find(&rule.with) else {
+            problems.push(Problem::formula(
+                file,
+                format!("compose: `with` names unknown formula `{}`", rule.with),
+            ));
+            continue;
+        };
+        let targets: Vec<String> = if rule.glob {
+            match Glob::new(&rule.select) {
+                Ok(g) => {
+                    let m = g.compile_matcher();
+                    let ids: Vec<String> = formula
+                        .steps
+                        .iter()
+                        .filter(|s| m.is_match(&s.id))
+                        .map(|s| s.id.clone())
+                        .collect();
+                    if ids.is_empty() {
+                        problems.push(
+                            Problem::formula(
+                                file,
+                                format!("compose: map `{}` matches no step", rule.select),
+                            )
+                            .warn(),
+                        );
+                    }
+                    ids
+                }
+                Err(e) => {
+                    problems.push(Problem::formula(
+                        file,
+                        format!("compose: bad glob `{}`: {e}", rule.select),
+                    ));
+                    Vec::new()
+                }
+            }
+        } else {
+            vec![rule.select.clone()]
+        };
+        for target in targets {
+            match expand_step(&formula, &target, expansion, &rule.vars) {
+                Ok(next) => formula = next,
+                Err(e) => problems.push(Problem::formula(file, format!("compose: {e}"))),
+            }
+        }
     }
+    for name in &rules.aspects {
+        let applied = match find(name) {
+            None => Err(format!("compose: `aspects` names unknown formula `{name}`")),
+            Some(aspect) => apply_aspect(&formula, aspect).map_err(|e| format!("compose: {e}")),
+        };
+        match applied {
+            Ok(next) => formula = next,
+            Err(e) => problems.push(Problem::formula(file, e)),
+        }
+    }
+    if problems.iter().any(|p| !p.warning) {
+        Err(problems)
+    } else {
+        formula.steps = gates(std::mem::take(&mut formula.steps));
+        formula.warnings.extend(problems);
+        Ok(formula)
+    }
+}
+
+/// `formula` with the formulas it `extends` under it, each merged in the order given (their
+/// own parents first): vars, steps and `[compose]` rules are inherited, and the child's step or
+/// var of the same name replaces the parent's, in the parent's place. `chain` holds the
+/// formulas being inherited through, to refuse a cycle.
+fn inherit<'a>(
+    formula: &Formula,
+    find: &dyn Fn(&str) -> Option<&'a Formula>,
+    chain: &mut Vec<String>,
+) -> Result<Formula, String> {
+    let mut base: Option<Formula> = None;
+    for name in &formula.extends {
+        if chain.contains(name) {
+            chain.push(name.clone());
+            return Err(format!(
+                "`extends` goes round in a circle: {}",
+                chain.join(" -> ")
+            ));
+        }
+        let parent =
+            find(name).ok_or_else(|| format!("`extends` names unknown formula `{name}`"))?;
+        if parent.kind != Kind::Workflow {
+            return Err(format!("`extends` names `{name}`, which is not a workflow"));
+        }
+        chain.push(name.clone());
+        let parent = inherit(parent, find, chain)?;
+        chain.pop();
+        base = Some(match base {
+            None => parent,
+            Some(base) => merge(base, parent),
+        });
+    }
+    Ok(match base {
+        None => formula.clone(),
+        Some(base) => merge(base, formula.clone()),
+    })
+}
+
+/// `child` on top of `base` (see [`inherit`]).
+fn merge(base: Formula, child: Formula) -> Formula {
+    let mut steps = base.steps;
+    for step in child.steps {
+        match steps.iter_mut().find(|s| s.id == step.id) {
+            Some(old) => *old = step,
+            None => steps.push(step),
+        }
+    }
+    let mut vars = base.vars;
+    vars.extend(child.vars);
+    let mut kept = base.kept;
+    kept.extend(child.kept);
+    let mut compose = base.compose;
+    compose.expand.extend(child.compose.expand);
+    compose.branch.extend(child.compose.branch);
+    for aspect in child.compose.aspects {
+        if !compose.aspects.contains(&aspect) {
+            compose.aspects.push(aspect);
+        }
+    }
+    Formula {
+        steps,
+        vars,
+        kept,
+        compose,
+        extends: Vec::new(),
+        ..child
+    }
+}
+
+/// `[[compose.branch]]`: each of the branch's steps needs `from`, and `join` needs them all.
+fn fork_join(steps: &mut [Step], branch: &super::Branch) -> Result<(), String> {
+    for id in branch.steps.iter().chain([&branch.from, &branch.join]) {
+        if !steps.iter().any(|s| &s.id == id) {
+            return Err(format!("compose: branch names unknown step `{id}`"));
+        }
+    }
+    for step in steps.iter_mut() {
+        let add: Vec<&String> = if branch.steps.contains(&step.id) {
+            vec![&branch.from]
+        } else if step.id == branch.join {
+            branch.steps.iter().collect()
+        } else {
+            continue;
+        };
+        for need in add {
+            if !step.needs.contains(need) {
+                step.needs.push(need.clone());
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -541,17 +774,56 @@ mod tests {
         );
         assert_eq!(formula.steps[3].title, "Edit, round 2");
         assert!(formula.check(&|_| true).is_empty());
-        let until = Formula::parse(
-            "formula = \"f\"\n[[steps]]\nid = \"l\"\ntitle = \"L\"\n[steps.loop]\nuntil = \"done\"\n",
-            "t.formula.toml",
-        )
-        .expect_err("refused");
-        assert!(
-            until
-                .iter()
-                .any(|p| p.to_string().contains("`until` is not supported")),
-            "{until:?}"
+        let problems = |text: &str| -> Vec<String> {
+            match Formula::parse(text, "t.formula.toml") {
+                Ok(f) => f.warnings.iter().map(ToString::to_string).collect(),
+                Err(p) => p.iter().map(ToString::to_string).collect(),
+            }
+        };
+        let until = problems("formula = \"f\"\n[[steps]]\nid = \"l\"\ntitle = \"L\"\n[steps.loop]\nuntil = \"done\"\n[[steps.loop.body]]\nid = \"x\"\ntitle = \"X\"\n");
+        assert_eq!(
+            until,
+            [
+                "t.formula.toml: l: loop: `until` needs a `max`",
+                "t.formula.toml: l: warning: loop: `until` is decided while the loop runs, which a poured molecule cannot be: the body is poured once"
+            ]
         );
+        let both = problems("formula = \"f\"\n[[steps]]\nid = \"l\"\ntitle = \"L\"\n[steps.loop]\ncount = 2\nrange = \"1..2\"\n[[steps.loop.body]]\nid = \"x\"\ntitle = \"X\"\n");
+        assert_eq!(
+            both,
+            ["t.formula.toml: l: loop: a loop has one of `count`, `range` and `until`"]
+        );
+    }
+
+    #[test]
+    fn a_range_loop_pours_once_per_value_with_the_var_in_the_text() {
+        let formula = load(
+            r#"
+            formula = "hanoi"
+            [vars]
+            disks = "2"
+            [[steps]]
+            id = "moves"
+            title = "Moves"
+            [steps.loop]
+            range = "1..2^{disks}-1"
+            var = "move"
+            [[steps.loop.body]]
+            id = "do"
+            title = "Move {move} of {{disks}}"
+            "#,
+        );
+        assert_eq!(
+            needs(&formula),
+            pairs(&[
+                ("moves-iter1-do", &[]),
+                ("moves-iter2-do", &["moves-iter1-do"]),
+                ("moves-iter3-do", &["moves-iter2-do"]),
+            ])
+        );
+        assert_eq!(formula.steps[2].title, "Move 3 of {{disks}}");
+        let until = load("formula = \"f\"\n[[steps]]\nid = \"l\"\ntitle = \"L\"\n[steps.loop]\nuntil = \"done\"\nmax = 5\n[[steps.loop.body]]\nid = \"x\"\ntitle = \"X\"\n");
+        assert_eq!(needs(&until), pairs(&[("l-iter1-x", &[])]));
     }
 
     #[test]

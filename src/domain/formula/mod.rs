@@ -5,13 +5,16 @@
 //! `priority`, `needs`/`depends_on`, `labels`, `metadata`) plus its own step keys (`role`,
 //! `model`, `prompt`, `run`, `approval`, `timeout`, `max_fix_iterations`, `tools`, `recheck`).
 //!
-//! beads has features catalyst does not implement (`loop`, `compose`, `advice`, `expand`,
-//! `condition`, step `gate` blocks, …). A formula that uses one is refused with the key's name,
-//! its file and its step, never run with the key silently ignored: a workflow that silently
-//! loses its loop or its condition would do the wrong thing with nobody noticing.
+//! Every key of beads' workflow format is read. Keys catalyst acts on are used; keys that only
+//! matter to beads' or Gas Town's runtime (`phase`, `waits_for`, `on_complete`, `[compose]`
+//! `bond_points`, …) are kept on the formula or the step bead with one warning each; a key
+//! neither knows is an error, with its file and step, never silently ignored. Composition
+//! (`extends`, `[compose]`, `expand`, aspects) is decided here, in the pure core, when the
+//! formulas are read ([`FormulaSet::compose`]).
 //!
 //! The life of a formula:
-//! 1. [`Formula::parse`] turns TOML into a [`Formula`], refusing unknown keys and wrong types.
+//! 1. [`Formula::parse`] turns TOML into a [`Formula`], refusing unknown keys and wrong types;
+//!    nested steps, loops and gates are unrolled into plain steps.
 //! 2. [`Formula::check`] finds every semantic problem at once (ids, `needs`, cycles, roles,
 //!    prompts, gate commands, vars), so a user fixes a file in one round.
 //!    [`Formula::load`] does both.
@@ -26,6 +29,7 @@ mod convoy;
 mod error;
 mod parse;
 mod pour;
+mod range;
 mod reader;
 mod set;
 mod vars;
@@ -71,9 +75,63 @@ pub struct Formula {
     pub template: Vec<Step>,
     /// An aspect's `[[advice]]`.
     pub advice: Vec<Advice>,
-    /// An aspect's `[[pointcuts]]`: globs on step ids; advice applies only to a step one of
-    /// them matches (all steps when there are none).
-    pub pointcuts: Vec<String>,
+    /// An aspect's `[[pointcuts]]`: advice applies only to a step one of them matches (all
+    /// steps when there are none).
+    pub pointcuts: Vec<Pointcut>,
+    /// beads' `extends`: the formulas whose vars, steps and `[compose]` rules this one takes,
+    /// its own steps replacing theirs of the same id.
+    pub extends: Vec<String>,
+    /// beads' `[compose]` rules, applied when the formula is composed with the others.
+    pub compose: Compose,
+}
+
+/// One of an aspect's `[[pointcuts]]`: a step matches when it meets every criterion given.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pointcut {
+    /// A glob on step ids.
+    pub glob: Option<String>,
+    /// The step's beads `type` (`task`, `bug`, …).
+    pub issue_type: Option<String>,
+    /// A label the step carries.
+    pub label: Option<String>,
+}
+
+/// beads' `[compose]`: how a workflow is put together from other formulas, decided when the
+/// formulas are read, before any bead is poured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Compose {
+    /// `[[compose.expand]]` (one step, `target`) and `[[compose.map]]` (every step a glob,
+    /// `select`, matches), in file order: each replaced by an expansion's template.
+    pub expand: Vec<ExpandRule>,
+    /// `[[compose.branch]]`: fork-join wiring.
+    pub branch: Vec<Branch>,
+    /// `aspects`: aspect formulas applied to the workflow, after its expansions.
+    pub aspects: Vec<String>,
+}
+
+impl Compose {
+    pub fn is_empty(&self) -> bool {
+        self.expand.is_empty() && self.branch.is_empty() && self.aspects.is_empty()
+    }
+}
+
+/// Replaces the steps `select` matches by the template of expansion `with`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExpandRule {
+    /// A step id (`compose.expand`'s `target`) or a glob on step ids (`compose.map`'s `select`).
+    pub select: String,
+    /// Whether `select` is a glob (`compose.map`).
+    pub glob: bool,
+    pub with: String,
+    pub vars: BTreeMap<String, String>,
+}
+
+/// `[[compose.branch]]`: each of `steps` needs `from`, and `join` needs all of them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Branch {
+    pub from: String,
+    pub steps: Vec<String>,
+    pub join: String,
 }
 
 /// beads' formula `type`. A Gas Town `convoy` is read as the workflow it pours into.
@@ -153,8 +211,9 @@ pub struct Step {
     pub expand_vars: BTreeMap<String, String>,
     /// beads' `condition`: the step is poured only when it holds for the bead's variables.
     pub condition: Option<String>,
-    /// beads' `gate = { type = "human" }`: a person approves before the step runs (an approval
-    /// step `gate-<id>` is put before it when the formula is read).
+    /// beads' step `gate`: what beads waits for before the step runs (`human`, or a timer, a
+    /// CI run, … described). An approval step `gate-<id>` is put before the step when the
+    /// formula is read: a person approves, whatever the gate waits for.
     pub gate: Option<String>,
     /// beads' nested steps; [`compose::flatten`] lifts them into the formula's steps when it
     /// is read, so a formula's `steps` never hold any.

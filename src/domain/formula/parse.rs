@@ -13,28 +13,60 @@ use toml::{Table, Value};
 use super::convoy;
 use super::reader::Reader;
 use super::vars::substitute;
-use super::{Advice, Formula, Kind, Problem, Step, VarDef};
+use super::{Advice, Branch, Compose, ExpandRule, Formula, Kind, Pointcut, Problem, Step, VarDef};
 use crate::domain::model::{JsonMap, Role};
 
 /// beads keys at the top of a formula that catalyst does not implement, with what to do instead.
 const UNSUPPORTED_TOP: &[(&str, &str)] = &[
     (
-        "extends",
-        "formula inheritance is not supported; copy the parent's steps",
+        "template",
+        "`[[template]]` belongs in a `type = \"expansion\"` formula",
     ),
-    ("template", "`[[template]]` belongs in a `type = \"expansion\"` formula"),
     (
-        "compose",
-        "`[compose]` is not supported: expand a step with `expand = \"<expansion>\"`, and apply aspects with the config's `aspects` or a bead's `aspect:<name>` label",
+        "advice",
+        "`[[advice]]` belongs in a `type = \"aspect\"` formula",
     ),
-    ("advice", "`[[advice]]` belongs in a `type = \"aspect\"` formula"),
-    ("pointcuts", "`[[pointcuts]]` belongs in a `type = \"aspect\"` formula"),
-    ("aspects", "apply aspects with the config's `aspects` or a bead's `aspect:<name>` label"),
-    ("inputs", "`[inputs]` belongs in a `type = \"convoy\"` formula"),
-    ("legs", "`[[legs]]` belongs in a `type = \"convoy\"` formula"),
-    ("synthesis", "`[synthesis]` belongs in a `type = \"convoy\"` formula"),
-    ("prompts", "`[prompts]` belongs in a `type = \"convoy\"` formula"),
-    ("output", "`[output]` belongs in a `type = \"convoy\"` formula"),
+    (
+        "pointcuts",
+        "`[[pointcuts]]` belongs in a `type = \"aspect\"` formula",
+    ),
+    ("aspects", "`aspects` belongs in `[compose]`"),
+    (
+        "inputs",
+        "`[inputs]` belongs in a `type = \"convoy\"` formula",
+    ),
+    (
+        "legs",
+        "`[[legs]]` belongs in a `type = \"convoy\"` formula",
+    ),
+    (
+        "synthesis",
+        "`[synthesis]` belongs in a `type = \"convoy\"` formula",
+    ),
+    (
+        "prompts",
+        "`[prompts]` belongs in a `type = \"convoy\"` formula",
+    ),
+    (
+        "output",
+        "`[output]` belongs in a `type = \"convoy\"` formula",
+    ),
+];
+
+/// `[compose]` keys that bond formulas at run time in Gas Town: kept, with a warning.
+const KEPT_COMPOSE: &[(&str, &str)] = &[
+    (
+        "bond_points",
+        "formulas are bonded onto a running molecule by Gas Town; catalyst pours a fixed molecule",
+    ),
+    (
+        "hooks",
+        "Gas Town attaches formulas by label at run time; apply an aspect with a bead's `aspect:<name>` label",
+    ),
+    (
+        "gate",
+        "Gas Town's patrol evaluates these conditions at run time; use a step `gate` or a `role = \"gate\"` step",
+    ),
 ];
 
 /// Top-level keys of beads and Gas Town that only matter to their own runtime: kept, with a
@@ -85,17 +117,24 @@ const KEPT_STEP: &[(&str, &str)] = &[
         "acceptance",
         "put acceptance criteria in the step's description for the agent to read",
     ),
+    (
+        "waits_for",
+        "it waits for children bonded at run time, which catalyst does not bond; the step waits for its `needs`",
+    ),
+    (
+        "on_complete",
+        "bonding a formula for each item of a step's output happens at run time in Gas Town; catalyst pours a fixed molecule",
+    ),
 ];
 
 /// The step `type`s beads knows; a step bead keeps it as its issue type.
 const STEP_TYPES: [&str; 5] = ["task", "bug", "feature", "epic", "chore"];
 
 /// beads step keys catalyst does not implement, with what to do instead.
-const UNSUPPORTED_STEP: &[(&str, &str)] = &[
-    ("waits_for", "dynamic fan-out is not supported"),
-    ("on_complete", "dynamic fan-out is not supported"),
-    ("advice", "aspects and advice are not supported"),
-];
+const UNSUPPORTED_STEP: &[(&str, &str)] = &[(
+    "advice",
+    "`[[advice]]` belongs in a `type = \"aspect\"` formula",
+)];
 
 /// Reads `text`. The formula is `None` only when the text is not TOML at all; otherwise it
 /// holds everything that could be read, so the semantic checks can still run and report their
@@ -139,22 +178,34 @@ pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
         Vec::new()
     };
     let raw_convoy = convoy.then(|| convoy::take(&mut r));
-    let kept = table_to_json(r.finish(UNSUPPORTED_TOP, KEPT_TOP));
+    let extends = r.strings("extends").unwrap_or_default();
+    let raw_compose = r.table("compose");
+    let mut kept = table_to_json(r.finish(UNSUPPORTED_TOP, KEPT_TOP));
+    let compose = raw_compose
+        .map(|t| parse_compose(file, t, &mut kept, &mut problems))
+        .unwrap_or_default();
 
     let mut vars = raw_vars
         .map(|t| parse_vars(file, t, &[], &mut problems))
         .unwrap_or_default();
-    let mut steps = super::compose::flatten(parse_steps(file, "steps", raw_steps, &mut problems));
-    let template = parse_steps(file, "template", raw_template, &mut problems);
+    let cx = Cx {
+        file,
+        defaults: vars
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.default.clone()?)))
+            .collect(),
+    };
+    let mut steps = super::compose::flatten(parse_steps(&cx, "steps", raw_steps, &mut problems));
+    let template = parse_steps(&cx, "template", raw_template, &mut problems);
     let advice = raw_advice
-        .map(|a| parse_advice(file, a, &mut problems))
+        .map(|a| parse_advice(&cx, a, &mut problems))
         .unwrap_or_default();
     if let Some(parts) = raw_convoy {
         let (inputs, legs) = convoy::pour_plan(file, parts, &mut problems);
         vars.extend(inputs);
         steps.extend(legs);
     }
-    let formula = Formula {
+    let mut formula = Formula {
         name,
         description,
         version,
@@ -167,23 +218,36 @@ pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
         template,
         advice,
         pointcuts,
+        extends,
+        compose,
     };
+    if !super::compose::needs_composing(&formula) {
+        formula.steps = super::compose::gates(std::mem::take(&mut formula.steps));
+    }
     (Some(formula), problems)
+}
+
+/// What reading a step needs to know of its formula.
+struct Cx<'a> {
+    file: &'a str,
+    /// The defaults of the formula's vars, which a loop's `range` may use.
+    defaults: BTreeMap<String, String>,
 }
 
 /// An array of step tables under `key` (`steps`, `template`), each read as a step.
 fn parse_steps(
-    file: &str,
+    cx: &Cx<'_>,
     key: &str,
     raw: Option<Value>,
     problems: &mut Vec<Problem>,
 ) -> Vec<Step> {
+    let file = cx.file;
     match raw {
         None => Vec::new(),
         Some(Value::Array(items)) => items
             .into_iter()
             .enumerate()
-            .filter_map(|(i, item)| parse_step(file, i, item, problems))
+            .filter_map(|(i, item)| parse_step(cx, i, item, problems))
             .collect(),
         Some(other) => {
             problems.push(Problem::formula(
@@ -198,9 +262,8 @@ fn parse_steps(
     }
 }
 
-/// `[[pointcuts]]`: each a table with a `glob` (beads' `type` and `label` criteria are not
-/// supported: catalyst matches step ids).
-fn parse_pointcuts(r: &mut Reader<'_>) -> Vec<String> {
+/// `[[pointcuts]]`: each a table with a `glob` on step ids, a step `type` or a `label`.
+fn parse_pointcuts(r: &mut Reader<'_>) -> Vec<Pointcut> {
     let Some(raw) = r.take("pointcuts") else {
         return Vec::new();
     };
@@ -208,24 +271,131 @@ fn parse_pointcuts(r: &mut Reader<'_>) -> Vec<String> {
         r.problem("`pointcuts` must be an array of tables (`[[pointcuts]]`)");
         return Vec::new();
     };
-    let mut globs = Vec::new();
+    let mut pointcuts = Vec::new();
     for item in items {
-        match item {
-            Value::Table(mut t) => match (t.remove("glob"), t.is_empty()) {
-                (Some(Value::String(glob)), true) => globs.push(glob),
-                _ => r.problem(
-                    "a pointcut is a table with a `glob` on step ids (`type` and `label` pointcuts are not supported)",
-                ),
-            },
-            _ => r.problem("a pointcut must be a table with a `glob`"),
+        let Value::Table(mut t) = item else {
+            r.problem("a pointcut must be a table with a `glob`, a `type` or a `label`");
+            continue;
+        };
+        let mut take = |key: &str| match t.remove(key) {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        };
+        let pointcut = Pointcut {
+            glob: take("glob"),
+            issue_type: take("type"),
+            label: take("label"),
+        };
+        if !t.is_empty() || pointcut == Pointcut::default() {
+            r.problem("a pointcut is a table of strings: `glob` (on step ids), `type` or `label`");
+            continue;
+        }
+        pointcuts.push(pointcut);
+    }
+    pointcuts
+}
+
+/// `[compose]`: `[[expand]]` (`target`, `with`, `vars`), `[[map]]` (`select`, `with`, `vars`),
+/// `[[branch]]` (`from`, `steps`, `join`) and `aspects`; the run-time keys are put in `kept`
+/// (as `compose.<key>`) with a warning.
+fn parse_compose(
+    file: &str,
+    table: Table,
+    kept: &mut JsonMap,
+    problems: &mut Vec<Problem>,
+) -> Compose {
+    let mut r = Reader::new(file, None, table, problems);
+    r.context = "compose: ".into();
+    let aspects = r.strings("aspects").unwrap_or_default();
+    let expand = r.take("expand");
+    let map = r.take("map");
+    let branch = r.take("branch");
+    for (key, value) in r.finish(&[], KEPT_COMPOSE) {
+        kept.insert(format!("compose.{key}"), to_json(value));
+    }
+    let mut compose = Compose {
+        aspects,
+        ..Compose::default()
+    };
+    for (key, raw, target, glob) in [
+        ("expand", expand, "target", false),
+        ("map", map, "select", true),
+    ] {
+        for (i, table) in rule_tables(file, key, raw, problems) {
+            let mut r = Reader::new(file, None, table, problems);
+            r.context = format!("compose.{key}[{i}]: ");
+            let select = r.string(target);
+            let with = r.string("with");
+            let vars = r.table("vars").map(string_map).unwrap_or_default();
+            match (select, with) {
+                (Some(select), Some(with)) => compose.expand.push(ExpandRule {
+                    select,
+                    glob,
+                    with,
+                    vars,
+                }),
+                _ => r.problem(format!("needs `{target}` and `with`")),
+            }
+            r.finish(&[], &[]);
         }
     }
-    globs
+    for (i, table) in rule_tables(file, "branch", branch, problems) {
+        let mut r = Reader::new(file, None, table, problems);
+        r.context = format!("compose.branch[{i}]: ");
+        let from = r.string("from");
+        let steps = r.strings("steps").unwrap_or_default();
+        let join = r.string("join");
+        match (from, join) {
+            (Some(from), Some(join)) if !steps.is_empty() => {
+                compose.branch.push(Branch { from, steps, join })
+            }
+            _ => r.problem("needs `from`, `steps` and `join`"),
+        }
+        r.finish(&[], &[]);
+    }
+    compose
+}
+
+/// The tables of `[[compose.<key>]]`, numbered; anything else is a problem.
+fn rule_tables(
+    file: &str,
+    key: &str,
+    raw: Option<Value>,
+    problems: &mut Vec<Problem>,
+) -> Vec<(usize, Table)> {
+    let items = match raw {
+        None => return Vec::new(),
+        Some(Value::Array(items)) => items,
+        Some(_) => vec![Value::Boolean(false)],
+    };
+    let mut tables = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        match item {
+            Value::Table(t) => tables.push((i, t)),
+            _ => problems.push(Problem::formula(
+                file,
+                format!("compose: `{key}` must be an array of tables (`[[compose.{key}]]`)"),
+            )),
+        }
+    }
+    tables
+}
+
+/// The string values of a TOML table (`vars = { k = "v" }`); others are dropped.
+fn string_map(table: Table) -> BTreeMap<String, String> {
+    table
+        .into_iter()
+        .filter_map(|(k, v)| match v {
+            Value::String(s) => Some((k, s)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `[[advice]]`: `target` (a glob on step ids), `before` and `after` (a step table each, or an
 /// array of them), and `around` with `before` and `after` arrays.
-fn parse_advice(file: &str, raw: Value, problems: &mut Vec<Problem>) -> Vec<Advice> {
+fn parse_advice(cx: &Cx<'_>, raw: Value, problems: &mut Vec<Problem>) -> Vec<Advice> {
+    let file = cx.file;
     let Value::Array(items) = raw else {
         problems.push(Problem::formula(
             file,
@@ -262,7 +432,7 @@ fn parse_advice(file: &str, raw: Value, problems: &mut Vec<Problem>) -> Vec<Advi
             items
                 .into_iter()
                 .enumerate()
-                .filter_map(|(j, item)| parse_step(file, j, item, problems))
+                .filter_map(|(j, item)| parse_step(cx, j, item, problems))
                 .collect()
         };
         let (before, after) = (parse(before), parse(after));
@@ -307,7 +477,7 @@ pub(super) fn parse_vars(
             Value::Table(t) => {
                 let mut r = Reader::new(file, None, t, problems);
                 r.context = format!("var `{name}`: ");
-                let def = VarDef {
+                let mut def = VarDef {
                     description: r.string("description").unwrap_or_default(),
                     default: r.string("default"),
                     required: r.bool("required").unwrap_or(false),
@@ -317,11 +487,21 @@ pub(super) fn parse_vars(
                 if let Some(Err(e)) = def.pattern.as_deref().map(regex::Regex::new) {
                     r.problem(format!("`pattern` is not a regular expression: {e}"));
                 }
-                match r.string("type").as_deref() {
-                    None | Some("string") => {}
-                    Some(t) => r.problem(format!(
-                        "`type = \"{t}\"` is not supported: vars are strings"
-                    )),
+                // A value is always text; an `int` or `bool` var checks its values look like one
+                // (unless it has a pattern of its own).
+                let typed = match r.string("type").as_deref() {
+                    None | Some("string") => None,
+                    Some("int") => Some("-?[0-9]+"),
+                    Some("bool") => Some("true|false"),
+                    Some(t) => {
+                        r.problem(format!(
+                            "unknown `type = \"{t}\"` (expected \"string\", \"int\" or \"bool\")"
+                        ));
+                        None
+                    }
+                };
+                if def.pattern.is_none() {
+                    def.pattern = typed.map(str::to_owned);
                 }
                 r.finish(&[], kept);
                 def
@@ -342,7 +522,8 @@ pub(super) fn parse_vars(
     vars
 }
 
-fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>) -> Option<Step> {
+fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem>) -> Option<Step> {
+    let file = cx.file;
     let label = format!("steps[{index}]");
     let Value::Table(table) = item else {
         problems.push(Problem::step(
@@ -418,20 +599,10 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
     let condition = r.string("condition");
     let raw_children = r.take("children");
     let raw_loop = r.table("loop");
-    let human_gate = r.table("gate").and_then(|t| human_gate(&mut r, t));
+    let gate = r.table("gate").and_then(|t| step_gate(&mut r, t));
     let id_for_loop = id.clone().unwrap_or_default();
     let expand = r.string("expand");
-    let expand_vars = r
-        .table("expand_vars")
-        .map(|t| {
-            t.into_iter()
-                .filter_map(|(k, v)| match v {
-                    Value::String(s) => Some((k, s)),
-                    _ => None,
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let expand_vars = r.table("expand_vars").map(string_map).unwrap_or_default();
     // Kept keys go onto the step bead's metadata, where `ctl show --json` shows them.
     metadata.extend(table_to_json(r.finish(UNSUPPORTED_STEP, KEPT_STEP)));
     Some(Step {
@@ -456,66 +627,106 @@ fn parse_step(file: &str, index: usize, item: Value, problems: &mut Vec<Problem>
         expand,
         expand_vars,
         condition,
-        gate: human_gate,
+        gate,
         children: match raw_loop {
-            Some(table) => unroll(file, &id_for_loop, table, problems),
-            None => parse_steps(file, "children", raw_children, problems),
+            Some(table) => unroll(cx, &id_for_loop, table, problems),
+            None => parse_steps(cx, "children", raw_children, problems),
         },
     })
 }
 
-/// beads' step `gate` table: only a person's (`type = "human"`) can be poured, as an approval
-/// step before the step; timers, CI and mail gates wait for the outside world.
-fn human_gate(r: &mut Reader<'_>, mut table: Table) -> Option<String> {
-    let kind = match table.remove("type") {
-        Some(Value::String(kind)) => kind,
-        _ => {
-            r.problem("`gate` needs a `type`");
-            return None;
-        }
+/// beads' step `gate` table: what beads waits for before the step runs. A person's gate
+/// (`type = "human"`) is an approval; a timer, a CI run (`gh:run`, `gh:pr`), mail or a
+/// decision waits for the outside world, which catalyst does not watch: that gate becomes an
+/// approval too, with a warning, so a person (or a script, with `ctl approve`) lets it through.
+/// Returns what the gate waits for, in words.
+fn step_gate(r: &mut Reader<'_>, mut table: Table) -> Option<String> {
+    let mut text = |key: &str| match table.remove(key) {
+        Some(Value::String(s)) => Some(s),
+        Some(Value::Integer(n)) => Some(n.to_string()),
+        _ => None,
     };
-    if kind != "human" {
-        r.problem(format!(
-            "`gate` of `type = \"{kind}\"` is not supported: only `human` gates are (use `role = \"gate\"` with `run` for commands)"
-        ));
+    let Some(kind) = text("type") else {
+        r.problem("`gate` needs a `type`");
         return None;
+    };
+    // beads' `id`, `await_id`, `timeout` and `repo` say what its runtime watches and for how
+    // long; they are named in the approval's description.
+    let id = text("id").or_else(|| text("await_id"));
+    let timeout = text("timeout");
+    if kind == "human" {
+        return Some(kind);
     }
-    // beads' `id`, `timeout`, `await_id` and `repo` say how its runtime waits; a person's
-    // approval waits for the person.
-    Some(kind)
+    r.warning(format!(
+        "`gate` of `type = \"{kind}\"` is not watched by catalyst: the step waits for a person's approval instead (`catalyst ctl approve`)"
+    ));
+    let mut what = format!("a `{kind}` gate");
+    if let Some(id) = id {
+        what.push_str(&format!(" on `{id}`"));
+    }
+    if let Some(timeout) = timeout {
+        what.push_str(&format!(" (timeout {timeout})"));
+    }
+    Some(what)
 }
 
-/// beads' `loop` with a `count`: its `body` steps, repeated `count` times as the loop step's
-/// children (ids `<loop>-iter<N>-<body id>`), each iteration after the one before; `var` names
-/// a variable set to the iteration's number in the body's text. A loop that runs until a
-/// condition (`until`, `range`) is decided while it runs, which a poured molecule cannot be:
-/// refused.
-fn unroll(file: &str, id: &str, table: Table, problems: &mut Vec<Problem>) -> Vec<Step> {
+/// beads' `loop`: its `body` steps, repeated as the loop step's children (ids
+/// `<loop>-iter<N>-<body id>`), each iteration after the one before. `count` repeats it N
+/// times; `range = "start..end"` (integers, the formula's vars as `{name}` with their defaults,
+/// `+ - * / ^` and parentheses) once per value, both ends included. `var` names a variable set
+/// to the iteration's number (or value) in the body's text, as `{var}` or `{{var}}`.
+///
+/// A loop that runs `until` a condition is decided while it runs, which a poured molecule
+/// cannot be: its body is poured once, with a warning.
+fn unroll(cx: &Cx<'_>, id: &str, table: Table, problems: &mut Vec<Problem>) -> Vec<Step> {
+    let file = cx.file;
     let mut r = Reader::new(file, Some(id.to_owned()), table, problems);
     r.context = "loop: ".into();
-    let count = r.integer("count", 1, 100).map(|c| c as usize);
+    let count = r
+        .integer("count", 1, MAX_ITERATIONS as i64)
+        .map(|c| c as usize);
+    let range = r.string("range");
+    let until = r.string("until");
+    let max = r.integer("max", 1, i64::MAX);
     let var = r.string("var");
     let body = r.take("body");
-    r.finish(
-        &[
-            (
-                "until",
-                "a loop must have a fixed `count`: a poured molecule is a fixed graph",
-            ),
-            (
-                "max",
-                "a loop must have a fixed `count`: a poured molecule is a fixed graph",
-            ),
-            (
-                "range",
-                "a loop must have a fixed `count`: a poured molecule is a fixed graph",
-            ),
-        ],
-        &[],
-    );
-    let body = parse_steps(file, "loop.body", body, problems);
-    let Some(count) = count else {
-        problems.push(Problem::step(file, id, "`loop` needs a `count`"));
+    let values: Option<Vec<i64>> = match (count, range.as_deref(), until.as_deref()) {
+        (Some(count), None, None) => Some((1..=count as i64).collect()),
+        (None, Some(range), None) => match super::range::evaluate(range, &cx.defaults) {
+            Ok(values) if values.len() <= MAX_ITERATIONS => Some(values),
+            Ok(values) => {
+                r.problem(format!(
+                    "`range = \"{range}\"` has {} values; a loop is poured whole, so at most {MAX_ITERATIONS}",
+                    values.len()
+                ));
+                None
+            }
+            Err(e) => {
+                r.problem(format!("`range = \"{range}\"`: {e}"));
+                None
+            }
+        },
+        (None, None, Some(_)) => {
+            if max.is_none() {
+                r.problem("`until` needs a `max`");
+            }
+            r.warning(
+                "`until` is decided while the loop runs, which a poured molecule cannot be: the body is poured once",
+            );
+            Some(vec![1])
+        }
+        (None, None, None) => {
+            r.problem("`loop` needs a `count`, a `range` or an `until`");
+            None
+        }
+        _ => {
+            r.problem("a loop has one of `count`, `range` and `until`");
+            None
+        }
+    };
+    r.finish(&[], &[]);
+    let body = parse_steps(cx, "loop.body", body, problems);
+    let Some(values) = values else {
         return Vec::new();
     };
     if body.is_empty() {
@@ -524,16 +735,20 @@ fn unroll(file: &str, id: &str, table: Table, problems: &mut Vec<Problem>) -> Ve
     }
     let (first, last) = super::compose::ends(&body);
     let inner: std::collections::BTreeSet<&str> = body.iter().map(|b| b.id.as_str()).collect();
-    let name = |n: usize, body_id: &str| format!("{id}-iter{n}-{body_id}");
+    let name = |n: i64, body_id: &str| format!("{id}-iter{n}-{body_id}");
     let mut steps = Vec::new();
-    for n in 1..=count {
-        let values: BTreeMap<String, String> =
-            var.iter().map(|v| (v.clone(), n.to_string())).collect();
+    let mut previous = None;
+    for n in values {
+        let fill = |text: &str| match &var {
+            Some(v) => substitute(text, &BTreeMap::from([(v.clone(), n.to_string())]))
+                .replace(&format!("{{{v}}}"), &n.to_string()),
+            None => text.to_owned(),
+        };
         for (i, b) in body.iter().enumerate() {
             let mut step = b.clone();
             step.id = name(n, &b.id);
-            step.title = substitute(&b.title, &values);
-            step.description = substitute(&b.description, &values);
+            step.title = fill(&b.title);
+            step.description = fill(&b.description);
             step.needs = b
                 .needs
                 .iter()
@@ -545,16 +760,20 @@ fn unroll(file: &str, id: &str, table: Table, problems: &mut Vec<Problem>) -> Ve
                     }
                 })
                 .collect();
-            if n > 1 && first.contains(&i) {
-                let mut before: Vec<String> = last.iter().map(|l| name(n - 1, l)).collect();
+            if let Some(p) = previous.filter(|_| first.contains(&i)) {
+                let mut before: Vec<String> = last.iter().map(|l| name(p, l)).collect();
                 before.append(&mut step.needs);
                 step.needs = before;
             }
             steps.push(step);
         }
+        previous = Some(n);
     }
     steps
 }
+
+/// The most iterations a loop may pour: each is a step bead per body step.
+const MAX_ITERATIONS: usize = 100;
 
 fn table_to_json(table: Table) -> JsonMap {
     table.into_iter().map(|(k, v)| (k, to_json(v))).collect()
@@ -633,6 +852,61 @@ mod tests {
         assert_eq!(step.metadata.get("assignee"), Some(&Json::from("someone")));
     }
 
+    #[test]
+    fn run_time_fan_out_and_outside_gates_are_kept_and_an_outside_gate_waits_for_a_person() {
+        let text = r#"
+            formula = "f"
+            [vars.n]
+            type = "int"
+            default = "3"
+            [[steps]]
+            id = "survey"
+            title = "Survey"
+            on_complete = { for_each = "output.items", bond = "mol-item", parallel = true }
+            [[steps]]
+            id = "collect"
+            title = "Collect"
+            needs = ["survey"]
+            waits_for = "all-children"
+            gate = { type = "gh:run", id = "ci.yml", timeout = "1h" }
+        "#;
+        let (formula, problems) = parse(text, "t.formula.toml");
+        let formula = formula.expect("read");
+        let got: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert!(problems.iter().all(|p| p.warning), "{got:?}");
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert!(got[0].starts_with(
+            "t.formula.toml: survey: warning: `on_complete` is kept but not acted on"
+        ));
+        assert_eq!(got[1], "t.formula.toml: collect: warning: `gate` of `type = \"gh:run\"` is not watched by catalyst: the step waits for a person's approval instead (`catalyst ctl approve`)");
+        assert!(got[2]
+            .starts_with("t.formula.toml: collect: warning: `waits_for` is kept but not acted on"));
+        let gate = formula
+            .step("gate-collect")
+            .expect("the gate's approval step");
+        assert_eq!(gate.role, Role::Approval);
+        assert_eq!(gate.needs, ["survey"]);
+        assert!(
+            gate.description
+                .contains("a `gh:run` gate on `ci.yml` (timeout 1h)"),
+            "{}",
+            gate.description
+        );
+        assert_eq!(
+            formula.step("collect").expect("collect").needs,
+            ["gate-collect"]
+        );
+        assert_eq!(
+            formula.step("survey").expect("survey").metadata["on_complete"]["bond"],
+            "mol-item"
+        );
+        assert_eq!(
+            formula.vars["n"].pattern.as_deref(),
+            Some("-?[0-9]+"),
+            "an int var checks its values"
+        );
+    }
+
     fn problems(text: &str) -> Vec<String> {
         parse(text, "t.formula.toml")
             .1
@@ -708,16 +982,28 @@ mod tests {
                 "t.formula.toml: a: `loop` needs `body` steps",
             ),
             (
-                "formula = \"f\"\n[compose]\naspects = [\"x\"]\n",
-                "t.formula.toml: `compose` is not supported by catalyst",
+                "formula = \"f\"\n[compose]\naspects = [\"x\"]\nfrob = 1\n",
+                "t.formula.toml: compose: unknown key `frob`",
             ),
             (
-                "formula = \"f\"\n[[steps]]\nid = \"a\"\non_complete = { for_each = \"output.x\" }\n",
-                "t.formula.toml: a: `on_complete` is not supported",
+                "formula = \"f\"\naspects = [\"x\"]\n",
+                "t.formula.toml: `aspects` is not supported by catalyst: `aspects` belongs in `[compose]`",
             ),
             (
-                "formula = \"f\"\n[[steps]]\nid = \"a\"\ngate = { type = \"timer\" }\n",
-                "t.formula.toml: a: `gate` of `type = \"timer\"` is not supported: only `human` gates are",
+                "formula = \"f\"\n[[compose.branch]]\nfrom = \"a\"\n",
+                "t.formula.toml: compose.branch[0]: needs `from`, `steps` and `join`",
+            ),
+            (
+                "formula = \"f\"\n[[compose.map]]\nwith = \"x\"\n",
+                "t.formula.toml: compose.map[0]: needs `select` and `with`",
+            ),
+            (
+                "formula = \"f\"\n[vars.v]\ntype = \"float\"\n",
+                "t.formula.toml: var `v`: unknown `type = \"float\"` (expected \"string\", \"int\" or \"bool\")",
+            ),
+            (
+                "formula = \"f\"\n[[steps]]\nid = \"a\"\ngate = { id = \"x\" }\n",
+                "t.formula.toml: a: `gate` needs a `type`",
             ),
             (
                 "formula = \"f\"\nfrobnicate = 1\n",
@@ -726,10 +1012,6 @@ mod tests {
             (
                 "formula = \"f\"\n[[steps]]\nid = \"a\"\nmodle = \"x\"\n",
                 "t.formula.toml: a: unknown key `modle`",
-            ),
-            (
-                "formula = \"f\"\n[[steps]]\ntitle = \"no id\"\nwaits_for = \"all-children\"\n",
-                "t.formula.toml: steps[0]: `waits_for` is not supported",
             ),
             (
                 "formula = \"f\"\ntype = \"molecule\"\n",

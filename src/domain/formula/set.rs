@@ -61,40 +61,39 @@ impl FormulaSet {
         }
     }
 
-    /// Applies every workflow's inline expansions (`expand`), now that all formulas are known,
-    /// and checks the result. A workflow whose expansion fails is left out and its problems
-    /// returned; the others are kept expanded, ready to pour.
+    /// Composes every workflow built from other formulas (`extends`, `[compose]`, a step's
+    /// `expand`), now that all formulas are known, and checks the result. A workflow whose
+    /// composition fails is left out and its problems returned; the others are kept composed,
+    /// ready to pour. Each is composed from the formulas as read, so the order does not matter.
     pub fn compose(&mut self, has_prompt: &dyn Fn(&str) -> bool) -> Vec<Problem> {
         let mut problems = Vec::new();
-        let names: Vec<String> = self
-            .formulas
-            .values()
-            .filter(|f| f.steps.iter().any(|s| s.expand.is_some()))
-            .map(|f| f.name.clone())
-            .collect();
-        for name in names {
-            let Some(workflow) = self.formulas.get(&name) else {
+        let read = self.formulas.clone();
+        let find = |n: &str| read.get(n);
+        for (name, workflow) in &read {
+            if !super::compose::needs_composing(workflow) {
                 continue;
-            };
-            let find = |n: &str| self.formulas.get(n);
-            let composed = super::compose::expand_all(workflow, &find).and_then(|f| {
-                let errors: Vec<Problem> = f
-                    .check(has_prompt)
-                    .into_iter()
-                    .filter(|p| !p.warning)
-                    .collect();
-                if errors.is_empty() {
-                    Ok(f)
-                } else {
-                    Err(errors)
+            }
+            let composed = super::compose::compose(workflow, &find).and_then(|mut f| {
+                let found = f.check(has_prompt);
+                if found.iter().any(|p| !p.warning) {
+                    return Err(found.into_iter().filter(|p| !p.warning).collect());
                 }
+                // The workflow's own warnings were reported when it was read.
+                let new: Vec<Problem> = found
+                    .into_iter()
+                    .chain(std::mem::take(&mut f.warnings))
+                    .filter(|p| !workflow.warnings.contains(p))
+                    .collect();
+                f.warnings = workflow.warnings.clone();
+                problems.extend(new);
+                Ok(f)
             });
             match composed {
                 Ok(f) => {
-                    self.formulas.insert(name, f);
+                    self.formulas.insert(name.clone(), f);
                 }
                 Err(found) => {
-                    self.formulas.remove(&name);
+                    self.formulas.remove(name);
                     problems.extend(found);
                 }
             }
@@ -201,5 +200,133 @@ mod tests {
             "the var's default is substituted"
         );
         assert_eq!(steps[0].title, "Plan: Add a flag");
+    }
+
+    /// A set of the built-in formulas and `files`, composed; panics on an error.
+    fn composed(files: &[&str]) -> (FormulaSet, Vec<String>) {
+        let prompts = PromptSet::builtin();
+        let has = |n: &str| prompts.has(n);
+        let (mut set, mut problems) = FormulaSet::builtin(&has);
+        for (i, text) in files.iter().enumerate() {
+            set.add_file(text, &format!("f{i}.formula.toml"), &has, &mut problems);
+        }
+        problems.extend(set.compose(&has));
+        let errors: Vec<_> = problems.iter().filter(|p| !p.warning).collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        (set, problems.iter().map(ToString::to_string).collect())
+    }
+
+    fn needs(f: &Formula) -> Vec<String> {
+        f.steps
+            .iter()
+            .map(|s| format!("{} <- {}", s.id, s.needs.join(",")))
+            .collect()
+    }
+
+    #[test]
+    fn a_child_inherits_its_parents_steps_vars_and_rules_and_replaces_its_own() {
+        let base = "formula = \"base\"\n[vars]\nlang = \"rust\"\n[[steps]]\nid = \"plan\"\ntitle = \"Plan\"\n[[steps]]\nid = \"build\"\ntitle = \"Build in {{lang}}\"\nneeds = [\"plan\"]\n[[steps]]\nid = \"merge\"\ntitle = \"Merge\"\nrole = \"merge\"\nneeds = [\"build\"]\n";
+        let child = "formula = \"child\"\nextends = [\"base\"]\n[vars]\nlang = \"go\"\n[[steps]]\nid = \"build\"\ntitle = \"Build carefully in {{lang}}\"\nneeds = [\"plan\"]\n[[steps]]\nid = \"docs\"\ntitle = \"Docs\"\nneeds = [\"plan\"]\n";
+        let (set, _) = composed(&[base, child]);
+        let child = set.get("child").expect("child");
+        assert_eq!(
+            needs(child),
+            [
+                "plan <- ",
+                "build <- plan",
+                "merge <- build",
+                "docs <- plan"
+            ],
+            "the parent's steps in its order, its own replacing the parent's in place"
+        );
+        assert_eq!(child.steps[1].title, "Build carefully in {{lang}}");
+        assert_eq!(child.vars["lang"].default.as_deref(), Some("go"));
+        assert!(child.extends.is_empty());
+
+        let looped = "formula = \"a\"\nextends = [\"b\"]\n";
+        let back = "formula = \"b\"\nextends = [\"a\"]\n";
+        let prompts = PromptSet::builtin();
+        let has = |n: &str| prompts.has(n);
+        let (mut set, mut problems) = FormulaSet::builtin(&has);
+        set.add_file(looped, "a.formula.toml", &has, &mut problems);
+        set.add_file(back, "b.formula.toml", &has, &mut problems);
+        set.add_file(
+            "formula = \"c\"\nextends = [\"nope\"]\n",
+            "c.formula.toml",
+            &has,
+            &mut problems,
+        );
+        let found: Vec<String> = set.compose(&has).iter().map(ToString::to_string).collect();
+        assert!(
+            found.contains(
+                &"a.formula.toml: `extends` goes round in a circle: a -> b -> a".to_string()
+            ),
+            "{found:?}"
+        );
+        assert!(
+            found.contains(&"c.formula.toml: `extends` names unknown formula `nope`".to_string()),
+            "{found:?}"
+        );
+        assert!(set.get("a").is_none() && set.get("c").is_none(), "left out");
+    }
+
+    #[test]
+    fn compose_rules_branch_expand_map_and_apply_aspects_in_order() {
+        let polish = "formula = \"polish\"\ntype = \"expansion\"\n[[template]]\nid = \"{target}.draft\"\ntitle = \"Draft {target.title}\"\n[[template]]\nid = \"{target}.refine\"\ntitle = \"Refine\"\nneeds = [\"{target}.draft\"]\n";
+        let audit = "formula = \"audit\"\ntype = \"aspect\"\n[[advice]]\ntarget = \"*\"\n[advice.after]\nid = \"{step.id}-audit\"\ntitle = \"Audit\"\n[[pointcuts]]\nlabel = \"risky\"\n[[pointcuts]]\ntype = \"bug\"\n";
+        let workflow = r#"
+            formula = "w"
+            [[steps]]
+            id = "plan"
+            title = "Plan"
+            [[steps]]
+            id = "api"
+            title = "API"
+            labels = ["risky"]
+            [[steps]]
+            id = "ui"
+            title = "UI"
+            [[steps]]
+            id = "db"
+            title = "Fix the DB"
+            type = "bug"
+            [[steps]]
+            id = "join"
+            title = "Join"
+            [[steps]]
+            id = "merge"
+            title = "Merge"
+            role = "merge"
+            needs = ["join"]
+            [[compose.branch]]
+            from = "plan"
+            steps = ["api", "ui", "db"]
+            join = "join"
+            [[compose.map]]
+            select = "u*"
+            with = "polish"
+            [compose]
+            aspects = ["audit"]
+            bond_points = [{ id = "end", after_step = "join" }]
+        "#;
+        let (set, warnings) = composed(&[polish, audit, workflow]);
+        assert_eq!(
+            needs(set.get("w").expect("w")),
+            [
+                "plan <- ",
+                "api <- plan",
+                "api-audit <- api",
+                "ui-draft <- plan",
+                "ui-refine <- ui-draft",
+                "db <- plan",
+                "db-audit <- db",
+                "join <- api-audit,ui-refine,db-audit",
+                "merge <- join",
+            ]
+        );
+        assert_eq!(
+            warnings,
+            ["f2.formula.toml: warning: compose: `bond_points` is kept but not acted on: formulas are bonded onto a running molecule by Gas Town; catalyst pours a fixed molecule"]
+        );
     }
 }

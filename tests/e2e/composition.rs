@@ -167,17 +167,30 @@ description = "Put the three together."
 depends_on = ["api", "data", "ops"]
 "#;
 
+/// The legs of a convoy run side by side, each in a worktree of its own, as many at once as
+/// `max_agents` allows: each leg waits (at most 10 s) until two legs have started, which only
+/// happens when two run at once. The synthesis starts once all three are merged into the
+/// bead's branch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_convoys_legs_each_run_and_its_synthesis_waits_for_all_of_them() {
-    let scenario = r#"
+async fn a_convoys_legs_run_in_parallel_within_max_agents_and_the_synthesis_waits_for_all() {
+    let daemon = TestDaemon::start("", "max_agents = 2").await;
+    let arrived = daemon.stub_file("arrived");
+    std::fs::create_dir_all(&arrived).expect("arrivals folder");
+    let barrier = format!(
+        "touch {dir}/$CATALYST_STEP; for i in $(seq 500); do [ $(ls {dir} | wc -l) -ge 2 ] && break; sleep 0.02; done; \
+         mkdir -p survey && echo $CATALYST_STEP > survey/${{CATALYST_STEP##*.}}.md",
+        dir = arrived.display()
+    );
+    daemon.set_scenario(&format!(
+        r#"
 [[rule]]
 step = "synthesis"
-responses = [{ tools = [{ name = "Bash", input = { command = "cat survey/api.md survey/data.md survey/ops.md > survey/report.md" } }], summary = "reported" }]
+responses = [{{ tools = [{{ name = "Bash", input = {{ command = "cat survey/api.md survey/data.md survey/ops.md > survey/report.md" }} }}], summary = "reported" }}]
 [[rule]]
 role = "task"
-responses = [{ tools = [{ name = "Bash", input = { command = "mkdir -p survey && echo $CATALYST_STEP > survey/${CATALYST_STEP##*.}.md" } }], summary = "looked" }]
-"#;
-    let daemon = TestDaemon::start(scenario, "").await;
+responses = [{{ tools = [{{ name = "Bash", input = {{ command = {barrier:?} }} }}], summary = "looked" }}]
+"#
+    ));
     daemon.add_formula("survey", SURVEY).await;
     let id = daemon
         .submit(BeadInput {
@@ -204,13 +217,31 @@ responses = [{ tools = [{ name = "Bash", input = { command = "mkdir -p survey &&
         .iter()
         .find(|i| i.step.as_deref().is_some_and(|s| s.ends_with(".synthesis")))
         .expect("the synthesis ran");
-    // The legs need nothing of each other; one bead runs one agent at a time in its worktree,
-    // so they take turns. The synthesis starts after all three ended.
-    assert_eq!(legs.len(), 3);
-    let last_leg = legs.iter().filter_map(|l| l.ended_ms).max().expect("ended");
+    assert_eq!(legs.len(), 3, "each leg once: {legs:#?}");
+    let spans: Vec<(u64, u64)> = legs
+        .iter()
+        .map(|l| (l.started_ms, l.ended_ms.expect("ended")))
+        .collect();
+    let mut edges: Vec<(u64, i32)> = spans.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
+    edges.sort();
+    let peak = edges
+        .iter()
+        .scan(0, |alive, (_, d)| {
+            *alive += d;
+            Some(*alive)
+        })
+        .max();
+    assert_eq!(peak, Some(2), "two legs at once, never more: {spans:?}");
+    let last_leg = spans.iter().map(|s| s.1).max().expect("ended");
     assert!(
         synthesis.started_ms >= last_leg,
         "synthesis waited for every leg"
+    );
+    assert!(
+        legs.iter()
+            .all(|l| l.step.as_deref().is_some_and(|s| l.cwd.ends_with(s))),
+        "each leg in a worktree of its own: {:?}",
+        legs.iter().map(|l| &l.cwd).collect::<Vec<_>>()
     );
     assert!(
         legs[0].prompt.contains("The problem: slow start.")
@@ -222,4 +253,60 @@ responses = [{ tools = [{ name = "Bash", input = { command = "mkdir -p survey &&
         .file_on_main("survey/report.md")
         .expect("the report is merged");
     assert_eq!(report.lines().count(), 3, "{report}");
+}
+
+/// Two legs that write the same file, side by side: the first to finish is merged into the
+/// bead's branch; the other's attempt fails, naming the file, and its next attempt runs on top
+/// of the first one's work, so nothing is lost and the bead merges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legs_whose_work_conflicts_are_merged_one_on_top_of_the_other() {
+    let daemon = TestDaemon::start("", "max_agents = 2").await;
+    let arrived = daemon.stub_file("arrived");
+    std::fs::create_dir_all(&arrived).expect("arrivals folder");
+    let leg = format!(
+        "touch {dir}/$CATALYST_STEP; for i in $(seq 500); do [ $(ls {dir} | wc -l) -ge 2 ] && break; sleep 0.02; done; \
+         mkdir -p survey && (cat survey/shared.md 2>/dev/null; echo $CATALYST_STEP) > survey/shared.md.new && mv survey/shared.md.new survey/shared.md",
+        dir = arrived.display()
+    );
+    daemon.set_scenario(&format!(
+        r#"
+[[rule]]
+role = "task"
+responses = [{{ tools = [{{ name = "Bash", input = {{ command = {leg:?} }} }}], summary = "wrote" }}]
+"#
+    ));
+    daemon
+        .add_formula(
+            "pair",
+            "formula = \"pair\"\ntype = \"convoy\"\n[[legs]]\nid = \"left\"\ntitle = \"Left\"\n[[legs]]\nid = \"right\"\ntitle = \"Right\"\n[synthesis]\ntitle = \"Both\"\n",
+        )
+        .await;
+    let id = daemon.submit(bead_of("pair", "Pair")).await;
+    daemon.wait_status(&id, "closed").await;
+    let events = daemon.events().await;
+    let conflicts: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["type"] == "step.result")
+        .filter(|e| {
+            e.to_string()
+                .contains("conflicts with work of steps that ran beside it, in survey/shared.md")
+        })
+        .collect();
+    assert_eq!(
+        conflicts.len(),
+        1,
+        "one leg's first attempt conflicted: {events:#?}"
+    );
+    let shared = daemon.file_on_main("survey/shared.md").expect("merged");
+    let mut lines: Vec<&str> = shared.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            format!("{id}.left"),
+            format!("{id}.right"),
+            format!("{id}.synthesis")
+        ],
+        "both legs' work, the second on top of the first, then the synthesis's"
+    );
 }

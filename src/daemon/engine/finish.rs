@@ -20,10 +20,10 @@ impl Engine {
         let mut model = None;
         if self
             .running
-            .get(&done.work)
-            .is_some_and(|r| r.step == done.step && r.attempt == done.attempt)
+            .get(&done.step)
+            .is_some_and(|r| r.attempt == done.attempt)
         {
-            model = self.running.remove(&done.work).and_then(|r| r.model);
+            model = self.running.remove(&done.step).and_then(|r| r.model);
         }
         let state = self.store.state();
         let (Some(step), Some(work)) = (
@@ -44,6 +44,10 @@ impl Engine {
         }
         let finished = finished_event(done);
         if let Some(reason) = self.cancelling.get(&done.work).cloned() {
+            if self.busy(&done.work) {
+                // Steps that ran beside it are still stopping; the last one cancels the bead.
+                return self.record(vec![finished]).map(drop);
+            }
             self.finish_cancel(&work, reason, vec![finished])?;
             self.cancelling.remove(&done.work);
             return Ok(());

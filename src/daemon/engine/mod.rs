@@ -49,10 +49,14 @@ pub use loaded::Loaded;
 pub use reports::{MergeFailure, MergeRan, MergeReport};
 pub use summary::Summary;
 
-/// What is running for a work bead (one step at a time per bead).
+/// A step attempt that is running. A bead runs one step at a time in its worktree, or several
+/// at once, each in a worktree of its own (see [`Engine::dispatch_ready_steps`]).
 #[derive(Debug)]
 struct Running {
+    work: BeadId,
     step: BeadId,
+    /// Whether it runs in a worktree of its own beside the bead's (`side`), not in the bead's.
+    side: bool,
     attempt: u32,
     /// The model, for agent steps (gates count against no model).
     model: Option<String>,
@@ -140,6 +144,7 @@ pub struct Engine {
     storage: storage::Storage,
     git: GitWork,
     inbox: inbox::Inbox,
+    /// By step.
     running: HashMap<BeadId, Running>,
     /// Work beads whose molecule is in progress (poured, not closed or blocked).
     active: HashSet<BeadId>,
@@ -168,6 +173,16 @@ pub struct Engine {
 type Handled<T = Value> = Result<T, RpcError>;
 
 impl Engine {
+    /// The attempts running for `work`.
+    fn running_of<'a>(&'a self, work: &'a BeadId) -> impl Iterator<Item = &'a Running> + 'a {
+        self.running.values().filter(move |r| &r.work == work)
+    }
+
+    /// Whether anything runs for `work`.
+    fn busy(&self, work: &BeadId) -> bool {
+        self.running_of(work).next().is_some()
+    }
+
     /// Builds the engine over an opened store. Returns the engine and the channel end it reads.
     pub fn new(
         paths: Paths,

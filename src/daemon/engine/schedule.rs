@@ -2,8 +2,10 @@
 //! limits, and starting the daemon's own git work (merges, worktree removal).
 //!
 //! Order: steps of molecules already in progress first (finishing work beats starting it),
-//! then new beads; both by priority, then age. One step runs at a time per bead since the
-//! bead's steps share its worktree.
+//! then new beads; both by priority, then age. A bead's steps run one at a time in its
+//! worktree; when several of its agent steps are ready at once (a convoy's legs), they run
+//! side by side, each in a worktree of its own, and their work is merged into the bead's
+//! branch as each one finishes.
 
 use std::collections::BTreeMap;
 
@@ -74,42 +76,66 @@ impl Engine {
         let mut order: Vec<(u8, Timestamp, BeadId)> = self
             .active
             .iter()
-            .filter(|w| !self.running.contains_key(*w) && !self.git.merging.contains(*w))
+            .filter(|w| !self.git.merging.contains(*w))
+            .filter(|w| self.running_of(w).all(|r| r.side))
             .filter_map(|w| state.get(w.as_str()))
             .filter(|b| b.status == Status::InProgress)
             .map(|b| (b.priority, b.created_at, b.id.clone()))
             .collect();
         order.sort();
         for (_, _, work) in order {
-            if !self.dispatch_next_step(&work) && !self.agent_slot_free() {
+            if !self.dispatch_ready_steps(&work) && !self.agent_slot_free() {
                 break;
             }
         }
     }
 
-    /// Starts the next ready step of `work`'s molecule if it can run now. Returns whether
-    /// something started.
-    fn dispatch_next_step(&mut self, work: &BeadId) -> bool {
-        let Some(step) = self
+    /// Starts what of `work`'s molecule can run now. Returns whether something started.
+    ///
+    /// With nothing running for the bead and one step ready, that step runs in the bead's
+    /// worktree. With several agent steps ready at once (none of them a merge), or while steps
+    /// already run side by side, each ready agent step starts in a worktree of its own, within
+    /// the agent limits; steps that need the bead's worktree (gates, merges) wait until those
+    /// are done.
+    fn dispatch_ready_steps(&mut self, work: &BeadId) -> bool {
+        let ready: Vec<Bead> = self
             .store
             .state()
             .ready_steps(work.as_str())
-            .next()
+            .filter(|s| !self.running.contains_key(&s.id))
             .cloned()
-        else {
-            return false;
+            .collect();
+        let beside = |s: &Bead| {
+            s.step_meta()
+                .is_some_and(|m| m.role.is_agent() && m.role != Role::Merge)
         };
+        let side = self.busy(work) || ready.iter().filter(|s| beside(s)).count() > 1;
+        if !side {
+            return ready
+                .first()
+                .is_some_and(|step| self.dispatch_step(work, step, false));
+        }
+        let mut started = false;
+        for step in ready.iter().filter(|s| beside(s)) {
+            started |= self.dispatch_step(work, step, true);
+        }
+        started
+    }
+
+    /// Starts `step` if it can run now (`side`: in a worktree of its own). Returns whether it
+    /// started.
+    fn dispatch_step(&mut self, work: &BeadId, step: &Bead, side: bool) -> bool {
         let Some(meta) = step.step_meta() else {
             return false;
         };
         match meta.role {
             Role::Approval => {
-                self.wait_for_approval(work, &step);
+                self.wait_for_approval(work, step);
                 false
             }
-            Role::Gate => self.start_gate(work, &step, &meta),
+            Role::Gate => self.start_gate(work, step, &meta),
             Role::Merge if !meta.merge_agent => {
-                self.merge_without_agent(work, &step);
+                self.merge_without_agent(work, step);
                 false
             }
             _ => {
@@ -117,7 +143,7 @@ impl Engine {
                 if !self.agent_slot_free() || !self.model_free(&model) {
                     return false;
                 }
-                self.start_agent(work, &step, &meta, model)
+                self.start_agent(work, step, &meta, model, side)
             }
         }
     }
@@ -150,7 +176,14 @@ impl Engine {
         ]);
     }
 
-    fn start_agent(&mut self, work: &BeadId, step: &Bead, meta: &StepMeta, model: String) -> bool {
+    fn start_agent(
+        &mut self,
+        work: &BeadId,
+        step: &Bead,
+        meta: &StepMeta,
+        model: String,
+        side: bool,
+    ) -> bool {
         let attempt = meta.attempts + 1;
         let dispatched = EventBody::StepDispatched {
             bead: work.clone(),
@@ -161,7 +194,7 @@ impl Engine {
         if self.record(vec![dispatched]).is_err() {
             return false;
         }
-        let job = match self.step_job(work, step, meta, attempt, &model) {
+        let job = match self.step_job(work, step, meta, attempt, &model, side) {
             Ok(job) => job,
             Err(e) => {
                 tracing::error!(step = %step.id, error = %e, "cannot prepare the step");
@@ -183,11 +216,13 @@ impl Engine {
                 return false;
             }
         };
-        tracing::info!(bead = %work, step = %step.id, attempt, %model, "dispatched");
+        tracing::info!(bead = %work, step = %step.id, attempt, %model, side, "dispatched");
         let cancel = self.tasks.agents.child_token();
         self.running.insert(
-            work.clone(),
+            step.id.clone(),
             Running {
+                work: work.clone(),
+                side,
                 step: step.id.clone(),
                 attempt,
                 model: Some(model),
@@ -237,8 +272,10 @@ impl Engine {
         };
         let cancel = self.tasks.agents.child_token();
         self.running.insert(
-            work.clone(),
+            step.id.clone(),
             Running {
+                work: work.clone(),
+                side: false,
                 step: step.id.clone(),
                 attempt,
                 model: None,
@@ -272,7 +309,7 @@ impl Engine {
             .store
             .state()
             .ready(now)
-            .filter(|b| !self.running.contains_key(&b.id))
+            .filter(|b| !self.busy(&b.id))
             .filter_map(|b| Some((b.clone(), self.formula_name(b)?)))
             .take(free)
             .collect();
@@ -303,7 +340,7 @@ impl Engine {
             }]);
             if resumed.is_ok() {
                 self.active.insert(bead.id.clone());
-                self.dispatch_next_step(&bead.id);
+                self.dispatch_ready_steps(&bead.id);
             }
             return resumed.is_ok();
         }
@@ -345,7 +382,7 @@ impl Engine {
             return false;
         }
         self.active.insert(bead.id.clone());
-        self.dispatch_next_step(&bead.id);
+        self.dispatch_ready_steps(&bead.id);
         true
     }
 
@@ -384,6 +421,7 @@ impl Engine {
         meta: &StepMeta,
         attempt: u32,
         model: &str,
+        side: bool,
     ) -> Result<StepJob, JobError> {
         let settings = self.hook_settings(meta.role);
         let from = JobSources {
@@ -395,7 +433,7 @@ impl Engine {
             settings: &settings,
             sandbox: self.loaded.sandbox.as_deref(),
         };
-        StepJob::build(from, work, step, meta, attempt, model)
+        StepJob::build(from, work, step, meta, attempt, model, side)
     }
 }
 

@@ -45,12 +45,19 @@ impl Engine {
         }
     }
 
+    /// The worktree `step`'s agent works in: its own when it runs beside others of its bead,
+    /// else its bead's.
+    fn worktree_of(&self, step: &Bead, meta: &StepMeta) -> std::path::PathBuf {
+        match self.running.get(&step.id) {
+            Some(r) if r.side => self.repo.worktree_path(&step.id),
+            _ => self.repo.worktree_path(&meta.bead),
+        }
+    }
+
     /// Whether `step` is the step running for its bead now: hooks of an agent that outlived
     /// its attempt (a stopped run's straggler) get no permissions.
-    fn is_running(&self, step: &Bead, meta: &StepMeta) -> bool {
-        self.running
-            .get(&meta.bead)
-            .is_some_and(|r| r.step == step.id)
+    fn is_running(&self, step: &Bead) -> bool {
+        self.running.contains_key(&step.id)
     }
 
     fn hook_tool(&mut self, step: &Bead, meta: &StepMeta, payload: &Value) -> Handled<HookAnswer> {
@@ -58,14 +65,14 @@ impl Engine {
         let input = &payload["tool_input"];
         let verdict = if tool.is_empty() {
             Permission::Deny("the hook input names no tool".into())
-        } else if !self.is_running(step, meta) {
+        } else if !self.is_running(step) {
             Permission::Deny(format!(
                 "step `{}` is not running: its agent may not use tools",
                 step.id
             ))
         } else {
             let config = &self.loaded.config;
-            let worktree = self.repo.worktree_path(&meta.bead);
+            let worktree = self.worktree_of(step, meta);
             let policy = config.role_policy(meta.role);
             let scope = Scope {
                 access: policy.access,
@@ -132,11 +139,7 @@ impl Engine {
             return Ok(allow);
         }
         // Once per attempt, and only for the attempt running now.
-        let blocked_before = self
-            .running
-            .get(&meta.bead)
-            .filter(|r| r.step == step.id)
-            .is_none_or(|r| r.stop_blocked);
+        let blocked_before = self.running.get(&step.id).is_none_or(|r| r.stop_blocked);
         // Without the message there is nothing to judge; the daemon reads the result anyway.
         let Some(message) = payload["last_assistant_message"].as_str() else {
             return Ok(allow);
@@ -160,7 +163,7 @@ impl Engine {
             reason: Some(format!("no valid result block: {malformed}")),
             target: None,
         }])?;
-        if let Some(running) = self.running.get_mut(&meta.bead) {
+        if let Some(running) = self.running.get_mut(&step.id) {
             running.stop_blocked = true;
         }
         Ok(HookAnswer {
@@ -175,11 +178,10 @@ impl Engine {
         let config = &self.loaded.config;
         let attempt = self
             .running
-            .get(&meta.bead)
-            .filter(|r| r.step == step.id)
+            .get(&step.id)
             .map_or(meta.attempts, |r| r.attempt);
         let run_dir = self.paths.run_dir(&meta.bead, &meta.step, attempt);
-        let worktree = self.repo.worktree_path(&meta.bead);
+        let worktree = self.worktree_of(step, meta);
         let policy = match config.role_policy(meta.role).access {
             Access::ReadOnly => "read-only: catalyst denies tools that change files, and \
                  allows only read-only shell commands (ls, cat, grep, rg, find, git \

@@ -12,7 +12,7 @@ use super::hook_socket::{self, Ask, HookSocket, NETWORK_EVENT};
 use crate::daemon::agent;
 use crate::daemon::fsutil;
 use crate::daemon::netproxy::OnRefused;
-use crate::daemon::worktree::{self, CommitId};
+use crate::daemon::worktree::{self, BranchMerge, CommitId, Repo};
 use crate::domain::agent::outcome::outcome;
 use crate::domain::agent::report::{Exit, RunReport};
 use crate::domain::context::Change;
@@ -36,14 +36,35 @@ struct ResultRecord<'a> {
     commit: &'a Option<CommitId>,
 }
 
-/// One attempt of an agent step, start to end.
-pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken, ask: Ask) -> StepDone {
+/// One attempt of an agent step, start to end. A step that ran beside others of its bead, in
+/// a worktree of its own, has its work merged into the bead's branch, and its worktree removed.
+pub async fn run_agent_step(job: StepJob, cancel: CancellationToken, ask: Ask) -> StepDone {
+    if job.tree == job.work {
+        return run_in_worktree(job, cancel, ask).await;
+    }
+    let (repo, tree) = (job.repo.clone(), job.tree.clone());
+    let mut done = run_in_worktree(job, cancel, ask).await;
+    // Its starting commit was in its own worktree, which is gone: an attempt that was cut
+    // short starts again from the bead's branch, never resetting it (steps beside it may have
+    // merged into it since).
+    done.base = None;
+    if let Err(e) = git(move || repo.remove(&tree)).await {
+        tracing::warn!(step = %done.step, error = %e, "cannot remove the step's own worktree");
+    }
+    done
+}
+
+async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) -> StepDone {
     let mut done = failed(&job, String::new());
-    let base =
-        match prepare_worktree(&job.repo, &job.work, &job.target, job.reset_to.as_deref()).await {
-            Ok(base) => base,
-            Err(e) => return unprepared(&job, format!("cannot prepare the worktree: {e}")),
-        };
+    let prepared = if job.tree == job.work {
+        prepare_worktree(&job.repo, &job.work, &job.target, job.reset_to.as_deref()).await
+    } else {
+        prepare_side(&job.repo, &job.tree, &job.work, &job.target).await
+    };
+    let base = match prepared {
+        Ok(base) => base,
+        Err(e) => return unprepared(&job, format!("cannot prepare the worktree: {e}")),
+    };
     done.base = Some(base.clone());
     // Served until the attempt ends.
     let _socket = match ready(&mut job, &base, ask).await {
@@ -58,12 +79,12 @@ pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken, ask: As
     let report = agent::run(job.spec.clone(), cancel).await;
     write_json(&job.run_dir.join(REPORT_FILE), &report);
     if job.spec.sandbox.is_some() {
-        let (repo, work, private) = (
+        let (repo, tree, private) = (
             job.repo.clone(),
-            job.work.clone(),
+            job.tree.clone(),
             job.run_dir.join(SANDBOX_DIR),
         );
-        if let Err(e) = git(move || repo.adopt_sandbox_ref(&work, &private)).await {
+        if let Err(e) = git(move || repo.adopt_sandbox_ref(&tree, &private)).await {
             tracing::warn!(bead = %job.work, error = %e, "cannot take the commits made in the sandbox");
         }
     }
@@ -75,6 +96,13 @@ pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken, ask: As
         return done;
     }
     let (outcome, commit) = judge(&job, &report, &base).await;
+    let (outcome, commit) = match commit {
+        Some(_) if job.tree != job.work => merge_back(&job).await.map_or_else(
+            |reason| (Outcome::Failed { reason }, None),
+            |merged| (outcome, Some(merged)),
+        ),
+        _ => (outcome, commit),
+    };
     done.outcome = Some(outcome);
     done.commit = commit;
     write_json(
@@ -86,6 +114,45 @@ pub async fn run_agent_step(mut job: StepJob, cancel: CancellationToken, ask: As
         },
     );
     done
+}
+
+/// A fresh worktree for a step that runs beside others of its bead: branch
+/// `catalyst/<step>` at the tip of the bead's branch, which is made first if this is the
+/// bead's first step (a leftover of an attempt a crash cut short is removed first). Returns
+/// its starting commit.
+async fn prepare_side(
+    repo: &Repo,
+    tree: &BeadId,
+    work: &BeadId,
+    target: &str,
+) -> Result<CommitId, GitTaskError> {
+    let (repo, tree, work, target) = (repo.clone(), tree.clone(), work.clone(), target.to_owned());
+    git(move || {
+        repo.create(&work, &target)?;
+        repo.remove(&tree)?;
+        Ok(repo.create(&tree, &worktree::branch_name(&work))?.head)
+    })
+    .await
+}
+
+/// Merges the work a step did in its own worktree into its bead's branch, as `git merge` would
+/// when it needs nobody; returns the merge commit. When the work conflicts with what steps
+/// beside it merged first, nothing is merged and the attempt fails, naming the files: its next
+/// attempt starts from the bead's branch, with their work in it.
+async fn merge_back(job: &StepJob) -> Result<CommitId, String> {
+    let (repo, work, side) = (
+        job.repo.clone(),
+        job.work.clone(),
+        worktree::branch_name(&job.tree),
+    );
+    match git(move || repo.merge_target_into_branch(&work, &side)).await {
+        Ok(BranchMerge::Merged(commit)) => Ok(commit),
+        Ok(BranchMerge::Conflict { files }) => Err(format!(
+            "its work conflicts with work of steps that ran beside it, in {}; it runs again on top of theirs",
+            files.join(", ")
+        )),
+        Err(e) => Err(format!("cannot merge its work into the bead's branch: {e}")),
+    }
 }
 
 /// The attempt's end before its agent ran, for `reason`.
@@ -166,10 +233,10 @@ async fn change(job: &mut StepJob) -> Option<String> {
     if !matches!(job.role, Role::Review | Role::Merge) {
         return None;
     }
-    let (repo, work, target) = (job.repo.clone(), job.work.clone(), job.target.clone());
+    let (repo, work, target) = (job.repo.clone(), job.tree.clone(), job.target.clone());
     match git(move || repo.change(&work, &target)).await {
         Ok((files, patch)) => {
-            let range = format!("{}...{}", job.target, worktree::branch_name(&job.work));
+            let range = format!("{}...{}", job.target, worktree::branch_name(&job.tree));
             let full = job.run_dir.join(CHANGE_FILE);
             job.context.change = Some(Change::new(range, files, &patch, full));
             Some(patch)
@@ -189,12 +256,12 @@ async fn confine(job: &mut StepJob) -> Result<(), GitTaskError> {
     if job.spec.sandbox.is_none() {
         return Ok(());
     }
-    let (repo, work, private) = (
+    let (repo, tree, private) = (
         job.repo.clone(),
-        job.work.clone(),
+        job.tree.clone(),
         job.run_dir.join(SANDBOX_DIR),
     );
-    let mounts = git(move || repo.sandbox_mounts(&work, &private)).await?;
+    let mounts = git(move || repo.sandbox_mounts(&tree, &private)).await?;
     if let Some(sandbox) = &mut job.spec.sandbox {
         sandbox.git = Some(mounts);
     }
@@ -203,8 +270,8 @@ async fn confine(job: &mut StepJob) -> Result<(), GitTaskError> {
 
 /// The outcome of a finished agent, and the daemon's commit of its work when it reported DONE.
 async fn judge(job: &StepJob, report: &RunReport, base: &CommitId) -> (Outcome, Option<CommitId>) {
-    let (repo, work, base2) = (job.repo.clone(), job.work.clone(), base.clone());
-    let changed = match git(move || repo.changed_since(&work, &base2)).await {
+    let (repo, tree, base2) = (job.repo.clone(), job.tree.clone(), base.clone());
+    let changed = match git(move || repo.changed_since(&tree, &base2)).await {
         Ok(changed) => changed,
         Err(e) => {
             return (
@@ -248,8 +315,8 @@ async fn judge(job: &StepJob, report: &RunReport, base: &CommitId) -> (Outcome, 
         "{} {}: {summary}\n\nCatalyst-Step: {}/{}\n",
         job.work, job.step_name, job.step_name, job.attempt
     );
-    let (repo, work) = (job.repo.clone(), job.work.clone());
-    match git(move || repo.commit_all(&work, &message)).await {
+    let (repo, tree) = (job.repo.clone(), job.tree.clone());
+    match git(move || repo.commit_all(&tree, &message)).await {
         Ok(commit) => (outcome, commit),
         Err(e) => (
             Outcome::Failed {
@@ -281,7 +348,11 @@ fn write_inputs(job: &mut StepJob, base: &CommitId, patch: Option<&str>) -> std:
     if let Some(patch) = patch {
         fsutil::write_replace(&job.run_dir.join(CHANGE_FILE), patch.as_bytes())?;
     }
-    fsutil::write_atomic(&job.run_dir.join(BASE_FILE), base.as_str().as_bytes())?;
+    // A daemon that restarts resets the bead's worktree to it; a step in a worktree of its own
+    // starts again from the bead's branch instead (see `run_agent_step`).
+    if job.tree == job.work {
+        fsutil::write_atomic(&job.run_dir.join(BASE_FILE), base.as_str().as_bytes())?;
+    }
     for (step, run) in job.context.earlier_steps.iter_mut().zip(&job.earlier_runs) {
         step.final_message = run.as_deref().and_then(final_message);
     }

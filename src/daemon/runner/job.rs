@@ -38,6 +38,10 @@ pub struct JobSources<'a> {
 pub struct StepJob {
     pub(super) work: BeadId,
     pub(super) step: BeadId,
+    /// Whose worktree the agent works in: the bead's, or the step's own when it runs beside
+    /// other steps of its bead (its branch then starts at the bead's branch and is merged
+    /// into it when the step is done).
+    pub(super) tree: BeadId,
     pub(super) step_name: String,
     pub(super) role: Role,
     pub(super) attempt: u32,
@@ -56,7 +60,9 @@ pub struct StepJob {
 }
 
 impl StepJob {
-    /// Builds the job for attempt `attempt` of `step` with `model`.
+    /// Builds the job for attempt `attempt` of `step` with `model`; `side`: in a worktree of
+    /// its own beside the bead's.
+    #[allow(clippy::too_many_arguments)]
     pub fn build(
         from: JobSources<'_>,
         work: &BeadId,
@@ -64,6 +70,7 @@ impl StepJob {
         meta: &StepMeta,
         attempt: u32,
         model: &str,
+        side: bool,
     ) -> Result<StepJob, JobError> {
         let config = from.config;
         let bead = from
@@ -71,7 +78,8 @@ impl StepJob {
             .get(work.as_str())
             .ok_or_else(|| JobError::BeadGone(work.clone()))?;
         let run_dir = from.paths.run_dir(work, &meta.step, attempt);
-        let worktree = from.repo.worktree_path(work);
+        let tree = if side { &step.id } else { work };
+        let worktree = from.repo.worktree_path(tree);
         let (earlier_steps, earlier_runs) = earlier(from, work, &step.id);
         let context = Context {
             bead: bead.into(),
@@ -101,7 +109,7 @@ impl StepJob {
             attempt,
             iteration: meta.iteration.unwrap_or(0),
             worktree: worktree.clone(),
-            branch: worktree::branch_name(work),
+            branch: worktree::branch_name(tree),
             target_branch: config.target_branch.clone(),
             context_md: run_dir.join(context::CONTEXT_MD),
             context_json: run_dir.join(context::CONTEXT_JSON),
@@ -111,12 +119,14 @@ impl StepJob {
         let template = meta.prompt.as_deref().unwrap_or(meta.role.as_str());
         let prompt = from.prompts.render(template, &vars)?;
         let socket = attempt_socket(&run_dir);
-        let spec = run_spec(
+        let mut spec = run_spec(
             from, bead, &step.id, meta, model, &prompt, &run_dir, &socket,
         )?;
+        spec.worktree = worktree;
         Ok(StepJob {
             work: work.clone(),
             step: step.id.clone(),
+            tree: tree.clone(),
             step_name: meta.step.clone(),
             role: meta.role,
             attempt,

@@ -1,6 +1,6 @@
 //! Gas Town's `convoy` formulas, read as the workflow they pour into: `[inputs]` become
-//! variables, each of `[[legs]]` a step (the legs need nothing of each other; a bead runs one
-//! agent at a time in its worktree, so they take turns), `[synthesis]` a step that needs the
+//! variables, each of `[[legs]]` a step (the legs need nothing of each other, so they run side
+//! by side), `[synthesis]` a step that needs the
 //! legs it names (all of them when it names none), and a merge step after it. `[prompts] base` is added to every leg's
 //! description; `[output]` gives the legs and the synthesis the file each must leave behind.
 

@@ -210,7 +210,7 @@ impl Engine {
 
     pub(super) fn close(&mut self, p: CloseParams) -> Handled<StatusChanged> {
         let bead = self.bead(&p.id)?;
-        if self.running.contains_key(&bead.id) {
+        if self.busy(&bead.id) {
             return Err(RpcError::conflict(format!(
                 "`{}` has a step running; use `cancel` to stop it",
                 bead.id
@@ -370,8 +370,10 @@ impl Engine {
                 work.id
             )));
         }
-        if let Some(running) = self.running.get(&work.id) {
-            running.cancel.cancel();
+        if self.busy(&work.id) {
+            for running in self.running_of(&work.id) {
+                running.cancel.cancel();
+            }
             self.cancelling.insert(work.id.clone(), p.reason);
             return Ok(Cancelled::Cancelling(work.id));
         }

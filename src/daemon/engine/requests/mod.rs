@@ -97,9 +97,9 @@ impl Engine {
         }
         let running = self
             .running
-            .iter()
-            .map(|(work, r)| RunningStep {
-                bead: Some(work.clone()),
+            .values()
+            .map(|r| RunningStep {
+                bead: Some(r.work.clone()),
                 ..self.running_step(r)
             })
             .collect();
@@ -209,7 +209,10 @@ impl Engine {
             formula: self.formula_name(bead),
             id: bead.id.clone(),
             priority: bead.priority,
-            running: self.running.get(&bead.id).map(|r| self.running_step(r)),
+            running: self
+                .running_of(&bead.id)
+                .min_by_key(|r| r.started)
+                .map(|r| self.running_step(r)),
             status: bead.status.clone(),
             stuck_on,
             title: bead.title.clone(),

@@ -330,6 +330,48 @@ fn formula_show_prints_the_composed_molecule_as_a_tree() {
     let out = catalyst(
         &[
             "formula",
+            "pour",
+            "feature",
+            "--expand",
+            "implement=polish",
+            "--workspace",
+            &workspace,
+        ],
+        "",
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("└ implement-draft [task] Draft: Implement: Example\n")
+            && out
+                .stdout
+                .contains("implement-refine [task] Refine: Implement: Example\n")
+            && !out.stdout.contains(" implement [implement]"),
+        "`--expand` replaces `implement` by the chain: {}",
+        out.stdout
+    );
+    let out = catalyst(
+        &[
+            "formula",
+            "pour",
+            "feature",
+            "--expand",
+            "deploy=polish",
+            "--workspace",
+            &workspace,
+        ],
+        "",
+    );
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("no step `deploy` to expand with `polish`"),
+        "{}",
+        out.stderr
+    );
+    let out = catalyst(
+        &[
+            "formula",
             "show",
             "feature",
             "--aspect",

@@ -162,14 +162,19 @@ enum FormulaCmd {
         prompts: Option<PathBuf>,
     },
     /// Print the molecule a workflow pours, as a tree of steps, with its expansions and the
-    /// aspects given applied: the workspace's formulas (found from the current folder, or
-    /// --workspace), else the built-in ones.
+    /// expansions and aspects given applied: the workspace's formulas (found from the current
+    /// folder, or --workspace), else the built-in ones.
+    #[command(visible_alias = "pour")]
     Show {
         /// The formula's name.
         name: String,
         /// A variable's value, as `NAME=VALUE` (repeatable).
         #[arg(long = "var", value_parser = parse_var)]
         vars: Vec<(String, String)>,
+        /// Replace a step by an expansion's chain, as `STEP=EXPANSION` (repeatable, in order,
+        /// before the aspects).
+        #[arg(long = "expand", value_parser = parse_var)]
+        expand: Vec<(String, String)>,
         /// An aspect formula to apply (repeatable, in order).
         #[arg(long = "aspect")]
         aspects: Vec<String>,
@@ -301,6 +306,7 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Formula(FormulaCmd::Show {
             name,
             vars,
+            expand,
             aspects,
             workspace,
         }) => {
@@ -312,6 +318,7 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
             let req = catalyst::cli::formula::Show {
                 name,
                 vars,
+                expand,
                 aspects,
                 workspace,
             };

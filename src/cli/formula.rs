@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::daemon::Paths;
-use crate::domain::formula::{pour, unmatched_pointcuts, FormulaSet, Kind, Problem};
+use crate::domain::formula::{expand_step, pour, unmatched_pointcuts, FormulaSet, Kind, Problem};
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, DepType};
 use crate::domain::prompt::PromptSet;
@@ -30,6 +30,8 @@ pub fn check(files: &[PathBuf], prompts: &PromptSet) -> Vec<Problem> {
 pub struct Show {
     pub name: String,
     pub vars: Vec<(String, String)>,
+    /// `(step, expansion)`: steps to replace by an expansion's chain, before the aspects.
+    pub expand: Vec<(String, String)>,
     pub aspects: Vec<String>,
     /// The workspace whose formulas (and prompts) count; the built-in ones only without one.
     pub workspace: Option<PathBuf>,
@@ -50,6 +52,14 @@ pub fn show(req: &Show) -> Result<String, String> {
             if formula.kind == Kind::Aspect { "aspect" } else { "expansion" }
         ));
     }
+    let mut expanded = formula.clone();
+    for (step, name) in &req.expand {
+        let expansion = set
+            .get(name)
+            .ok_or_else(|| format!("unknown expansion `{name}`"))?;
+        expanded = expand_step(&expanded, step, expansion, &BTreeMap::new())?;
+    }
+    let formula = &expanded;
     let mut out = String::new();
     for aspect in &req.aspects {
         if let Some(a) = set.get(aspect) {

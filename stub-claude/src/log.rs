@@ -149,15 +149,27 @@ pub fn read_log(path: impl AsRef<Path>) -> io::Result<Vec<LogEntry>> {
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
         .map(|(i, line)| {
-            serde_json::from_str(line).map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{} line {}: {e}", path.as_ref().display(), i + 1),
-                )
-            })
+            serde_json::from_str(line)
+                .or_else(|e| {
+                    // A stub killed in the middle of its write leaves part of a line, which the
+                    // next writer's whole line follows: that one is read, the torn part dropped.
+                    match line.rfind(LINE_START).filter(|&at| at > 0) {
+                        Some(at) => serde_json::from_str(&line[at..]),
+                        None => Err(e),
+                    }
+                })
+                .map_err(|e| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("{} line {}: {e}", path.as_ref().display(), i + 1),
+                    )
+                })
         })
         .collect()
 }
+
+/// How every line of the log starts (`pid` is the first field of [`LogEntry`]).
+const LINE_START: &str = "{\"pid\":";
 
 /// The invocations in the log, in the order they started.
 pub fn invocations(path: impl AsRef<Path>) -> io::Result<Vec<Invocation>> {
@@ -319,6 +331,17 @@ mod tests {
         assert!(!inv.tools[0].allowed);
         assert_eq!(inv.exit_code(), Some(0));
         assert!(inv.ended_ms.is_some());
+
+        // A writer killed mid-line, then another writer's whole line after it.
+        let whole = std::fs::read_to_string(&path).expect("read the log");
+        let second = whole.lines().nth(1).expect("a second line").to_owned();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(format!("{second}\n").as_bytes()))
+            .expect("append after the torn line");
+        let entries = read_log(&path).expect("the torn part is dropped");
+        assert_eq!(entries.len(), 4);
     }
 
     #[test]

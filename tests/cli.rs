@@ -632,10 +632,20 @@ needs = ["inline"]
     };
     let out = show(&["owner=ann"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("  kept, not acted on: phase = \"liquid\"\n")
+            && out
+                .stdout
+                .contains("  kept, not acted on: compose.hooks = "),
+        "the kept keys are shown: {}",
+        out.stdout
+    );
     let ids: Vec<&str> = out
         .stdout
         .lines()
         .skip(1)
+        .filter(|l| !l.starts_with("  kept"))
         .filter_map(|l| {
             l.trim_start_matches(|c: char| " │└├─".contains(c))
                 .split_whitespace()

@@ -81,6 +81,10 @@ pub fn show(req: &Show) -> Result<String, String> {
     let vars: BTreeMap<String, String> = req.vars.iter().cloned().collect();
     let steps = pour(&cooked, &work, &vars, work.created_at).map_err(|e| e.to_string())?;
     let _ = writeln!(out, "{} ({} steps)", req.name, steps.len());
+    // What beads' or Gas Town's runtime would act on (`execution`, `phase`, …): recorded.
+    for (key, value) in &cooked.kept {
+        let _ = writeln!(out, "  kept, not acted on: {key} = {value}");
+    }
     let short = |id: &BeadId| {
         id.as_str()
             .rsplit_once('.')

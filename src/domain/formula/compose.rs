@@ -451,7 +451,20 @@ pub(super) fn compose<'a>(
     for name in &rules.aspects {
         let applied = match find(name) {
             None => Err(format!("compose: `aspects` names unknown formula `{name}`")),
-            Some(aspect) => apply_aspect(&formula, aspect).map_err(|e| format!("compose: {e}")),
+            Some(aspect) => {
+                for pointcut in unmatched_pointcuts(&formula, aspect) {
+                    problems.push(
+                        Problem::formula(
+                            file,
+                            format!(
+                                "compose: aspect `{name}`: pointcut `{pointcut}` matches no step"
+                            ),
+                        )
+                        .warn(),
+                    );
+                }
+                apply_aspect(&formula, aspect).map_err(|e| format!("compose: {e}"))
+            }
         };
         match applied {
             Ok(next) => formula = next,

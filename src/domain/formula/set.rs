@@ -273,7 +273,7 @@ mod tests {
     #[test]
     fn compose_rules_branch_expand_map_and_apply_aspects_in_order() {
         let polish = "formula = \"polish\"\ntype = \"expansion\"\n[[template]]\nid = \"{target}.draft\"\ntitle = \"Draft {target.title}\"\n[[template]]\nid = \"{target}.refine\"\ntitle = \"Refine\"\nneeds = [\"{target}.draft\"]\n";
-        let audit = "formula = \"audit\"\ntype = \"aspect\"\n[[advice]]\ntarget = \"*\"\n[advice.after]\nid = \"{step.id}-audit\"\ntitle = \"Audit\"\n[[pointcuts]]\nlabel = \"risky\"\n[[pointcuts]]\ntype = \"bug\"\n";
+        let audit = "formula = \"audit\"\ntype = \"aspect\"\n[[advice]]\ntarget = \"*\"\n[advice.after]\nid = \"{step.id}-audit\"\ntitle = \"Audit\"\n[[pointcuts]]\nlabel = \"risky\"\n[[pointcuts]]\ntype = \"bug\"\n[[pointcuts]]\nglob = \"deploy\"\n";
         let workflow = r#"
             formula = "w"
             [[steps]]
@@ -326,7 +326,10 @@ mod tests {
         );
         assert_eq!(
             warnings,
-            ["f2.formula.toml: warning: compose: `bond_points` is kept but not acted on: formulas are bonded onto a running molecule by Gas Town; catalyst pours a fixed molecule"]
+            [
+                "f2.formula.toml: warning: compose: `bond_points` is kept but not acted on: formulas are bonded onto a running molecule by Gas Town; catalyst pours a fixed molecule",
+                "f2.formula.toml: warning: compose: aspect `audit`: pointcut `deploy` matches no step",
+            ]
         );
     }
 }

@@ -8,6 +8,7 @@
 mod agents;
 mod disk;
 mod ids;
+mod journal;
 mod kill_storm;
 mod limits;
 mod lock;

@@ -2,7 +2,8 @@
 //! group before anyone is told the group is durable.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Seek, SeekFrom, Write};
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::domain::event::{Event, EventBody};
@@ -20,31 +21,61 @@ pub struct Journal {
     /// which must go before anything else is appended (else it would sit in the middle of the
     /// journal, where replay calls it corruption).
     cut_pending: bool,
+    /// The file's device and inode: a file put in its place under the daemon is noticed.
+    identity: (u64, u64),
 }
 
 impl Journal {
     /// Opens `path` for appending after replay found `len` good bytes ending at seq
     /// `next_seq - 1`. Anything past `len` (a torn tail) is cut off first.
+    ///
+    /// The file is opened to append (`O_APPEND`): every write lands at its end, never at an
+    /// offset of the daemon's own, so a file shortened under the daemon never gets a hole of
+    /// NUL bytes. Such a file is refused before writing instead (see [`Journal::append`]).
     pub(crate) fn open(path: &Path, next_seq: u64, len: u64) -> io::Result<Journal> {
         let file = OpenOptions::new()
             .create(true)
             .read(true)
-            .write(true)
-            .truncate(false)
+            .append(true)
             .open(path)?;
-        if file.metadata()?.len() != len {
+        let meta = file.metadata()?;
+        if meta.len() != len {
             file.set_len(len)?;
             file.sync_all()?;
         }
-        let mut journal = Journal {
+        Ok(Journal {
             file,
             path: path.to_owned(),
             next_seq,
             len,
             cut_pending: false,
+            identity: (meta.dev(), meta.ino()),
+        })
+    }
+
+    /// Whether the file is still the one the daemon opened, as long as it wrote it: a journal
+    /// another program shortened, extended, replaced or removed is not written on (the daemon
+    /// stops dispatching, and a restart reads the file as it now is).
+    fn check_unchanged(&self) -> io::Result<()> {
+        let changed = |what: String| {
+            io::Error::other(format!(
+                "the journal `{}` {what} while the daemon was writing it; nothing more is written to it (restart catalystd to read it as it is now)",
+                self.path.display()
+            ))
         };
-        journal.file.seek(SeekFrom::Start(len))?;
-        Ok(journal)
+        let ours = self.file.metadata()?.len();
+        if ours != self.len {
+            return Err(changed(format!(
+                "changed length from {} to {ours} bytes",
+                self.len
+            )));
+        }
+        match std::fs::metadata(&self.path) {
+            Ok(meta) if (meta.dev(), meta.ino()) == self.identity => Ok(()),
+            Ok(_) => Err(changed("was replaced by another file".into())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(changed("was removed".into())),
+            Err(e) => Err(e),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -80,6 +111,7 @@ impl Journal {
         if self.cut_pending {
             self.cut_back()?;
         }
+        self.check_unchanged()?;
         let written = self
             .file
             .write_all(&buf)
@@ -99,10 +131,9 @@ impl Journal {
 }
 
 impl Journal {
-    /// Cuts the file back to its durable length and puts the write position there.
+    /// Cuts the file back to its durable length (appends then go on from there).
     fn cut_back(&mut self) -> io::Result<()> {
         self.file.set_len(self.len)?;
-        self.file.seek(SeekFrom::Start(self.len))?;
         self.cut_pending = false;
         Ok(())
     }

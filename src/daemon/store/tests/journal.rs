@@ -240,3 +240,39 @@ fn snapshot_lines_are_beads_export_lines() {
     let b: Bead = serde_json::from_str(lines.nth(1).unwrap()).unwrap();
     assert_eq!(b.dependencies[0].depends_on_id.as_str(), "a");
 }
+
+#[test]
+fn a_journal_changed_under_the_daemon_is_not_written_on() {
+    for change in ["truncate", "replace", "remove"] {
+        let (dir, mut store) = open_store();
+        store.commit(vec![created(bead("a", &[]))]).unwrap();
+        let path = dir.path().join(JOURNAL_FILE);
+        match change {
+            "truncate" => fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_len(0))
+                .unwrap(),
+            "replace" => {
+                let other = dir.path().join("other");
+                fs::write(&other, b"").unwrap();
+                fs::rename(&other, &path).unwrap();
+            }
+            _ => fs::remove_file(&path).unwrap(),
+        }
+        let err = store.commit(vec![created(bead("b", &[]))]).unwrap_err();
+        let want = match change {
+            "truncate" => "changed length from",
+            "replace" => "was replaced by another file",
+            _ => "was removed",
+        };
+        assert!(err.to_string().contains(want), "{change}: {err}");
+        assert!(
+            store.state().get("b").is_none(),
+            "{change}: nothing applied"
+        );
+        let left = fs::read(&path).unwrap_or_default();
+        assert!(!left.contains(&0), "{change}: no NUL bytes written");
+        assert!(left.is_empty(), "{change}: nothing written on");
+    }
+}

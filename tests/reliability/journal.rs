@@ -1,0 +1,57 @@
+//! The journal changed under a running daemon: another program truncates it. The daemon must
+//! not write on at its own offset (which left NUL bytes the next start refused): it refuses
+//! the write, says why, dispatches nothing, and a restart reads the file as it is.
+
+use catalyst::protocol::{Method, PauseParams};
+
+use catalyst_testkit::{bead, Workspace};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_truncated_under_the_daemon_is_not_written_on() {
+    let ws = Workspace::builder().build();
+    let mut daemon = ws.spawn();
+    daemon
+        .call(Method::Pause(PauseParams { model: None }))
+        .await;
+    daemon.submit(bead("before")).await;
+    let journal = ws.paths.state.join("journal.jsonl");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&journal)
+        .and_then(|f| f.set_len(0))
+        .expect("truncate the journal");
+
+    let refused = daemon
+        .client()
+        .await
+        .call(&Method::Submit(vec![bead("after")]))
+        .await
+        .expect_err("the write is refused")
+        .to_string();
+    assert!(
+        refused.contains("changed length from") && refused.contains("journal.jsonl"),
+        "{refused}"
+    );
+    println!("refused: {refused}");
+    let status = daemon.call(Method::Status).await;
+    assert!(
+        status["storage_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("restart catalystd")),
+        "{status}"
+    );
+    let left = std::fs::read(&journal).expect("read the journal");
+    assert!(
+        !left.contains(&0),
+        "no NUL bytes before new events ({} bytes)",
+        left.len()
+    );
+    assert!(left.is_empty(), "nothing written on");
+
+    // A restart reads the file as it is now.
+    daemon.stop().await;
+    let daemon = ws.spawn();
+    let status = daemon.call(Method::Status).await;
+    assert!(status["storage_error"].is_null(), "{status}");
+    daemon.submit(bead("after the restart")).await;
+}

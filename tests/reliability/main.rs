@@ -6,6 +6,7 @@
 //! starved of disk and raced, as it would be on a machine left alone for days.
 
 mod agents;
+mod config;
 mod disk;
 mod ids;
 mod journal;

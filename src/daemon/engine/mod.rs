@@ -106,6 +106,48 @@ impl Tasks {
     }
 }
 
+impl Tasks {
+    /// Runs an attempt in a task of its own and sends its end to the engine. An attempt whose
+    /// task panics ends as a failure with the panic's message (from `failed`), so its slot is
+    /// freed and the step is retried like any failure, never left running for good.
+    fn attempt<F>(&self, run: F, failed: impl FnOnce(String) -> StepDone + Send + 'static)
+    where
+        F: std::future::Future<Output = StepDone> + Send + 'static,
+    {
+        let tx = self.tx.clone();
+        self.tracker.spawn(async move {
+            let done = caught(run, failed).await;
+            // The engine is gone only when the daemon is stopping; the journal then says the
+            // step was running, and the next start re-runs it.
+            let _ = tx.send(Input::StepDone(Box::new(done))).await;
+        });
+    }
+}
+
+/// `run`'s end, or `failed(<why>)` when it panicked.
+async fn caught<F>(run: F, failed: impl FnOnce(String) -> StepDone) -> StepDone
+where
+    F: std::future::Future<Output = StepDone> + Send + 'static,
+{
+    match tokio::spawn(run).await {
+        Ok(done) => done,
+        Err(e) => {
+            let why = match e.try_into_panic() {
+                Ok(payload) => payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".into()),
+                Err(e) => e.to_string(),
+            };
+            tracing::error!(error = %why, "an attempt's task panicked; the attempt has failed");
+            failed(format!(
+                "the daemon's task for this attempt panicked: {why}"
+            ))
+        }
+    }
+}
+
 /// The daemon's own git work: merges into the target and worktree removals.
 #[derive(Debug, Default)]
 struct GitWork {
@@ -432,5 +474,35 @@ async fn sleep_until(when: Option<Instant>) {
     match when {
         Some(t) => tokio::time::sleep_until(t).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::model::Role;
+    use crate::domain::router::Outcome;
+
+    #[tokio::test]
+    async fn an_attempt_whose_task_panics_ends_as_a_failure_naming_the_panic() {
+        let work = BeadId::new("cat-1").expect("id");
+        let step = BeadId::new("cat-1.gate").expect("id");
+        let failed = |why: String| StepDone::failed(&work, &step, Role::Gate, 1, why);
+        let boom = async {
+            let deadline = std::time::Instant::now();
+            let _ = deadline + std::time::Duration::from_secs(u64::MAX);
+            unreachable!("adding an unbounded duration panics first")
+        };
+        let done = caught(boom, failed).await;
+        match &done.outcome {
+            Some(Outcome::Failed { reason }) => assert!(
+                reason.starts_with("the daemon's task for this attempt panicked: overflow"),
+                "{reason}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        let fine = StepDone::failed(&work, &step, Role::Gate, 2, "no".into());
+        let done = caught(async move { fine }, failed).await;
+        assert_eq!(done.attempt, 2, "a task that ends is its own end");
     }
 }

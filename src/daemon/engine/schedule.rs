@@ -231,14 +231,12 @@ impl Engine {
                 stop_blocked: false,
             },
         );
-        let tx = self.tasks.tx.clone();
-        let ask = super::input::hook_asker(tx.clone());
-        self.tasks.tracker.spawn(async move {
-            let done = runner::run_agent_step(job, cancel, ask).await;
-            // The engine is gone only when the daemon is stopping; the journal then says the
-            // step was running, and the next start re-runs it.
-            let _ = tx.send(Input::StepDone(Box::new(done))).await;
-        });
+        let ask = super::input::hook_asker(self.tasks.tx.clone());
+        let (work, id, role) = (work.clone(), step.id.clone(), meta.role);
+        self.tasks
+            .attempt(runner::run_agent_step(job, cancel, ask), move |why| {
+                runner::StepDone::failed(&work, &id, role, attempt, why)
+            });
         true
     }
 
@@ -284,11 +282,11 @@ impl Engine {
                 stop_blocked: false,
             },
         );
-        let tx = self.tasks.tx.clone();
-        self.tasks.tracker.spawn(async move {
-            let done = runner::run_gate_step(job, cancel).await;
-            let _ = tx.send(Input::StepDone(Box::new(done))).await;
-        });
+        let (work, id, role) = (work.clone(), step.id.clone(), meta.role);
+        self.tasks
+            .attempt(runner::run_gate_step(job, cancel), move |why| {
+                runner::StepDone::failed(&work, &id, role, attempt, why)
+            });
         true
     }
 

@@ -136,6 +136,12 @@ impl Default for Config {
     }
 }
 
+/// The longest timeout or pause a config may set: a year, far from any deadline overflow.
+const MAX_SECS: u64 = 365 * DAY_SECS;
+const DAY_SECS: u64 = 24 * 60 * 60;
+/// The largest per-bead budget, in US dollars.
+const MAX_BUDGET_USD: f64 = 1_000_000.0;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read `{path}`: {source}")]
@@ -214,12 +220,13 @@ impl Config {
                 self.prefix
             ));
         }
-        if !(self.budget_usd.is_finite() && self.budget_usd >= 0.0) {
-            return Err("`budget_usd` must be a number of dollars, 0 for no limit".into());
+        if !(self.budget_usd.is_finite() && (0.0..=MAX_BUDGET_USD).contains(&self.budget_usd)) {
+            return Err(format!(
+                "`budget_usd` must be a number of dollars from 0 (no limit) to {MAX_BUDGET_USD}, not {}",
+                self.budget_usd
+            ));
         }
-        if self.max_agents == 0 {
-            return Err("`max_agents` must be at least 1".into());
-        }
+        self.check_ranges()?;
         if self.target_branch.is_empty() || git_ref_unsafe(&self.target_branch) {
             return Err(format!(
                 "`target_branch` `{}` is not a branch name",
@@ -227,11 +234,6 @@ impl Config {
             ));
         }
         self.workflow_files()?;
-        for (name, model) in &self.models {
-            if model.max_concurrent == Some(0) {
-                return Err(format!("`models.{name}.max_concurrent` must be at least 1"));
-            }
-        }
         for (name, profile) in &self.profiles {
             profile
                 .validate()
@@ -256,13 +258,58 @@ impl Config {
             return Err("`catalyst_bin` is empty".into());
         }
         self.beads.check()?;
-        for timeout in [
-            self.agent_timeout_secs,
-            self.stall_timeout_secs,
-            self.gate_timeout_secs,
-        ] {
-            if timeout == 0 {
-                return Err("timeouts must be at least 1 second".into());
+        Ok(())
+    }
+
+    /// Every number in its range: a value out of it is refused by name (a reload keeps the old
+    /// config), never left to overflow a deadline or mean nothing.
+    fn check_ranges(&self) -> Result<(), String> {
+        let ranges: [(&str, u64, u64, u64); 14] = [
+            ("max_agents", self.max_agents as u64, 1, 1024),
+            ("agent_timeout_secs", self.agent_timeout_secs, 1, MAX_SECS),
+            ("stall_timeout_secs", self.stall_timeout_secs, 1, MAX_SECS),
+            ("gate_timeout_secs", self.gate_timeout_secs, 1, MAX_SECS),
+            ("grace_secs", self.grace_secs, 0, DAY_SECS),
+            ("shutdown_grace_secs", self.shutdown_grace_secs, 0, DAY_SECS),
+            ("output_cap_bytes", self.output_cap_bytes, 1024, 1 << 40),
+            ("pause_secs", self.pause_secs, 1, MAX_SECS),
+            (
+                "max_pause_secs",
+                self.max_pause_secs,
+                self.pause_secs,
+                MAX_SECS,
+            ),
+            (
+                "dirty_target_retry_secs",
+                self.dirty_target_retry_secs,
+                1,
+                DAY_SECS,
+            ),
+            ("max_turns", self.max_turns.into(), 0, 100_000),
+            ("max_processes", self.max_processes.into(), 0, 1 << 22),
+            (
+                "router.max_attempts",
+                self.router.max_attempts.into(),
+                1,
+                100,
+            ),
+            (
+                "router.max_fix_iterations",
+                self.router.max_fix_iterations.into(),
+                1,
+                100,
+            ),
+        ];
+        for (key, value, low, high) in ranges {
+            if !(low..=high).contains(&value) {
+                return Err(format!("`{key}` must be from {low} to {high}, not {value}"));
+            }
+        }
+        for (name, model) in &self.models {
+            if let Some(n) = model.max_concurrent.filter(|&n| !(1..=1024).contains(&n)) {
+                return Err(format!(
+                    "`models.{name}.max_concurrent` must be from 1 to 1024, not {n}"
+                ));
             }
         }
         Ok(())

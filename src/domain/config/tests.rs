@@ -23,7 +23,46 @@ fn bad_values_are_refused() {
         ("prefix = \"b/d\"", "prefix"),
         ("agent = \"nope\"", "nope"),
         ("[models.opus]\nmax_concurrent = 0", "max_concurrent"),
-        ("stall_timeout_secs = 0", "timeouts"),
+        (
+            "stall_timeout_secs = 0",
+            "`stall_timeout_secs` must be from 1 to 31536000, not 0",
+        ),
+        (
+            "gate_timeout_secs = 18446744073709551615",
+            "`gate_timeout_secs` must be from 1 to 31536000, not 18446744073709551615",
+        ),
+        (
+            "budget_usd = -1.0",
+            "`budget_usd` must be a number of dollars",
+        ),
+        (
+            "budget_usd = nan",
+            "`budget_usd` must be a number of dollars",
+        ),
+        (
+            "budget_usd = inf",
+            "`budget_usd` must be a number of dollars",
+        ),
+        (
+            "[router]\nmax_attempts = 0",
+            "`router.max_attempts` must be from 1 to 100, not 0",
+        ),
+        (
+            "[router]\nmax_fix_iterations = 0",
+            "`router.max_fix_iterations` must be from 1 to 100, not 0",
+        ),
+        (
+            "pause_secs = 10\nmax_pause_secs = 5",
+            "`max_pause_secs` must be from 10",
+        ),
+        (
+            "output_cap_bytes = 10",
+            "`output_cap_bytes` must be from 1024",
+        ),
+        (
+            "grace_secs = 999999999",
+            "`grace_secs` must be from 0 to 86400",
+        ),
         (
             "[tool_policy.gate]\naccess = \"worktree\"",
             "tool_policy.gate",

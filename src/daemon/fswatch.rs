@@ -40,13 +40,20 @@ pub struct WorkspaceWatch {
 }
 
 /// Whether an event means a file is complete: closed after writing, or renamed into place.
-/// A bare create is not: the writer may not be done.
+/// A bare create is not, nor a write: the writer may not be done (a file rewritten in place is
+/// empty between its truncation and its first write, and a reload then would read nothing).
 fn completes_a_file(kind: &EventKind) -> bool {
     matches!(
         kind,
         EventKind::Access(AccessKind::Close(AccessMode::Write))
             | EventKind::Modify(ModifyKind::Name(_))
     )
+}
+
+/// Whether an event on a file that reloads (the config, the prompts, a formula) asks for a
+/// reload: the file was completed, or removed.
+fn reloads_on(kind: &EventKind) -> bool {
+    completes_a_file(kind) || kind.is_remove()
 }
 
 /// Watches the workspace: files completed in the inbox, and changes to the config, the prompts
@@ -87,7 +94,7 @@ pub fn workspace<T: From<WorkspaceChange> + Send + 'static>(
                         .iter()
                         .any(|d| path.parent() == Some(d.as_path()))
                 {
-                    if matches!(event.kind, EventKind::Access(_)) {
+                    if !reloads_on(&event.kind) {
                         continue;
                     }
                     Seen::Change(WorkspaceChange::Reload)
@@ -221,6 +228,24 @@ mod tests {
         assert!(!completes_a_file(&EventKind::Create(CreateKind::File)));
         assert!(!completes_a_file(&EventKind::Modify(ModifyKind::Data(
             DataChange::Any
+        ))));
+    }
+
+    #[test]
+    fn a_file_rewritten_in_place_reloads_once_it_is_closed_not_while_it_is_written() {
+        use notify::event::RemoveKind;
+        let truncated_or_written = EventKind::Modify(ModifyKind::Data(DataChange::Any));
+        assert!(!reloads_on(&truncated_or_written));
+        assert!(!reloads_on(&EventKind::Create(CreateKind::File)));
+        assert!(reloads_on(&EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        ))));
+        assert!(reloads_on(&EventKind::Modify(ModifyKind::Name(
+            RenameMode::To
+        ))));
+        assert!(reloads_on(&EventKind::Remove(RemoveKind::File)));
+        assert!(!reloads_on(&EventKind::Access(AccessKind::Open(
+            AccessMode::Any
         ))));
     }
 

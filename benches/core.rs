@@ -87,6 +87,21 @@ fn main() {
         (n == 100_000).then(|| Duration::from_secs(1)),
         ("parse the lines as untyped JSON", floor),
     );
+    // The same journal as a daemon from before checksums wrote it: what verifying them costs.
+    let older = tempfile::tempdir().expect("temp dir");
+    workload::write_events_unsealed(&older.path().join(JOURNAL_FILE), &events);
+    let unsealed = median(3, || {
+        timed(|| {
+            let (store, _) = Store::open(older.path()).expect("open");
+            black_box(store);
+        })
+    });
+    row(
+        "replay journal without checksums",
+        unsealed,
+        None,
+        ("replay with checksums", replay),
+    );
 
     // Readiness: one status change and the new head of the ready list, against a full recompute.
     let mut state = State::default();

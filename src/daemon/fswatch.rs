@@ -1,12 +1,14 @@
-//! File-system notifications (notify): the inbox, the files that reload, and a followed log.
+//! File-system notifications (notify): the inbox, the files that reload, and the files followed
+//! (logs, a beads file), all of which share one watcher.
 //!
 //! notify calls back on its own thread. The callbacks here only `try_send` into a bounded
 //! channel; when it is full the event is dropped and a flag asks the forwarding task to rescan
 //! the inbox folder instead, so a burst of files never blocks notify and no file is missed.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
@@ -196,20 +198,118 @@ pub fn inbox_files(inbox: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// Wakes `tx` whenever `path` changes. `None` when it cannot be watched (the caller then just
-/// sends what is there).
-pub fn file_changes(path: &Path, tx: watch::Sender<()>) -> Option<RecommendedWatcher> {
-    let target = path.to_owned();
-    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if res.is_ok_and(|e| e.paths.contains(&target)) {
-            tx.send_replace(());
+/// Wakes `tx` whenever `path` changes, for as long as the returned guard lives. `None` when it
+/// cannot be watched (the caller then just sends what is there).
+///
+/// Every follower shares one watcher ([`FileWatch`]): the kernel gives a user only so many
+/// inotify instances (128 by default), and one per `ctl logs -f` would stop the 129th from
+/// ever being woken.
+pub fn file_changes(path: &Path, tx: watch::Sender<()>) -> Option<Watching> {
+    FileWatch::shared().watch(path, tx)
+}
+
+/// One notify watcher for every file the daemon follows: the folders of the files followed
+/// are watched (each once, however many follow files in it) and each change wakes those
+/// following that file.
+struct FileWatch {
+    /// Who follows which file; the watcher's callback reads it.
+    followers: Arc<Mutex<Vec<Follower>>>,
+    /// Made at the first follow; with how many followers each folder has.
+    watcher: Mutex<Option<(RecommendedWatcher, HashMap<PathBuf, usize>)>>,
+    next: AtomicU64,
+}
+
+struct Follower {
+    id: u64,
+    file: PathBuf,
+    tx: watch::Sender<()>,
+}
+
+/// A follow of one file; dropping it ends the follow.
+#[derive(Debug)]
+pub struct Watching {
+    id: u64,
+    folder: PathBuf,
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        FileWatch::shared().forget(self.id, &self.folder);
+    }
+}
+
+impl FileWatch {
+    fn shared() -> &'static FileWatch {
+        static SHARED: OnceLock<FileWatch> = OnceLock::new();
+        SHARED.get_or_init(|| FileWatch {
+            followers: Arc::default(),
+            watcher: Mutex::new(None),
+            next: AtomicU64::new(0),
+        })
+    }
+
+    fn watch(&'static self, file: &Path, tx: watch::Sender<()>) -> Option<Watching> {
+        let folder = file.parent()?.to_owned();
+        let id = self.next.fetch_add(1, Ordering::SeqCst);
+        lock(&self.followers).push(Follower {
+            id,
+            file: file.to_owned(),
+            tx,
+        });
+        // The follower is listed before the folder is watched, and the callback's lock is
+        // never held while the watcher is asked for something: notify's thread runs the
+        // callback and answers those requests.
+        let watched = self.watch_folder(&folder);
+        if let Err(e) = watched {
+            tracing::warn!(path = %folder.display(), error = %e, "cannot watch a folder");
+            lock(&self.followers).retain(|f| f.id != id);
+            return None;
         }
-    })
-    .ok()?;
-    watcher
-        .watch(path.parent()?, RecursiveMode::NonRecursive)
-        .ok()?;
-    Some(watcher)
+        Some(Watching { id, folder })
+    }
+
+    fn watch_folder(&self, folder: &Path) -> notify::Result<()> {
+        let mut slot = lock(&self.watcher);
+        if slot.is_none() {
+            let followers = self.followers.clone();
+            let watcher =
+                notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+                    let Ok(event) = res else { return };
+                    for f in lock(&followers).iter() {
+                        if event.paths.contains(&f.file) {
+                            f.tx.send_replace(());
+                        }
+                    }
+                })?;
+            *slot = Some((watcher, HashMap::new()));
+        }
+        let (watcher, folders) = slot.as_mut().expect("made above");
+        // Asked again even when watched: a folder removed and made again needs a new watch.
+        watcher.watch(folder, RecursiveMode::NonRecursive)?;
+        *folders.entry(folder.to_owned()).or_insert(0) += 1;
+        Ok(())
+    }
+
+    fn forget(&self, id: u64, folder: &Path) {
+        lock(&self.followers).retain(|f| f.id != id);
+        let mut slot = lock(&self.watcher);
+        let Some((watcher, folders)) = slot.as_mut() else {
+            return;
+        };
+        if let Some(count) = folders.get_mut(folder) {
+            *count -= 1;
+            if *count == 0 {
+                folders.remove(folder);
+                // The folder may be gone already, and its watch with it.
+                let _ = watcher.unwatch(folder);
+            }
+        }
+    }
+}
+
+/// A lock whose holder panicked is still good: what it guards is a list, never half-changed.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -75,6 +75,8 @@ pub async fn serve(
     };
     let mut file = File::open(&path).await?;
     let mut offset = 0u64;
+    // The client closed its sending side: it may still read (see `server::subscribe`).
+    let mut half_closed = false;
     let mut buf = vec![0u8; CHUNK];
     let mut pending = Vec::new();
     loop {
@@ -105,7 +107,7 @@ pub async fn serve(
         tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
             c = changed.changed() => if c.is_err() { return Ok(()) },
-            next = conn.next() => if next.is_none() { return Ok(()) },
+            next = conn.next(), if !half_closed => half_closed = next.is_none(),
         }
     }
 }
@@ -137,13 +139,13 @@ fn output_path(paths: &Paths, p: &LogsParams) -> Result<PathBuf, RpcError> {
 }
 
 /// Waits until `path` exists, watching the folder nearest to it that does (the run folder
-/// of a new step is made when its first attempt starts). `false` when the daemon stops or the
-/// client hangs up first.
+/// of a new step is made when its first attempt starts). `false` when the daemon stops first.
 async fn appeared(
     path: &Path,
     conn: &mut Conn,
     shutdown: &CancellationToken,
 ) -> std::io::Result<bool> {
+    let mut half_closed = false;
     loop {
         let Some(missing) = path.ancestors().take_while(|a| !a.exists()).last() else {
             return Ok(true);
@@ -162,7 +164,7 @@ async fn appeared(
         tokio::select! {
             () = shutdown.cancelled() => return Ok(false),
             c = changed.changed() => if c.is_err() { return Ok(false) },
-            next = conn.next() => if next.is_none() { return Ok(false) },
+            next = conn.next(), if !half_closed => half_closed = next.is_none(),
         }
     }
 }

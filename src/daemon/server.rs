@@ -134,6 +134,16 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
                 send(&mut conn, &ErrorLine::err(Value::Null, error)).await?;
                 continue;
             }
+            Some(Ok(Line::OverBudget)) => {
+                let error = RpcError::new(
+                    ErrorCode::TooLarge,
+                    format!(
+                        "the daemon's connections hold {} bytes of unfinished request lines, its most; this connection's line is dropped and the connection closed",
+                        crate::daemon::wire::MAX_BUFFERED
+                    ),
+                );
+                return send(&mut conn, &ErrorLine::err(Value::Null, error)).await;
+            }
             Some(Err(e)) => return Err(codec_io(e)),
         };
         if line.trim().is_empty() {
@@ -223,6 +233,7 @@ async fn subscribe(
     let mut file = BufReader::new(journal);
     let mut partial = String::new();
     let mut caught_up = false;
+    let mut half_closed = false;
     loop {
         // Read whatever complete lines the journal has now.
         loop {
@@ -243,9 +254,9 @@ async fn subscribe(
                 caught_up = true;
                 // Buffered: one write per batch of lines rather than one per event, which is
                 // what lets many subscribers keep up with a burst.
-                conn.feed(full.trim_end().to_owned())
-                    .await
-                    .map_err(codec_io)?;
+                // As the event was written, without the journal's checksum.
+                let (event, _) = crate::daemon::store::journal::unseal(full.trim_end());
+                conn.feed(event.into_owned()).await.map_err(codec_io)?;
             }
         }
         conn.flush().await.map_err(codec_io)?;
@@ -256,8 +267,10 @@ async fn subscribe(
         tokio::select! {
             () = shared.shutdown.cancelled() => return Ok(()),
             changed = seq.changed() => if changed.is_err() { return Ok(()) },
-            // A client that hangs up ends the stream (anything it sends is ignored).
-            next = conn.next() => if next.is_none() { return Ok(()) },
+            // Anything the client sends is ignored. The end of its input is not a hang-up
+            // (`nc -U` closes its sending side and goes on reading): the stream ends when a
+            // write fails.
+            next = conn.next(), if !half_closed => half_closed = next.is_none(),
         }
     }
 }

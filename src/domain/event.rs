@@ -231,8 +231,16 @@ pub enum EventBody {
         reason: String,
         help: String,
     },
+    /// `store` names the store: made when its journal is new (the first event) and the same
+    /// at every start after; the daemon's branches carry it (docs/worktrees.md). Journals
+    /// written before store ids have none until the next start records one.
     #[serde(rename = "daemon.started")]
-    DaemonStarted { pid: u32, version: String },
+    DaemonStarted {
+        pid: u32,
+        version: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        store: Option<String>,
+    },
     #[serde(rename = "daemon.stopping")]
     DaemonStopping {
         #[serde(default, skip_serializing_if = "Option::is_none")]

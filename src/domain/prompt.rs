@@ -9,6 +9,11 @@
 //! found when the file is loaded (at start-up or on SIGHUP) rather than when some step first
 //! renders it, every template is compiled and its variables are checked against
 //! [`PromptVars::NAMES`] on load; rendering is strict as well.
+//!
+//! A render is bounded: it has [`FUEL`] to spend (MiniJinja charges each instruction and each
+//! 64 bytes it creates) and at most [`MAX_PROMPT_BYTES`] of output. Each template is rendered
+//! once on load with sample values, so a template that cannot finish within those bounds is
+//! refused there, by name, rather than at its first dispatch.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -20,6 +25,13 @@ use serde::{Deserialize, Serialize};
 use crate::domain::formula::{is_name, toml_error};
 use crate::domain::id::BeadId;
 use crate::domain::model::Role;
+
+/// The work one render may do: about this many MiniJinja instructions, or 64 times as many
+/// bytes created. The built-in templates use under 1% of it.
+pub const FUEL: u64 = 50_000;
+
+/// The most a rendered prompt may hold.
+pub const MAX_PROMPT_BYTES: usize = 1 << 20;
 
 /// The built-in prompt file.
 pub const BUILTIN: &str = include_str!("../../agent_prompts.toml");
@@ -53,6 +65,29 @@ pub struct PromptVars {
 }
 
 impl PromptVars {
+    /// Values of the shape a real step's have, for the render each template gets on load.
+    fn sample(contract: &str) -> PromptVars {
+        let bead = BeadId::new("cat-1").expect("a valid id");
+        let step = BeadId::new("cat-1.implement").expect("a valid id");
+        let run_dir = PathBuf::from("/workspace/.catalyst/runs/cat-1/implement/1");
+        PromptVars {
+            bead_id: bead,
+            step_id: step,
+            step: "implement".into(),
+            role: Role::Implement,
+            model: "sonnet".into(),
+            attempt: 1,
+            iteration: 0,
+            worktree: "/workspace/.catalyst/worktrees/cat-1".into(),
+            branch: "catalyst/cat-1".into(),
+            target_branch: "main".into(),
+            context_md: run_dir.join("context.md"),
+            context_json: run_dir.join("context.json"),
+            run_dir,
+            result_contract: contract.into(),
+        }
+    }
+
     /// The variable names a template may use: the fields above.
     pub const NAMES: [&'static str; 14] = [
         "bead_id",
@@ -99,6 +134,15 @@ pub enum PromptError {
         file: String,
         template: String,
         variables: Vec<String>,
+    },
+    #[error(
+        "{file}: template `{template}` does not finish within the bounds of a render \
+         ({FUEL} fuel, {MAX_PROMPT_BYTES} bytes of output): {message}"
+    )]
+    Unbounded {
+        file: String,
+        template: String,
+        message: String,
     },
     #[error("no prompt template `{0}`")]
     UnknownTemplate(String),
@@ -209,7 +253,17 @@ impl PromptSet {
                     variables: unknown.into_iter().collect(),
                 });
             }
-            self.sources.insert(name, file.into());
+            self.sources.insert(name.clone(), file.into());
+        }
+        let sample = PromptVars::sample(&self.contract);
+        for name in self.sources.keys() {
+            if let Err(Bounded::Exceeded(message)) = self.bounded_render(name, &sample) {
+                return Err(PromptError::Unbounded {
+                    file: self.sources[name].clone(),
+                    template: name.clone(),
+                    message,
+                });
+            }
         }
         Ok(self)
     }
@@ -236,19 +290,66 @@ impl PromptSet {
             .sources
             .get(name)
             .ok_or_else(|| PromptError::UnknownTemplate(name.into()))?;
-        let failed = |message: String| PromptError::Render {
-            file: file.clone(),
-            template: name.into(),
-            message,
-        };
-        let template = self
-            .env
-            .get_template(name)
-            .map_err(|e| failed(describe(&e)))?;
-        let json = serde_json::to_value(vars).map_err(|e| failed(e.to_string()))?;
-        template
-            .render(to_value(json))
-            .map_err(|e| failed(describe(&e)))
+        self.bounded_render(name, vars).map_err(|e| match e {
+            Bounded::Failed(message) => PromptError::Render {
+                file: file.clone(),
+                template: name.into(),
+                message,
+            },
+            Bounded::Exceeded(message) => PromptError::Unbounded {
+                file: file.clone(),
+                template: name.into(),
+                message,
+            },
+        })
+    }
+
+    /// Renders template `name` within [`FUEL`] and [`MAX_PROMPT_BYTES`].
+    fn bounded_render(&self, name: &str, vars: &PromptVars) -> Result<String, Bounded> {
+        let failed = |e: &minijinja::Error| Bounded::Failed(describe(e));
+        let template = self.env.get_template(name).map_err(|e| failed(&e))?;
+        let json = serde_json::to_value(vars).map_err(|e| Bounded::Failed(e.to_string()))?;
+        let mut out = Capped::default();
+        match template.render_captured_to(to_value(json), &mut out) {
+            Ok(_) => String::from_utf8(out.bytes).map_err(|e| Bounded::Failed(e.to_string())),
+            Err(_) if out.over => Err(Bounded::Exceeded(format!(
+                "its output passed {MAX_PROMPT_BYTES} bytes"
+            ))),
+            Err(e) if e.kind() == minijinja::ErrorKind::OutOfFuel => {
+                Err(Bounded::Exceeded(describe(&e)))
+            }
+            Err(e) => Err(failed(&e)),
+        }
+    }
+}
+
+/// Why a bounded render did not give a prompt.
+enum Bounded {
+    /// The template went past a bound.
+    Exceeded(String),
+    /// Any other error.
+    Failed(String),
+}
+
+/// The output of one render, refusing to grow past [`MAX_PROMPT_BYTES`].
+#[derive(Default)]
+struct Capped {
+    bytes: Vec<u8>,
+    over: bool,
+}
+
+impl std::io::Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + buf.len() > MAX_PROMPT_BYTES {
+            self.over = true;
+            return Err(std::io::Error::other("the prompt is too long"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -261,6 +362,7 @@ fn parse_file(text: &str, file: &str) -> Result<PromptFile, PromptError> {
 
 fn new_env() -> Environment<'static> {
     let mut env = Environment::new();
+    env.set_fuel(Some(FUEL));
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     // Prompts are plain text; nothing may be HTML-escaped whatever a template is called.
     env.set_auto_escape_callback(|_| AutoEscape::None);
@@ -442,6 +544,44 @@ mod tests {
         assert!(
             err.to_string()
                 .starts_with("o.toml: template `fix` uses unknown variable `nope`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_template_that_cannot_finish_within_its_bounds_is_refused_on_load_by_name() {
+        let nested = "contract = 'c'\n[prompts.review]\ntemplate = '''{% for i in range(100000) %}{% for j in range(100000) %}{{ i }}{% endfor %}{% endfor %}'''\n";
+        let err = PromptSet::builtin()
+            .overlay(nested, "o.toml")
+            .expect_err("out of fuel");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("o.toml: template `review` does not finish within the bounds")
+                && text.contains("out of fuel"),
+            "{text}"
+        );
+        // Cheap to make, too long to send: the output cap.
+        let long = "contract = 'c'\n[prompts.review]\ntemplate = '''{{ \"x\" * 1500000 }}'''\n";
+        let err = PromptSet::builtin()
+            .overlay(long, "o.toml")
+            .expect_err("too long");
+        assert!(
+            err.to_string().contains("its output passed 1048576 bytes"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_render_that_passes_its_bounds_only_with_real_values_fails_there_by_name() {
+        let text = "contract = 'c'\n[prompts.review]\ntemplate = '''{% if attempt > 1 %}{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}{% endif %}ok'''\n";
+        let set = PromptSet::builtin().overlay(text, "o.toml").expect("loads");
+        let mut second = vars(&set, Role::Review);
+        second.attempt = 1;
+        assert_eq!(set.render("review", &second).expect("renders"), "ok");
+        second.attempt = 2;
+        let err = set.render("review", &second).expect_err("bounded");
+        assert!(
+            matches!(err, PromptError::Unbounded { ref template, .. } if template == "review"),
             "{err}"
         );
     }

@@ -78,3 +78,37 @@ pub fn commit_file(repo: &Path, path: &str, text: &str, message: &str) {
     git.commit(Some("HEAD"), &sig, &sig, message, &tree, &[&parent])
         .expect("commit");
 }
+
+/// Makes branch `branch` at the checkout's HEAD plus one commit adding the top-level file
+/// `path`, without touching the checkout: what a bead of an earlier store leaves behind.
+pub fn branch_with_file(repo: &Path, branch: &str, path: &str, text: &str) {
+    let git = open(repo);
+    let head = git
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .expect("a commit to build on");
+    let blob = git.blob(text.as_bytes()).expect("blob");
+    let mut tree = git
+        .treebuilder(Some(&head.tree().expect("tree")))
+        .expect("tree builder");
+    tree.insert(path, blob, 0o100644).expect("insert");
+    let tree = git.find_tree(tree.write().expect("tree")).expect("tree");
+    let sig = git2::Signature::now("earlier", "earlier@example.com").expect("signature");
+    git.commit(
+        Some(&format!("refs/heads/{branch}")),
+        &sig,
+        &sig,
+        "work of an earlier store",
+        &tree,
+        &[&head],
+    )
+    .expect("commit");
+}
+
+/// Deletes branch `branch`.
+pub fn delete_branch(repo: &Path, branch: &str) {
+    open(repo)
+        .find_branch(branch, git2::BranchType::Local)
+        .and_then(|mut b| b.delete())
+        .expect("delete the branch");
+}

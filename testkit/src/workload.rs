@@ -61,8 +61,21 @@ pub fn workload(n: u64) -> Vec<Event> {
     events
 }
 
-/// Writes `events` as a journal file.
+/// Writes `events` as a journal file, each line sealed with its checksum as the daemon writes
+/// it.
 pub fn write_events(path: &Path, events: &[Event]) {
+    let mut w = BufWriter::new(File::create(path).expect("create journal"));
+    let mut line = Vec::new();
+    for e in events {
+        line.clear();
+        catalyst::daemon::store::journal::write_line(&mut line, e).expect("serialize");
+        w.write_all(&line).expect("write");
+    }
+    w.flush().expect("flush");
+}
+
+/// Writes `events` as a journal of a daemon from before checksums: plain JSON lines.
+pub fn write_events_unsealed(path: &Path, events: &[Event]) {
     let mut w = BufWriter::new(File::create(path).expect("create journal"));
     for e in events {
         serde_json::to_writer(&mut w, e).expect("serialize");

@@ -1,6 +1,8 @@
 //! A full disk: the workspace lives on a small tmpfs that the test fills.
 //! While the journal cannot be written the daemon dispatches nothing, says why in `status` and
 //! in its log, loses nothing it acknowledged, and carries on by itself once there is room.
+//! A run folder that cannot be made pauses dispatching the same way, without spending the
+//! step's attempts.
 //!
 //! Mounting a tmpfs needs root (or CAP_SYS_ADMIN); elsewhere the test says so and skips.
 
@@ -227,4 +229,47 @@ responses = [{{ tools = [{{ name = "Bash", input = {{ command = "git -c user.nam
         acknowledged.len(),
         resumed.as_secs_f64()
     );
+}
+
+/// The daemon's own preparation failing (its run folder cannot be written: `runs/` is a
+/// dangling symbolic link) is not the agent's failure: no attempt is spent, dispatching pauses
+/// with the error and the path, and the step runs once the cause is gone and a person resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_folder_that_cannot_be_made_pauses_dispatching_and_spends_no_attempt() {
+    let ws = Workspace::new(catalyst_testkit::scenario::EACH_BEAD_WRITES_ITS_FILE, "");
+    let runs = ws.paths.runs();
+    let _ = std::fs::remove_dir_all(&runs);
+    std::os::unix::fs::symlink(ws.repo.join("nowhere/runs"), &runs).expect("dangling link");
+    let daemon = ws.spawn();
+    let mut events = daemon.subscribe(0).await;
+    let id = daemon.submit(bead_with_id("cat-runs")).await;
+    let paused = events
+        .wait_for("dispatching paused", |e| e["type"] == "dispatch.paused")
+        .await;
+    assert_eq!(paused["cause"], "preparation", "{paused}");
+    let reason = paused["reason"].as_str().expect("reason");
+    assert!(
+        reason.contains("runs"),
+        "the reason names the path: {reason}"
+    );
+    let status = daemon.call(Method::Status).await;
+    assert!(
+        status.to_string().contains("runs/cat-runs"),
+        "ctl status shows the path: {status}"
+    );
+
+    std::fs::remove_file(&runs).expect("remove the link");
+    daemon
+        .call(Method::Resume(PauseParams { model: None }))
+        .await;
+    daemon.wait_status(&id, "closed").await;
+    // No attempt was charged for the daemon's own failure.
+    let spent: Vec<_> = daemon
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "step.retry" && e["counted"] == true)
+        .collect();
+    assert!(spent.is_empty(), "{spent:?}");
+    assert!(daemon.stderr().contains("runs"), "the log names the path");
 }

@@ -55,3 +55,40 @@ async fn a_journal_truncated_under_the_daemon_is_not_written_on() {
     assert!(status["storage_error"].is_null(), "{status}");
     daemon.submit(bead("after the restart")).await;
 }
+
+/// A byte flipped inside a value (a title) leaves a line that is valid JSON and a valid
+/// event: only its checksum tells, and the daemon refuses to start on it, naming the file and
+/// the line, rather than replaying a title nobody wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_byte_flipped_inside_a_journal_value_is_refused_by_file_and_line() {
+    let ws = Workspace::builder().build();
+    let mut daemon = ws.spawn();
+    daemon
+        .call(Method::Pause(PauseParams { model: None }))
+        .await;
+    daemon.submit(bead("Fix the parser")).await;
+    daemon.stop().await;
+
+    let journal = ws.paths.state.join("journal.jsonl");
+    let text = std::fs::read_to_string(&journal).expect("read the journal");
+    let line = 1 + text
+        .lines()
+        .position(|l| l.contains("\"title\":\"Fix the parser\""))
+        .expect("the bead's line");
+    let flipped = text.replacen("Fix the parser", "Fix the parsel", 1);
+    std::fs::write(&journal, flipped).expect("flip a byte");
+
+    let start = std::process::Command::new(env!("CARGO_BIN_EXE_catalystd"))
+        .arg("--workspace")
+        .arg(&ws.repo)
+        .output()
+        .expect("run catalystd");
+    let err = String::from_utf8_lossy(&start.stderr);
+    assert!(!start.status.success(), "it must not start: {err}");
+    assert!(
+        err.contains("journal.jsonl")
+            && err.contains(&format!("line {line}"))
+            && err.contains("checksum does not match"),
+        "{err}"
+    );
+}

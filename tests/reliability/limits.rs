@@ -1,6 +1,7 @@
-//! Rate limits and budgets: an agent that reports a usage limit costs the
+//! Rate limits, budgets and sizes: an agent that reports a usage limit costs the
 //! step no attempt and pauses its model, longer each time it happens again; a bead whose
-//! agents report spending more than the budget is blocked with a comment saying so.
+//! agents report spending more than the budget is blocked with a comment saying so; a file
+//! larger than `max_file_bytes` is not committed, with a comment saying so.
 
 use catalyst::protocol::{Method, ShowParams};
 use chrono::DateTime;
@@ -140,5 +141,41 @@ responses = [{ cost_usd = 0.6, write = { "hello.txt" = "hello\n" }, summary = "w
         roles,
         ["refine", "implement"],
         "nothing runs past the budget"
+    );
+}
+
+/// An agent that leaves a gibibyte file: the daemon does not commit it (nor read it), says so
+/// in a comment on the bead, and stays small.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gibibyte_file_left_by_an_agent_is_not_committed_and_keeps_the_daemon_small() {
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [{ tools = [{ name = "Bash", input = { command = "truncate -s 1G big.bin" } }], summary = "wrote a big file" }]
+"#;
+    let ws = Workspace::new(scenario, "");
+    let daemon = ws.spawn();
+    let id = daemon.submit(bead_with_id("cat-big")).await;
+    let comment = catalyst_testkit::poll::eventually("the daemon's comment", async || {
+        daemon
+            .comments(&id)
+            .await
+            .into_iter()
+            .find(|c| c.contains("big.bin"))
+    })
+    .await;
+    assert!(
+        comment.contains("`big.bin` (1073741824 bytes)") && comment.contains("max_file_bytes"),
+        "{comment}"
+    );
+    let peak = catalyst_testkit::procfs::vm_kb(daemon.pid(), "VmHWM").expect("VmHWM");
+    println!(
+        "daemon peak RSS with a 1 GiB file left in the worktree: {} MB",
+        peak / 1024
+    );
+    assert!(peak <= 64 * 1024, "peak RSS {peak} kB");
+    assert_eq!(
+        catalyst_testkit::repo::file_on_main(&ws.repo, "big.bin"),
+        None
     );
 }

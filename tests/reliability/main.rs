@@ -6,11 +6,15 @@
 //! starved of disk and raced, as it would be on a machine left alone for days.
 
 mod agents;
+mod branches;
 mod config;
+mod connections;
 mod disk;
 mod ids;
+mod inputs;
 mod journal;
 mod kill_storm;
 mod limits;
 mod lock;
+mod prompts;
 mod socket;

@@ -18,7 +18,7 @@ pub struct BeadsFileRead(pub Vec<Bead>);
 pub fn start<T: From<BeadsFileRead> + Send + 'static>(
     file: PathBuf,
     engine: mpsc::Sender<T>,
-) -> Option<notify::RecommendedWatcher> {
+) -> Option<crate::daemon::fswatch::Watching> {
     let (tx, mut changed) = watch::channel(());
     let watcher = crate::daemon::fswatch::file_changes(&file, tx);
     if watcher.is_none() {

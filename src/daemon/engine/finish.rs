@@ -87,6 +87,10 @@ impl Engine {
         };
         let mut routed = self.routed(&attempt, now.wall);
         routed.events.insert(0, finished);
+        if let Some(text) = &done.comment {
+            let comment = super::route::comment_at(&work, text.clone(), now.wall);
+            routed.events.insert(1, comment);
+        }
         self.apply_routed(&work.id, routed, now)?;
         self.over_budget(&work.id)
     }

@@ -167,13 +167,20 @@ fn failed(error: tokio::task::JoinError, path: PathBuf) -> Input {
     Input::InboxSettled(InboxSettled(path))
 }
 
+/// The largest inbox file read: a file of many beads, each at most
+/// [`crate::domain::model::MAX_BEAD_BYTES`].
+pub const MAX_INBOX_FILE: u64 = 16 << 20;
+
 /// The reading task.
 fn read(path: PathBuf) -> InboxFile {
     let Some(raw) = path.file_name() else {
         return InboxFile { path, read: None };
     };
     let name = raw.to_string_lossy();
-    if name.starts_with('.') || name.ends_with(".tmp") || !path.is_file() {
+    // Gone already (a notification repeated for a file handled since) or a folder: nothing
+    // to do. A link is looked at, not followed.
+    let gone_or_folder = std::fs::symlink_metadata(&path).map_or(true, |m| m.is_dir());
+    if name.starts_with('.') || name.ends_with(".tmp") || gone_or_folder {
         return InboxFile { path, read: None };
     }
     let identity = inbox_identity(&path, &name);
@@ -216,7 +223,7 @@ fn move_aside(path: &Path, dir: &Path, name: &OsString, why: &str) {
 /// dropped again later (a new inode) is a new submission.
 fn inbox_identity(path: &Path, name: &str) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).ok()?;
+    let m = std::fs::symlink_metadata(path).ok()?;
     Some(format!(
         "{name} {}:{}:{}.{:09}:{}",
         m.dev(),
@@ -229,10 +236,11 @@ fn inbox_identity(path: &Path, name: &str) -> Option<String> {
 
 /// A bead file: JSON or TOML, one bead's fields or `beads = [...]`.
 fn read_bead_file(path: &Path) -> Result<Vec<BeadInput>, FileError> {
-    let text = std::fs::read_to_string(path).map_err(FileError::Read)?;
+    let text = read_limited(path)?;
     let value: Value = if path.extension().is_some_and(|e| e == "toml") {
-        toml::from_str(&text).map_err(FileError::Toml)?
+        toml::from_str(&text).map_err(|e| FileError::Toml(toml_location(&text, &e)))?
     } else {
+        // serde_json names a place and a kind of error, never the text there.
         serde_json::from_str(&text).map_err(FileError::Json)?
     };
     let method = crate::protocol::parse_request(
@@ -244,5 +252,58 @@ fn read_bead_file(path: &Path) -> Result<Vec<BeadInput>, FileError> {
     match method.method {
         Method::Submit(beads) => Ok(beads),
         _ => Err(FileError::NotABead),
+    }
+}
+
+/// The text of an inbox file: opened without following a symbolic link, and read only when it
+/// is a regular file of at most [`MAX_INBOX_FILE`] bytes (a link to a secret, a fifo or a huge
+/// file is refused before anything of it is read).
+fn read_limited(path: &Path) -> Result<String, FileError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::ELOOP) => FileError::Link,
+            _ => FileError::Read(e),
+        })?;
+    let meta = file.metadata().map_err(FileError::Read)?;
+    if !meta.is_file() {
+        return Err(FileError::NotRegular);
+    }
+    if meta.len() > MAX_INBOX_FILE {
+        return Err(FileError::TooBig(meta.len()));
+    }
+    let mut text = String::new();
+    // A file that grows after the check is still read no further than the limit.
+    file.take(MAX_INBOX_FILE + 1)
+        .read_to_string(&mut text)
+        .map_err(FileError::Read)?;
+    if text.len() as u64 > MAX_INBOX_FILE {
+        return Err(FileError::TooBig(text.len() as u64));
+    }
+    Ok(text)
+}
+
+/// Where TOML parsing failed, and what kind of error it is when its message quotes nothing
+/// of the file.
+fn toml_location(text: &str, e: &toml::de::Error) -> String {
+    let at = e.span().map(|span| {
+        let before = &text[..span.start.min(text.len())];
+        let line = before.matches('\n').count() + 1;
+        let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+        format!("at line {line}, column {column}")
+    });
+    let message = e.message().lines().next().unwrap_or_default().trim();
+    let kind = (!message.contains('`') && !message.contains('"') && !message.contains('\''))
+        .then_some(message)
+        .filter(|m| !m.is_empty());
+    match (at, kind) {
+        (Some(at), Some(kind)) => format!("{at}: {kind}"),
+        (Some(at), None) => at,
+        (None, Some(kind)) => kind.to_owned(),
+        (None, None) => "a syntax error".to_owned(),
     }
 }

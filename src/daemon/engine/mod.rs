@@ -207,6 +207,9 @@ pub struct Engine {
     stop_deadline: Option<Instant>,
     /// The next number for generated ids (0: not yet computed from the store).
     next_number: u64,
+    /// Beads that had a branch when the daemon started, whoever made it: a new bead's id is
+    /// none of them, so a store started over never numbers a bead onto an earlier one's branch.
+    branch_beads: HashSet<BeadId>,
     /// When this daemon started: state files older than this were left by an earlier one.
     started: std::time::SystemTime,
 }
@@ -266,6 +269,7 @@ impl Engine {
             stopping: false,
             stop_deadline: None,
             next_number: 0,
+            branch_beads: HashSet::new(),
             started: std::time::SystemTime::now(),
         };
         (engine, handle, rx)
@@ -275,10 +279,27 @@ impl Engine {
     /// grace period), or until every sender is gone.
     pub async fn run(mut self, mut rx: mpsc::Receiver<Input>, stop: CancellationToken) {
         // Not written: the store's next write says why (and a restart writes it again).
-        let _ = self.record(vec![EventBody::DaemonStarted {
+        let store = self
+            .store
+            .state()
+            .store_id()
+            .map_or_else(crate::daemon::store::new_store_id, str::to_owned);
+        let started = self.record(vec![EventBody::DaemonStarted {
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").into(),
+            store: Some(store),
         }]);
+        // Branches are stamped with the id only once it is durable: stamped with an id the
+        // journal lost, the store's own branches would look like another store's.
+        if started.is_ok() {
+            if let Some(store) = self.store.state().store_id() {
+                self.repo = self.repo.clone().with_store(store);
+            }
+        }
+        match self.repo.branch_beads() {
+            Ok(beads) => self.branch_beads = beads.into_iter().collect(),
+            Err(e) => tracing::warn!(error = %e, "cannot list the bead branches"),
+        }
         self.recover();
         self.resume_writebacks();
         loop {

@@ -221,7 +221,8 @@ fn clear_interrupted_merge(job: &RecoveryJob) {
 }
 
 /// Worktrees and branches of beads that are closed and merged (or cancelled). A branch whose
-/// bead is unknown, open or blocked is kept.
+/// bead is unknown, open or blocked is kept, and so is a cancelled bead's branch that another
+/// store made (its bead of the same id is another bead).
 fn sweep(job: &RecoveryJob) -> Vec<BeadId> {
     let listed = match job.repo.list() {
         Ok(listed) => listed,
@@ -234,7 +235,7 @@ fn sweep(job: &RecoveryJob) -> Vec<BeadId> {
         .into_iter()
         .filter(|bead| match job.closed.get(bead) {
             None => false,
-            Some(true) => true,
+            Some(true) => job.repo.made_here(bead),
             Some(false) => job.repo.is_merged(bead, &job.target).unwrap_or(false),
         })
         .collect()

@@ -35,8 +35,15 @@ pub enum FileError {
     NotUtf8Name,
     #[error("cannot read: {0}")]
     Read(#[source] std::io::Error),
-    #[error("not valid TOML: {}", .0.to_string().trim())]
-    Toml(#[source] toml::de::Error),
+    #[error("it is a symbolic link; an inbox file must be the file itself")]
+    Link,
+    #[error("it is not a regular file")]
+    NotRegular,
+    #[error("it is {0} bytes; an inbox file may be at most {max}", max = crate::daemon::engine::inbox::MAX_INBOX_FILE)]
+    TooBig(u64),
+    /// Where the error is, without the text there.
+    #[error("not valid TOML: {0}")]
+    Toml(String),
     #[error("not valid JSON: {0}")]
     Json(#[source] serde_json::Error),
     /// The fields are not a bead's (the protocol's own message).

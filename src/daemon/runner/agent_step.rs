@@ -12,7 +12,7 @@ use super::hook_socket::{self, Ask, HookSocket, NETWORK_EVENT};
 use crate::daemon::agent;
 use crate::daemon::fsutil;
 use crate::daemon::netproxy::OnRefused;
-use crate::daemon::worktree::{self, BranchMerge, CommitId, Repo};
+use crate::daemon::worktree::{self, BranchMerge, CommitId, GitError, Repo};
 use crate::domain::agent::outcome::outcome;
 use crate::domain::agent::report::{Exit, RunReport};
 use crate::domain::context::Change;
@@ -56,6 +56,10 @@ pub async fn run_agent_step(job: StepJob, cancel: CancellationToken, ask: Ask) -
 
 async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) -> StepDone {
     let mut done = failed(&job, String::new());
+    job.spec.prompt = match job.prompt.render().await {
+        Ok(prompt) => prompt,
+        Err(reason) => return failed(&job, reason),
+    };
     let prepared = if job.tree == job.work {
         prepare_worktree(&job.repo, &job.work, &job.target, job.reset_to.as_deref()).await
     } else {
@@ -95,7 +99,8 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
         done.outcome = None;
         return done;
     }
-    let (outcome, commit) = judge(&job, &report, &base).await;
+    let (outcome, commit, comment) = judge(&job, &report, &base).await;
+    done.comment = comment;
     let (outcome, commit) = match commit {
         Some(_) if job.tree != job.work => merge_back(&job).await.map_or_else(
             |reason| (Outcome::Failed { reason }, None),
@@ -190,7 +195,12 @@ async fn ready(job: &mut StepJob, base: &CommitId, ask: Ask) -> Result<HookSocke
             }
             _ => Ok(()),
         })
-        .map_err(|e| format!("cannot write the run folder: {e}"))?;
+        .map_err(|e| {
+            format!(
+                "cannot write the run folder `{}`: {e}",
+                job.run_dir.display()
+            )
+        })?;
     confine(job)
         .await
         .map_err(|e| format!("cannot prepare the sandbox: {e}"))?;
@@ -269,7 +279,11 @@ async fn confine(job: &mut StepJob) -> Result<(), GitTaskError> {
 }
 
 /// The outcome of a finished agent, and the daemon's commit of its work when it reported DONE.
-async fn judge(job: &StepJob, report: &RunReport, base: &CommitId) -> (Outcome, Option<CommitId>) {
+async fn judge(
+    job: &StepJob,
+    report: &RunReport,
+    base: &CommitId,
+) -> (Outcome, Option<CommitId>, Option<String>) {
     let (repo, tree, base2) = (job.repo.clone(), job.tree.clone(), base.clone());
     let changed = match git(move || repo.changed_since(&tree, &base2)).await {
         Ok(changed) => changed,
@@ -279,6 +293,7 @@ async fn judge(job: &StepJob, report: &RunReport, base: &CommitId) -> (Outcome, 
                     reason: format!("cannot inspect the worktree: {e}"),
                 },
                 None,
+                None,
             )
         }
     };
@@ -287,6 +302,7 @@ async fn judge(job: &StepJob, report: &RunReport, base: &CommitId) -> (Outcome, 
             Outcome::Failed {
                 reason: "cancelled".into(),
             },
+            None,
             None,
         );
     };
@@ -309,7 +325,7 @@ async fn judge(job: &StepJob, report: &RunReport, base: &CommitId) -> (Outcome, 
         {
             commit_summary(result)
         }
-        _ => return (outcome, None),
+        _ => return (outcome, None, None),
     };
     let message = format!(
         "{} {}: {summary}\n\nCatalyst-Step: {}/{}\n",
@@ -317,13 +333,14 @@ async fn judge(job: &StepJob, report: &RunReport, base: &CommitId) -> (Outcome, 
     );
     let (repo, tree) = (job.repo.clone(), job.tree.clone());
     match git(move || repo.commit_all(&tree, &message)).await {
-        Ok(commit) => (outcome, commit),
-        Err(e) => (
-            Outcome::Failed {
-                reason: format!("cannot commit the agent's work: {e}"),
-            },
-            None,
-        ),
+        Ok(commit) => (outcome, commit, None),
+        Err(e) => {
+            let reason = format!("cannot commit the agent's work: {e}");
+            // What the agent left is the bead's business: it is told in a comment.
+            let comment =
+                matches!(e, GitTaskError::Git(GitError::TooBig { .. })).then(|| reason.clone());
+            (Outcome::Failed { reason }, None, comment)
+        }
     }
 }
 
@@ -359,7 +376,6 @@ fn write_inputs(job: &mut StepJob, base: &CommitId, patch: Option<&str>) -> std:
     crate::daemon::rundir::write_context(&job.run_dir, &job.context)?;
     let settings = serde_json::to_vec_pretty(&job.settings).map_err(std::io::Error::other)?;
     fsutil::write_replace(&job.run_dir.join(SETTINGS_FILE), &settings)?;
-    debug_assert_eq!(job.spec.prompt, job.prompt);
     Ok(())
 }
 

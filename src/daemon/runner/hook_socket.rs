@@ -97,6 +97,10 @@ async fn connection(stream: UnixStream, step: &BeadId, ask: &Ask, uid: u32) -> s
                 send(&mut conn, &Response::<()>::err(Value::Null, error)).await?;
                 continue;
             }
+            Line::OverBudget => {
+                let error = RpcError::bad_request("the daemon holds too many unfinished lines");
+                return send(&mut conn, &Response::<()>::err(Value::Null, error)).await;
+            }
         };
         let answer = match parse_request(line.as_bytes()) {
             Err((id, error)) => Response::err(id, error),

@@ -2,6 +2,7 @@
 //! feedback, comments), the rendered prompt and the agent's command.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::daemon::agent::{NetPlan, RunSpec, SandboxSpec};
@@ -14,7 +15,7 @@ use crate::domain::config::Config;
 use crate::domain::context::{self, Context, EarlierStep, Feedback, FeedbackKind, StepInfo};
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Role, Status, StepMeta};
-use crate::domain::prompt::{PromptSet, PromptVars};
+use crate::domain::prompt::{PromptError, PromptSet, PromptVars};
 use crate::domain::state::State;
 
 use super::{JobError, SETTINGS_FILE};
@@ -26,7 +27,7 @@ pub struct JobSources<'a> {
     pub paths: &'a Paths,
     pub repo: &'a Repo,
     pub config: &'a Config,
-    pub prompts: &'a PromptSet,
+    pub prompts: &'a Arc<PromptSet>,
     /// The `--settings` JSON: the hooks that ask the daemon.
     pub settings: &'a serde_json::Value,
     /// The profile's sandbox, as [`sandbox_template`] worked it out at load.
@@ -54,7 +55,8 @@ pub struct StepJob {
     pub(super) context: Context,
     /// Run folders of earlier steps whose final messages go into the context.
     pub(super) earlier_runs: Vec<Option<PathBuf>>,
-    pub(super) prompt: String,
+    /// The prompt, rendered by the attempt's task at its start (off the engine's task).
+    pub(super) prompt: PendingPrompt,
     pub(super) settings: serde_json::Value,
     pub(super) spec: RunSpec,
 }
@@ -117,11 +119,16 @@ impl StepJob {
             result_contract: from.prompts.contract().to_owned(),
         };
         let template = meta.prompt.as_deref().unwrap_or(meta.role.as_str());
-        let prompt = from.prompts.render(template, &vars)?;
+        if !from.prompts.has(template) {
+            return Err(PromptError::UnknownTemplate(template.to_owned()).into());
+        }
+        let prompt = PendingPrompt {
+            prompts: Arc::clone(from.prompts),
+            template: template.to_owned(),
+            vars,
+        };
         let socket = attempt_socket(&run_dir);
-        let mut spec = run_spec(
-            from, bead, &step.id, meta, model, &prompt, &run_dir, &socket,
-        )?;
+        let mut spec = run_spec(from, bead, &step.id, meta, model, &run_dir, &socket)?;
         spec.worktree = worktree;
         Ok(StepJob {
             work: work.clone(),
@@ -130,7 +137,7 @@ impl StepJob {
             step_name: meta.step.clone(),
             role: meta.role,
             attempt,
-            repo: from.repo.clone(),
+            repo: from.repo.clone().with_max_file_bytes(config.max_file_bytes),
             target: config.target_branch.clone(),
             run_dir,
             socket,
@@ -144,15 +151,34 @@ impl StepJob {
     }
 }
 
-/// The agent's command, environment and limits for one attempt.
-#[allow(clippy::too_many_arguments)]
+/// A template and the values to render it with.
+#[derive(Clone, Debug)]
+pub struct PendingPrompt {
+    prompts: Arc<PromptSet>,
+    template: String,
+    vars: PromptVars,
+}
+
+impl PendingPrompt {
+    /// Renders the prompt on a blocking thread: a render is bounded (see
+    /// [`crate::domain::prompt::FUEL`]) but may still take some milliseconds.
+    pub async fn render(&self) -> Result<String, String> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.prompts.render(&this.template, &this.vars))
+            .await
+            .map_err(|e| format!("the prompt's render failed: {e}"))?
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The agent's command, environment and limits for one attempt; its prompt is rendered when
+/// the attempt starts.
 fn run_spec(
     from: JobSources<'_>,
     bead: &Bead,
     step: &BeadId,
     meta: &StepMeta,
     model: &str,
-    prompt: &str,
     run_dir: &Path,
     socket: &Path,
 ) -> Result<RunSpec, JobError> {
@@ -183,7 +209,7 @@ fn run_spec(
     Ok(RunSpec {
         profile,
         model: config.model_id(model).to_owned(),
-        prompt: prompt.to_owned(),
+        prompt: String::new(),
         worktree: from.repo.worktree_path(&bead.id),
         run_dir: run_dir.to_owned(),
         env,

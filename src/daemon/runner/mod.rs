@@ -58,6 +58,9 @@ pub struct StepDone {
     pub base: Option<CommitId>,
     /// The commit the daemon made of the agent's work.
     pub commit: Option<CommitId>,
+    /// A comment the daemon adds to the bead about this attempt (e.g. the file it would not
+    /// commit).
+    pub comment: Option<String>,
 }
 
 impl StepDone {
@@ -111,6 +114,7 @@ impl StepDone {
             cost_usd: None,
             base: None,
             commit: None,
+            comment: None,
         }
     }
 }

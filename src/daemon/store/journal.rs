@@ -1,5 +1,11 @@
 //! The append-only journal: one JSON event per line, written in groups and fsynced once per
 //! group before anyone is told the group is durable.
+//!
+//! Each line is sealed with the CRC32C of the event's JSON as written, as its last key
+//! (`…,"crc":"1a2b3c4d"}`): replay recomputes it, so a byte changed inside a value is
+//! corruption named by file and line rather than a title silently changed. Lines of journals
+//! written before checksums have none and still load; once a sealed line has been read, every
+//! later line must be sealed too.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
@@ -101,8 +107,7 @@ impl Journal {
                 more: i + 1 < count,
                 body,
             };
-            serde_json::to_writer(&mut buf, &event).map_err(io::Error::other)?;
-            buf.push(b'\n');
+            write_line(&mut buf, &event)?;
             events.push(event);
         }
         if events.is_empty() {
@@ -137,6 +142,68 @@ impl Journal {
         self.cut_pending = false;
         Ok(())
     }
+}
+
+/// What precedes a line's checksum: `,"crc":"`.
+const CRC_KEY: &[u8] = b",\"crc\":\"";
+
+/// The bytes a checksum adds at the end of a line (before its newline): the key, eight hex
+/// digits and `"}`, less the `}` the event's JSON ended with.
+const SEAL_LEN: usize = CRC_KEY.len() + 8 + 2;
+
+/// Appends `event` to `buf` as one sealed journal line, newline included.
+pub fn write_line(buf: &mut Vec<u8>, event: &Event) -> io::Result<()> {
+    let start = buf.len();
+    serde_json::to_writer(&mut *buf, event).map_err(io::Error::other)?;
+    let crc = crc32c::crc32c(&buf[start..]);
+    // The event's JSON is an object: its closing brace moves after the checksum.
+    buf.pop();
+    buf.extend_from_slice(CRC_KEY);
+    writeln!(buf, "{crc:08x}\"}}")?;
+    Ok(())
+}
+
+/// A journal line (without its newline) as it was before it was sealed, and the checksum it
+/// was sealed with; a line without a checksum (an older journal's) is given back as it is.
+pub fn unseal(line: &str) -> (std::borrow::Cow<'_, str>, Option<&str>) {
+    let Some(at) = line.len().checked_sub(SEAL_LEN) else {
+        return (line.into(), None);
+    };
+    let (event, seal) = line.split_at(at);
+    match seal
+        .strip_prefix(",\"crc\":\"")
+        .and_then(|s| s.strip_suffix("\"}"))
+    {
+        Some(crc) => (format!("{event}}}").into(), Some(crc)),
+        None => (line.into(), None),
+    }
+}
+
+/// Checks and removes the checksum of `line` (without its newline), leaving the event's JSON
+/// as it was written. Returns whether the line was sealed.
+fn verify(line: &mut Vec<u8>) -> Result<bool, String> {
+    let Some(at) = line.len().checked_sub(SEAL_LEN) else {
+        return Ok(false);
+    };
+    let seal = &line[at..];
+    if !seal.starts_with(CRC_KEY) || !seal.ends_with(b"\"}") {
+        return Ok(false);
+    }
+    let hex = &seal[CRC_KEY.len()..CRC_KEY.len() + 8];
+    let written = std::str::from_utf8(hex)
+        .ok()
+        .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+        .and_then(|h| u32::from_str_radix(h, 16).ok())
+        .ok_or("its checksum is not eight hex digits")?;
+    line.truncate(at);
+    line.push(b'}');
+    let now = crc32c::crc32c(line);
+    if now != written {
+        return Err(format!(
+            "its checksum does not match its content (written {written:08x}, now {now:08x}): the line was changed after it was written"
+        ));
+    }
+    Ok(true)
 }
 
 /// What reading a journal found besides its events.
@@ -200,6 +267,7 @@ where
     let mut offset = 0u64;
     // Events of a group not yet closed, with their line numbers, and where the group started.
     let mut group: Vec<(u64, Event)> = Vec::new();
+    let mut sealed = false;
     let mut group_start = (0u64, 0u64);
     loop {
         line.clear();
@@ -218,6 +286,18 @@ where
             break;
         }
         offset += n as u64;
+        line.pop();
+        match verify(&mut line) {
+            Ok(true) => sealed = true,
+            Ok(false) if sealed => {
+                return Err(corrupt(
+                    line_no,
+                    "it has no checksum, though the lines before it have".into(),
+                ))
+            }
+            Ok(false) => {}
+            Err(problem) => return Err(corrupt(line_no, problem)),
+        }
         let event: Event = serde_json::from_slice(&line)
             .map_err(|e| corrupt(line_no, format!("not a valid event: {e}")))?;
         let expected = summary.last_seq + group.len() as u64 + 1;

@@ -21,6 +21,24 @@ use crate::daemon::fsutil;
 use crate::domain::event::{Event, EventBody};
 
 pub use crate::domain::state::{ApplyError, State};
+
+/// A new store's id: 16 hex digits from the system's random source (the time and pid when it
+/// cannot be read).
+pub fn new_store_id() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    let n = match random {
+        Ok(()) => u64::from_le_bytes(bytes),
+        Err(_) => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            nanos ^ (u64::from(std::process::id()) << 40)
+        }
+    };
+    format!("{n:016x}")
+}
 pub use journal::{Journal, ReadError, ReadSummary};
 pub use snapshot::SnapshotError;
 

@@ -28,6 +28,9 @@ pub struct Header {
     pub seq: u64,
     /// Number of bead lines that follow.
     pub beads: u64,
+    /// The store's id (see [`State::store_id`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +53,7 @@ pub fn write(path: &Path, state: &State) -> io::Result<()> {
             version: VERSION,
             seq: state.seq(),
             beads: state.len() as u64,
+            store: state.store_id().map(str::to_owned),
         };
         serde_json::to_writer(&mut *w, &header).map_err(io::Error::other)?;
         w.write_all(b"\n")?;
@@ -115,5 +119,6 @@ pub fn read(path: &Path) -> Result<Option<State>, SnapshotError> {
     }
     state.recompute_readiness();
     state.set_seq(header.seq);
+    state.set_store_id(header.store);
     Ok(Some(state))
 }

@@ -31,6 +31,7 @@ impl Repo {
     pub fn commit_all(&self, bead: &BeadId, message: &str) -> Result<Option<CommitId>, GitError> {
         let mut repo = self.open_worktree(bead)?;
         self.expect_on_branch(&repo, bead)?;
+        self.refuse_big_files(&repo, bead)?;
         let what = || format!("staging the changes in the worktree of bead `{bead}`");
         let mut index = repo.index().ctx(what)?;
         let mut skip_catalyst = |path: &Path, _: &[u8]| i32::from(is_catalyst_path(path));
@@ -132,6 +133,34 @@ impl Repo {
     }
 
     /// Fails unless the worktree's HEAD is the bead's branch.
+    /// Refuses a worktree whose new or changed files include one larger than
+    /// `max_file_bytes`: staging reads every file it adds, and git's later reads of the blob
+    /// (a diff, a checkout) take it whole into memory. Only the files' sizes are looked at.
+    fn refuse_big_files(&self, repo: &Repository, bead: &BeadId) -> Result<(), GitError> {
+        if self.max_file_bytes == u64::MAX {
+            return Ok(());
+        }
+        let Some(workdir) = repo.workdir() else {
+            return Ok(());
+        };
+        let changed = Status::WT_NEW | Status::WT_MODIFIED | Status::WT_TYPECHANGE;
+        let files: Vec<(PathBuf, u64)> = uncommitted(repo, bead)?
+            .into_iter()
+            .filter(|(_, status)| status.intersects(changed))
+            .filter_map(|(path, _)| {
+                let size = fs::symlink_metadata(workdir.join(&path)).ok()?.len();
+                (size > self.max_file_bytes).then_some((path, size))
+            })
+            .collect();
+        if files.is_empty() {
+            return Ok(());
+        }
+        Err(GitError::TooBig {
+            files,
+            max: self.max_file_bytes,
+        })
+    }
+
     fn expect_on_branch(&self, repo: &Repository, bead: &BeadId) -> Result<(), GitError> {
         let head = repo
             .find_reference("HEAD")

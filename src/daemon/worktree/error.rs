@@ -34,6 +34,27 @@ pub enum GitError {
     /// The bead's branch `catalyst/<bead>` does not exist (never created, or removed).
     #[error("bead `{bead}` has no branch `{branch}`")]
     NoBranch { bead: BeadId, branch: String },
+    /// The bead's branch exists but this store did not make it: a store started over (the
+    /// state folder removed or reset) numbers its beads from the start again, and building
+    /// on the old branch would bring the old bead's work into the new one.
+    #[error(
+        "branch `{branch}` was not made by this store ({}): it may hold the work of a bead of an earlier store; rename it (`git branch -m {branch} old/{branch}`) or delete it, then `catalyst ctl resume`",
+        store.as_deref().map_or_else(|| "it carries no store id".to_owned(), |s| format!("it was made by store {s}"))
+    )]
+    NotOurs {
+        branch: String,
+        store: Option<String>,
+    },
+    /// The agent left files larger than the daemon commits (`max_file_bytes`).
+    #[error(
+        "the agent left {} larger than `max_file_bytes` ({max} bytes), which the daemon does not commit: {}; delete them or keep them out of the repository (`.gitignore`)",
+        if files.len() == 1 { "a file" } else { "files" },
+        files.iter().map(|(p, n)| format!("`{}` ({n} bytes)", p.display())).collect::<Vec<_>>().join(", ")
+    )]
+    TooBig {
+        files: Vec<(PathBuf, u64)>,
+        max: u64,
+    },
     /// The bead's worktree folder is missing or is not a git worktree.
     #[error("bead `{bead}` has no git worktree at `{path}`")]
     NoWorktree { bead: BeadId, path: PathBuf },

@@ -55,6 +55,11 @@ pub fn branch_name(bead: &BeadId) -> String {
     format!("{BRANCH_PREFIX}{bead}")
 }
 
+/// The git config key that records which store made `branch`.
+fn store_key(branch: &str) -> String {
+    format!("branch.{branch}.catalystStore")
+}
+
 /// The full ref of a bead's branch: `refs/heads/catalyst/<bead>`.
 fn branch_ref(bead: &BeadId) -> String {
     format!("refs/heads/{BRANCH_PREFIX}{bead}")
@@ -89,6 +94,11 @@ pub struct Repo {
     /// ref deletions race on `packed-refs`. Work inside one bead's worktree (commits, status)
     /// does not take it.
     shared: Arc<Mutex<()>>,
+    /// The store whose beads these are ([`Repo::with_store`]): branches it makes carry it, and
+    /// a bead branch that carries another is not built on.
+    store: Option<Arc<str>>,
+    /// The largest file [`Repo::commit_all`] commits.
+    max_file_bytes: u64,
 }
 
 impl Repo {
@@ -119,7 +129,86 @@ impl Repo {
             author_name: DEFAULT_AUTHOR.0.to_owned(),
             author_email: DEFAULT_AUTHOR.1.to_owned(),
             shared: Arc::new(Mutex::new(())),
+            store: None,
+            max_file_bytes: u64::MAX,
         })
+    }
+
+    /// Makes [`Repo::commit_all`] refuse a worktree with a file larger than `max` bytes,
+    /// before it reads any of it.
+    pub fn with_max_file_bytes(mut self, max: u64) -> Repo {
+        self.max_file_bytes = max;
+        self
+    }
+
+    /// Makes this the repository of store `store`: each bead branch it creates records the
+    /// store in git's config (`branch.<name>.catalystStore`), and [`Repo::create`] refuses a
+    /// bead branch that records another store, or none (unless the bead's worktree is in
+    /// place: a branch made before store ids, still in use).
+    pub fn with_store(mut self, store: &str) -> Repo {
+        self.store = Some(store.into());
+        self
+    }
+
+    /// Records this store as the maker of `branch`.
+    fn stamp(&self, repo: &Repository, branch: &str) -> Result<(), GitError> {
+        let Some(store) = self.store.as_deref() else {
+            return Ok(());
+        };
+        repo.config()
+            .and_then(|mut c| c.set_str(&store_key(branch), store))
+            .ctx(|| format!("recording the store of branch `{branch}`"))
+    }
+
+    /// Whether the existing branch of `bead` is this store's (see [`Repo::with_store`]).
+    fn check_ours(&self, repo: &Repository, bead: &BeadId, branch: &str) -> Result<(), GitError> {
+        let Some(ours) = self.store.as_deref() else {
+            return Ok(());
+        };
+        let stamp = repo
+            .config()
+            .and_then(|mut c| c.snapshot())
+            .and_then(|c| c.get_string(&store_key(branch)))
+            .ok();
+        match stamp {
+            Some(s) if s == ours => Ok(()),
+            None if self.worktree_path(bead).is_dir() => self.stamp(repo, branch),
+            other => Err(GitError::NotOurs {
+                branch: branch.to_owned(),
+                store: other,
+            }),
+        }
+    }
+
+    /// Whether this store made the branch of `bead` (always, for a repository without a
+    /// store): a branch another store made is never removed by this one.
+    pub fn made_here(&self, bead: &BeadId) -> bool {
+        let Some(ours) = self.store.as_deref() else {
+            return true;
+        };
+        let Ok(repo) = self.main_repo() else {
+            return false;
+        };
+        repo.config()
+            .and_then(|mut c| c.snapshot())
+            .and_then(|c| c.get_string(&store_key(&branch_name(bead))))
+            .is_ok_and(|s| s == ours)
+    }
+
+    /// The beads that have a branch (`catalyst/<bead>`), whoever made it: a new bead's id is
+    /// never one of them.
+    pub fn branch_beads(&self) -> Result<Vec<BeadId>, GitError> {
+        let repo = self.main_repo()?;
+        let branches = repo
+            .branches(Some(BranchType::Local))
+            .ctx(|| "listing branches".to_owned())?;
+        Ok(branches
+            .flatten()
+            .filter_map(|(b, _)| {
+                let name = b.name().ok()??.strip_prefix(BRANCH_PREFIX)?.to_owned();
+                BeadId::new(&name).ok()
+            })
+            .collect())
     }
 
     /// Takes [`Repo::shared`] (a panic that poisoned it left git's files as a crash would,
@@ -152,11 +241,15 @@ impl Repo {
         self.clear_bead_locks(&repo, bead);
         let branch = branch_name(bead);
         let head = match find_branch(&repo, bead)? {
-            Some(tip) => tip.id(),
+            Some(tip) => {
+                self.check_ours(&repo, bead, &branch)?;
+                tip.id()
+            }
             None => {
                 let from = target_tip(&repo, target)?;
                 repo.branch(&branch, &from, false)
                     .ctx(|| format!("creating branch `{branch}` at `{target}`"))?;
+                self.stamp(&repo, &branch)?;
                 info!(%bead, %branch, %target, commit = %from.id(), "created bead branch");
                 from.id()
             }

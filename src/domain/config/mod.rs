@@ -56,6 +56,9 @@ pub struct Config {
     pub shutdown_grace_secs: u64,
     /// Bytes of each agent output stream kept in the run folder.
     pub output_cap_bytes: u64,
+    /// The largest file the daemon commits of an agent's work: an attempt that leaves a larger
+    /// one fails (with a comment on the bead), and the file is never read.
+    pub max_file_bytes: u64,
     /// Seconds a model is paused after it reports a usage limit (doubling on each repeat, up
     /// to `max_pause_secs`).
     pub pause_secs: u64,
@@ -118,6 +121,7 @@ impl Default for Config {
             gate_timeout_secs: 30 * 60,
             shutdown_grace_secs: 30,
             output_cap_bytes: 16 << 20,
+            max_file_bytes: 50 << 20,
             pause_secs: 60,
             max_pause_secs: 60 * 60,
             dirty_target_retry_secs: 30,
@@ -264,7 +268,7 @@ impl Config {
     /// Every number in its range: a value out of it is refused by name (a reload keeps the old
     /// config), never left to overflow a deadline or mean nothing.
     fn check_ranges(&self) -> Result<(), String> {
-        let ranges: [(&str, u64, u64, u64); 14] = [
+        let ranges: [(&str, u64, u64, u64); 15] = [
             ("max_agents", self.max_agents as u64, 1, 1024),
             ("agent_timeout_secs", self.agent_timeout_secs, 1, MAX_SECS),
             ("stall_timeout_secs", self.stall_timeout_secs, 1, MAX_SECS),
@@ -272,6 +276,7 @@ impl Config {
             ("grace_secs", self.grace_secs, 0, DAY_SECS),
             ("shutdown_grace_secs", self.shutdown_grace_secs, 0, DAY_SECS),
             ("output_cap_bytes", self.output_cap_bytes, 1024, 1 << 40),
+            ("max_file_bytes", self.max_file_bytes, 1, 1 << 40),
             ("pause_secs", self.pause_secs, 1, MAX_SECS),
             (
                 "max_pause_secs",

@@ -74,6 +74,12 @@ pub const KEYS: &[Key] = &[
          with a marker line",
     ),
     key(
+        "max_file_bytes",
+        "the largest file the daemon commits of an agent's work: an attempt that leaves a larger \
+         one in the worktree fails, with a comment on the bead naming it, and the file is never \
+         read (so a huge file cannot make the daemon huge)",
+    ),
+    key(
         "pause_secs",
         "a model that reports a usage limit, or dispatching after a failure no retry fixes (a \
          refused key, an unreachable API, a step the daemon cannot prepare), is paused this \

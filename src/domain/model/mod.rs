@@ -246,6 +246,12 @@ pub const VARS_KEY: &str = "formula_vars";
 /// Highest priority value accepted (lowest urgency).
 pub const MAX_PRIORITY: u8 = 4;
 
+/// The most a bead may hold, as JSON (title, description, notes, metadata, dependencies,
+/// together), whatever door it comes in by: the socket, the inbox, the beads file or an
+/// import. A comment or an update may be no larger. It keeps each journal line, and each
+/// request line that carries one bead, within the protocol's line limit.
+pub const MAX_BEAD_BYTES: usize = 512 * 1024;
+
 /// The close reason `cancel` gives a bead: `cancelled`, or `cancelled: <the person's reason>`.
 pub const CANCELLED: &str = "cancelled";
 

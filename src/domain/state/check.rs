@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use super::{ApplyError, State};
 use crate::domain::event::{BeadPatch, EventBody};
 use crate::domain::id::BeadId;
-use crate::domain::model::Bead;
+use crate::domain::model::{Bead, MAX_BEAD_BYTES};
 
 impl State {
     /// Checks that the events of one group can be applied in order. `created` collects the ids
@@ -17,6 +17,7 @@ impl State {
     ) -> Result<(), ApplyError> {
         let mut created = Created::default();
         for body in bodies {
+            check_size(body)?;
             self.check(body, &mut created)?;
         }
         Ok(())
@@ -167,4 +168,40 @@ fn check_patch(id: &BeadId, patch: &BeadPatch) -> Result<(), ApplyError> {
         }
     }
     Ok(())
+}
+
+/// A bead, an update or a comment coming in is at most [`MAX_BEAD_BYTES`] of JSON. Checked
+/// for what comes in only, not on replay: a journal written before the limit still loads.
+fn check_size(body: &EventBody) -> Result<(), ApplyError> {
+    let (id, what, size) = match body {
+        EventBody::BeadCreated { bead } => (&bead.id, "it is", json_size(bead)),
+        EventBody::BeadUpdated { id, patch } => (id, "the update is", json_size(patch)),
+        EventBody::BeadComment { id, comment } => (id, "the comment is", json_size(comment)),
+        _ => return Ok(()),
+    };
+    if size > MAX_BEAD_BYTES {
+        return Err(invalid(
+            id,
+            format!("{what} {size} bytes of JSON; a bead may be at most {MAX_BEAD_BYTES}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The length of `value` as JSON, counted without keeping the text.
+fn json_size(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail, nor can serializing the store's own types.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }

@@ -70,6 +70,8 @@ pub struct State {
     graph: Graph,
     /// The seq of the last event applied.
     seq: u64,
+    /// The store's id, from the first `daemon.started` that named one.
+    store: Option<String>,
 }
 
 impl State {
@@ -86,6 +88,16 @@ impl State {
     }
 
     /// Number of beads (steps included).
+    /// The store's id: `None` for a store whose journal predates store ids, until the daemon
+    /// starts on it again.
+    pub fn store_id(&self) -> Option<&str> {
+        self.store.as_deref()
+    }
+
+    pub(crate) fn set_store_id(&mut self, store: Option<String>) {
+        self.store = store;
+    }
+
     pub fn len(&self) -> usize {
         self.graph.len()
     }
@@ -326,8 +338,12 @@ impl State {
             | EventBody::AgentTool { .. }
             | EventBody::ModelPaused { .. }
             | EventBody::DispatchPaused { .. }
-            | EventBody::DaemonStarted { .. }
             | EventBody::DaemonStopping { .. } => {}
+            EventBody::DaemonStarted { store, .. } => {
+                if self.store.is_none() {
+                    self.store = store;
+                }
+            }
         }
         self.seq = event.seq;
         Ok(())

@@ -10,7 +10,7 @@ use tokio::net::UnixStream;
 use catalyst_testkit::TIMEOUT;
 
 /// Keys whose values change from run to run.
-const VOLATILE: [&str; 19] = [
+const VOLATILE: [&str; 20] = [
     "stdout_bytes",
     "stderr_bytes",
     "ts",
@@ -30,6 +30,7 @@ const VOLATILE: [&str; 19] = [
     "from",
     "to",
     "session_id",
+    "store",
 ];
 
 /// One raw connection: lines exactly as the daemon sent them.

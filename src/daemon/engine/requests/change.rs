@@ -136,7 +136,9 @@ impl Engine {
                 .map_err(|e| RpcError::internal(e.to_string()))?;
             self.next_number += 1;
             let state = self.store.state();
-            let free = !state.contains(id.as_str()) && state.case_twin(id.as_str()).is_none();
+            let free = !state.contains(id.as_str())
+                && state.case_twin(id.as_str()).is_none()
+                && !self.branch_beads.contains(&id);
             if free && !taken.contains(&id) {
                 return Ok(id);
             }

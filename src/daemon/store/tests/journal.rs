@@ -153,7 +153,7 @@ fn a_partly_written_group_is_dropped_whole() {
     let path = dir.path().join(JOURNAL_FILE);
     let mut bytes = fs::read(&path).unwrap();
     // The first line of a two-event group made it to disk, the second did not.
-    bytes.extend_from_slice(b"{\"seq\":4,\"ts\":\"2026-01-01T00:00:00Z\",\"more\":true,\"type\":\"bead.status\",\"id\":\"b\",\"status\":\"closed\"}\n");
+    bytes.extend_from_slice(&sealed("{\"seq\":4,\"ts\":\"2026-01-01T00:00:00Z\",\"more\":true,\"type\":\"bead.status\",\"id\":\"b\",\"status\":\"closed\"}"));
     fs::write(&path, &bytes).unwrap();
     let (store, report) = Store::open(dir.path()).unwrap();
     assert_eq!(report.torn.map(|t| t.0), Some(4));
@@ -179,9 +179,9 @@ fn an_event_that_does_not_apply_is_an_error_naming_its_line() {
     let dir = tempfile::tempdir().unwrap();
     drop(populated(dir.path()));
     let path = dir.path().join(JOURNAL_FILE);
-    let mut text = fs::read_to_string(&path).unwrap();
-    text.push_str("{\"seq\":4,\"ts\":\"2026-01-01T00:00:00Z\",\"type\":\"bead.status\",\"id\":\"zzz\",\"status\":\"closed\"}\n");
-    fs::write(&path, text).unwrap();
+    let mut bytes = fs::read(&path).unwrap();
+    bytes.extend_from_slice(&sealed("{\"seq\":4,\"ts\":\"2026-01-01T00:00:00Z\",\"type\":\"bead.status\",\"id\":\"zzz\",\"status\":\"closed\"}"));
+    fs::write(&path, bytes).unwrap();
     let err = Store::open(dir.path()).unwrap_err().to_string();
     assert!(
         err.contains("line 4") && err.contains("`zzz` does not exist"),
@@ -275,4 +275,58 @@ fn a_journal_changed_under_the_daemon_is_not_written_on() {
         assert!(!left.contains(&0), "{change}: no NUL bytes written");
         assert!(left.is_empty(), "{change}: nothing written on");
     }
+}
+
+#[test]
+fn a_byte_changed_inside_a_value_is_corruption_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(populated(dir.path()));
+    let path = dir.path().join(JOURNAL_FILE);
+    let text = fs::read_to_string(&path).unwrap();
+    // Still valid JSON and a valid event: only the checksum can tell.
+    let flipped = text.replacen("\"title\":\"b\"", "\"title\":\"c\"", 1);
+    assert_ne!(flipped, text, "the journal holds bead b's title");
+    fs::write(&path, &flipped).unwrap();
+    let err = Store::open(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains(JOURNAL_FILE)
+            && err.contains("line 2")
+            && err.contains("checksum does not match its content"),
+        "{err}"
+    );
+
+    // A changed byte in the checksum's own key makes the line look unsealed: refused too.
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    lines[1] = lines[1].replace(",\"crc\":", ",\"crd\":");
+    fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let err = Store::open(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("line 2") && err.contains("no checksum"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_journal_from_before_checksums_loads_and_goes_on_sealed() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(populated(dir.path()));
+    let path = dir.path().join(JOURNAL_FILE);
+    let text = fs::read_to_string(&path).unwrap();
+    let plain: String = text
+        .lines()
+        .map(|l| crate::daemon::store::journal::unseal(l).0.into_owned() + "\n")
+        .collect();
+    assert!(!plain.contains("\"crc\""), "{plain}");
+    fs::write(&path, &plain).unwrap();
+    let (mut store, _) = Store::open(dir.path()).unwrap();
+    assert_eq!(store.state().len(), 2);
+    store.commit(vec![status("b", Status::Closed)]).unwrap();
+    drop(store);
+    let (store, _) = Store::open(dir.path()).unwrap();
+    assert_eq!(store.state().get("b").unwrap().status, Status::Closed);
+    let last = fs::read_to_string(&path).unwrap();
+    assert!(
+        last.lines().last().unwrap().contains(",\"crc\":\""),
+        "new lines are sealed"
+    );
 }

@@ -29,6 +29,14 @@ fn bead(name: &str, deps: &[(&str, DepType)]) -> Bead {
     b
 }
 
+/// A journal line as the daemon writes it (sealed with its checksum), from an event's JSON.
+fn sealed(json: &str) -> Vec<u8> {
+    let event: crate::domain::event::Event = serde_json::from_str(json).unwrap();
+    let mut line = Vec::new();
+    crate::daemon::store::journal::write_line(&mut line, &event).unwrap();
+    line
+}
+
 fn created(b: Bead) -> EventBody {
     EventBody::BeadCreated { bead: Box::new(b) }
 }

@@ -28,8 +28,9 @@ pub enum Line {
 
 /// The most the daemon holds for unfinished request lines across all its connections (each
 /// holds at most [`MAX_LINE`] of its own): a hundred clients each sending most of a line
-/// cannot make it grow by a hundred times that.
-pub const MAX_BUFFERED: usize = 16 << 20;
+/// cannot make it grow by a hundred times that. Counted as the buffers' capacity; the
+/// allocator holds about twice as much for buffers grown by doubling.
+pub const MAX_BUFFERED: usize = 8 << 20;
 
 /// A connection's buffer above this is given back once it is empty again (a long request
 /// line must not keep its memory for the life of the connection).

@@ -85,6 +85,7 @@ async fn a_byte_flipped_inside_a_journal_value_is_refused_by_file_and_line() {
         .expect("run catalystd");
     let err = String::from_utf8_lossy(&start.stderr);
     assert!(!start.status.success(), "it must not start: {err}");
+    println!("refused: {}", err.trim());
     assert!(
         err.contains("journal.jsonl")
             && err.contains(&format!("line {line}"))

@@ -1,10 +1,11 @@
 //! Daemon benchmarks: the orchestrator's own cost against the floor and against pueue,
-//! dispatch latency, event fan-out, a 100,000-bead store's start-up, memory and idle CPU, and
-//! what the sandbox adds to an attempt's start.
+//! dispatch latency, event fan-out, a 100,000-bead store's start-up, memory and idle CPU,
+//! what the sandbox adds to an attempt's start, and what a tool call's hook costs.
 //! Every row prints its figure, its target and its ratio to a baseline measured in this run.
 //!
 //! Run: `cargo bench --bench daemon` (all rows), `cargo bench --bench daemon -- ROW…` with
-//! ROW one of `overhead chain latency fanout scale sandbox`, and `--quick` for small sizes.
+//! ROW one of `overhead chain latency fanout scale sandbox hook`, and `--quick` for small
+//! sizes.
 //! The `chain` row needs pueue 4.0.4, which `benches/pueue.sh` builds from crates.io into
 //! `target/bench-cache/`; without it the row says so and is skipped.
 //!
@@ -13,6 +14,7 @@
 
 mod chain;
 mod fanout;
+mod hook;
 mod latency;
 mod overhead;
 mod sandbox;
@@ -35,7 +37,9 @@ const WAIT: Duration = Duration::from_secs(600);
 const ONE_STEP: &str =
     "formula = \"one\"\n[[steps]]\nid = \"merge\"\ntitle = \"Merge\"\nrole = \"merge\"\n";
 
-const ROWS: [&str; 6] = ["overhead", "chain", "latency", "fanout", "scale", "sandbox"];
+const ROWS: [&str; 7] = [
+    "overhead", "chain", "latency", "fanout", "scale", "sandbox", "hook",
+];
 
 /// A workspace whose beads run the one-step formula, with `extra` config keys.
 fn workspace(extra: &str) -> Workspace {
@@ -137,5 +141,8 @@ fn main() {
     }
     if want("sandbox") {
         sandbox::sandbox(quick);
+    }
+    if want("hook") {
+        hook::hook(quick);
     }
 }

@@ -243,6 +243,24 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(code).unwrap_or(1));
         }
         Some(SANDBOX_NET_COMMAND) => return sandbox_net(&args.collect::<Vec<_>>()),
+        // Run on every tool call of every agent: answered before the command line parser
+        // and the async runtime are built (a malformed call falls through to clap's error).
+        Some("hook") => {
+            let event = args.next().and_then(|arg| {
+                catalyst::cli::hook::HookEvent::ALL
+                    .into_iter()
+                    .find(|e| e.arg() == arg)
+            });
+            if let (Some(event), None) = (event, args.next()) {
+                return match hook(event) {
+                    Ok(code) => ExitCode::from(code),
+                    Err(e) => {
+                        eprintln!("catalyst: {e:#}");
+                        ExitCode::from(2)
+                    }
+                };
+            }
+        }
         _ => {}
     }
     let cli = Cli::parse();
@@ -410,12 +428,15 @@ fn hook(event: catalyst::cli::hook::HookEvent) -> anyhow::Result<u8> {
     io::stdin()
         .read_to_end(&mut input)
         .context("cannot read the hook input")?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
     let env = catalyst::cli::hook::HookEnv::from_process();
-    let out = runtime.block_on(catalyst::cli::hook::run(event, &input, &env));
+    let out = match catalyst::cli::hook::run_local(event, &input, &env) {
+        Some(out) => out,
+        None => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?
+            .block_on(catalyst::cli::hook::run(event, &input, &env)),
+    };
     // Claude Code reads the answer from these streams; if they are gone there is no one to
     // tell, and the exit code still carries the decision.
     let _ = io::stdout().write_all(out.stdout.as_bytes());

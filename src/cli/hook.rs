@@ -2,8 +2,13 @@
 //! for an agent is [`crate::domain::agent::settings::settings`].
 //!
 //! Claude Code runs the handler with the hook's JSON on stdin and the agent's environment,
-//! which carries `CATALYST_SOCKET` and `CATALYST_STEP`. The handler asks the daemon (`hook`
-//! method), which decides and records, and answers in Claude Code's terms:
+//! which carries `CATALYST_SOCKET`, `CATALYST_STEP` and `CATALYST_CONTEXT` (in the run folder).
+//! While the attempt runs its run folder holds the attempt's policy
+//! ([`crate::domain::agent::attempt::POLICY_FILE`]): the handler decides from it on its own
+//! ([`run_local`], no async runtime, no waiting on the daemon) and sends what it decided to
+//! be recorded without waiting for the answer. Without the file (the attempt is over: a
+//! straggler's hook) it asks the daemon (`hook` method), which decides and records. Either
+//! way it answers in Claude Code's terms:
 //! - `PreToolUse`: `hookSpecificOutput.permissionDecision` `allow` or `deny` with its reason on
 //!   stdout (exit 0). When the daemon cannot be asked, exit code 2 with the reason on stderr,
 //!   which denies the call: a guardrail that fails open is none. The settings add
@@ -19,11 +24,17 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use crate::cli::client::{Client, ClientError};
+use crate::daemon::resolver::RealFs;
+use crate::domain::agent::attempt::{
+    AttemptPolicy, ToolRecord, POLICY_FILE, STOP_BLOCKED_FILE, STOP_TOOL, TOOL_LOG_FILE,
+};
 pub use crate::domain::agent::settings::HookEvent;
-use crate::protocol::{HookAnswer, HookDecision, HookParams};
+use crate::domain::id::BeadId;
+use crate::domain::policy::{Permission, Scope};
+use crate::protocol::{HookAnswer, HookDecision, HookParams, TOOL_USED_EVENT};
 
 /// Why the daemon could not be asked about a hook call.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +99,138 @@ const MESSAGE_TAIL: usize = 256 * 1024;
 /// Tool input keys that carry file contents: the policy never reads them, and a large file
 /// would not fit in a request line.
 const CONTENT_KEYS: [&str; 5] = ["content", "old_string", "new_string", "new_source", "edits"];
+
+/// Handles one hook call from the attempt's policy file, without asking the daemon: the
+/// decision is the same pure one the daemon makes ([`crate::domain::policy::decide`],
+/// [`crate::domain::result::parse`]), and what the daemon records of it (a tool call, a stop
+/// sent back) is sent over the attempt's socket without waiting for the journal. A stop is
+/// sent back once per attempt (a marker file in the run folder). `None` when there is no
+/// policy file to read: the caller asks the daemon with [`run`].
+pub fn run_local(event: HookEvent, input: &[u8], env: &HookEnv) -> Option<HookOutput> {
+    let run_dir = env.context.as_deref()?.parent()?;
+    let text = std::fs::read(run_dir.join(POLICY_FILE)).ok()?;
+    let policy: AttemptPolicy = serde_json::from_slice(&text).ok()?;
+    let input: Value = match serde_json::from_slice(input) {
+        Ok(value) => value,
+        Err(e) => return Some(answer(event, Err(HookError::Input(e)), env)),
+    };
+    let decided = match event {
+        HookEvent::PreToolUse => decide_tool(&policy, run_dir, &input, env),
+        HookEvent::Stop => judge_stop(&policy, run_dir, payload(event, input), env),
+        HookEvent::SessionStart => HookAnswer {
+            additional_context: Some(policy.session_text()),
+            ..Default::default()
+        },
+    };
+    Some(answer(event, Ok(decided), env))
+}
+
+/// A tool call decided by the attempt's policy, and sent to be recorded.
+fn decide_tool(policy: &AttemptPolicy, run_dir: &Path, input: &Value, env: &HookEnv) -> HookAnswer {
+    let tool = input["tool_name"].as_str().unwrap_or_default();
+    let tool_input = &input["tool_input"];
+    let verdict = if tool.is_empty() {
+        Permission::Deny("the hook input names no tool".into())
+    } else {
+        let scope = Scope {
+            access: policy.access,
+            tools: policy.tools.as_deref(),
+            worktree: &policy.worktree,
+            target_branch: &policy.target_branch,
+            fs: &RealFs,
+        };
+        let cwd = input["cwd"].as_str().map(Path::new);
+        crate::domain::policy::decide(&scope, tool, tool_input, cwd)
+    };
+    send_record(
+        env,
+        run_dir,
+        &policy.step,
+        ToolRecord {
+            tool: tool.to_owned(),
+            allowed: verdict.is_allowed(),
+            reason: verdict.reason().map(str::to_owned),
+            target: crate::domain::policy::target(tool, tool_input),
+        },
+    );
+    HookAnswer::for_tool(&verdict, policy.role)
+}
+
+/// A stop whose final message has no valid result block is sent back, once per attempt.
+fn judge_stop(policy: &AttemptPolicy, run_dir: &Path, payload: Value, env: &HookEnv) -> HookAnswer {
+    let allow = HookAnswer {
+        decision: Some(HookDecision::Allow),
+        ..Default::default()
+    };
+    if payload["stop_hook_active"].as_bool() == Some(true) {
+        return allow;
+    }
+    let Some(message) = payload["last_assistant_message"].as_str() else {
+        return allow;
+    };
+    let Err(malformed) = crate::domain::result::parse(message, Some(policy.role)) else {
+        return allow;
+    };
+    let first = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(run_dir.join(STOP_BLOCKED_FILE))
+        .is_ok();
+    if !first {
+        return allow;
+    }
+    send_record(
+        env,
+        run_dir,
+        &policy.step,
+        ToolRecord {
+            tool: STOP_TOOL.into(),
+            allowed: false,
+            reason: Some(format!("no valid result block: {malformed}")),
+            target: None,
+        },
+    );
+    HookAnswer {
+        decision: Some(HookDecision::Block),
+        reason: Some(policy.stop_reason(&malformed.to_string())),
+        additional_context: None,
+    }
+}
+
+/// Hands a decision to the daemon to be recorded as an `agent.tool` event, without waiting:
+/// it is appended to the run folder's tool log (one line, in order with the attempt's other
+/// decisions), and the attempt's socket is told there is something to read (one request line,
+/// then the connection is closed; the daemon reads what was sent before the close). What is
+/// still in the log when the agent ends is recorded with the attempt's end. A record the
+/// daemon had not written when it was killed is lost; the decision stands either way.
+fn send_record(env: &HookEnv, run_dir: &Path, step: &BeadId, record: ToolRecord) {
+    use std::io::Write;
+    let Ok(mut line) = serde_json::to_vec(&record) else {
+        return;
+    };
+    line.push(b'\n');
+    let logged = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(run_dir.join(TOOL_LOG_FILE))
+        .and_then(|mut log| log.write_all(&line));
+    if let Err(e) = logged {
+        eprintln!("catalyst: the decision was made but cannot be recorded: {e}");
+        return;
+    }
+    let Some(socket) = env.socket.as_deref() else {
+        return;
+    };
+    let params = HookParams {
+        step: step.to_string(),
+        event: TOOL_USED_EVENT.into(),
+        payload: Value::Null,
+    };
+    let request = json!({"id": 0, "method": "hook", "params": params}).to_string() + "\n";
+    // Not told now, the daemon reads the log at the attempt's end.
+    let _ = std::os::unix::net::UnixStream::connect(socket)
+        .and_then(|mut stream| stream.write_all(request.as_bytes()));
+}
 
 /// Handles one hook call: `input` is the hook's JSON from stdin.
 pub async fn run(event: HookEvent, input: &[u8], env: &HookEnv) -> HookOutput {
@@ -491,5 +634,99 @@ mod tests {
         .await;
         assert_eq!(out.code, 2);
         assert!(out.stderr.contains("CATALYST_SOCKET"), "{}", out.stderr);
+    }
+
+    /// A run folder with an implementer's policy in it, and the environment of its agent.
+    fn attempt() -> (tempfile::TempDir, HookEnv, std::path::PathBuf) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let worktree = dir.path().join("wt");
+        let run_dir = dir.path().join("run");
+        std::fs::create_dir_all(&worktree).expect("worktree");
+        std::fs::create_dir_all(&run_dir).expect("run folder");
+        let policy = AttemptPolicy {
+            bead: BeadId::new("cat-1").expect("id"),
+            step: BeadId::new("cat-1.implement").expect("id"),
+            role: crate::domain::model::Role::Implement,
+            attempt: 1,
+            access: crate::domain::policy::Access::Worktree,
+            tools: None,
+            worktree: worktree.clone(),
+            target_branch: "main".into(),
+            context: run_dir.join("context.md"),
+            contract: "---STEP-RESULT--- …".into(),
+        };
+        std::fs::write(
+            run_dir.join(POLICY_FILE),
+            serde_json::to_vec(&policy).expect("json"),
+        )
+        .expect("policy");
+        let env = HookEnv {
+            socket: Some(dir.path().join("no-daemon.sock")),
+            step: Some("cat-1.implement".into()),
+            role: Some("implement".into()),
+            context: Some(run_dir.join("context.md")),
+        };
+        (dir, env, run_dir)
+    }
+
+    fn logged(run_dir: &Path) -> Vec<ToolRecord> {
+        std::fs::read_to_string(run_dir.join(TOOL_LOG_FILE))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a record"))
+            .collect()
+    }
+
+    #[test]
+    fn with_the_attempts_policy_the_hook_decides_and_logs_without_the_daemon() {
+        let (_dir, env, run_dir) = attempt();
+        let call = |tool: &str, input: Value| {
+            let hook = json!({"tool_name": tool, "tool_input": input}).to_string();
+            run_local(HookEvent::PreToolUse, hook.as_bytes(), &env).expect("decided locally")
+        };
+        let inside = json_of(&call(
+            "Write",
+            json!({"file_path": "a.txt", "content": "a"}),
+        ));
+        assert_eq!(inside.permission_decision.as_deref(), Some("allow"));
+        let outside = json_of(&call("Write", json!({"file_path": "/etc/passwd"})));
+        assert_eq!(outside.permission_decision.as_deref(), Some("deny"));
+        let push = json_of(&call("Bash", json!({"command": "git push origin main"})));
+        assert_eq!(push.permission_decision.as_deref(), Some("deny"));
+        let records = logged(&run_dir);
+        let seen: Vec<(&str, bool)> = records
+            .iter()
+            .map(|r| (r.tool.as_str(), r.allowed))
+            .collect();
+        assert_eq!(seen, [("Write", true), ("Write", false), ("Bash", false)]);
+        assert_eq!(records[1].target.as_deref(), Some("/etc/passwd"));
+
+        let session = run_local(HookEvent::SessionStart, b"{}", &env).expect("local");
+        let text = json_of(&session).additional_context.unwrap_or_default();
+        assert!(
+            text.contains("cat-1.implement") && text.contains("context.md"),
+            "{text}"
+        );
+
+        // A final message without a block is sent back once, and recorded.
+        let stop = json!({"last_assistant_message": "done, no block"}).to_string();
+        let first = run_local(HookEvent::Stop, stop.as_bytes(), &env).expect("local");
+        assert_eq!(first.code, 2, "sent back: {first:?}");
+        assert!(
+            first.stderr.contains("---STEP-RESULT--- …"),
+            "{}",
+            first.stderr
+        );
+        let second = run_local(HookEvent::Stop, stop.as_bytes(), &env).expect("local");
+        assert_eq!(second.code, 0, "once per attempt");
+        assert_eq!(
+            logged(&run_dir).last().map(|r| r.tool.as_str()),
+            Some(STOP_TOOL)
+        );
+
+        // The attempt is over: no policy, so the daemon is asked (here: denied, unreachable).
+        std::fs::remove_file(run_dir.join(POLICY_FILE)).expect("remove");
+        let hook = json!({"tool_name": "Read", "tool_input": {"file_path": "a.txt"}}).to_string();
+        assert!(run_local(HookEvent::PreToolUse, hook.as_bytes(), &env).is_none());
     }
 }

@@ -27,6 +27,7 @@ pub use error::{ErrorCode, RpcError};
 pub use params::{
     ApproveParams, BeadInput, CloseParams, CommentParams, HookParams, IdParams, ImportParams,
     ListParams, LogsParams, PauseParams, RejectParams, ShowParams, SubscribeParams, UpdateParams,
+    TOOL_USED_EVENT,
 };
 pub use request::{
     parse_request, ConnectionMethod, EngineRequest, Method, Request, Route, METHODS,

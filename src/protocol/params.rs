@@ -159,6 +159,11 @@ pub struct ImportParams {
     pub beads: Vec<crate::domain::model::Bead>,
 }
 
+/// The `hook` event by which an attempt's hook sends a decision it made itself, to be
+/// recorded: `payload` holds `tool`, `allowed`, `reason` and `target` (an `agent.tool` event's
+/// fields). The hook does not wait for the answer.
+pub const TOOL_USED_EVENT: &str = "ToolUsed";
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HookParams {

@@ -272,6 +272,28 @@ pub struct HookAnswer {
     pub reason: Option<String>,
 }
 
+impl HookAnswer {
+    /// The answer to a tool call of an agent in `role`, decided `verdict`.
+    pub fn for_tool(
+        verdict: &crate::domain::policy::Permission,
+        role: crate::domain::model::Role,
+    ) -> HookAnswer {
+        use crate::domain::policy::Permission;
+        let (decision, reason) = match verdict {
+            Permission::Allow => (
+                HookDecision::Allow,
+                format!("allowed by catalyst's `{role}` policy"),
+            ),
+            Permission::Deny(reason) => (HookDecision::Deny, format!("catalyst: {reason}")),
+        };
+        HookAnswer {
+            decision: Some(decision),
+            reason: Some(reason),
+            additional_context: None,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HookDecision {

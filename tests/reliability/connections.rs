@@ -1,4 +1,4 @@
-//! Connections and followers: many clients each holding most of a request line, a subscriber
+//! Connections and followers: 200 clients each holding most of a request line, a subscriber
 //! that closes its sending side and goes on reading, and more `logs -f` followers than the
 //! kernel gives a user inotify instances.
 
@@ -30,8 +30,11 @@ async fn next_line(conn: &mut BufReader<UnixStream>) -> Option<String> {
     (n > 0).then_some(line)
 }
 
+/// How many clients each hold most of a line.
+const CLIENTS: usize = 200;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hundred_clients_holding_most_of_a_line_each_do_not_grow_the_daemon_a_hundredfold() {
+async fn many_clients_holding_most_of_a_line_each_do_not_grow_the_daemon_by_a_mib_each() {
     let ws = Workspace::builder().build();
     let daemon = ws.spawn();
     daemon
@@ -41,7 +44,7 @@ async fn a_hundred_clients_holding_most_of_a_line_each_do_not_grow_the_daemon_a_
     let before = vm_kb(daemon.pid(), "VmRSS").expect("VmRSS");
     let partial = vec![b'x'; (1 << 20) - 1024];
     let mut conns = Vec::new();
-    for _ in 0..100 {
+    for _ in 0..CLIENTS {
         let mut conn = connect(&socket).await;
         // A connection refused for the budget is closed: its write may fail.
         let _ = conn.get_mut().write_all(&partial).await;
@@ -62,9 +65,11 @@ async fn a_hundred_clients_holding_most_of_a_line_each_do_not_grow_the_daemon_a_
             assert!(line.contains("\"error\""), "{line}");
         }
     }
-    println!("100 clients x 1 MiB partial lines: daemon RSS {before} kB -> {after} kB (+{grown} MB), {refused} refused");
+    println!("{CLIENTS} clients x 1 MiB partial lines: daemon RSS {before} kB -> {after} kB (+{grown} MB), {refused} refused");
     assert!(refused > 0, "the budget refused some");
-    assert!(grown <= 40, "grew by {grown} MB");
+    // Without the budget each client costs at least the MiB it sent; with it the daemon holds
+    // 8 MiB of lines, plus what its allocator keeps of the buffers it gave back.
+    assert!(grown <= 100, "grew by {grown} MB");
 
     // Their share is given back when they go (each connection's task notices the hang-up on
     // its own): a request line near the limit is served then.

@@ -42,19 +42,23 @@ impl Engine {
             tracing::debug!(step = %done.step, attempt = done.attempt, "the attempt's end is already recorded");
             return self.over_budget(&done.work);
         }
-        let finished = finished_event(done);
+        // The hooks' last decisions, then the attempt's end, in one group.
+        let mut finished = tool_events(done);
+        finished.push(finished_event(done));
         if let Some(reason) = self.cancelling.get(&done.work).cloned() {
             if self.busy(&done.work) {
                 // Steps that ran beside it are still stopping; the last one cancels the bead.
-                return self.record(vec![finished]).map(drop);
+                return self.record(finished).map(drop);
             }
-            self.finish_cancel(&work, reason, vec![finished])?;
+            self.finish_cancel(&work, reason, finished)?;
             self.cancelling.remove(&done.work);
             return Ok(());
         }
         let Some(outcome) = &done.outcome else {
             // Interrupted by shutdown: not an attempt. It runs again from its starting commit.
-            self.record(interrupted_events(done))?;
+            let mut events = tool_events(done);
+            events.extend(interrupted_events(done));
+            self.record(events)?;
             return Ok(());
         };
         if !matches!(outcome, Outcome::UsageLimit { .. }) {
@@ -74,7 +78,7 @@ impl Engine {
         }
         if step.status != Status::InProgress || work.status != Status::InProgress {
             // A person closed, reopened or blocked it meanwhile: record the attempt only.
-            self.record(vec![finished])?;
+            self.record(finished)?;
             return Ok(());
         }
         let now = Now::read();
@@ -86,10 +90,11 @@ impl Engine {
             outcome,
         };
         let mut routed = self.routed(&attempt, now.wall);
-        routed.events.insert(0, finished);
+        let at = finished.len();
+        routed.events.splice(0..0, finished);
         if let Some(text) = &done.comment {
             let comment = super::route::comment_at(&work, text.clone(), now.wall);
-            routed.events.insert(1, comment);
+            routed.events.insert(at, comment);
         }
         self.apply_routed(&work.id, routed, now)?;
         self.over_budget(&work.id)
@@ -246,6 +251,14 @@ impl Engine {
         self.start_removal(&work.id);
         Ok(())
     }
+}
+
+/// The decisions the attempt's hooks made on their own that were not recorded yet.
+fn tool_events(done: &StepDone) -> Vec<EventBody> {
+    done.tool_records
+        .iter()
+        .map(|r| super::tool_calls::agent_tool(&done.work, &done.step, r.clone()))
+        .collect()
 }
 
 fn finished_event(done: &StepDone) -> EventBody {

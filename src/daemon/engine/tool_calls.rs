@@ -6,17 +6,15 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::domain::agent::attempt::{AttemptPolicy, ToolRecord, STOP_TOOL};
 use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, StepMeta};
-use crate::domain::policy::{self, Access, Permission, Scope};
-use crate::protocol::{HookAnswer, HookDecision, HookParams, RpcError};
+use crate::domain::policy::{self, Permission, Scope};
+use crate::protocol::{HookAnswer, HookDecision, HookParams, RpcError, TOOL_USED_EVENT};
 
 use super::{Engine, Handled};
 use crate::daemon::runner::hook_socket::NETWORK_EVENT;
-
-/// The `tool` of the `agent.tool` event that records a blocked stop.
-pub const STOP_TOOL: &str = "Stop";
 
 /// The `tool` of the `agent.tool` event that records a connection the sandbox's network
 /// refused.
@@ -38,9 +36,10 @@ impl Engine {
             "PreToolUse" => self.hook_tool(&step, &meta, &p.payload),
             "Stop" => self.hook_stop(&step, &meta, &p.payload),
             "SessionStart" => Ok(self.hook_session(&step, &meta)),
+            TOOL_USED_EVENT => self.tool_used(&step, &meta, &p.payload),
             NETWORK_EVENT => self.network_refused(&step, &meta, &p.payload),
             other => Err(RpcError::bad_request(format!(
-                "unknown hook event `{other}` (PreToolUse, Stop, SessionStart)"
+                "unknown hook event `{other}` (PreToolUse, Stop, SessionStart, {TOOL_USED_EVENT})"
             ))),
         }
     }
@@ -92,17 +91,7 @@ impl Engine {
             reason: verdict.reason().map(str::to_owned),
             target: policy::target(&tool, input),
         }])?;
-        Ok(HookAnswer {
-            decision: Some(match verdict {
-                Permission::Allow => HookDecision::Allow,
-                Permission::Deny(_) => HookDecision::Deny,
-            }),
-            reason: Some(match verdict {
-                Permission::Allow => format!("allowed by catalyst's `{}` policy", meta.role),
-                Permission::Deny(reason) => format!("catalyst: {reason}"),
-            }),
-            additional_context: None,
-        })
+        Ok(HookAnswer::for_tool(&verdict, meta.role))
     }
 
     /// The attempt's proxy refused a connection: recorded like a denied tool call.
@@ -150,11 +139,9 @@ impl Engine {
         let Err(malformed) = crate::domain::result::parse(message, Some(meta.role)) else {
             return Ok(allow);
         };
-        let reason = format!(
-            "catalyst cannot use your final message: {malformed}. Do not redo the work: send \
-             your final message again, ending with a valid result block as described below.\n{}",
-            self.loaded.prompts.contract()
-        );
+        let reason = self
+            .attempt_policy(step, meta)
+            .stop_reason(&malformed.to_string());
         self.record_for_client(vec![EventBody::AgentTool {
             bead: meta.bead.clone(),
             step: step.id.clone(),
@@ -175,38 +162,63 @@ impl Engine {
 
     /// The step, its files and its tool policy, added to the agent's context at start.
     fn hook_session(&self, step: &Bead, meta: &StepMeta) -> HookAnswer {
+        HookAnswer {
+            decision: None,
+            reason: None,
+            additional_context: Some(self.attempt_policy(step, meta).session_text()),
+        }
+    }
+
+    /// The policy of `step`'s running attempt, as the runner wrote it for the hooks.
+    fn attempt_policy(&self, step: &Bead, meta: &StepMeta) -> AttemptPolicy {
         let config = &self.loaded.config;
         let attempt = self
             .running
             .get(&step.id)
             .map_or(meta.attempts, |r| r.attempt);
-        let run_dir = self.paths.run_dir(&meta.bead, &meta.step, attempt);
-        let worktree = self.worktree_of(step, meta);
-        let policy = match config.role_policy(meta.role).access {
-            Access::ReadOnly => "read-only: catalyst denies tools that change files, and \
-                 allows only read-only shell commands (ls, cat, grep, rg, find, git \
-                 status/diff/log/show, ...)"
-                .to_owned(),
-            Access::Worktree => format!(
-                "write only inside the worktree, never under `.git/` or `.catalyst/`; no `git \
-                 push`, and do not check out `{}`: catalyst commits and merges",
-                config.target_branch
-            ),
-        };
-        let text = format!(
-            "catalyst step `{}` of bead `{}`: role `{}`, attempt {attempt}.\n\
-             Worktree: {}\nRead the context file first: {}\nTool policy: {policy}.\n\
-             Your final message must end with a ---STEP-RESULT--- block.",
-            step.id,
-            meta.bead,
-            meta.role,
-            worktree.display(),
-            run_dir.join(crate::domain::context::CONTEXT_MD).display(),
-        );
-        HookAnswer {
-            decision: None,
-            reason: None,
-            additional_context: Some(text),
+        let role_policy = config.role_policy(meta.role);
+        AttemptPolicy {
+            bead: meta.bead.clone(),
+            step: step.id.clone(),
+            role: meta.role,
+            attempt,
+            access: role_policy.access,
+            tools: role_policy
+                .tools_for(meta.tools.as_ref())
+                .map(<[String]>::to_vec),
+            worktree: self.worktree_of(step, meta),
+            target_branch: config.target_branch.clone(),
+            context: self
+                .paths
+                .run_dir(&meta.bead, &meta.step, attempt)
+                .join(crate::domain::context::CONTEXT_MD),
+            contract: self.loaded.prompts.contract().to_owned(),
         }
+    }
+
+    /// Decisions the attempt's hooks made on their own (from the attempt's policy file), read
+    /// from its tool log by its socket: recorded in the order they were made. The agent did
+    /// not wait for them.
+    fn tool_used(&mut self, step: &Bead, meta: &StepMeta, payload: &Value) -> Handled<HookAnswer> {
+        let records: Vec<ToolRecord> = serde_json::from_value(payload["records"].clone())
+            .map_err(|e| RpcError::bad_request(format!("bad tool records: {e}")))?;
+        let events = records
+            .into_iter()
+            .map(|r| agent_tool(&meta.bead, &step.id, r))
+            .collect();
+        self.record_for_client(events)?;
+        Ok(HookAnswer::default())
+    }
+}
+
+/// The `agent.tool` event of a decision a hook made on its own.
+pub(super) fn agent_tool(bead: &BeadId, step: &BeadId, r: ToolRecord) -> EventBody {
+    EventBody::AgentTool {
+        bead: bead.clone(),
+        step: step.clone(),
+        tool: r.tool,
+        allowed: r.allowed,
+        reason: r.reason,
+        target: r.target,
     }
 }

@@ -8,11 +8,12 @@ use tokio_util::sync::CancellationToken;
 
 use std::sync::Arc;
 
-use super::hook_socket::{self, Ask, HookSocket, NETWORK_EVENT};
+use super::hook_socket::{self, Ask, HookSocket, ToolLog, NETWORK_EVENT};
 use crate::daemon::agent;
 use crate::daemon::fsutil;
 use crate::daemon::netproxy::OnRefused;
 use crate::daemon::worktree::{self, BranchMerge, CommitId, GitError, Repo};
+use crate::domain::agent::attempt::POLICY_FILE;
 use crate::domain::agent::outcome::outcome;
 use crate::domain::agent::report::{Exit, RunReport};
 use crate::domain::context::Change;
@@ -70,8 +71,9 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
         Err(e) => return unprepared(&job, format!("cannot prepare the worktree: {e}")),
     };
     done.base = Some(base.clone());
+    let tools = ToolLog::new(&job.run_dir);
     // Served until the attempt ends.
-    let _socket = match ready(&mut job, &base, ask).await {
+    let _socket = match ready(&mut job, &base, ask, tools.clone()).await {
         Ok(socket) => socket,
         Err(reason) => {
             return StepDone {
@@ -81,6 +83,13 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
         }
     };
     let report = agent::run(job.spec.clone(), cancel).await;
+    // What the hooks decided and the daemon was not told of yet: recorded with the end.
+    done.tool_records = tools.take_new();
+    // Hooks of a process the agent left behind decide nothing any more: without the policy
+    // they ask the daemon, which denies a step that is not running.
+    if let Err(e) = std::fs::remove_file(job.run_dir.join(POLICY_FILE)) {
+        tracing::warn!(step = %job.step, error = %e, "cannot remove the attempt's policy file");
+    }
     write_json(&job.run_dir.join(REPORT_FILE), &report);
     if job.spec.sandbox.is_some() {
         let (repo, tree, private) = (
@@ -182,7 +191,12 @@ fn unprepared(job: &StepJob, reason: String) -> StepDone {
 /// for the steps that judge it, and the target's tip for a merge), the sandbox's git paths
 /// and the agent's own socket, which is served while the returned value lives. The error is
 /// the attempt's failure reason.
-async fn ready(job: &mut StepJob, base: &CommitId, ask: Ask) -> Result<HookSocket, String> {
+async fn ready(
+    job: &mut StepJob,
+    base: &CommitId,
+    ask: Ask,
+    tools: Arc<ToolLog>,
+) -> Result<HookSocket, String> {
     let patch = change(job).await;
     write_inputs(job, base, patch.as_deref())
         .and_then(|()| match job.role {
@@ -207,7 +221,7 @@ async fn ready(job: &mut StepJob, base: &CommitId, ask: Ask) -> Result<HookSocke
     if let Some(net) = job.spec.sandbox.as_mut().and_then(|s| s.net.as_mut()) {
         net.refused = Some(tell_refused(job.step.clone(), ask.clone()));
     }
-    hook_socket::start(&job.socket, job.step.clone(), ask).map_err(|e| {
+    hook_socket::start(&job.socket, job.step.clone(), ask, tools).map_err(|e| {
         format!(
             "cannot open the agent's socket `{}`: {e}",
             job.socket.display()
@@ -376,6 +390,8 @@ fn write_inputs(job: &mut StepJob, base: &CommitId, patch: Option<&str>) -> std:
     crate::daemon::rundir::write_context(&job.run_dir, &job.context)?;
     let settings = serde_json::to_vec_pretty(&job.settings).map_err(std::io::Error::other)?;
     fsutil::write_replace(&job.run_dir.join(SETTINGS_FILE), &settings)?;
+    let policy = serde_json::to_vec_pretty(&job.policy).map_err(std::io::Error::other)?;
+    fsutil::write_replace(&job.run_dir.join(POLICY_FILE), &policy)?;
     Ok(())
 }
 

@@ -5,7 +5,7 @@
 //! control socket is not reachable from the sandbox.
 
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -16,9 +16,11 @@ use tokio_util::codec::Framed;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::daemon::wire::{codec_io, send, Line, RequestLines};
+use crate::domain::agent::attempt::{ToolRecord, TOOL_LOG_FILE};
 use crate::domain::id::BeadId;
 use crate::protocol::{
     parse_request, ErrorCode, Hello, HookAnswer, HookParams, Method, Response, RpcError,
+    TOOL_USED_EVENT,
 };
 
 /// The hook event by which the daemon's own network proxy records a refused connection
@@ -44,8 +46,59 @@ impl Drop for HookSocket {
     }
 }
 
-/// Binds `path` (0600, a stale file replaced) and answers `step`'s hook calls on it.
-pub fn start(path: &Path, step: BeadId, ask: Ask) -> std::io::Result<HookSocket> {
+/// The decisions an attempt's hooks made on their own, appended to its run folder's
+/// [`TOOL_LOG_FILE`]: read from where the last read ended, whole lines only, so each is
+/// recorded once and in the order it was made.
+#[derive(Debug)]
+pub struct ToolLog {
+    path: PathBuf,
+    read: std::sync::Mutex<u64>,
+}
+
+/// The most of the log one read takes: an agent can write to its run folder, and the rest
+/// waits for the next read.
+const TOOL_LOG_READ: u64 = 1 << 20;
+
+impl ToolLog {
+    pub fn new(run_dir: &Path) -> Arc<ToolLog> {
+        Arc::new(ToolLog {
+            path: run_dir.join(TOOL_LOG_FILE),
+            read: std::sync::Mutex::new(0),
+        })
+    }
+
+    /// The records appended since the last call. A line that is not a record is skipped.
+    pub fn take_new(&self) -> Vec<ToolRecord> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
+        let Ok(mut file) = std::fs::File::open(&self.path) else {
+            return Vec::new();
+        };
+        let mut bytes = Vec::new();
+        let taken = file
+            .seek(SeekFrom::Start(*read))
+            .and_then(|_| file.take(TOOL_LOG_READ).read_to_end(&mut bytes));
+        if taken.is_err() {
+            return Vec::new();
+        }
+        let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        *read += whole as u64;
+        bytes[..whole]
+            .split(|b| *b == b'\n')
+            .filter(|line| !line.is_empty())
+            .filter_map(|line| serde_json::from_slice(line).ok())
+            .collect()
+    }
+}
+
+/// Binds `path` (0600, a stale file replaced) and answers `step`'s hook calls on it; a
+/// [`TOOL_USED_EVENT`] call has the records new in `tools` recorded.
+pub fn start(
+    path: &Path,
+    step: BeadId,
+    ask: Ask,
+    tools: Arc<ToolLog>,
+) -> std::io::Result<HookSocket> {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path)?;
@@ -63,10 +116,11 @@ pub fn start(path: &Path, step: BeadId, ask: Ask) -> std::io::Result<HookSocket>
                 },
             };
             let (step, ask, token) = (step.clone(), ask.clone(), token.clone());
+            let tools = tools.clone();
             tokio::spawn(async move {
                 tokio::select! {
                     () = token.cancelled() => {}
-                    _ = connection(stream, &step, &ask, uid) => {}
+                    _ = connection(stream, &step, &ask, &tools, uid) => {}
                 }
             });
         }
@@ -77,7 +131,13 @@ pub fn start(path: &Path, step: BeadId, ask: Ask) -> std::io::Result<HookSocket>
     })
 }
 
-async fn connection(stream: UnixStream, step: &BeadId, ask: &Ask, uid: u32) -> std::io::Result<()> {
+async fn connection(
+    stream: UnixStream,
+    step: &BeadId,
+    ask: &Ask,
+    tools: &ToolLog,
+    uid: u32,
+) -> std::io::Result<()> {
     let peer = stream.peer_cred()?.uid();
     let mut conn = Framed::new(stream, RequestLines::new());
     if peer != uid {
@@ -109,6 +169,18 @@ async fn connection(stream: UnixStream, step: &BeadId, ask: &Ask, uid: u32) -> s
                     request.id,
                     forbidden(format!("`{NETWORK_EVENT}` is the daemon's own record")),
                 ),
+                Method::Hook(p) if p.event == TOOL_USED_EVENT && p.step == step.as_str() => {
+                    let records = tools.take_new();
+                    if records.is_empty() {
+                        Response::answer(request.id, Ok(HookAnswer::default()))
+                    } else {
+                        let params = HookParams {
+                            payload: serde_json::json!({ "records": records }),
+                            ..p
+                        };
+                        Response::answer(request.id, ask(params).await)
+                    }
+                }
                 Method::Hook(p) if p.step == step.as_str() => {
                     Response::answer(request.id, ask(p).await)
                 }

@@ -9,6 +9,7 @@ use crate::daemon::agent::{NetPlan, RunSpec, SandboxSpec};
 use crate::daemon::sandbox::BWRAP;
 use crate::daemon::worktree::{self, Repo};
 use crate::daemon::Paths;
+use crate::domain::agent::attempt::AttemptPolicy;
 use crate::domain::agent::profile::AgentProfile;
 use crate::domain::agent::sandbox::{expand_path, url_endpoint, Network, SandboxKind};
 use crate::domain::config::Config;
@@ -57,6 +58,8 @@ pub struct StepJob {
     pub(super) earlier_runs: Vec<Option<PathBuf>>,
     /// The prompt, rendered by the attempt's task at its start (off the engine's task).
     pub(super) prompt: PendingPrompt,
+    /// What the attempt's hooks decide from, written to the run folder.
+    pub(super) policy: AttemptPolicy,
     pub(super) settings: serde_json::Value,
     pub(super) spec: RunSpec,
 }
@@ -127,6 +130,21 @@ impl StepJob {
             template: template.to_owned(),
             vars,
         };
+        let role_policy = config.role_policy(meta.role);
+        let policy = AttemptPolicy {
+            bead: work.clone(),
+            step: step.id.clone(),
+            role: meta.role,
+            attempt,
+            access: role_policy.access,
+            tools: role_policy
+                .tools_for(meta.tools.as_ref())
+                .map(<[String]>::to_vec),
+            worktree: worktree.clone(),
+            target_branch: config.target_branch.clone(),
+            context: run_dir.join(context::CONTEXT_MD),
+            contract: from.prompts.contract().to_owned(),
+        };
         let socket = attempt_socket(&run_dir);
         let mut spec = run_spec(from, bead, &step.id, meta, model, &run_dir, &socket)?;
         spec.worktree = worktree;
@@ -145,6 +163,7 @@ impl StepJob {
             context,
             earlier_runs,
             prompt,
+            policy,
             settings: from.settings.clone(),
             spec,
         })

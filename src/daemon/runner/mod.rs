@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::daemon::fsutil;
 use crate::daemon::worktree::{self, CommitId, Repo};
+use crate::domain::agent::attempt::ToolRecord;
 use crate::domain::id::BeadId;
 use crate::domain::model::Role;
 use crate::domain::router::Outcome;
@@ -61,6 +62,8 @@ pub struct StepDone {
     /// A comment the daemon adds to the bead about this attempt (e.g. the file it would not
     /// commit).
     pub comment: Option<String>,
+    /// Decisions the attempt's hooks made on their own that were not recorded yet.
+    pub tool_records: Vec<ToolRecord>,
 }
 
 impl StepDone {
@@ -115,6 +118,7 @@ impl StepDone {
             base: None,
             commit: None,
             comment: None,
+            tool_records: Vec::new(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Agent CLIs as data: profiles, what a finished run reports, and the outcome the router reads
 //! from it.
 
+pub mod attempt;
 pub mod claude;
 pub mod codex;
 pub mod limits;

@@ -109,6 +109,9 @@ pub fn bwrap_args(c: &Confinement<'_>) -> Vec<OsString> {
     }
     args.bind(c.worktree);
     args.bind(c.run_dir);
+    // The hooks decide from the attempt's policy: the agent may read it, never change it.
+    let policy = c.run_dir.join(super::attempt::POLICY_FILE);
+    args.pair("--ro-bind-try", &policy, &policy);
     if let Some(git) = c.git {
         args.pair("--ro-bind", &git.common, &git.common);
         args.bind(&git.objects);

@@ -1,6 +1,7 @@
 //! The `hook` row: what an agent's tool call costs in catalyst's `PreToolUse` hook, run as
-//! Claude Code runs it (a new `catalyst hook pre-tool-use` process, the hook's JSON on stdin,
-//! the answer read from stdout), against spawning `/bin/true` the same way in the same run.
+//! Claude Code runs it (a new `catalyst-hook pre-tool-use` process, the hook's JSON on stdin,
+//! the answer read from stdout), against spawning `/bin/true` the same way in the same run;
+//! and the same through `catalyst hook pre-tool-use`, the full command line.
 //! The hook decides from the attempt's policy file and hands the record to the attempt's
 //! socket, served here by a thread that reads what it is sent, as the daemon's would.
 
@@ -92,22 +93,37 @@ pub fn hook(quick: bool) {
         ("CATALYST_CONTEXT", context.as_path()),
     ];
     let catalyst = catalyst_testkit::catalyst_bin();
+    let hook = catalyst.with_file_name("catalyst-hook");
     let truth = Path::new("/bin/true");
-    // Warm the page cache for both binaries.
-    let (_, answer) = spawn(&catalyst, &["hook", "pre-tool-use"], &env, INPUT);
-    assert!(answer.contains("\"allow\""), "the hook allows it: {answer}");
-    spawn(truth, &[], &[], INPUT);
-    let (mut hooks, mut trues) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    // Interleaved, so both see the same machine.
-    for _ in 0..n {
-        hooks.push(spawn(&catalyst, &["hook", "pre-tool-use"], &env, INPUT).0);
-        trues.push(spawn(truth, &[], &env, INPUT).0);
+    // Warm the page cache for the three binaries.
+    for (program, args) in [
+        (hook.as_path(), &["pre-tool-use"][..]),
+        (catalyst.as_path(), &["hook", "pre-tool-use"][..]),
+    ] {
+        let (_, answer) = spawn(program, args, &env, INPUT);
+        assert!(answer.contains("\"allow\""), "the hook allows it: {answer}");
     }
-    let (hooks, trues) = (sorted(hooks), sorted(trues));
+    spawn(truth, &[], &[], INPUT);
+    let (mut hooks, mut trues, mut fulls) = (Vec::new(), Vec::new(), Vec::new());
+    // Interleaved, so all see the same machine.
+    for _ in 0..n {
+        hooks.push(spawn(&hook, &["pre-tool-use"], &env, INPUT).0);
+        trues.push(spawn(truth, &[], &env, INPUT).0);
+        fulls.push(spawn(&catalyst, &["hook", "pre-tool-use"], &env, INPUT).0);
+    }
+    let (hooks, trues, fulls) = (sorted(hooks), sorted(trues), sorted(fulls));
     let (t50, t99) = (percentile(&trues, 50), percentile(&trues, 99));
     let (h50, h99) = (percentile(&hooks, 50), percentile(&hooks, 99));
+    let (f50, f99) = (percentile(&fulls, 50), percentile(&fulls, 99));
     row(
-        "hook: `catalyst hook pre-tool-use`, p50",
+        "hook: `catalyst hook pre-tool-use`, p50 / p99",
+        format!("{f50:.2?} / {f99:.2?}"),
+        "-",
+        &format!("/bin/true spawn p99 {t99:.2?}"),
+        f99.as_secs_f64() / t99.as_secs_f64(),
+    );
+    row(
+        "hook: `catalyst-hook pre-tool-use`, p50",
         format!("{h50:.2?}"),
         "-",
         &format!("/bin/true spawn p50 {t50:.2?}"),
@@ -116,12 +132,12 @@ pub fn hook(quick: bool) {
     let ratio = h99.as_secs_f64() / t99.as_secs_f64();
     let verdict = if ratio <= 2.0 { "met" } else { "MISSED" };
     row(
-        "hook: `catalyst hook pre-tool-use`, p99",
+        "hook: `catalyst-hook pre-tool-use`, p99",
         format!("{h99:.2?}"),
         &format!("<= 2x ({verdict})"),
         &format!("/bin/true spawn p99 {t99:.2?}"),
         ratio,
     );
     let logged = std::fs::read_to_string(run_dir.join("tools.jsonl")).unwrap_or_default();
-    assert_eq!(logged.lines().count(), n + 1, "every call was logged");
+    assert_eq!(logged.lines().count(), 2 * n + 2, "every call was logged");
 }

@@ -329,11 +329,12 @@ async fn with_the_daemon_stopped_the_hook_denies_a_write() {
         "the hook runs this catalyst: {from_settings}"
     );
     // A hook that cannot even start must deny too, not fail open.
-    let missing = catalyst::domain::agent::settings::settings(Path::new("/nonexistent/catalyst"))
-        ["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-        .as_str()
-        .expect("command")
-        .to_owned();
+    let missing =
+        catalyst::domain::agent::settings::settings(Path::new("/nonexistent/catalyst"), None)
+            ["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+            .as_str()
+            .expect("command")
+            .to_owned();
     for command in [direct, from_settings, missing] {
         let (code, stdout, stderr) = run_hook(&command, &input, &socket).await;
         assert_eq!(

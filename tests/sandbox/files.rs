@@ -159,3 +159,25 @@ async fn a_commit_made_inside_the_worktree_reaches_the_branch() {
         Some("inside\n")
     );
 }
+
+/// The hooks decide from the attempt's policy in its run folder, which the agent can write
+/// to: the policy itself is mounted read-only, so the agent cannot grant itself more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attempts_policy_cannot_be_changed_by_its_agent() {
+    if crate::skip() {
+        return;
+    }
+    let policy = r#""$(dirname "$CATALYST_CONTEXT")/policy.json""#;
+    let (_daemon, shell) = attempt(&[
+        &format!("echo '{{}}' > {policy}"),
+        &format!("rm -f {policy}"),
+        &format!("cat {policy}"),
+    ])
+    .await;
+    assert_ne!(shell[0].exit_code, Some(0), "written: {shell:?}");
+    assert_ne!(shell[1].exit_code, Some(0), "removed: {shell:?}");
+    assert!(
+        shell[2].output.contains("\"access\": \"worktree\""),
+        "still the daemon's: {shell:?}"
+    );
+}

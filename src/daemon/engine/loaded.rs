@@ -24,6 +24,8 @@ pub struct Loaded {
     pub formulas: Arc<FormulaSet>,
     /// The `catalyst` binary the hooks and the sandbox's network run, resolved at load.
     pub catalyst: Arc<PathBuf>,
+    /// `catalyst-hook` beside it, which the hooks run when it is there.
+    pub hook: Option<Arc<PathBuf>>,
     /// The configured profile's sandbox, resolved at load (see `runner::sandbox_template`).
     pub sandbox: Option<Arc<SandboxSpec>>,
     /// The files a bead may change only with a person's approval; None when that is off.
@@ -93,6 +95,7 @@ impl Loaded {
             config: Arc::new(config),
             prompts: Arc::new(prompts),
             formulas: Arc::new(formulas),
+            hook: crate::daemon::load::hook_bin(&catalyst).map(Arc::new),
             catalyst: Arc::new(catalyst),
             sandbox,
             workflow_files,
@@ -120,6 +123,9 @@ impl Engine {
     /// The `--settings` JSON for an agent of `role`: the hooks that ask the daemon. The same
     /// for every role, since the daemon knows the step's role when a hook asks.
     pub(super) fn hook_settings(&self, _role: crate::domain::model::Role) -> Value {
-        crate::domain::agent::settings::settings(&self.loaded.catalyst)
+        crate::domain::agent::settings::settings(
+            &self.loaded.catalyst,
+            self.loaded.hook.as_deref().map(PathBuf::as_path),
+        )
     }
 }

@@ -41,12 +41,16 @@ impl HookEvent {
     }
 }
 
-/// The `--settings` JSON for an agent: the three hooks, each running `bin hook <event>`.
-/// `PreToolUse` matches every tool and fails closed (`|| exit 2`).
-pub fn settings(bin: &Path) -> Value {
-    let exe = shell_quote(&bin.to_string_lossy());
+/// The `--settings` JSON for an agent: the three hooks, each running `hook <event>` (the small
+/// `catalyst-hook` installed beside `catalyst`) or else `bin hook <event>`. `PreToolUse` matches
+/// every tool and fails closed (`|| exit 2`).
+pub fn settings(bin: &Path, hook: Option<&Path>) -> Value {
+    let program = match hook {
+        Some(hook) => shell_quote(&hook.to_string_lossy()),
+        None => format!("{} hook", shell_quote(&bin.to_string_lossy())),
+    };
     let command = |event: HookEvent, fail_closed: bool| {
-        let mut c = format!("{exe} hook {}", event.arg());
+        let mut c = format!("{program} {}", event.arg());
         if fail_closed {
             c.push_str(" || exit 2");
         }
@@ -70,7 +74,15 @@ mod tests {
 
     #[test]
     fn settings_run_this_binary_for_each_hook() {
-        let s = settings(Path::new("/opt/it's/catalyst"));
+        let hook = settings(
+            Path::new("/opt/catalyst"),
+            Some(Path::new("/opt/catalyst-hook")),
+        );
+        assert_eq!(
+            hook["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
+            "'/opt/catalyst-hook' pre-tool-use || exit 2"
+        );
+        let s = settings(Path::new("/opt/it's/catalyst"), None);
         let pre = s["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
             .as_str()
             .unwrap_or_default();

@@ -1,5 +1,6 @@
-//! The `scale` row: `catalystd` on a 100,000-bead store: start-up against `Store::open`
-//! alone, resident memory, and CPU while idle.
+//! The `scale` row: `catalystd` on a 100,000-bead store: the first start on its journal (which
+//! compacts it) and a later start on the snapshot, against replaying the journal with
+//! `Store::open` alone; resident memory, and CPU while idle.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,15 @@ pub fn scale(quick: bool) {
         t.elapsed()
     };
     let rt = runtime();
+    let _context = rt.enter();
+    // The first start replays the journal and compacts it into a snapshot before serving.
+    let start = Instant::now();
+    let mut first = ws.catalystd().args(&["--log-level", "warn"]).spawn();
+    rt.block_on(first.call(Method::Status));
+    let first_startup = start.elapsed();
+    let first_rss = vm_kb(first.pid(), "VmRSS").unwrap_or(0);
+    rt.block_on(first.stop());
+    // Every later start loads the snapshot.
     let start = Instant::now();
     let mut daemon = ws.catalystd().args(&["--log-level", "warn"]).spawn();
     rt.block_on(daemon.call(Method::Status));
@@ -32,19 +42,36 @@ pub fn scale(quick: bool) {
     let idle_cpu = cpu_secs(daemon.pid()) - before;
     rt.block_on(daemon.kill());
     row(
-        &format!("scale: catalystd start-up, {n} beads"),
+        &format!("scale: first start on a {n}-bead journal"),
+        format!("{first_startup:.2?}"),
+        "-",
+        &format!("replaying it with Store::open alone: {replay:.2?}"),
+        first_startup.as_secs_f64() / replay.as_secs_f64(),
+    );
+    let verdict = if startup <= Duration::from_millis(500) {
+        "met"
+    } else {
+        "MISSED"
+    };
+    row(
+        &format!("scale: catalystd start-up, {n} beads (snapshot)"),
         format!("{startup:.2?}"),
-        "<= 1s",
-        &format!("Store::open alone: {replay:.2?}"),
+        &format!("<= 0.5s ({verdict})"),
+        &format!("replaying the journal with Store::open alone: {replay:.2?}"),
         startup.as_secs_f64() / replay.as_secs_f64(),
     );
-    row(
-        &format!("scale: resident memory, {n} beads"),
-        format!("{:.1} MB", rss as f64 / 1024.0),
-        "<= 200 MB",
-        "200 MB",
-        rss as f64 / 1024.0 / 200.0,
-    );
+    for (when, kb) in [
+        ("after the first start", first_rss),
+        ("on the snapshot", rss),
+    ] {
+        row(
+            &format!("scale: resident memory {when}, {n} beads"),
+            format!("{:.1} MB", kb as f64 / 1024.0),
+            "<= 200 MB",
+            "200 MB",
+            kb as f64 / 1024.0 / 200.0,
+        );
+    }
     row(
         &format!("scale: CPU while idle for {idle_secs}s"),
         format!("{:.3}s", idle_cpu),

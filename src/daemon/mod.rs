@@ -182,13 +182,26 @@ pub async fn run(
     paths: Paths,
 ) -> Result<(), DaemonError> {
     let loaded = Loaded::load(&paths)?;
-    let (store, report) = Store::open(&paths.state)?;
+    let (mut store, report) = Store::open(&paths.state)?;
     tracing::info!(
         beads = store.state().len(),
         seq = store.state().seq(),
         replayed = report.replayed,
         "store recovered"
     );
+    // Before anything is served (a subscriber follows the live journal file, which compaction
+    // replaces): the next start loads the snapshot instead of replaying.
+    if report.replayed >= crate::daemon::store::COMPACT_AFTER {
+        match store.compact() {
+            Ok(()) => tracing::info!(
+                seq = store.state().seq(),
+                "compacted the journal into a snapshot"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot compact the journal; the next start replays it")
+            }
+        }
+    }
     let repo = Repo::open(&paths.workspace, &paths.worktrees())?;
     let (workspace, target, profile) = (
         paths.workspace.clone(),

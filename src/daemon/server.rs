@@ -222,6 +222,16 @@ async fn subscribe(
     };
     send(&mut conn, &Response::ok(id, answer)).await?;
     let path = shared.engine.journal.clone();
+    let next = *seq.borrow() + 1;
+    replay_segments(
+        &mut conn,
+        &path,
+        next,
+        since,
+        bead.as_deref(),
+        types.as_deref(),
+    )
+    .await?;
     let mut journal = File::open(&path).await?;
     // Start near `since` rather than at the journal's first line: `ctl status` and `ctl watch`
     // ask for the last few events of journals of any length.
@@ -273,6 +283,49 @@ async fn subscribe(
             next = conn.next(), if !half_closed => half_closed = next.is_none(),
         }
     }
+}
+
+/// Sends the wanted events after `since` that compaction rotated out of the live journal
+/// `live` into older segments (`next`: the seq the daemon will write next, for a live journal
+/// that is still empty).
+async fn replay_segments(
+    conn: &mut Conn,
+    live: &Path,
+    next: u64,
+    since: u64,
+    bead: Option<&str>,
+    types: Option<&[String]>,
+) -> std::io::Result<()> {
+    let Some(dir) = live.parent().map(Path::to_owned) else {
+        return Ok(());
+    };
+    let live = live.to_owned();
+    let (segments, live_first) = tokio::task::spawn_blocking(move || {
+        let first = std::fs::File::open(&live).ok().and_then(|f| {
+            let mut line = Vec::new();
+            std::io::BufRead::read_until(&mut std::io::BufReader::new(f), b'\n', &mut line).ok()?;
+            seq_of(&line)
+        });
+        (crate::daemon::store::segments(&dir), first)
+    })
+    .await
+    .map_err(std::io::Error::other)?;
+    let live_first = live_first.unwrap_or(next);
+    for (i, (_, segment)) in segments.iter().enumerate() {
+        let after = segments.get(i + 1).map_or(live_first, |(first, _)| *first);
+        // Every event of this segment is at most `since`.
+        if after <= since + 1 {
+            continue;
+        }
+        let mut lines = BufReader::new(File::open(segment).await?).lines();
+        while let Some(line) = lines.next_line().await? {
+            if wanted(&line, since, bead, types) {
+                let (event, _) = crate::daemon::store::journal::unseal(&line);
+                conn.feed(event.into_owned()).await.map_err(codec_io)?;
+            }
+        }
+    }
+    conn.flush().await.map_err(codec_io)
 }
 
 /// How far back from the end [`line_before`] reads at a time.

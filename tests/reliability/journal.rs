@@ -93,3 +93,51 @@ async fn a_byte_flipped_inside_a_journal_value_is_refused_by_file_and_line() {
         "{err}"
     );
 }
+
+/// A start that replays a long journal compacts it into a snapshot before serving; the next
+/// start loads the snapshot, and a subscriber from seq 0 still gets every
+/// event, from the rotated segment and then the live journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_journal_is_compacted_at_start_and_every_event_is_still_served() {
+    use catalyst::daemon::store::{COMPACT_AFTER, SNAPSHOT_FILE};
+    use catalyst_testkit::workload;
+
+    let ws = Workspace::builder()
+        .config("default_formula = \"\"")
+        .build();
+    let n = COMPACT_AFTER + 5;
+    workload::write_journal(&ws.paths.state.join("journal.jsonl"), n);
+    let mut daemon = ws.spawn();
+    let status = daemon.call(Method::Status).await;
+    let seq = status["seq"].as_u64().expect("seq");
+    assert!(seq > n, "{status}");
+    assert!(ws.paths.state.join(SNAPSHOT_FILE).exists(), "a snapshot");
+    assert!(
+        ws.paths.state.join("journal.000000000001.jsonl").exists(),
+        "the replayed journal kept as a segment"
+    );
+    let events = daemon.events().await;
+    let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert_eq!(
+        seqs,
+        (1..=seq).collect::<Vec<_>>(),
+        "every event, once, in order"
+    );
+    assert!(events.iter().all(|e| e.get("crc").is_none()));
+
+    daemon.stop().await;
+    let daemon = ws.spawn();
+    let again = daemon.call(Method::Status).await;
+    assert_eq!(again["beads"], status["beads"], "{again}");
+    let log = daemon.stderr();
+    let replayed: u64 = log
+        .split("replayed=")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .expect("the start-up line says how many events it replayed");
+    assert!(
+        replayed < 10,
+        "the snapshot was loaded, not the journal: {log}"
+    );
+}

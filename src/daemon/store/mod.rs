@@ -44,6 +44,27 @@ pub use snapshot::SnapshotError;
 
 pub const JOURNAL_FILE: &str = "journal.jsonl";
 pub const SNAPSHOT_FILE: &str = "snapshot.jsonl";
+
+/// A start that replays at least this many journal events compacts the store before serving
+/// (see [`Store::compact`]), so the next start loads a snapshot.
+pub const COMPACT_AFTER: u64 = 10_000;
+
+/// The journal segments compaction rotated out of `dir`, oldest first, each with the seq of
+/// its first event (from its name, `journal.<first-seq>.jsonl`).
+pub fn segments(dir: &Path) -> Vec<(u64, PathBuf)> {
+    let mut found: Vec<(u64, PathBuf)> = fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            let name = path.file_name()?.to_str()?;
+            let first = name.strip_prefix("journal.")?.strip_suffix(".jsonl")?;
+            Some((first.parse().ok()?, path))
+        })
+        .collect();
+    found.sort();
+    found
+}
 /// The file [`Store::probe`] writes and removes.
 const PROBE_FILE: &str = ".write-probe";
 

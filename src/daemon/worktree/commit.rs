@@ -115,6 +115,7 @@ impl Repo {
             .ctx(|| format!("looking up commit `{commit}` to reset bead `{bead}` to"))?;
         if find_branch(&main, bead)?.is_none() {
             let branch = branch_name(bead);
+            self.stamp(&main, &branch)?;
             main.branch(&branch, &target, false)
                 .ctx(|| format!("creating branch `{branch}` at `{commit}`"))?;
         }

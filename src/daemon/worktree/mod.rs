@@ -151,7 +151,7 @@ impl Repo {
     }
 
     /// Records this store as the maker of `branch`.
-    fn stamp(&self, repo: &Repository, branch: &str) -> Result<(), GitError> {
+    pub(super) fn stamp(&self, repo: &Repository, branch: &str) -> Result<(), GitError> {
         let Some(store) = self.store.as_deref() else {
             return Ok(());
         };
@@ -247,9 +247,11 @@ impl Repo {
             }
             None => {
                 let from = target_tip(&repo, target)?;
+                // Stamped first: a daemon killed in between leaves a record without a branch,
+                // which the next creation writes again, never a branch without its record.
+                self.stamp(&repo, &branch)?;
                 repo.branch(&branch, &from, false)
                     .ctx(|| format!("creating branch `{branch}` at `{target}`"))?;
-                self.stamp(&repo, &branch)?;
                 info!(%bead, %branch, %target, commit = %from.id(), "created bead branch");
                 from.id()
             }

@@ -146,3 +146,35 @@ fn list_finds_worktrees_branches_and_leftover_folders_but_not_foreign_names() {
     }
     assert_eq!(f.repo.list().expect("list"), Vec::<BeadId>::new());
 }
+
+#[test]
+fn a_store_builds_only_on_branches_it_made() {
+    let f = Fixture::new();
+    let ours = f.repo.clone().with_store("aaaa");
+    let theirs = f.repo.clone().with_store("bbbb");
+    let (a, b, c) = (bead("cat-1"), bead("cat-2"), bead("cat-3"));
+    // Made here: built on again, also after its worktree is gone.
+    ours.create(&a, "main").expect("create");
+    fs::remove_dir_all(ours.worktree_path(&a)).expect("remove the folder");
+    ours.create(&a, "main").expect("its own branch");
+    // Made by another store: refused, naming the branch and the store.
+    theirs.create(&b, "main").expect("create");
+    fs::remove_dir_all(theirs.worktree_path(&b)).expect("remove the folder");
+    let err = ours.create(&b, "main").expect_err("another store's branch");
+    assert!(
+        err.to_string().starts_with(
+            "branch `catalyst/cat-2` was not made by this store (it was made by store bbbb)"
+        ),
+        "{err}"
+    );
+    assert!(!ours.made_here(&b) && theirs.made_here(&b));
+    // Made before store ids: taken while its worktree is in place, refused without it.
+    f.repo.create(&c, "main").expect("create");
+    ours.create(&c, "main").expect("in use: adopted");
+    assert!(ours.made_here(&c), "and recorded as this store's");
+    let d = bead("cat-4");
+    f.repo.create(&d, "main").expect("create");
+    fs::remove_dir_all(f.repo.worktree_path(&d)).expect("remove the folder");
+    let err = ours.create(&d, "main").expect_err("left over");
+    assert!(err.to_string().contains("it carries no store id"), "{err}");
+}

@@ -55,9 +55,19 @@ pub fn branch_name(bead: &BeadId) -> String {
     format!("{BRANCH_PREFIX}{bead}")
 }
 
-/// The git config key that records which store made `branch`.
-fn store_key(branch: &str) -> String {
-    format!("branch.{branch}.catalystStore")
+/// The file that records which store made `branch`: one of catalyst's own in the repository's
+/// git folder (`.git/catalyst-stores/<bead>`), which git never reads and an agent cannot write
+/// (the sandbox mounts the git folder read-only). Not git's config: libgit2 rewrites that file
+/// whole for each change, and a reader opening the repository meanwhile fails.
+fn stamp_path(repo: &Repository, branch: &str) -> PathBuf {
+    let name = branch.strip_prefix(BRANCH_PREFIX).unwrap_or(branch);
+    repo.commondir().join("catalyst-stores").join(name)
+}
+
+/// The store `branch` records, if any.
+fn stamp_of(repo: &Repository, branch: &str) -> Option<String> {
+    let text = fs::read_to_string(stamp_path(repo, branch)).ok()?;
+    Some(text.trim().to_owned()).filter(|s| !s.is_empty())
 }
 
 /// The full ref of a bead's branch: `refs/heads/catalyst/<bead>`.
@@ -142,7 +152,7 @@ impl Repo {
     }
 
     /// Makes this the repository of store `store`: each bead branch it creates records the
-    /// store in git's config (`branch.<name>.catalystStore`), and [`Repo::create`] refuses a
+    /// store (`.git/catalyst-stores/<bead>`), and [`Repo::create`] refuses a
     /// bead branch that records another store, or none (unless the bead's worktree is in
     /// place: a branch made before store ids, still in use).
     pub fn with_store(mut self, store: &str) -> Repo {
@@ -155,9 +165,14 @@ impl Repo {
         let Some(store) = self.store.as_deref() else {
             return Ok(());
         };
-        repo.config()
-            .and_then(|mut c| c.set_str(&store_key(branch), store))
-            .ctx(|| format!("recording the store of branch `{branch}`"))
+        let path = stamp_path(repo, branch);
+        let folder = path.parent().map(Path::to_owned).unwrap_or_default();
+        fs::create_dir_all(&folder).map_err(GitError::io(
+            "creating the folder of branch records",
+            folder,
+        ))?;
+        crate::daemon::fsutil::write_atomic(&path, store.as_bytes())
+            .map_err(GitError::io("recording the store of a branch in", path))
     }
 
     /// Whether the existing branch of `bead` is this store's (see [`Repo::with_store`]).
@@ -165,12 +180,7 @@ impl Repo {
         let Some(ours) = self.store.as_deref() else {
             return Ok(());
         };
-        let stamp = repo
-            .config()
-            .and_then(|mut c| c.snapshot())
-            .and_then(|c| c.get_string(&store_key(branch)))
-            .ok();
-        match stamp {
+        match stamp_of(repo, branch) {
             Some(s) if s == ours => Ok(()),
             None if self.worktree_path(bead).is_dir() => self.stamp(repo, branch),
             other => Err(GitError::NotOurs {
@@ -189,10 +199,7 @@ impl Repo {
         let Ok(repo) = self.main_repo() else {
             return false;
         };
-        repo.config()
-            .and_then(|mut c| c.snapshot())
-            .and_then(|c| c.get_string(&store_key(&branch_name(bead))))
-            .is_ok_and(|s| s == ours)
+        stamp_of(&repo, &branch_name(bead)).is_some_and(|s| s == ours)
     }
 
     /// The beads that have a branch (`catalyst/<bead>`), whoever made it: a new bead's id is
@@ -299,7 +306,10 @@ impl Repo {
         }
         let branch = branch_name(bead);
         match repo.find_branch(&branch, BranchType::Local) {
-            Ok(mut b) => b.delete().ctx(|| format!("deleting branch `{branch}`"))?,
+            Ok(mut b) => {
+                b.delete().ctx(|| format!("deleting branch `{branch}`"))?;
+                let _ = fs::remove_file(stamp_path(&repo, &branch));
+            }
             Err(e) if e.code() == ErrorCode::NotFound => {}
             Err(e) => return Err(e).ctx(|| format!("looking up branch `{branch}`")),
         }

@@ -176,24 +176,16 @@ impl Engine {
             .running
             .get(&step.id)
             .map_or(meta.attempts, |r| r.attempt);
-        let role_policy = config.role_policy(meta.role);
-        AttemptPolicy {
-            bead: meta.bead.clone(),
-            step: step.id.clone(),
-            role: meta.role,
+        let run_dir = self.paths.run_dir(&meta.bead, &meta.step, attempt);
+        AttemptPolicy::for_step(
+            config,
+            &step.id,
+            meta,
             attempt,
-            access: role_policy.access,
-            tools: role_policy
-                .tools_for(meta.tools.as_ref())
-                .map(<[String]>::to_vec),
-            worktree: self.worktree_of(step, meta),
-            target_branch: config.target_branch.clone(),
-            context: self
-                .paths
-                .run_dir(&meta.bead, &meta.step, attempt)
-                .join(crate::domain::context::CONTEXT_MD),
-            contract: self.loaded.prompts.contract().to_owned(),
-        }
+            self.worktree_of(step, meta),
+            &run_dir,
+            self.loaded.prompts.contract(),
+        )
     }
 
     /// Decisions the attempt's hooks made on their own (from the attempt's policy file), read

@@ -130,21 +130,15 @@ impl StepJob {
             template: template.to_owned(),
             vars,
         };
-        let role_policy = config.role_policy(meta.role);
-        let policy = AttemptPolicy {
-            bead: work.clone(),
-            step: step.id.clone(),
-            role: meta.role,
+        let policy = AttemptPolicy::for_step(
+            config,
+            &step.id,
+            meta,
             attempt,
-            access: role_policy.access,
-            tools: role_policy
-                .tools_for(meta.tools.as_ref())
-                .map(<[String]>::to_vec),
-            worktree: worktree.clone(),
-            target_branch: config.target_branch.clone(),
-            context: run_dir.join(context::CONTEXT_MD),
-            contract: from.prompts.contract().to_owned(),
-        };
+            worktree.clone(),
+            &run_dir,
+            from.prompts.contract(),
+        );
         let socket = attempt_socket(&run_dir);
         let mut spec = run_spec(from, bead, &step.id, meta, model, &run_dir, &socket)?;
         spec.worktree = worktree;

@@ -4,12 +4,13 @@
 //! without asking the daemon (docs/agents.md#hooks). The decisions are the pure ones of
 //! [`crate::domain::policy`] and [`crate::domain::result`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::config::Config;
 use crate::domain::id::BeadId;
-use crate::domain::model::Role;
+use crate::domain::model::{Role, StepMeta};
 use crate::domain::policy::Access;
 
 /// The name of the file in the run folder.
@@ -57,6 +58,34 @@ pub struct AttemptPolicy {
 }
 
 impl AttemptPolicy {
+    /// The policy of attempt `attempt` of `step` (its metadata `meta`) under `config`, in
+    /// `worktree`, with its run folder `run_dir`.
+    pub fn for_step(
+        config: &Config,
+        step: &BeadId,
+        meta: &StepMeta,
+        attempt: u32,
+        worktree: PathBuf,
+        run_dir: &Path,
+        contract: &str,
+    ) -> AttemptPolicy {
+        let role_policy = config.role_policy(meta.role);
+        AttemptPolicy {
+            bead: meta.bead.clone(),
+            step: step.clone(),
+            role: meta.role,
+            attempt,
+            access: role_policy.access,
+            tools: role_policy
+                .tools_for(meta.tools.as_ref())
+                .map(<[String]>::to_vec),
+            worktree,
+            target_branch: config.target_branch.clone(),
+            context: run_dir.join(crate::domain::context::CONTEXT_MD),
+            contract: contract.to_owned(),
+        }
+    }
+
     /// The step, its files and its tool policy, added to the agent's context when its session
     /// starts.
     pub fn session_text(&self) -> String {

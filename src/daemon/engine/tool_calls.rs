@@ -178,7 +178,8 @@ impl Engine {
             .map_or(meta.attempts, |r| r.attempt);
         let run_dir = self.paths.run_dir(&meta.bead, &meta.step, attempt);
         AttemptPolicy::for_step(
-            config,
+            &config.role_policy(meta.role),
+            &config.target_branch,
             &step.id,
             meta,
             attempt,

@@ -131,7 +131,8 @@ impl StepJob {
             vars,
         };
         let policy = AttemptPolicy::for_step(
-            config,
+            &config.role_policy(meta.role),
+            &config.target_branch,
             &step.id,
             meta,
             attempt,

@@ -8,10 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::config::Config;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Role, StepMeta};
-use crate::domain::policy::Access;
+use crate::domain::policy::{Access, RolePolicy};
 
 /// The name of the file in the run folder.
 pub const POLICY_FILE: &str = "policy.json";
@@ -58,10 +57,12 @@ pub struct AttemptPolicy {
 }
 
 impl AttemptPolicy {
-    /// The policy of attempt `attempt` of `step` (its metadata `meta`) under `config`, in
-    /// `worktree`, with its run folder `run_dir`.
+    /// The policy of attempt `attempt` of `step` (its metadata `meta`), under its role's
+    /// `role_policy` and `target_branch`, in `worktree`, with its run folder `run_dir`.
+    #[allow(clippy::too_many_arguments)]
     pub fn for_step(
-        config: &Config,
+        role_policy: &RolePolicy,
+        target_branch: &str,
         step: &BeadId,
         meta: &StepMeta,
         attempt: u32,
@@ -69,7 +70,6 @@ impl AttemptPolicy {
         run_dir: &Path,
         contract: &str,
     ) -> AttemptPolicy {
-        let role_policy = config.role_policy(meta.role);
         AttemptPolicy {
             bead: meta.bead.clone(),
             step: step.clone(),
@@ -80,7 +80,7 @@ impl AttemptPolicy {
                 .tools_for(meta.tools.as_ref())
                 .map(<[String]>::to_vec),
             worktree,
-            target_branch: config.target_branch.clone(),
+            target_branch: target_branch.to_owned(),
             context: run_dir.join(crate::domain::context::CONTEXT_MD),
             contract: contract.to_owned(),
         }

@@ -34,19 +34,29 @@ const WAIT: Duration = Duration::from_secs(600);
 
 /// A formula of one merge step: the agent runs, the daemon commits, fast-forwards the target
 /// and removes the worktree, the same work the floor program does.
-const ONE_STEP: &str =
-    "formula = \"one\"\n[[steps]]\nid = \"merge\"\ntitle = \"Merge\"\nrole = \"merge\"\n";
+/// One agent step, then the daemon's merge: the work of one bead of the floor.
+const ONE_STEP: &str = "formula = \"one\"
+[[steps]]
+id = \"work\"
+title = \"Work\"
+role = \"task\"
+[[steps]]
+id = \"merge\"
+title = \"Merge\"
+role = \"merge\"
+needs = [\"work\"]
+";
 
 const ROWS: [&str; 7] = [
     "overhead", "chain", "latency", "fanout", "scale", "sandbox", "hook",
 ];
 
-/// A workspace whose beads run the one-step formula, with `extra` config keys.
+/// A workspace whose beads run the `one` formula (one agent step, then the merge), with `extra` config keys.
 fn workspace(extra: &str) -> Workspace {
     workspace_with_default("one", extra)
 }
 
-/// A workspace with the one-step formula installed, `default_formula` for beads without a
+/// A workspace with the `one` formula installed, `default_formula` for beads without a
 /// formula label, and `extra` config keys. Kept after the run when `BENCH_KEEP` is set, for a
 /// look at the journal.
 fn workspace_with_default(formula: &str, extra: &str) -> Workspace {

@@ -1,4 +1,4 @@
-//! The `overhead` row: one-step beads through the daemon against the floor, the same work
+//! The `overhead` row: beads of one agent step and the merge through the daemon against the floor, the same work
 //! done for each bead without it.
 
 use std::io::Write;
@@ -23,14 +23,31 @@ pub fn overhead(quick: bool) {
     let rt = runtime();
     let floor = floor_run(&workspace("max_agents = 2"), n);
     let ws = workspace("max_agents = 2");
+    unconfine(&ws);
     let ours = rt.block_on(catalyst_run(&ws, n, 0));
     row(
-        &format!("overhead: {n} one-step beads, max_agents 2"),
+        &format!("overhead: {n} beads (one agent step, merge), max_agents 2, sandbox none"),
         format!("{:.2?}", ours),
         "<= 1.2x floor",
         &format!("same work without the daemon: {floor:.2?}"),
         ours.as_secs_f64() / floor.as_secs_f64(),
     );
+    let ws = workspace("max_agents = 2");
+    let confined = rt.block_on(catalyst_run(&ws, n, 0));
+    row(
+        &format!("overhead: the same in the default sandbox"),
+        format!("{:.2?}", confined),
+        "-",
+        &format!("same work without the daemon: {floor:.2?}"),
+        confined.as_secs_f64() / floor.as_secs_f64(),
+    );
+}
+
+/// Runs the workspace's stub agents outside the sandbox, as a config with `sandbox = "none"`
+/// does.
+fn unconfine(ws: &Workspace) {
+    let config = std::fs::read_to_string(ws.paths.config()).expect("config");
+    std::fs::write(ws.paths.config(), catalyst::cli::demo::unconfined(&config)).expect("config");
 }
 
 /// Submits `n` beads through the socket, with `subscribers` clients following every event,

@@ -21,10 +21,14 @@ use crate::{beads, count_events, row, runtime, stop, workspace};
 pub fn overhead(quick: bool) {
     let n = if quick { 50 } else { 500 };
     let rt = runtime();
+    let cpu = Cpu::now();
     let floor = floor_run(&workspace("max_agents = 2"), n);
+    let floor_cpu = cpu.since();
     let ws = workspace("max_agents = 2");
     unconfine(&ws);
+    let cpu = Cpu::now();
     let ours = rt.block_on(catalyst_run(&ws, n, 0));
+    let ours_cpu = cpu.since();
     row(
         &format!("overhead: {n} beads (one agent step, merge), max_agents 2, sandbox none"),
         format!("{:.2?}", ours),
@@ -32,8 +36,18 @@ pub fn overhead(quick: bool) {
         &format!("same work without the daemon: {floor:.2?}"),
         ours.as_secs_f64() / floor.as_secs_f64(),
     );
+    let per_bead = |d: Duration| d.as_secs_f64() * 1e3 / n as f64;
+    row(
+        "overhead: CPU per bead (all processes, user + system), sandbox none",
+        format!("{:.2}ms", per_bead(ours_cpu)),
+        "-",
+        &format!("the floor: {:.2}ms", per_bead(floor_cpu)),
+        ours_cpu.as_secs_f64() / floor_cpu.as_secs_f64(),
+    );
     let ws = workspace("max_agents = 2");
+    let cpu = Cpu::now();
     let confined = rt.block_on(catalyst_run(&ws, n, 0));
+    let confined_cpu = cpu.since();
     row(
         &format!("overhead: the same in the default sandbox"),
         format!("{:.2?}", confined),
@@ -41,6 +55,35 @@ pub fn overhead(quick: bool) {
         &format!("same work without the daemon: {floor:.2?}"),
         confined.as_secs_f64() / floor.as_secs_f64(),
     );
+    row(
+        "overhead: CPU per bead in the default sandbox",
+        format!("{:.2}ms", per_bead(confined_cpu)),
+        "-",
+        &format!("the floor: {:.2}ms", per_bead(floor_cpu)),
+        confined_cpu.as_secs_f64() / floor_cpu.as_secs_f64(),
+    );
+}
+
+/// CPU time used so far by this process and the children it has waited for (the agents, the
+/// hooks they ran, git), user and system.
+struct Cpu(Duration);
+
+impl Cpu {
+    fn now() -> Cpu {
+        use nix::sys::resource::{getrusage, UsageWho};
+        let used = |who| {
+            let u = getrusage(who).expect("getrusage");
+            let tv = |t: nix::sys::time::TimeVal| {
+                Duration::new(t.tv_sec() as u64, t.tv_usec() as u32 * 1000)
+            };
+            tv(u.user_time()) + tv(u.system_time())
+        };
+        Cpu(used(UsageWho::RUSAGE_SELF) + used(UsageWho::RUSAGE_CHILDREN))
+    }
+
+    fn since(&self) -> Duration {
+        Cpu::now().0.saturating_sub(self.0)
+    }
 }
 
 /// Runs the workspace's stub agents outside the sandbox, as a config with `sandbox = "none"`

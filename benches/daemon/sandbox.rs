@@ -26,6 +26,7 @@ fn spec(dir: &Path, sandbox: Option<SandboxSpec>) -> RunSpec {
         grace: Duration::from_secs(1),
         output_cap: 1 << 20,
         max_processes: None,
+        nice: 0,
         sandbox,
     }
 }

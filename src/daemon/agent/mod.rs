@@ -78,6 +78,8 @@ pub struct RunSpec {
     /// The most processes (threads included) the attempt may have at once, enforced by a
     /// control group where the machine has one (see [`crate::daemon::cgroup`]); `None`: no limit.
     pub max_processes: Option<u32>,
+    /// The niceness the agent's processes run at (0: the daemon's).
+    pub nice: u32,
 }
 
 /// How one attempt is confined (see [`crate::domain::agent::sandbox`]).

@@ -116,6 +116,7 @@ async fn start(spec: &RunSpec) -> Result<Running, StartError> {
         .process_group(0)
         .kill_on_drop(true);
     spawn::die_with_parent(&mut command);
+    spawn::nice(&mut command, spec.nice);
     let limit = spec.max_processes.and_then(process_limit);
     if let Some(group) = &limit {
         group.enter(&mut command);

@@ -113,6 +113,35 @@ pub(crate) fn die_with_parent(command: &mut Command) {
     }
 }
 
+/// Lowers the child's scheduling priority by `nice` (as `nice -n`) before it executes
+/// anything, so every process it starts inherits it. `0` leaves it as the daemon's.
+pub(crate) fn nice(command: &mut Command, nice: u32) {
+    let Ok(nice) = nix::libc::c_int::try_from(nice) else {
+        return;
+    };
+    if nice == 0 {
+        return;
+    }
+    // The cast: `PRIO_PROCESS`'s type differs between C libraries.
+    #[allow(clippy::unnecessary_cast)]
+    let which = nix::libc::PRIO_PROCESS as _;
+    // Relative to the daemon's own niceness (-1 is also the error value, which then counts as
+    // a niceness of -1: one step less nice than asked, never more).
+    // SAFETY: `getpriority` reads the calling process's niceness; no memory is involved.
+    let own = unsafe { nix::libc::getpriority(which, 0) };
+    let target = own.saturating_add(nice).min(19);
+    // SAFETY: the closure runs in the forked child before exec and makes one
+    // async-signal-safe system call; it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if nix::libc::setpriority(which, 0, target) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// No parent-death signal outside Linux: agents outlive a daemon killed with SIGKILL there,
 /// and are reaped by [`super::kill_leftover_group`] when it restarts.
 #[cfg(not(target_os = "linux"))]

@@ -266,6 +266,7 @@ impl Engine {
             grace: config.grace(),
             output_cap: config.output_cap_bytes,
             max_processes: config.process_limit(),
+            nice: config.agent_nice,
             reset_to: meta.reset_to.clone(),
         };
         let cancel = self.tasks.agents.child_token();

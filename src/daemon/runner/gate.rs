@@ -32,6 +32,8 @@ pub struct GateJob {
     pub output_cap: u64,
     /// The most processes the gate's commands may have at once (`max_processes`).
     pub max_processes: Option<u32>,
+    /// The niceness its commands run at (`agent_nice`).
+    pub nice: u32,
     pub reset_to: Option<String>,
 }
 
@@ -145,6 +147,7 @@ fn command_spec(job: &GateJob, n: usize, command: &str, left: Duration) -> RunSp
         output_cap: job.output_cap,
         sandbox: None,
         max_processes: job.max_processes,
+        nice: job.nice,
     }
 }
 

@@ -234,6 +234,7 @@ fn run_spec(
         output_cap: config.output_cap_bytes,
         sandbox,
         max_processes: config.process_limit(),
+        nice: config.agent_nice,
     })
 }
 

@@ -78,6 +78,10 @@ pub struct Config {
     /// The most processes (threads included) one agent attempt or gate may have at once,
     /// enforced by a control group where the machine offers one. `0`: no limit.
     pub max_processes: u32,
+    /// The scheduling niceness of agents and gates (0–19, as `nice`): their processes yield
+    /// the CPU to the daemon's own work, so answers and dispatches stay prompt while agents
+    /// build. `0`: the daemon's own priority.
+    pub agent_nice: u32,
     /// Tool policies by agent role, replacing the built-in ones (`refine` and `review`
     /// read-only with `Read Grep Glob Bash`, the others writing inside the worktree).
     pub tool_policy: BTreeMap<Role, RolePolicy>,
@@ -129,6 +133,7 @@ impl Default for Config {
             budget_usd: DEFAULT_BUDGET_USD,
             max_turns: DEFAULT_MAX_TURNS,
             max_processes: DEFAULT_MAX_PROCESSES,
+            agent_nice: DEFAULT_AGENT_NICE,
             tool_policy: BTreeMap::new(),
             catalyst_bin: None,
             beads: crate::domain::beads::BeadsConfig::default(),
@@ -172,6 +177,9 @@ pub const DEFAULT_MAX_TURNS: u32 = 100;
 /// The default process limit of one attempt: room for an agent CLI, its shells and a parallel
 /// build (threads count too), far below a machine's process table.
 pub const DEFAULT_MAX_PROCESSES: u32 = 1024;
+
+/// Agents and gates run at this niceness unless the config says otherwise.
+pub const DEFAULT_AGENT_NICE: u32 = 10;
 
 impl Config {
     /// The budget of one bead, unless it is off (`budget_usd = 0`).
@@ -268,7 +276,7 @@ impl Config {
     /// Every number in its range: a value out of it is refused by name (a reload keeps the old
     /// config), never left to overflow a deadline or mean nothing.
     fn check_ranges(&self) -> Result<(), String> {
-        let ranges: [(&str, u64, u64, u64); 15] = [
+        let ranges: [(&str, u64, u64, u64); 16] = [
             ("max_agents", self.max_agents as u64, 1, 1024),
             ("agent_timeout_secs", self.agent_timeout_secs, 1, MAX_SECS),
             ("stall_timeout_secs", self.stall_timeout_secs, 1, MAX_SECS),
@@ -292,6 +300,7 @@ impl Config {
             ),
             ("max_turns", self.max_turns.into(), 0, 100_000),
             ("max_processes", self.max_processes.into(), 0, 1 << 22),
+            ("agent_nice", self.agent_nice.into(), 0, 19),
             (
                 "router.max_attempts",
                 self.router.max_attempts.into(),

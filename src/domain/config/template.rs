@@ -105,6 +105,11 @@ pub const KEYS: &[Key] = &[
         "processes (threads too) one agent attempt or gate may have at once; 0 turns it off",
     ),
     key(
+        "agent_nice",
+        "scheduling niceness of agents and gates (0-19): they yield the CPU to the daemon's \
+         own work; 0 runs them at the daemon's priority",
+    ),
+    key(
         "workflow_files",
         "`.gitignore`-like patterns of the files that decide what the daemon runs: a bead \
          changing one waits for `ctl approve` before its merge; `[]` turns this off",

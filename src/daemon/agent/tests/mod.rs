@@ -75,6 +75,7 @@ impl Fixture {
             grace: Duration::from_secs(5),
             output_cap: 1024 * 1024,
             max_processes: None,
+            nice: 0,
             sandbox: None,
         }
     }

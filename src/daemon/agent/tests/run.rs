@@ -31,6 +31,37 @@ async fn prompt_arrives_on_stdin_and_in_prompt_md() {
     assert!(!report.truncated);
 }
 
+/// The niceness field of a `/proc/<pid>/stat` line (after the command name, which may hold
+/// spaces and parentheses).
+fn niceness(stat: &str) -> i32 {
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .expect("stat line")
+        .1
+        .split_whitespace()
+        .collect();
+    fields[16].parse().expect("niceness")
+}
+
+#[tokio::test]
+async fn agents_run_less_nice_than_the_daemon_by_agent_nice() {
+    let fx = Fixture::new();
+    // The agent's own process and a process it starts: both yield to the daemon.
+    let mut spec = fx.spec(
+        OutputFormat::Text,
+        "read -r own < /proc/$$/stat; child=$(cat /proc/self/stat); printf '%s\\n%s\\n' \"$own\" \"$child\"",
+    );
+    spec.nice = 7;
+    let report = run_now(spec).await;
+    let daemon = niceness(&std::fs::read_to_string("/proc/self/stat").expect("stat"));
+    let message = report.final_message.expect("output");
+    let lines: Vec<&str> = message.lines().collect();
+    assert_eq!(lines.len(), 2, "{message}");
+    let want = (daemon + 7).min(19);
+    assert_eq!(niceness(lines[0]), want, "the agent: {message}");
+    assert_eq!(niceness(lines[1]), want, "its child: {message}");
+}
+
 #[tokio::test]
 async fn env_arrives_with_the_step_winning_over_the_profile() {
     let fx = Fixture::new();

@@ -49,7 +49,7 @@ pub fn overhead(quick: bool) {
     let confined = rt.block_on(catalyst_run(&ws, n, 0));
     let confined_cpu = cpu.since();
     row(
-        &format!("overhead: the same in the default sandbox"),
+        "overhead: the same in the default sandbox",
         format!("{:.2?}", confined),
         "-",
         &format!("same work without the daemon: {floor:.2?}"),

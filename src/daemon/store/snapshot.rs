@@ -83,6 +83,7 @@ pub fn read(path: &Path) -> Result<Option<State>, SnapshotError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err(e)),
     };
+    let file_len = file.metadata().map_err(io_err)?.len();
     let mut lines = BufReader::with_capacity(1 << 20, file).split(b'\n');
     let first = lines
         .next()
@@ -100,6 +101,9 @@ pub fn read(path: &Path) -> Result<Option<State>, SnapshotError> {
         ));
     }
     let mut state = State::default();
+    // The header's count, bounded by what the file could hold (a bead line is longer than 64
+    // bytes), so a damaged header cannot ask for more memory than the file justifies.
+    state.reserve(usize::try_from(header.beads.min(file_len / 64)).unwrap_or(0));
     let mut count = 0u64;
     for (i, line) in lines.enumerate() {
         let line = line.map_err(io_err)?;

@@ -182,6 +182,13 @@ impl State {
         self.graph.recompute();
     }
 
+    /// Room for `n` more beads, allocated at once: loading a store bead by bead would otherwise
+    /// copy its tables into fresh memory at every doubling (most of a snapshot start's time
+    /// went to the kernel zeroing those pages).
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.graph.reserve(n);
+    }
+
     /// Adds beads read from a snapshot or an import without per-bead propagation; call
     /// [`State::recompute_readiness`] afterwards.
     pub(crate) fn load_bead(&mut self, bead: Bead) -> Result<(), ApplyError> {

@@ -132,6 +132,13 @@ pub(crate) struct Graph {
 }
 
 impl Graph {
+    /// Room for `n` more beads, allocated once instead of by doubling.
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.nodes.reserve_exact(n);
+        self.order.reserve_exact(n);
+        self.slots.reserve(n);
+    }
+
     pub(crate) fn slot(&self, id: &str) -> Option<Slot> {
         self.slots.get(id).copied()
     }

@@ -242,6 +242,23 @@ fn snapshot_lines_are_beads_export_lines() {
 }
 
 #[test]
+fn a_snapshot_header_claiming_more_beads_than_its_file_holds_is_corrupt_not_an_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = populated(dir.path());
+    store.compact().unwrap();
+    drop(store);
+    let path = dir.path().join(SNAPSHOT_FILE);
+    let text = fs::read_to_string(&path).unwrap();
+    let (header, rest) = text.split_once('\n').unwrap();
+    let mut header: serde_json::Value = serde_json::from_str(header).unwrap();
+    // Room for that many beads would be far more memory than any machine has.
+    header["beads"] = serde_json::json!(u64::MAX / 2);
+    fs::write(&path, format!("{header}\n{rest}")).unwrap();
+    let err = Store::open(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("snapshot.jsonl"), "{err}");
+}
+
+#[test]
 fn a_journal_changed_under_the_daemon_is_not_written_on() {
     for change in ["truncate", "replace", "remove"] {
         let (dir, mut store) = open_store();

@@ -92,6 +92,10 @@ pub struct StatusAnswer {
     pub ready: u64,
     pub running: Vec<RunningStep>,
     pub seq: u64,
+    /// How many times the daemon fsynced the journal since it started: inputs that arrive
+    /// together share one (`seq` counts the events).
+    #[serde(default)]
+    pub journal_syncs: u64,
     /// Step beads, of every status.
     pub steps: u64,
     pub stopping: bool,

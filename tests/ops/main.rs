@@ -3,6 +3,7 @@
 //! the real binaries as subprocesses.
 
 mod beads;
+mod journal;
 mod notify;
 mod setup;
 mod signals;

@@ -373,6 +373,7 @@ mod tests {
             ready: 0,
             running: vec![],
             seq,
+            journal_syncs: 0,
             steps: 0,
             stopping: false,
             storage_error: None,

@@ -130,12 +130,19 @@ impl Engine {
             argv: writeback::render(template, &bead.id, &bead.status, reason),
             retry: std::time::Duration::from_secs(config.retry_secs),
         };
-        let tx = self.tasks.writeback.get_or_insert_with(|| {
-            writeback::spawn(self.paths.workspace.clone(), self.tasks.tx.clone())
+        let tx = self
+            .tasks
+            .writeback
+            .get_or_insert_with(|| {
+                writeback::spawn(self.paths.workspace.clone(), self.tasks.tx.clone())
+            })
+            .clone();
+        let id = bead.id.clone();
+        self.tasks.after_sync(move || {
+            if tx.send(job).is_err() {
+                tracing::error!(bead = %id, "the write-back task is gone; the status is written back after a restart");
+            }
         });
-        if tx.send(job).is_err() {
-            tracing::error!(bead = %bead.id, "the write-back task is gone; the status is written back after a restart");
-        }
     }
 
     pub(super) fn writeback_done(&mut self, report: Report) -> Result<(), EngineError> {

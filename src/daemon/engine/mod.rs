@@ -84,24 +84,51 @@ struct Tasks {
     agents: CancellationToken,
     /// Write-backs to beads, started with the first one.
     writeback: Option<mpsc::UnboundedSender<writeback::Job>>,
+    /// While the engine handles a batch of inputs whose events share one fsync: the effects
+    /// of those events (tasks, answers, write-backs), started once the fsync is done.
+    held: Option<Effects>,
 }
 
+/// Effects held until the events they follow from are durable.
+#[derive(Default)]
+struct Effects(Vec<Box<dyn FnOnce() + Send>>);
+
+impl std::fmt::Debug for Effects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} effects held", self.0.len())
+    }
+}
+
+/// The most inputs handled before their events are synced together.
+const MAX_BATCH: usize = 64;
+
 impl Tasks {
+    /// Runs `effect` once what was recorded before it is durable: at once, or at the end of
+    /// the batch being handled.
+    fn after_sync(&mut self, effect: impl FnOnce() + Send + 'static) {
+        match &mut self.held {
+            Some(held) => held.0.push(Box::new(effect)),
+            None => effect(),
+        }
+    }
+
     /// Runs `work` on a blocking thread and sends what it returns to the engine. A task whose
     /// engine is gone has no one to tell: the daemon is stopping, and the next start looks
     /// again at whatever the task left.
     /// `panicked` says what to report when `work` panics.
-    fn blocking<F, P>(&self, work: F, panicked: P)
+    fn blocking<F, P>(&mut self, work: F, panicked: P)
     where
         F: FnOnce() -> Input + Send + 'static,
         P: FnOnce(tokio::task::JoinError) -> Input + Send + 'static,
     {
-        let tx = self.tx.clone();
-        self.tracker.spawn(async move {
-            let input = tokio::task::spawn_blocking(work)
-                .await
-                .unwrap_or_else(panicked);
-            let _ = tx.send(input).await;
+        let (tx, tracker) = (self.tx.clone(), self.tracker.clone());
+        self.after_sync(move || {
+            tracker.spawn(async move {
+                let input = tokio::task::spawn_blocking(work)
+                    .await
+                    .unwrap_or_else(panicked);
+                let _ = tx.send(input).await;
+            });
         });
     }
 }
@@ -110,16 +137,18 @@ impl Tasks {
     /// Runs an attempt in a task of its own and sends its end to the engine. An attempt whose
     /// task panics ends as a failure with the panic's message (from `failed`), so its slot is
     /// freed and the step is retried like any failure, never left running for good.
-    fn attempt<F>(&self, run: F, failed: impl FnOnce(String) -> StepDone + Send + 'static)
+    fn attempt<F>(&mut self, run: F, failed: impl FnOnce(String) -> StepDone + Send + 'static)
     where
         F: std::future::Future<Output = StepDone> + Send + 'static,
     {
-        let tx = self.tx.clone();
-        self.tracker.spawn(async move {
-            let done = caught(run, failed).await;
-            // The engine is gone only when the daemon is stopping; the journal then says the
-            // step was running, and the next start re-runs it.
-            let _ = tx.send(Input::StepDone(Box::new(done))).await;
+        let (tx, tracker) = (self.tx.clone(), self.tracker.clone());
+        self.after_sync(move || {
+            tracker.spawn(async move {
+                let done = caught(run, failed).await;
+                // The engine is gone only when the daemon is stopping; the journal then says
+                // the step was running, and the next start re-runs it.
+                let _ = tx.send(Input::StepDone(Box::new(done))).await;
+            });
         });
     }
 }
@@ -254,6 +283,7 @@ impl Engine {
                 tracker,
                 agents: CancellationToken::new(),
                 writeback: None,
+                held: None,
             },
             storage: Default::default(),
             git: Default::default(),
@@ -304,20 +334,32 @@ impl Engine {
         self.resume_writebacks();
         loop {
             let wake = self.next_wake();
+            // Inputs that arrive together share one fsync: their events are written as they
+            // are decided, synced once, and only then does anything follow from them.
+            self.begin_batch();
             tokio::select! {
                 () = stop.cancelled(), if !self.stopping => self.begin_stop(),
                 input = rx.recv() => match input {
                     Some(input) => self.handle(input),
-                    None => break,
+                    None => {
+                        self.end_batch();
+                        break;
+                    }
                 },
                 () = sleep_until(wake), if wake.is_some() => self.on_timer(),
             }
-            if self.stopping {
-                if self.running.is_empty() && self.git.merging.is_empty() {
-                    break;
+            for _ in 1..MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(input) => self.handle(input),
+                    Err(_) => break,
                 }
-            } else {
+            }
+            if !self.stopping {
                 self.schedule();
+            }
+            self.end_batch();
+            if self.stopping && self.running.is_empty() && self.git.merging.is_empty() {
+                break;
             }
         }
         let _ = self.record(vec![EventBody::DaemonStopping {
@@ -348,7 +390,9 @@ impl Engine {
             Input::Request { method, reply } => {
                 let answer = self.request(method);
                 // A client that hung up does not need its answer.
-                let _ = reply.send(answer);
+                self.tasks.after_sync(move || {
+                    let _ = reply.send(answer);
+                });
             }
             Input::StepDone(done) => {
                 let result = self.step_done(&done);
@@ -375,7 +419,10 @@ impl Engine {
             Input::Reload => self.start_reload(None),
             Input::Reloaded { loaded, reply } => self.reloaded(loaded, reply),
             Input::Summary(reply) => {
-                let _ = reply.send(self.counts());
+                let counts = self.counts();
+                self.tasks.after_sync(move || {
+                    let _ = reply.send(counts);
+                });
             }
             Input::BeadsFile(beads) => {
                 let _ = self.ingest_watched(beads);
@@ -438,7 +485,9 @@ impl Engine {
             }
         };
         if let Some(reply) = reply {
-            let _ = reply.send(answer);
+            self.tasks.after_sync(move || {
+                let _ = reply.send(answer);
+            });
         }
     }
 

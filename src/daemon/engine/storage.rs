@@ -52,6 +52,37 @@ impl Storage {
 }
 
 impl Engine {
+    /// Starts a batch: events recorded from now on are written without waiting for their
+    /// fsync, and what follows from them is held until [`Engine::end_batch`].
+    pub(super) fn begin_batch(&mut self) {
+        if self.tasks.held.is_some() {
+            return;
+        }
+        if let Err(e) = self.store.defer_sync(true) {
+            tracing::warn!(error = %e, "cannot defer the journal's fsync; syncing each group");
+            return;
+        }
+        self.tasks.held = Some(super::Effects::default());
+    }
+
+    /// Ends a batch: one fsync makes its events durable, then the seq is published and the
+    /// held effects start. A journal that cannot be synced has lost writes the state already
+    /// holds (and the kernel may have dropped them): the daemon stops at once, and the next
+    /// start recovers from what the disk has.
+    pub(super) fn end_batch(&mut self) {
+        let Some(held) = self.tasks.held.take() else {
+            return;
+        };
+        if let Err(e) = self.store.defer_sync(false) {
+            tracing::error!(error = %e, "cannot make the journal durable; stopping now, the next start recovers from what is on disk");
+            std::process::abort();
+        }
+        self.seq.send_replace(self.store.state().seq());
+        for effect in held.0 {
+            effect();
+        }
+    }
+
     /// Writes a group of events and publishes the new seq. A refused group is a bug (events
     /// are built from the state they are checked against) and is logged; a failed write sets
     /// the storage error, which stops dispatching and arms a timer that looks again.
@@ -64,7 +95,10 @@ impl Engine {
                 if self.storage.error.take().is_some() {
                     tracing::info!("the journal is writable again; dispatching resumes");
                 }
-                self.seq.send_replace(self.store.state().seq());
+                // Subscribers read up to this seq: published once the events are durable.
+                if self.tasks.held.is_none() {
+                    self.seq.send_replace(self.store.state().seq());
+                }
                 self.queue_writebacks(&events);
                 Ok(events)
             }

@@ -29,6 +29,12 @@ pub struct Journal {
     cut_pending: bool,
     /// The file's device and inode: a file put in its place under the daemon is noticed.
     identity: (u64, u64),
+    /// Appends leave their fsync to [`Journal::sync`] (several groups, one fsync).
+    deferred: bool,
+    /// Bytes were written since the last fsync.
+    unsynced: bool,
+    /// How many times the journal was fsynced since it was opened.
+    syncs: u64,
 }
 
 impl Journal {
@@ -56,6 +62,9 @@ impl Journal {
             len,
             cut_pending: false,
             identity: (meta.dev(), meta.ino()),
+            deferred: false,
+            unsynced: false,
+            syncs: 0,
         })
     }
 
@@ -93,9 +102,37 @@ impl Journal {
         self.next_seq
     }
 
-    /// Appends a group of events with one write and one fsync. On success every event is
-    /// durable; on failure (a full disk, an I/O error) the file is cut back to where it was, so
-    /// that no partial group stays behind, and nothing is numbered.
+    /// From now on, appends do not wait for their fsync: [`Journal::sync`] makes everything
+    /// written durable at once (a group commit of several groups). `false` syncs what is
+    /// pending first.
+    pub fn defer_sync(&mut self, deferred: bool) -> io::Result<()> {
+        self.deferred = deferred;
+        if deferred {
+            Ok(())
+        } else {
+            self.sync()
+        }
+    }
+
+    /// Makes every group written so far durable (one fsync, if anything is pending).
+    pub fn sync(&mut self) -> io::Result<()> {
+        if self.unsynced {
+            self.file.sync_data()?;
+            self.unsynced = false;
+            self.syncs += 1;
+        }
+        Ok(())
+    }
+
+    /// How many times the journal was fsynced since it was opened.
+    pub fn syncs(&self) -> u64 {
+        self.syncs
+    }
+
+    /// Appends a group of events with one write and one fsync (unless the fsync is deferred,
+    /// see [`Journal::defer_sync`]). On success every event is durable (or will be at the next
+    /// [`Journal::sync`]); on failure (a full disk, an I/O error) the file is cut back to
+    /// where it was, so that no partial group stays behind, and nothing is numbered.
     pub fn append(&mut self, bodies: Vec<EventBody>, ts: Timestamp) -> io::Result<Vec<Event>> {
         let count = bodies.len();
         let mut events = Vec::with_capacity(count);
@@ -117,10 +154,14 @@ impl Journal {
             self.cut_back()?;
         }
         self.check_unchanged()?;
-        let written = self
-            .file
-            .write_all(&buf)
-            .and_then(|()| self.file.sync_data());
+        let written = self.file.write_all(&buf).and_then(|()| {
+            if self.deferred {
+                self.unsynced = true;
+                Ok(())
+            } else {
+                self.file.sync_data().map(|()| self.syncs += 1)
+            }
+        });
         if let Err(e) = written {
             // If even this fails, replay drops the partial group as torn, and the next append
             // tries the cut again before writing.

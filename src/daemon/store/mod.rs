@@ -202,6 +202,28 @@ impl Store {
         Ok(events)
     }
 
+    /// Lets commits write without waiting for their fsync until [`Store::sync`] (`true`), or
+    /// syncs what is pending and goes back to one fsync per commit (`false`). The state
+    /// applies deferred commits at once: whoever defers holds back every effect of them
+    /// until the sync.
+    pub fn defer_sync(&mut self, deferred: bool) -> Result<(), StoreError> {
+        self.journal
+            .defer_sync(deferred)
+            .map_err(StoreError::io("cannot sync", self.journal.path()))
+    }
+
+    /// Makes every commit so far durable with one fsync.
+    pub fn sync(&mut self) -> Result<(), StoreError> {
+        self.journal
+            .sync()
+            .map_err(StoreError::io("cannot sync", self.journal.path()))
+    }
+
+    /// How many times the live journal was fsynced since it was opened.
+    pub fn syncs(&self) -> u64 {
+        self.journal.syncs()
+    }
+
     /// Checks that the state folder takes a durable write again after a failed append: writes,
     /// syncs and removes a small file next to the journal. The engine's storage retry timer
     /// calls it before handling again what it could not record.

@@ -140,6 +140,7 @@ impl Engine {
                 .count() as u64,
             running,
             seq: self.store.state().seq(),
+            journal_syncs: self.store.syncs(),
             steps,
             stopping: self.stopping,
             storage_error: self.storage.error.clone(),

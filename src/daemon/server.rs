@@ -244,19 +244,33 @@ async fn subscribe(
     let mut partial = String::new();
     let mut caught_up = false;
     let mut half_closed = false;
+    // A complete line the engine has not published yet (written, not yet synced).
+    let mut held: Option<String> = None;
     loop {
-        // Read whatever complete lines the journal has now.
+        let durable = *seq.borrow();
+        // Read whatever complete lines the journal has now, up to the last durable event.
         loop {
-            let mut line = String::new();
-            let n = file.read_line(&mut line).await?;
-            if n == 0 {
+            let full = match held.take() {
+                Some(line) => line,
+                None => {
+                    let mut line = String::new();
+                    let n = file.read_line(&mut line).await?;
+                    if n == 0 {
+                        break;
+                    }
+                    partial.push_str(&line);
+                    if !partial.ends_with('\n') {
+                        continue;
+                    }
+                    std::mem::take(&mut partial)
+                }
+            };
+            // Events of a batch are written as they are decided and synced together: a
+            // subscriber sees them once the engine publishes their seq, never before.
+            if seq_of(full.as_bytes()).is_some_and(|s| s > durable) {
+                held = Some(full);
                 break;
             }
-            partial.push_str(&line);
-            if !partial.ends_with('\n') {
-                continue;
-            }
-            let full = std::mem::take(&mut partial);
             // Once past `since`, an unfiltered subscription passes every line without parsing
             // it: with many subscribers that parse is most of the fan-out's cost.
             let pass = caught_up && bead.is_none() && types.is_none();

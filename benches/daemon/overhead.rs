@@ -88,7 +88,7 @@ impl Cpu {
 
 /// Runs the workspace's stub agents outside the sandbox, as a config with `sandbox = "none"`
 /// does.
-fn unconfine(ws: &Workspace) {
+pub fn unconfine(ws: &Workspace) {
     let config = std::fs::read_to_string(ws.paths.config()).expect("config");
     std::fs::write(ws.paths.config(), catalyst::cli::demo::unconfined(&config)).expect("config");
 }

@@ -81,15 +81,15 @@ fn formula_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// The `catalyst` binary for hook commands: `catalyst_bin`, else a `catalyst` next to the
-/// running executable (`catalystd` and `catalyst` are installed together; the demo runs
-/// inside `catalyst` itself), else the first `catalyst` on `PATH`, else the bare name.
 /// `catalyst-hook` beside the `catalyst` binary `catalyst`, when it is there: the hooks run it
 /// (it starts in about half the time).
 pub fn hook_bin(catalyst: &Path) -> Option<PathBuf> {
     Some(catalyst.parent()?.join("catalyst-hook")).filter(|p| p.is_file())
 }
 
+/// The `catalyst` binary for hook commands: `catalyst_bin`, else a `catalyst` next to the
+/// running executable (`catalystd` and `catalyst` are installed together; the demo runs
+/// inside `catalyst` itself), else the first `catalyst` on `PATH`, else the bare name.
 pub fn catalyst_bin(config: &Config) -> PathBuf {
     if let Some(bin) = &config.catalyst_bin {
         return bin.clone();

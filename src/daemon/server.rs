@@ -21,6 +21,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::daemon::engine::EngineHandle;
 use crate::daemon::runlog;
+use crate::daemon::store::journal::seq_of;
+use crate::daemon::store::Segments;
 use crate::daemon::wire::{codec_io, send, Conn, Line, RequestLines};
 use crate::daemon::Paths;
 use crate::protocol::{
@@ -222,11 +224,9 @@ async fn subscribe(
     };
     send(&mut conn, &Response::ok(id, answer)).await?;
     let path = shared.engine.journal.clone();
-    let next = *seq.borrow() + 1;
     replay_segments(
         &mut conn,
-        &path,
-        next,
+        &shared.engine.segments,
         since,
         bead.as_deref(),
         types.as_deref(),
@@ -300,33 +300,19 @@ async fn subscribe(
 }
 
 /// Sends the wanted events after `since` that compaction rotated out of the live journal
-/// `live` into older segments (`next`: the seq the daemon will write next, for a live journal
-/// that is still empty).
+/// into older `segments`.
 async fn replay_segments(
     conn: &mut Conn,
-    live: &Path,
-    next: u64,
+    segments: &Segments,
     since: u64,
     bead: Option<&str>,
     types: Option<&[String]>,
 ) -> std::io::Result<()> {
-    let Some(dir) = live.parent().map(Path::to_owned) else {
-        return Ok(());
-    };
-    let live = live.to_owned();
-    let (segments, live_first) = tokio::task::spawn_blocking(move || {
-        let first = std::fs::File::open(&live).ok().and_then(|f| {
-            let mut line = Vec::new();
-            std::io::BufRead::read_until(&mut std::io::BufReader::new(f), b'\n', &mut line).ok()?;
-            seq_of(&line)
-        });
-        (crate::daemon::store::segments(&dir), first)
-    })
-    .await
-    .map_err(std::io::Error::other)?;
-    let live_first = live_first.unwrap_or(next);
-    for (i, (_, segment)) in segments.iter().enumerate() {
-        let after = segments.get(i + 1).map_or(live_first, |(first, _)| *first);
+    let rotated = &segments.rotated;
+    for (i, (_, segment)) in rotated.iter().enumerate() {
+        let after = rotated
+            .get(i + 1)
+            .map_or(segments.live_first, |(first, _)| *first);
         // Every event of this segment is at most `since`.
         if after <= since + 1 {
             continue;
@@ -376,13 +362,6 @@ fn line_before(file: &mut std::fs::File, since: u64) -> std::io::Result<u64> {
         end = start;
     }
     Ok(0)
-}
-
-/// The seq a journal line starts with (`{"seq":N,…`), as the journal writes it.
-fn seq_of(line: &[u8]) -> Option<u64> {
-    let rest = line.strip_prefix(b"{\"seq\":")?;
-    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
 }
 
 /// Whether a journal line passes a subscription's filters.

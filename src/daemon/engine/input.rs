@@ -95,6 +95,9 @@ pub struct EngineHandle {
     pub tx: mpsc::Sender<Input>,
     pub seq: watch::Receiver<u64>,
     pub journal: PathBuf,
+    /// The rotated journal segments and where the live one starts, for subscribers asking for
+    /// older events (fixed once the engine starts: compaction runs only before).
+    pub segments: Arc<crate::daemon::store::Segments>,
 }
 
 /// How an attempt's socket asks the engine about a hook call (see

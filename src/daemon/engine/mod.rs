@@ -271,6 +271,7 @@ impl Engine {
             tx: tx.clone(),
             seq: seq_rx,
             journal: store.journal_path().to_owned(),
+            segments: std::sync::Arc::new(store.segments()),
         };
         let engine = Engine {
             paths,

@@ -55,14 +55,8 @@ impl Engine {
     /// Starts a batch: events recorded from now on are written without waiting for their
     /// fsync, and what follows from them is held until [`Engine::end_batch`].
     pub(super) fn begin_batch(&mut self) {
-        if self.tasks.held.is_some() {
-            return;
-        }
-        if let Err(e) = self.store.defer_sync(true) {
-            tracing::warn!(error = %e, "cannot defer the journal's fsync; syncing each group");
-            return;
-        }
-        self.tasks.held = Some(super::Effects::default());
+        self.store.defer_sync(true);
+        self.tasks.held.get_or_insert_with(Default::default);
     }
 
     /// Ends a batch: one fsync makes its events durable, then the seq is published and the
@@ -73,14 +67,25 @@ impl Engine {
         let Some(held) = self.tasks.held.take() else {
             return;
         };
-        if let Err(e) = self.store.defer_sync(false) {
+        self.store.defer_sync(false);
+        if let Err(e) = self.store.sync() {
             tracing::error!(error = %e, "cannot make the journal durable; stopping now, the next start recovers from what is on disk");
             std::process::abort();
         }
-        self.seq.send_replace(self.store.state().seq());
+        self.publish_seq();
         for effect in held.0 {
             effect();
         }
+    }
+
+    /// Tells subscribers the last durable seq, waking them only when it moved.
+    fn publish_seq(&self) {
+        let seq = self.store.state().seq();
+        self.seq.send_if_modified(|published| {
+            let moved = *published != seq;
+            *published = seq;
+            moved
+        });
     }
 
     /// Writes a group of events and publishes the new seq. A refused group is a bug (events
@@ -97,7 +102,7 @@ impl Engine {
                 }
                 // Subscribers read up to this seq: published once the events are durable.
                 if self.tasks.held.is_none() {
-                    self.seq.send_replace(self.store.state().seq());
+                    self.publish_seq();
                 }
                 self.queue_writebacks(&events);
                 Ok(events)

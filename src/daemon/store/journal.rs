@@ -9,7 +9,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use crate::domain::event::{Event, EventBody};
@@ -35,6 +35,22 @@ pub struct Journal {
     unsynced: bool,
     /// How many times the journal was fsynced since it was opened.
     syncs: u64,
+    /// The seq of the file's first event (the next one's, while it is empty).
+    first_seq: u64,
+}
+
+/// The seq a journal line starts with (`{"seq":N,…`, as [`write_line`] writes it).
+pub fn seq_of(line: &[u8]) -> Option<u64> {
+    let rest = line.strip_prefix(b"{\"seq\":")?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
+}
+
+/// The seq of the first event of a journal file, read from its first bytes.
+fn first_seq_in(file: &File) -> Option<u64> {
+    let mut head = [0u8; 32];
+    let n = file.read_at(&mut head, 0).ok()?;
+    seq_of(&head[..n])
 }
 
 impl Journal {
@@ -55,7 +71,12 @@ impl Journal {
             file.set_len(len)?;
             file.sync_all()?;
         }
+        let first_seq = match len {
+            0 => next_seq,
+            _ => first_seq_in(&file).unwrap_or(next_seq),
+        };
         Ok(Journal {
+            first_seq,
             file,
             path: path.to_owned(),
             next_seq,
@@ -102,16 +123,15 @@ impl Journal {
         self.next_seq
     }
 
-    /// From now on, appends do not wait for their fsync: [`Journal::sync`] makes everything
-    /// written durable at once (a group commit of several groups). `false` syncs what is
-    /// pending first.
-    pub fn defer_sync(&mut self, deferred: bool) -> io::Result<()> {
+    /// The seq of the file's first event (the next event's, while the file is empty).
+    pub fn first_seq(&self) -> u64 {
+        self.first_seq
+    }
+
+    /// Whether appends leave their fsync to [`Journal::sync`] (a group commit of several
+    /// groups) instead of each making itself durable.
+    pub fn defer_sync(&mut self, deferred: bool) {
         self.deferred = deferred;
-        if deferred {
-            Ok(())
-        } else {
-            self.sync()
-        }
     }
 
     /// Makes every group written so far durable (one fsync, if anything is pending).

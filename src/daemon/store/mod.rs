@@ -49,6 +49,15 @@ pub const SNAPSHOT_FILE: &str = "snapshot.jsonl";
 /// (see [`Store::compact`]), so the next start loads a snapshot.
 pub const COMPACT_AFTER: u64 = 10_000;
 
+/// The journal files a store's events are in (see [`Store::segments`]).
+#[derive(Clone, Debug, Default)]
+pub struct Segments {
+    /// The segments compaction rotated out, oldest first, each with its first event's seq.
+    pub rotated: Vec<(u64, PathBuf)>,
+    /// The seq of the live journal's first event (the next event's, while it is empty).
+    pub live_first: u64,
+}
+
 /// The journal segments compaction rotated out of `dir`, oldest first, each with the seq of
 /// its first event (from its name, `journal.<first-seq>.jsonl`).
 pub fn segments(dir: &Path) -> Vec<(u64, PathBuf)> {
@@ -202,14 +211,11 @@ impl Store {
         Ok(events)
     }
 
-    /// Lets commits write without waiting for their fsync until [`Store::sync`] (`true`), or
-    /// syncs what is pending and goes back to one fsync per commit (`false`). The state
-    /// applies deferred commits at once: whoever defers holds back every effect of them
-    /// until the sync.
-    pub fn defer_sync(&mut self, deferred: bool) -> Result<(), StoreError> {
-        self.journal
-            .defer_sync(deferred)
-            .map_err(StoreError::io("cannot sync", self.journal.path()))
+    /// Whether commits write without waiting for their fsync until [`Store::sync`]. The state
+    /// applies deferred commits at once: whoever defers holds back every effect of them until
+    /// the sync.
+    pub fn defer_sync(&mut self, deferred: bool) {
+        self.journal.defer_sync(deferred);
     }
 
     /// Makes every commit so far durable with one fsync.
@@ -222,6 +228,15 @@ impl Store {
     /// How many times the live journal was fsynced since it was opened.
     pub fn syncs(&self) -> u64 {
         self.journal.syncs()
+    }
+
+    /// Where the events are: the segments compaction rotated out, and where the live journal
+    /// starts. Compaction runs only before the daemon serves, so this holds for its lifetime.
+    pub fn segments(&self) -> Segments {
+        Segments {
+            rotated: segments(&self.dir),
+            live_first: self.journal.first_seq(),
+        }
     }
 
     /// Checks that the state folder takes a durable write again after a failed append: writes,
@@ -248,7 +263,7 @@ impl Store {
         let first = self.state.seq() + 1;
         let archived = self
             .dir
-            .join(format!("journal.{:012}.jsonl", segment_start(&live)));
+            .join(format!("journal.{:012}.jsonl", self.journal.first_seq()));
         if fs::metadata(&live).is_ok_and(|m| m.len() > 0) {
             fs::rename(&live, &archived).map_err(StoreError::io("cannot rotate", &live))?;
         }
@@ -257,20 +272,6 @@ impl Store {
         fsutil::sync_dir(&self.dir).map_err(StoreError::io("cannot sync", &self.dir))?;
         Ok(())
     }
-}
-
-/// The seq of the first event in a journal segment (1 for an empty or unreadable one): names
-/// the archived segment so segments sort in order.
-fn segment_start(path: &Path) -> u64 {
-    #[derive(serde::Deserialize)]
-    struct Seq {
-        seq: u64,
-    }
-    let first = fs::read(path).ok().and_then(|bytes| {
-        let line = bytes.split(|b| *b == b'\n').next()?;
-        serde_json::from_slice::<Seq>(line).ok()
-    });
-    first.map_or(1, |s| s.seq)
 }
 
 #[cfg(test)]

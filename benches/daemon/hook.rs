@@ -16,7 +16,7 @@ use catalyst::domain::id::BeadId;
 use catalyst::domain::model::Role;
 use catalyst::domain::policy::Access;
 
-use crate::{percentile, row};
+use crate::{percentile, row, target};
 
 /// A `Bash` call the implementer's policy allows, as Claude Code sends it.
 const INPUT: &str = r#"{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"cargo test --quiet"},"tool_use_id":"t1"}"#;
@@ -130,11 +130,11 @@ pub fn hook(quick: bool) {
         h50.as_secs_f64() / t50.as_secs_f64(),
     );
     let ratio = h99.as_secs_f64() / t99.as_secs_f64();
-    let verdict = if ratio <= 2.0 { "met" } else { "MISSED" };
+
     row(
         "hook: `catalyst-hook pre-tool-use`, p99",
         format!("{h99:.2?}"),
-        &format!("<= 2x ({verdict})"),
+        &target("<= 2x", ratio <= 2.0),
         &format!("/bin/true spawn p99 {t99:.2?}"),
         ratio,
     );

@@ -10,17 +10,14 @@ use std::time::{Duration, Instant};
 use catalyst::protocol::{BeadInput, Method};
 use catalyst_testkit::{Events, TestDaemon};
 
+use crate::{count_events, percentile, row, runtime, stop, target, workspace};
+
 /// One bead every 40 ms: 25 a second.
 const PACE: Duration = Duration::from_millis(40);
 
-use crate::{count_events, percentile, row, runtime, stop, workspace};
-
 pub fn latency(quick: bool) {
     let n = if quick { 20 } else { 200 };
-    let ws = workspace(&format!(
-        "max_agents = 64\n{}",
-        std::env::var("BENCH_LATENCY_EXTRA").unwrap_or_default()
-    ));
+    let ws = workspace("max_agents = 64");
     runtime().block_on(async {
         let daemon = ws.start().await;
         let mut client = daemon.client().await;
@@ -57,23 +54,30 @@ pub fn latency(quick: bool) {
         inbox.sort();
         submit.sort();
         let base = percentile(&rtt, 50);
-        for (what, v) in [
-            ("inbox file renamed in (25/s)", &inbox),
-            ("ctl submit answered (25/s)", &submit),
+        for (what, v, limit) in [
+            (
+                "inbox file renamed in (25/s)",
+                &inbox,
+                Duration::from_millis(25),
+            ),
+            (
+                "ctl submit answered (25/s)",
+                &submit,
+                Duration::from_millis(20),
+            ),
         ] {
             for p in [50, 99] {
+                let value = percentile(v, p);
+                let goal = match p {
+                    99 => target(&format!("<= {limit:?}"), value <= limit),
+                    _ => "-".to_owned(),
+                };
                 row(
                     &format!("latency: {what} -> step.dispatched p{p}"),
-                    format!("{:.2?}", percentile(v, p)),
-                    if p != 99 {
-                        "-"
-                    } else if what.starts_with("inbox") {
-                        "<= 25ms"
-                    } else {
-                        "<= 20ms"
-                    },
+                    format!("{value:.2?}"),
+                    &goal,
                     &format!("status round trip p50: {base:.2?}"),
-                    percentile(v, p).as_secs_f64() / base.as_secs_f64(),
+                    value.as_secs_f64() / base.as_secs_f64(),
                 );
             }
         }

@@ -32,9 +32,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// How long a whole row may wait for the daemon (the tests' timeout is for small workloads).
 const WAIT: Duration = Duration::from_secs(600);
 
-/// A formula of one merge step: the agent runs, the daemon commits, fast-forwards the target
-/// and removes the worktree, the same work the floor program does.
-/// One agent step, then the daemon's merge: the work of one bead of the floor.
+/// One agent step, then the daemon's merge: the agent runs, the daemon commits, fast-forwards
+/// the target and removes the worktree, the same work the floor program does for a bead.
 const ONE_STEP: &str = "formula = \"one\"
 [[steps]]
 id = \"work\"
@@ -51,7 +50,8 @@ const ROWS: [&str; 7] = [
     "overhead", "chain", "latency", "fanout", "scale", "sandbox", "hook",
 ];
 
-/// A workspace whose beads run the `one` formula (one agent step, then the merge), with `extra` config keys.
+/// A workspace whose beads run the `one` formula (one agent step, then the merge), with
+/// `extra` config keys.
 fn workspace(extra: &str) -> Workspace {
     workspace_with_default("one", extra)
 }
@@ -94,6 +94,11 @@ async fn stop(mut daemon: TestDaemon) {
 
 fn percentile(sorted: &[Duration], p: usize) -> Duration {
     sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
+}
+
+/// A target and whether this run met it, as a row prints it: `<= 25ms (met)`.
+fn target(text: &str, met: bool) -> String {
+    format!("{text} ({})", if met { "met" } else { "MISSED" })
 }
 
 fn row(name: &str, value: String, target: &str, baseline: &str, ratio: f64) {

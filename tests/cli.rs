@@ -1,4 +1,5 @@
-//! The `catalyst` command line as a user runs it: `formula check`, `result parse` and `man`.
+//! The `catalyst` command line as a user runs it: `formula check`, `result parse` and `man`;
+//! and `__exec`, which the daemon runs.
 
 use std::path::Path;
 
@@ -692,4 +693,44 @@ needs = ["inline"]
     );
     let out = show(&["owner=ann", "count=many"]);
     assert_ne!(out.code, 0, "an int var refuses text: {}", out.stdout);
+}
+
+/// `catalyst __exec` with its message for `program args…` in `cwd`, then `rest` on stdin.
+fn exec_shim(cwd: &Path, program: &str, args: &[&str], rest: &str) -> Run {
+    let exec = catalyst::daemon::agent::shim::Exec {
+        cwd: cwd.to_owned(),
+        stdin_null: false,
+        program: program.into(),
+        args: args.iter().map(Into::into).collect(),
+    };
+    let mut stdin = String::from_utf8(catalyst::daemon::agent::shim::encode(&exec)).expect("utf-8");
+    stdin.push_str(rest);
+    catalyst(&["__exec"], &stdin)
+}
+
+#[test]
+fn exec_shim_leaves_what_follows_its_message_to_the_program() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path().canonicalize().expect("canonical");
+    let run = exec_shim(&cwd, "/bin/sh", &["-c", "pwd; cat"], "the prompt");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, format!("{}\nthe prompt", cwd.display()));
+}
+
+#[test]
+fn exec_shim_says_which_program_it_cannot_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = exec_shim(dir.path(), "/nonexistent/agent", &[], "");
+    assert_eq!(run.code, 127);
+    assert!(
+        run.stderr.contains("cannot run `/nonexistent/agent`"),
+        "{}",
+        run.stderr
+    );
+    let closed = catalyst(&["__exec"], "");
+    assert_eq!(
+        (closed.code, closed.stderr.as_str()),
+        (1, ""),
+        "stdin closed early"
+    );
 }

@@ -8,9 +8,15 @@ use std::io::{self, Read, Write};
 use std::process::{ExitCode, Stdio};
 
 use catalyst::cli::hook::{run_local, HookEnv, HookEvent};
+use catalyst::daemon::agent::shim;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [arg] = args.as_slice() {
+        if arg == shim::EXEC_COMMAND {
+            return shim::main();
+        }
+    }
     let event = match args.as_slice() {
         [arg] => HookEvent::ALL.into_iter().find(|e| e.arg() == arg),
         _ => None,

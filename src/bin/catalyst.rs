@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use clap::{CommandFactory, Parser, Subcommand};
 
 use catalyst::cli::ctl::CtlArgs;
+use catalyst::daemon::agent::shim;
 use catalyst::domain::agent::sandbox::SANDBOX_NET_COMMAND;
 use catalyst::domain::model::Role;
 use catalyst::domain::prompt::PromptSet;
@@ -243,6 +244,7 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(code).unwrap_or(1));
         }
         Some(SANDBOX_NET_COMMAND) => return sandbox_net(&args.collect::<Vec<_>>()),
+        Some(shim::EXEC_COMMAND) => return shim::main(),
         // Run on every tool call of every agent: answered before the command line parser
         // and the async runtime are built (a malformed call falls through to clap's error).
         Some("hook") => {

@@ -115,13 +115,18 @@ async fn a_reviewer_is_offered_only_reading_tools_and_its_write_never_happens() 
     );
     assert_eq!(daemon.file_on_main("review-notes.txt"), None);
     assert_eq!(daemon.file_on_main("hello.txt").as_deref(), Some("hello\n"));
-    let context = review.additional_context.join("\n");
+    let prompt = &review.prompt;
     assert!(
-        context.contains(&format!("{id}.review"))
-            && context.contains("role `review`")
-            && context.contains("context.md")
-            && context.contains("read-only"),
-        "SessionStart tells the agent its step, context file and policy: {context}"
+        prompt.contains(&format!("{id}.review"))
+            && prompt.contains("role `review`")
+            && prompt.contains("context.md")
+            && prompt.contains("Tool policy: read-only"),
+        "the prompt ends with the step, context file and policy: {prompt}"
+    );
+    assert!(
+        review.additional_context.is_empty(),
+        "no SessionStart hook runs: {:?}",
+        review.additional_context
     );
 }
 

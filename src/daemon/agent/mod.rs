@@ -27,6 +27,7 @@ mod events;
 mod group;
 mod output;
 mod run;
+pub mod shim;
 mod spawn;
 
 use std::path::PathBuf;
@@ -40,6 +41,7 @@ use crate::domain::agent::sandbox::{GitMounts, Network};
 
 pub use events::{MAX_LINE, TEXT_TAIL};
 pub use group::{kill_leftover_group, kill_orphans, pids_with_env, KillError};
+pub use run::Launch;
 
 /// The prompt's file in the run folder.
 pub const PROMPT_FILE: &str = "prompt.md";
@@ -80,6 +82,9 @@ pub struct RunSpec {
     pub max_processes: Option<u32>,
     /// The niceness the agent's processes run at (0: the daemon's).
     pub nice: u32,
+    /// The program whose `__exec` starts the agent's process ahead of its command line
+    /// ([`launch`], [`shim`]); `None` spawns the agent when it runs.
+    pub shim: Option<PathBuf>,
 }
 
 /// How one attempt is confined (see [`crate::domain::agent::sandbox`]).
@@ -122,7 +127,25 @@ pub struct NetPlan {
 /// that means "shut down and resume later" or "drop the step" is the caller's decision. If the
 /// returned future is dropped instead, the agent's group is SIGKILLed.
 pub async fn run(spec: RunSpec, cancel: CancellationToken) -> RunReport {
-    run::run(spec, cancel).await
+    run::run(spec, cancel, None).await
+}
+
+/// Starts the process of the agent `spec` describes while the caller gets its worktree and
+/// run folder ready, so that what starting it costs the kernel (entering its control group
+/// waits for an RCU grace period) overlaps that work; [`run_launched`] then runs it. `None`
+/// when the spec names no [`RunSpec::shim`].
+pub fn launch(spec: &RunSpec) -> Option<Launch> {
+    run::launch(spec)
+}
+
+/// [`run`], with the agent's process started by [`launch`] when there is one (a failed
+/// launch is logged, and the agent spawned as [`run`] does).
+pub async fn run_launched(
+    spec: RunSpec,
+    cancel: CancellationToken,
+    early: Option<Launch>,
+) -> RunReport {
+    run::run(spec, cancel, early).await
 }
 
 #[cfg(test)]

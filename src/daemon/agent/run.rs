@@ -1,7 +1,7 @@
 //! Running one agent to its end: prepare the run folder, spawn, watch the clocks, stop the
 //! group, and put the report together.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::events::{Parsed, StderrScanner, StdoutParser};
 use super::group::{signal_group, GroupGuard};
 use super::output::{pump, CappedFile, StreamStats};
-use super::{spawn, NetPlan, RunSpec, SandboxSpec, PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
+use super::{shim, spawn, NetPlan, RunSpec, SandboxSpec, PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
 use crate::daemon::cgroup::AttemptGroup;
 use crate::daemon::clock;
 use crate::daemon::netproxy::{self, NetGuard, Route};
@@ -58,14 +58,18 @@ enum Ended {
     Stopped(Exit),
 }
 
-pub(super) async fn run(spec: RunSpec, cancel: CancellationToken) -> RunReport {
+pub(super) async fn run(
+    spec: RunSpec,
+    cancel: CancellationToken,
+    early: Option<Launch>,
+) -> RunReport {
     let started = crate::daemon::clock::now();
     let clock = Instant::now();
     if cancel.is_cancelled() {
         // Shutting down already: starting an agent only to stop it would waste its grace.
         return RunReport::empty(Exit::Cancelled, clock::now());
     }
-    let mut report = match start(&spec).await {
+    let mut report = match start(&spec, early).await {
         Ok(running) => supervise(running, &spec, cancel).await,
         Err(reason) => {
             tracing::warn!(worktree = %spec.worktree.display(), %reason, "cannot start agent");
@@ -79,8 +83,9 @@ pub(super) async fn run(spec: RunSpec, cancel: CancellationToken) -> RunReport {
     report
 }
 
-/// Writes the prompt, opens the output files and spawns the agent with its readers.
-async fn start(spec: &RunSpec) -> Result<Running, StartError> {
+/// Writes the prompt, opens the output files and spawns the agent with its readers: it
+/// becomes the `early` shim when there is one, else it is spawned now.
+async fn start(spec: &RunSpec, early: Option<Launch>) -> Result<Running, StartError> {
     let prepared = prepare(spec).await?;
     let mut net = None;
     let argv = match &spec.sandbox {
@@ -99,14 +104,81 @@ async fn start(spec: &RunSpec) -> Result<Running, StartError> {
         return Err(ProfileError::EmptyCommand.into());
     };
     let program = program_arg.to_string_lossy().into_owned();
-    let mut command = Command::new(program_arg);
+    let launched = match early {
+        Some(early) => early.handle.await.ok().and_then(|l| {
+            l.inspect_err(|e| tracing::warn!(error = %e, "cannot start the agent's process ahead; starting it now"))
+                .ok()
+        }),
+        None => None,
+    };
+    let (child, limit) = match launched {
+        Some(mut launched) => {
+            let exec = shim::Exec {
+                cwd: spec.worktree.clone(),
+                stdin_null: !prepared.prompt_on_stdin,
+                program: resolve(spec, program_arg)
+                    .ok_or_else(|| StartError::NotFound(program.clone()))?,
+                args: args.to_vec(),
+            };
+            launched
+                .exec(&exec)
+                .await
+                .map_err(|source| StartError::Spawn {
+                    program: program.clone(),
+                    source,
+                })?;
+            (launched.child, launched.limit)
+        }
+        None => {
+            let mut command = command(spec, program_arg, prepared.prompt_on_stdin);
+            command.args(args).current_dir(&spec.worktree);
+            let limit = spec.max_processes.and_then(process_limit);
+            if let Some(group) = &limit {
+                group.enter(&mut command);
+            }
+            let child = spawn::spawn(command).await.map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => StartError::NotFound(program.clone()),
+                _ => StartError::Spawn {
+                    program: program.clone(),
+                    source: e,
+                },
+            })?;
+            (child, limit)
+        }
+    };
+    let pid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .ok_or_else(|| StartError::NoPid(program.clone()))?;
+    let pgid = Pid::from_raw(pid);
+    let group = GroupGuard::new(pgid);
+    tracing::info!(pid, program = %program, model = %spec.model, "agent started");
+    // A daemon that dies now leaves this group running; the next start reads the pid file
+    // and kills the group before it re-runs the step. Not fsynced: only a power cut loses it,
+    // and that kills the group too.
+    if let Err(e) = crate::daemon::fsutil::write_replace(
+        &spec.run_dir.join(super::PID_FILE),
+        format!("{pid}\n").as_bytes(),
+    ) {
+        tracing::warn!(error = %e, "cannot write the agent's pid file");
+    }
+    let mut running = attach(child, pgid, group, spec, prepared)?;
+    running.net = net;
+    running.limit = limit;
+    Ok(running)
+}
+
+/// The agent's command before its program and arguments: its environment (the daemon's, the
+/// profile's, the step's, the proxy's for a `model-only` network), piped output, a process
+/// group of its own, death with the daemon and its niceness.
+fn command(spec: &RunSpec, program: &OsStr, stdin_piped: bool) -> Command {
+    let model_only = spec.sandbox.as_ref().is_some_and(|s| s.net.is_some());
+    let mut command = Command::new(program);
     command
-        .args(args)
-        .current_dir(&spec.worktree)
         .envs(&spec.profile.env)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .envs(net.as_ref().map(|_| proxy_env()).into_iter().flatten())
-        .stdin(if prepared.prompt_on_stdin {
+        .envs(model_only.then(proxy_env).into_iter().flatten())
+        .stdin(if stdin_piped {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -117,37 +189,60 @@ async fn start(spec: &RunSpec) -> Result<Running, StartError> {
         .kill_on_drop(true);
     spawn::die_with_parent(&mut command);
     spawn::nice(&mut command, spec.nice);
+    command
+}
+
+/// The program the agent's command names, as `execvp` would find it with the agent's `PATH`.
+fn resolve(spec: &RunSpec, program: &OsStr) -> Option<PathBuf> {
+    let set = spec
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| OsString::from(v))
+        .or_else(|| spec.profile.env.get("PATH").map(OsString::from));
+    let path = set.or_else(|| std::env::var_os("PATH"));
+    shim::resolve(program, path.as_deref())
+}
+
+/// An agent's process started ahead of its command line, in its control group (see
+/// [`shim`]); dropped unused, the process is killed and the group removed.
+pub struct Launch {
+    handle: JoinHandle<io::Result<Launched>>,
+}
+
+struct Launched {
+    child: Child,
+    limit: Option<AttemptGroup>,
+}
+
+impl Launched {
+    /// Turns the waiting shim into the agent.
+    async fn exec(&mut self, exec: &shim::Exec) -> io::Result<()> {
+        let pipe = self
+            .child
+            .stdin
+            .as_mut()
+            .ok_or_else(|| io::Error::other("the shim has no stdin"))?;
+        pipe.write_all(&shim::encode(exec)).await
+    }
+}
+
+/// Starts the process of the agent `spec` describes, to run it later with [`run`]; `None`
+/// when the spec names no shim.
+pub(super) fn launch(spec: &RunSpec) -> Option<Launch> {
+    let shim = spec.shim.as_ref()?;
+    let mut command = command(spec, shim.as_os_str(), true);
+    command.arg(shim::EXEC_COMMAND).current_dir("/");
     let limit = spec.max_processes.and_then(process_limit);
     if let Some(group) = &limit {
         group.enter(&mut command);
     }
-
-    let child = spawn::spawn(command).await.map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => StartError::NotFound(program.clone()),
-        _ => StartError::Spawn {
-            program: program.clone(),
-            source: e,
-        },
-    })?;
-    let pid = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .ok_or_else(|| StartError::NoPid(program.clone()))?;
-    let pgid = Pid::from_raw(pid);
-    let group = GroupGuard::new(pgid);
-    tracing::info!(pid, program = %program, model = %spec.model, "agent started");
-    // A daemon that dies now leaves this group running; the next start reads the pid file
-    // and kills the group before it re-runs the step.
-    if let Err(e) = crate::daemon::fsutil::write_atomic(
-        &spec.run_dir.join(super::PID_FILE),
-        format!("{pid}\n").as_bytes(),
-    ) {
-        tracing::warn!(error = %e, "cannot write the agent's pid file");
-    }
-    let mut running = attach(child, pgid, group, spec, prepared)?;
-    running.net = net;
-    running.limit = limit;
-    Ok(running)
+    let handle = tokio::spawn(async move {
+        let child = spawn::spawn(command).await?;
+        Ok(Launched { child, limit })
+    });
+    Some(Launch { handle })
 }
 
 /// A control group allowing `max` processes, where the machine has one.

@@ -57,8 +57,13 @@ pub async fn run_agent_step(job: StepJob, cancel: CancellationToken, ask: Ask) -
 
 async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) -> StepDone {
     let mut done = failed(&job, String::new());
+    // Started now, it waits while the worktree and run folder get ready (see `agent::launch`);
+    // dropped on the way out, it is killed.
+    let early = agent::launch(&job.spec);
     job.spec.prompt = match job.prompt.render().await {
-        Ok(prompt) => prompt,
+        // The step, its context file and its tool policy close the prompt, for every agent
+        // (a `SessionStart` hook would cost a process per attempt, and Codex runs no hooks).
+        Ok(prompt) => format!("{}\n\n{}\n", prompt.trim_end(), job.policy.session_text()),
         Err(reason) => return failed(&job, reason),
     };
     let prepared = if job.tree == job.work {
@@ -82,7 +87,7 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
             }
         }
     };
-    let report = agent::run(job.spec.clone(), cancel).await;
+    let report = agent::run_launched(job.spec.clone(), cancel, early).await;
     // What the hooks decided and the daemon was not told of yet: recorded with the end.
     done.tool_records = tools.take_new();
     // Hooks of a process the agent left behind decide nothing any more: without the policy

@@ -33,6 +33,9 @@ pub struct JobSources<'a> {
     pub settings: &'a serde_json::Value,
     /// The profile's sandbox, as [`sandbox_template`] worked it out at load.
     pub sandbox: Option<&'a SandboxSpec>,
+    /// The program whose `__exec` starts an agent's process ahead of its command line
+    /// (`catalyst-hook`, else `catalyst`).
+    pub shim: &'a Path,
 }
 
 /// Everything one agent attempt needs, built at dispatch.
@@ -235,6 +238,7 @@ fn run_spec(
         sandbox,
         max_processes: config.process_limit(),
         nice: config.agent_nice,
+        shim: Some(from.shim.to_owned()),
     })
 }
 

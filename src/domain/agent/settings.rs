@@ -41,9 +41,11 @@ impl HookEvent {
     }
 }
 
-/// The `--settings` JSON for an agent: the three hooks, each running `hook <event>` (the small
-/// `catalyst-hook` installed beside `catalyst`) or else `bin hook <event>`. `PreToolUse` matches
-/// every tool and fails closed (`|| exit 2`).
+/// The `--settings` JSON for an agent: `PreToolUse` and `Stop`, each running `hook <event>`
+/// (the small `catalyst-hook` installed beside `catalyst`) or else `bin hook <event>`.
+/// `PreToolUse` matches every tool and fails closed (`|| exit 2`). No `SessionStart`: what it
+/// would say (the step, its context file, its tool policy) ends the prompt, which saves a hook
+/// process per attempt; the handler still answers it for settings written by hand.
 pub fn settings(bin: &Path, hook: Option<&Path>) -> Value {
     let program = match hook {
         Some(hook) => shell_quote(&hook.to_string_lossy()),
@@ -59,7 +61,6 @@ pub fn settings(bin: &Path, hook: Option<&Path>) -> Value {
     json!({"hooks": {
         "PreToolUse": [{"matcher": "*", "hooks": command(HookEvent::PreToolUse, true)}],
         "Stop": [{"hooks": command(HookEvent::Stop, false)}],
-        "SessionStart": [{"hooks": command(HookEvent::SessionStart, false)}],
     }})
 }
 
@@ -91,8 +92,10 @@ mod tests {
         assert!(s["hooks"]["Stop"][0]["hooks"][0]["command"]
             .as_str()
             .is_some_and(|c| c.ends_with("hook stop")));
-        assert!(s["hooks"]["SessionStart"][0]["hooks"][0]["command"]
-            .as_str()
-            .is_some_and(|c| c.ends_with("hook session-start")));
+        assert_eq!(
+            s["hooks"].as_object().map(|h| h.len()),
+            Some(2),
+            "PreToolUse and Stop only: {s}"
+        );
     }
 }

@@ -1,0 +1,222 @@
+//! Starting an agent's process before its command line is known, so that what the start
+//! costs the kernel overlaps the attempt's preparation instead of following it.
+//!
+//! Entering an attempt's control group takes the kernel's cgroup write lock, which waits for
+//! an RCU grace period: about 10 ms on the 2-core benchmark machine, during which the new
+//! process sleeps (see README "Benchmarks"). So the daemon spawns the attempt's process
+//! early, as `catalyst-hook __exec` (or `catalyst __exec`) in its group, process group, niceness
+//! and environment, while the worktree and run folder are made ready; the shim waits on its
+//! stdin. When the command line is known the daemon writes it there ([`encode`]), followed by
+//! the prompt for agents that read it from stdin, and the shim replaces itself with the agent
+//! ([`main`]): same pid, same group, same pipes.
+//!
+//! The message: the body's length in decimal and `\n`, then the body: the working directory,
+//! `null` or `pipe` for the agent's stdin, the program (resolved by the daemon) and its
+//! arguments, each ending with a NUL byte (none of them can hold one).
+
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Read};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+/// The hidden subcommand of `catalyst` and `catalyst-hook` that runs [`main`].
+pub const EXEC_COMMAND: &str = "__exec";
+
+/// The longest message [`main`] reads (a sandboxed command line is a few KiB).
+const MAX_MESSAGE: usize = 1 << 20;
+
+/// What the shim becomes.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Exec {
+    pub cwd: PathBuf,
+    /// The agent's stdin is `/dev/null` (else the rest of the shim's stdin).
+    pub stdin_null: bool,
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+}
+
+/// The message that turns a waiting shim into `exec`.
+pub fn encode(exec: &Exec) -> Vec<u8> {
+    let mut body = Vec::new();
+    let fields = [
+        exec.cwd.as_os_str(),
+        OsStr::new(if exec.stdin_null { "null" } else { "pipe" }),
+        exec.program.as_os_str(),
+    ];
+    for field in fields
+        .into_iter()
+        .chain(exec.args.iter().map(OsString::as_os_str))
+    {
+        body.extend_from_slice(field.as_bytes());
+        body.push(0);
+    }
+    let mut message = format!("{}\n", body.len()).into_bytes();
+    message.extend(body);
+    message
+}
+
+/// Reads one message from `input`, without reading past it (what follows is the agent's).
+pub fn decode(input: &mut impl Read) -> io::Result<Exec> {
+    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
+    let mut header = Vec::new();
+    let mut byte = [0u8];
+    loop {
+        input.read_exact(&mut byte)?;
+        match byte[0] {
+            b'\n' => break,
+            b'0'..=b'9' if header.len() < 8 => header.push(byte[0]),
+            _ => return Err(bad("the message does not start with its length")),
+        }
+    }
+    let len: usize = std::str::from_utf8(&header)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|n| *n <= MAX_MESSAGE)
+        .ok_or_else(|| bad("the message's length is not a number up to 1 MiB"))?;
+    let mut body = vec![0u8; len];
+    input.read_exact(&mut body)?;
+    let Some(body) = body.strip_suffix(&[0]) else {
+        return Err(bad("the message does not end with a NUL byte"));
+    };
+    let mut fields = body
+        .split(|b| *b == 0)
+        .map(|f| OsString::from_vec(f.to_vec()));
+    let (Some(cwd), Some(stdin), Some(program)) = (fields.next(), fields.next(), fields.next())
+    else {
+        return Err(bad("the message lacks the folder, stdin or program"));
+    };
+    let stdin_null = match stdin.as_bytes() {
+        b"null" => true,
+        b"pipe" => false,
+        _ => return Err(bad("stdin is neither `null` nor `pipe`")),
+    };
+    Ok(Exec {
+        cwd: cwd.into(),
+        stdin_null,
+        program: program.into(),
+        args: fields.collect(),
+    })
+}
+
+/// The shim: reads the message from stdin and becomes the program it names. Returns only when
+/// that fails (exit 127, the reason on stderr, which is the agent's stderr file); a daemon
+/// that gave up on the attempt closes stdin, and the shim exits 1 without a word.
+pub fn main() -> ExitCode {
+    let exec = match decode(&mut RawStdin) {
+        Ok(exec) => exec,
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return ExitCode::from(1),
+        Err(e) => {
+            eprintln!("catalyst: cannot read the agent's command line: {e}");
+            return ExitCode::from(127);
+        }
+    };
+    let mut command = Command::new(&exec.program);
+    command.args(&exec.args).current_dir(&exec.cwd);
+    if exec.stdin_null {
+        command.stdin(Stdio::null());
+    }
+    let e = command.exec();
+    eprintln!("catalyst: cannot run `{}`: {e}", exec.program.display());
+    ExitCode::from(127)
+}
+
+/// The shim's stdin read without a buffer (`io::stdin` has one): what follows the message is
+/// the agent's, and must stay in the pipe.
+struct RawStdin;
+
+impl Read for RawStdin {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        nix::unistd::read(io::stdin(), buf).map_err(io::Error::from)
+    }
+}
+
+/// Where `program` is run from: itself when it names a path, else the first executable file
+/// of that name in `path` (a `PATH` value); `None` when there is none, as `execvp` would fail.
+pub fn resolve(program: &OsStr, path: Option<&OsStr>) -> Option<PathBuf> {
+    let executable = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.as_bytes().contains(&b'/') {
+        let p = PathBuf::from(program);
+        return executable(&p).then_some(p);
+    }
+    std::env::split_paths(path?)
+        .map(|dir| dir.join(program))
+        .find(|p| executable(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exec() -> Exec {
+        Exec {
+            cwd: "/work/tree".into(),
+            stdin_null: false,
+            program: "/usr/bin/claude".into(),
+            args: vec!["-p".into(), "".into(), "two words".into()],
+        }
+    }
+
+    #[test]
+    fn a_message_reads_back_and_leaves_what_follows_it() {
+        let mut input = encode(&exec());
+        input.extend_from_slice(b"the prompt");
+        let mut reader = &input[..];
+        assert_eq!(decode(&mut reader).unwrap(), exec());
+        assert_eq!(
+            reader, b"the prompt",
+            "the agent's stdin starts after the message"
+        );
+    }
+
+    #[test]
+    fn stdin_null_and_no_arguments_read_back() {
+        let e = Exec {
+            stdin_null: true,
+            args: Vec::new(),
+            ..exec()
+        };
+        assert_eq!(decode(&mut &encode(&e)[..]).unwrap(), e);
+    }
+
+    #[test]
+    fn malformed_messages_are_errors() {
+        for input in [
+            &b"x\n"[..],
+            b"999999999\n",
+            b"3\nab\0",
+            b"4\n/a\0b",
+            b"5\n/a\0\0\0",
+            b"11\n/a\0maybe\0p\0",
+        ] {
+            let err = decode(&mut &input[..]).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{input:?}: {err}");
+        }
+        let err = decode(&mut &b"12"[..]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[test]
+    fn programs_resolve_through_path_or_as_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = dir.path().join("tool");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        let path = std::env::join_paths(["/nonexistent", dir.path().to_str().unwrap()]).unwrap();
+        assert_eq!(
+            resolve(OsStr::new("tool"), Some(&path)),
+            None,
+            "not executable"
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(resolve(OsStr::new("tool"), Some(&path)), Some(tool.clone()));
+        assert_eq!(resolve(tool.as_os_str(), None), Some(tool.clone()));
+        assert_eq!(resolve(OsStr::new("missing"), Some(&path)), None);
+        assert_eq!(resolve(OsStr::new("tool"), None), None);
+    }
+}

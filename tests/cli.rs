@@ -695,13 +695,15 @@ needs = ["inline"]
     assert_ne!(out.code, 0, "an int var refuses text: {}", out.stdout);
 }
 
-/// `catalyst __exec` with its message for `program args…` in `cwd`, then `rest` on stdin.
+/// `catalyst __exec` with its message for `program args…` in `cwd` with `GREETING=hi`, then
+/// `rest` on stdin.
 fn exec_shim(cwd: &Path, program: &str, args: &[&str], rest: &str) -> Run {
     let exec = catalyst::daemon::agent::shim::Exec {
         cwd: cwd.to_owned(),
         stdin_null: false,
         program: program.into(),
         args: args.iter().map(Into::into).collect(),
+        env: vec![("GREETING".into(), "hi".into())],
     };
     let mut stdin = String::from_utf8(catalyst::daemon::agent::shim::encode(&exec)).expect("utf-8");
     stdin.push_str(rest);
@@ -712,9 +714,14 @@ fn exec_shim(cwd: &Path, program: &str, args: &[&str], rest: &str) -> Run {
 fn exec_shim_leaves_what_follows_its_message_to_the_program() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path().canonicalize().expect("canonical");
-    let run = exec_shim(&cwd, "/bin/sh", &["-c", "pwd; cat"], "the prompt");
+    let run = exec_shim(
+        &cwd,
+        "/bin/sh",
+        &["-c", "pwd; echo $GREETING; cat"],
+        "the prompt",
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.stdout, format!("{}\nthe prompt", cwd.display()));
+    assert_eq!(run.stdout, format!("{}\nhi\nthe prompt", cwd.display()));
 }
 
 #[test]

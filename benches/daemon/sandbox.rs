@@ -27,7 +27,6 @@ fn spec(dir: &Path, sandbox: Option<SandboxSpec>) -> RunSpec {
         output_cap: 1 << 20,
         max_processes: None,
         nice: 0,
-        shim: None,
         sandbox,
     }
 }

@@ -212,7 +212,9 @@ pub async fn run(
     // Loading freed as much as it kept (each line's buffer, the replay's temporaries);
     // mimalloc would hold those pages until they are reused.
     release_freed_memory();
-    let repo = Repo::open(&paths.workspace, &paths.worktrees())?;
+    // A spare worktree per agent that may start at once, up to four (disk, for large trees).
+    let spares = loaded.config.max_agents.min(4);
+    let repo = Repo::open(&paths.workspace, &paths.worktrees())?.with_spares(spares);
     let (workspace, target, profile) = (
         paths.workspace.clone(),
         loaded.config.target_branch.clone(),

@@ -25,6 +25,7 @@
 
 mod events;
 mod group;
+mod launcher;
 mod output;
 mod run;
 pub mod shim;
@@ -41,7 +42,7 @@ use crate::domain::agent::sandbox::{GitMounts, Network};
 
 pub use events::{MAX_LINE, TEXT_TAIL};
 pub use group::{kill_leftover_group, kill_orphans, pids_with_env, KillError};
-pub use run::Launch;
+pub use launcher::{Launch, Launcher};
 
 /// The prompt's file in the run folder.
 pub const PROMPT_FILE: &str = "prompt.md";
@@ -82,9 +83,6 @@ pub struct RunSpec {
     pub max_processes: Option<u32>,
     /// The niceness the agent's processes run at (0: the daemon's).
     pub nice: u32,
-    /// The program whose `__exec` starts the agent's process ahead of its command line
-    /// ([`launch`], [`shim`]); `None` spawns the agent when it runs.
-    pub shim: Option<PathBuf>,
 }
 
 /// How one attempt is confined (see [`crate::domain::agent::sandbox`]).
@@ -130,16 +128,9 @@ pub async fn run(spec: RunSpec, cancel: CancellationToken) -> RunReport {
     run::run(spec, cancel, None).await
 }
 
-/// Starts the process of the agent `spec` describes while the caller gets its worktree and
-/// run folder ready, so that what starting it costs the kernel (entering its control group
-/// waits for an RCU grace period) overlaps that work; [`run_launched`] then runs it. `None`
-/// when the spec names no [`RunSpec::shim`].
-pub fn launch(spec: &RunSpec) -> Option<Launch> {
-    run::launch(spec)
-}
-
-/// [`run`], with the agent's process started by [`launch`] when there is one (a failed
-/// launch is logged, and the agent spawned as [`run`] does).
+/// [`run`] in a process started ahead by a [`Launcher`] (see [`shim`]: what starting a
+/// process in its control group costs the kernel is then off the attempt's path). A process
+/// that could not start is logged, and the agent spawned as [`run`] does.
 pub async fn run_launched(
     spec: RunSpec,
     cancel: CancellationToken,

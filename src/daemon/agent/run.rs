@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::events::{Parsed, StderrScanner, StdoutParser};
 use super::group::{signal_group, GroupGuard};
+use super::launcher::Launch;
 use super::output::{pump, CappedFile, StreamStats};
 use super::{shim, spawn, NetPlan, RunSpec, SandboxSpec, PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
 use crate::daemon::cgroup::AttemptGroup;
@@ -105,20 +106,19 @@ async fn start(spec: &RunSpec, early: Option<Launch>) -> Result<Running, StartEr
     };
     let program = program_arg.to_string_lossy().into_owned();
     let launched = match early {
-        Some(early) => early.handle.await.ok().and_then(|l| {
-            l.inspect_err(|e| tracing::warn!(error = %e, "cannot start the agent's process ahead; starting it now"))
-                .ok()
-        }),
+        Some(early) => early.ready().await,
         None => None,
     };
+    let env = agent_env(spec);
     let (child, limit) = match launched {
         Some(mut launched) => {
             let exec = shim::Exec {
                 cwd: spec.worktree.clone(),
                 stdin_null: !prepared.prompt_on_stdin,
-                program: resolve(spec, program_arg)
+                program: resolve(program_arg, &env)
                     .ok_or_else(|| StartError::NotFound(program.clone()))?,
                 args: args.to_vec(),
+                env,
             };
             launched
                 .exec(&exec)
@@ -130,8 +130,8 @@ async fn start(spec: &RunSpec, early: Option<Launch>) -> Result<Running, StartEr
             (launched.child, launched.limit)
         }
         None => {
-            let mut command = command(spec, program_arg, prepared.prompt_on_stdin);
-            command.args(args).current_dir(&spec.worktree);
+            let mut command = process(program_arg, spec.nice, prepared.prompt_on_stdin);
+            command.envs(env).args(args).current_dir(&spec.worktree);
             let limit = spec.max_processes.and_then(process_limit);
             if let Some(group) = &limit {
                 group.enter(&mut command);
@@ -168,16 +168,11 @@ async fn start(spec: &RunSpec, early: Option<Launch>) -> Result<Running, StartEr
     Ok(running)
 }
 
-/// The agent's command before its program and arguments: its environment (the daemon's, the
-/// profile's, the step's, the proxy's for a `model-only` network), piped output, a process
-/// group of its own, death with the daemon and its niceness.
-fn command(spec: &RunSpec, program: &OsStr, stdin_piped: bool) -> Command {
-    let model_only = spec.sandbox.as_ref().is_some_and(|s| s.net.is_some());
+/// A process as agents start: piped output, `stdin` piped or `/dev/null`, a process group of
+/// its own, death with the daemon, and niceness `nice`.
+pub(super) fn process(program: &OsStr, nice: u32, stdin_piped: bool) -> Command {
     let mut command = Command::new(program);
     command
-        .envs(&spec.profile.env)
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .envs(model_only.then(proxy_env).into_iter().flatten())
         .stdin(if stdin_piped {
             Stdio::piped()
         } else {
@@ -188,65 +183,36 @@ fn command(spec: &RunSpec, program: &OsStr, stdin_piped: bool) -> Command {
         .process_group(0)
         .kill_on_drop(true);
     spawn::die_with_parent(&mut command);
-    spawn::nice(&mut command, spec.nice);
+    spawn::nice(&mut command, nice);
     command
 }
 
-/// The program the agent's command names, as `execvp` would find it with the agent's `PATH`.
-fn resolve(spec: &RunSpec, program: &OsStr) -> Option<PathBuf> {
-    let set = spec
+/// What the agent's environment adds to the daemon's, in order (a later value of a name
+/// wins): the profile's, the step's, the proxy's for a `model-only` network.
+fn agent_env(spec: &RunSpec) -> Vec<(OsString, OsString)> {
+    let model_only = spec.sandbox.as_ref().is_some_and(|s| s.net.is_some());
+    let pair = |(k, v): (&str, &str)| (OsString::from(k), OsString::from(v));
+    let proxy = model_only.then(proxy_env).into_iter().flatten();
+    spec.profile
         .env
         .iter()
-        .rev()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| OsString::from(v))
-        .or_else(|| spec.profile.env.get("PATH").map(OsString::from));
-    let path = set.or_else(|| std::env::var_os("PATH"));
+        .map(|(k, v)| pair((k, v)))
+        .chain(spec.env.iter().map(|(k, v)| pair((k, v))))
+        .chain(proxy.map(|(k, v)| (OsString::from(k), OsString::from(v))))
+        .collect()
+}
+
+/// The program the agent's command names, as `execvp` would find it with the agent's `PATH`.
+fn resolve(program: &OsStr, env: &[(OsString, OsString)]) -> Option<PathBuf> {
+    let set = env.iter().rev().find(|(k, _)| k == "PATH");
+    let path = set
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var_os("PATH"));
     shim::resolve(program, path.as_deref())
 }
 
-/// An agent's process started ahead of its command line, in its control group (see
-/// [`shim`]); dropped unused, the process is killed and the group removed.
-pub struct Launch {
-    handle: JoinHandle<io::Result<Launched>>,
-}
-
-struct Launched {
-    child: Child,
-    limit: Option<AttemptGroup>,
-}
-
-impl Launched {
-    /// Turns the waiting shim into the agent.
-    async fn exec(&mut self, exec: &shim::Exec) -> io::Result<()> {
-        let pipe = self
-            .child
-            .stdin
-            .as_mut()
-            .ok_or_else(|| io::Error::other("the shim has no stdin"))?;
-        pipe.write_all(&shim::encode(exec)).await
-    }
-}
-
-/// Starts the process of the agent `spec` describes, to run it later with [`run`]; `None`
-/// when the spec names no shim.
-pub(super) fn launch(spec: &RunSpec) -> Option<Launch> {
-    let shim = spec.shim.as_ref()?;
-    let mut command = command(spec, shim.as_os_str(), true);
-    command.arg(shim::EXEC_COMMAND).current_dir("/");
-    let limit = spec.max_processes.and_then(process_limit);
-    if let Some(group) = &limit {
-        group.enter(&mut command);
-    }
-    let handle = tokio::spawn(async move {
-        let child = spawn::spawn(command).await?;
-        Ok(Launched { child, limit })
-    });
-    Some(Launch { handle })
-}
-
 /// A control group allowing `max` processes, where the machine has one.
-fn process_limit(max: u32) -> Option<AttemptGroup> {
+pub(super) fn process_limit(max: u32) -> Option<AttemptGroup> {
     let root = crate::daemon::cgroup::pids().ok()?;
     root.create(max)
         .inspect_err(|e| {

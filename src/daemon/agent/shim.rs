@@ -11,8 +11,10 @@
 //! ([`main`]): same pid, same group, same pipes.
 //!
 //! The message: the body's length in decimal and `\n`, then the body: the working directory,
-//! `null` or `pipe` for the agent's stdin, the program (resolved by the daemon) and its
-//! arguments, each ending with a NUL byte (none of them can hold one).
+//! `null` or `pipe` for the agent's stdin, the number of environment entries and each as
+//! `NAME=value`, the program (resolved by the daemon) and its arguments, each ending with a NUL
+//! byte (none of them can hold one). The environment travels in the message so that a shim
+//! started before any attempt ([`super::Launcher`]) serves whichever takes it.
 
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read};
@@ -35,22 +37,26 @@ pub struct Exec {
     pub stdin_null: bool,
     pub program: PathBuf,
     pub args: Vec<OsString>,
+    /// Added to the shim's environment (a later value of a name wins).
+    pub env: Vec<(OsString, OsString)>,
 }
 
 /// The message that turns a waiting shim into `exec`.
 pub fn encode(exec: &Exec) -> Vec<u8> {
     let mut body = Vec::new();
-    let fields = [
-        exec.cwd.as_os_str(),
-        OsStr::new(if exec.stdin_null { "null" } else { "pipe" }),
-        exec.program.as_os_str(),
-    ];
-    for field in fields
-        .into_iter()
-        .chain(exec.args.iter().map(OsString::as_os_str))
-    {
-        body.extend_from_slice(field.as_bytes());
+    let mut field = |bytes: &[u8]| {
+        body.extend_from_slice(bytes);
         body.push(0);
+    };
+    field(exec.cwd.as_os_str().as_bytes());
+    field(if exec.stdin_null { b"null" } else { b"pipe" });
+    field(exec.env.len().to_string().as_bytes());
+    for (name, value) in &exec.env {
+        field(&[name.as_bytes(), b"=", value.as_bytes()].concat());
+    }
+    field(exec.program.as_os_str().as_bytes());
+    for arg in &exec.args {
+        field(arg.as_bytes());
     }
     let mut message = format!("{}\n", body.len()).into_bytes();
     message.extend(body);
@@ -83,20 +89,40 @@ pub fn decode(input: &mut impl Read) -> io::Result<Exec> {
     let mut fields = body
         .split(|b| *b == 0)
         .map(|f| OsString::from_vec(f.to_vec()));
-    let (Some(cwd), Some(stdin), Some(program)) = (fields.next(), fields.next(), fields.next())
-    else {
-        return Err(bad("the message lacks the folder, stdin or program"));
+    let missing = || bad("the message lacks the folder, stdin, environment or program");
+    let (cwd, stdin, count) = match (fields.next(), fields.next(), fields.next()) {
+        (Some(cwd), Some(stdin), Some(count)) => (cwd, stdin, count),
+        _ => return Err(missing()),
     };
     let stdin_null = match stdin.as_bytes() {
         b"null" => true,
         b"pipe" => false,
         _ => return Err(bad("stdin is neither `null` nor `pipe`")),
     };
+    let count: usize = count
+        .to_str()
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| bad("the environment's size is not a number"))?;
+    let mut env = Vec::new();
+    for _ in 0..count {
+        let entry = fields.next().ok_or_else(missing)?;
+        let bytes = entry.as_bytes();
+        let eq = bytes
+            .iter()
+            .position(|b| *b == b'=')
+            .ok_or_else(|| bad("an environment entry has no `=`"))?;
+        env.push((
+            OsString::from_vec(bytes[..eq].to_vec()),
+            OsString::from_vec(bytes[eq + 1..].to_vec()),
+        ));
+    }
+    let program = fields.next().ok_or_else(missing)?;
     Ok(Exec {
         cwd: cwd.into(),
         stdin_null,
         program: program.into(),
         args: fields.collect(),
+        env,
     })
 }
 
@@ -113,7 +139,10 @@ pub fn main() -> ExitCode {
         }
     };
     let mut command = Command::new(&exec.program);
-    command.args(&exec.args).current_dir(&exec.cwd);
+    command
+        .args(&exec.args)
+        .envs(exec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&exec.cwd);
     if exec.stdin_null {
         command.stdin(Stdio::null());
     }
@@ -159,6 +188,10 @@ mod tests {
             stdin_null: false,
             program: "/usr/bin/claude".into(),
             args: vec!["-p".into(), "".into(), "two words".into()],
+            env: vec![
+                ("CATALYST_STEP".into(), "a.b".into()),
+                ("EMPTY".into(), "".into()),
+            ],
         }
     }
 
@@ -179,6 +212,7 @@ mod tests {
         let e = Exec {
             stdin_null: true,
             args: Vec::new(),
+            env: Vec::new(),
             ..exec()
         };
         assert_eq!(decode(&mut &encode(&e)[..]).unwrap(), e);
@@ -192,7 +226,10 @@ mod tests {
             b"3\nab\0",
             b"4\n/a\0b",
             b"5\n/a\0\0\0",
-            b"11\n/a\0maybe\0p\0",
+            b"13\n/a\0maybe\x000\0p\0",
+            b"12\n/a\0null\0x\0p\0",
+            b"12\n/a\0null\x001\0p\0",
+            b"13\n/a\0null\x001\0A=\0",
         ] {
             let err = decode(&mut &input[..]).unwrap_err();
             assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{input:?}: {err}");

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::daemon::agent::SandboxSpec;
+use crate::daemon::agent::{Launcher, SandboxSpec};
 use crate::daemon::runner::sandbox_template;
 use crate::daemon::Paths;
 use crate::domain::config::{Config, ConfigError};
@@ -30,6 +30,9 @@ pub struct Loaded {
     pub sandbox: Option<Arc<SandboxSpec>>,
     /// The files a bead may change only with a person's approval; None when that is off.
     pub workflow_files: Option<Arc<WorkflowFiles>>,
+    /// Starts agents' processes ahead of their attempts, with `catalyst-hook` (else
+    /// `catalyst`); a reload starts afresh.
+    pub launcher: Arc<Launcher>,
 }
 
 impl Loaded {
@@ -38,6 +41,7 @@ impl Loaded {
     pub fn load(paths: &Paths) -> Result<Loaded, LoadError> {
         let config = crate::daemon::load::config(&paths.config())?;
         let catalyst = crate::daemon::load::catalyst_bin(&config);
+        let hook = crate::daemon::load::hook_bin(&catalyst);
         let mut sandbox = None;
         if let Ok(profile) = config.profile() {
             crate::daemon::sandbox::check(&config.agent, &profile)?;
@@ -95,7 +99,10 @@ impl Loaded {
             config: Arc::new(config),
             prompts: Arc::new(prompts),
             formulas: Arc::new(formulas),
-            hook: crate::daemon::load::hook_bin(&catalyst).map(Arc::new),
+            launcher: Arc::new(Launcher::new(
+                hook.clone().unwrap_or_else(|| catalyst.clone()),
+            )),
+            hook: hook.map(Arc::new),
             catalyst: Arc::new(catalyst),
             sandbox,
             workflow_files,

@@ -431,7 +431,7 @@ impl Engine {
             prompts: &self.loaded.prompts,
             settings: &settings,
             sandbox: self.loaded.sandbox.as_deref(),
-            shim: self.loaded.hook.as_deref().unwrap_or(&self.loaded.catalyst),
+            launcher: &self.loaded.launcher,
         };
         StepJob::build(from, work, step, meta, attempt, model, side)
     }

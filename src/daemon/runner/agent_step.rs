@@ -57,9 +57,9 @@ pub async fn run_agent_step(job: StepJob, cancel: CancellationToken, ask: Ask) -
 
 async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) -> StepDone {
     let mut done = failed(&job, String::new());
-    // Started now, it waits while the worktree and run folder get ready (see `agent::launch`);
-    // dropped on the way out, it is killed.
-    let early = agent::launch(&job.spec);
+    // Started ahead, it waits while the worktree and run folder get ready (see
+    // `agent::shim`); dropped on the way out, it is killed.
+    let early = job.launcher.take(&job.spec);
     job.spec.prompt = match job.prompt.render().await {
         // The step, its context file and its tool policy close the prompt, for every agent
         // (a `SessionStart` hook would cost a process per attempt, and Codex runs no hooks).
@@ -87,7 +87,7 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
             }
         }
     };
-    let report = agent::run_launched(job.spec.clone(), cancel, early).await;
+    let report = agent::run_launched(job.spec.clone(), cancel, Some(early)).await;
     // What the hooks decided and the daemon was not told of yet: recorded with the end.
     done.tool_records = tools.take_new();
     // Hooks of a process the agent left behind decide nothing any more: without the policy
@@ -380,14 +380,17 @@ fn commit_summary(result: &StepResult) -> String {
 /// Writes the run folder's inputs: starting commit, context files (with earlier steps' final
 /// messages read from their run folders), prompt and hook settings.
 fn write_inputs(job: &mut StepJob, base: &CommitId, patch: Option<&str>) -> std::io::Result<()> {
-    fsutil::create_dir_durable(&job.run_dir)?;
+    // Run folders are records, not state: nothing here is fsynced (a power cut that loses the
+    // starting commit leaves the restart to reset the worktree to its branch's tip instead,
+    // and git's own writes in the worktree are no more durable).
+    std::fs::create_dir_all(&job.run_dir)?;
     if let Some(patch) = patch {
         fsutil::write_replace(&job.run_dir.join(CHANGE_FILE), patch.as_bytes())?;
     }
     // A daemon that restarts resets the bead's worktree to it; a step in a worktree of its own
     // starts again from the bead's branch instead (see `run_agent_step`).
     if job.tree == job.work {
-        fsutil::write_atomic(&job.run_dir.join(BASE_FILE), base.as_str().as_bytes())?;
+        fsutil::write_replace(&job.run_dir.join(BASE_FILE), base.as_str().as_bytes())?;
     }
     for (step, run) in job.context.earlier_steps.iter_mut().zip(&job.earlier_runs) {
         step.final_message = run.as_deref().and_then(final_message);

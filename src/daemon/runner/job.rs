@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::daemon::agent::{NetPlan, RunSpec, SandboxSpec};
+use crate::daemon::agent::{Launcher, NetPlan, RunSpec, SandboxSpec};
 use crate::daemon::sandbox::BWRAP;
 use crate::daemon::worktree::{self, Repo};
 use crate::daemon::Paths;
@@ -33,9 +33,8 @@ pub struct JobSources<'a> {
     pub settings: &'a serde_json::Value,
     /// The profile's sandbox, as [`sandbox_template`] worked it out at load.
     pub sandbox: Option<&'a SandboxSpec>,
-    /// The program whose `__exec` starts an agent's process ahead of its command line
-    /// (`catalyst-hook`, else `catalyst`).
-    pub shim: &'a Path,
+    /// Starts agents' processes ahead of their attempts.
+    pub launcher: &'a Arc<Launcher>,
 }
 
 /// Everything one agent attempt needs, built at dispatch.
@@ -65,6 +64,8 @@ pub struct StepJob {
     pub(super) policy: AttemptPolicy,
     pub(super) settings: serde_json::Value,
     pub(super) spec: RunSpec,
+    /// Hands the attempt a process started ahead (see [`Launcher`]).
+    pub(super) launcher: Arc<Launcher>,
 }
 
 impl StepJob {
@@ -164,6 +165,7 @@ impl StepJob {
             policy,
             settings: from.settings.clone(),
             spec,
+            launcher: from.launcher.clone(),
         })
     }
 }
@@ -238,7 +240,6 @@ fn run_spec(
         sandbox,
         max_processes: config.process_limit(),
         nice: config.agent_nice,
-        shim: Some(from.shim.to_owned()),
     })
 }
 

@@ -157,11 +157,11 @@ async fn prepare_worktree(
                 repo.reset_to(&work, &base)?;
                 Ok(base)
             }
-            // The usual case: the worktree is clean at the tip after the daemon's last commit.
-            // Only leftovers of a failed attempt (or a read-only role's stray writes) need the
-            // reset, which costs a checkout.
+            // The usual case: the worktree is clean at the tip after the daemon's last commit
+            // (or just made). Only leftovers of a failed attempt (or a read-only role's stray
+            // writes) need the reset, which costs a checkout.
             None => {
-                if repo.changed_since(&work, &tree.head)? {
+                if !tree.fresh && repo.changed_since(&work, &tree.head)? {
                     repo.reset_to(&work, &tree.head)?;
                 }
                 Ok(tree.head)

@@ -26,6 +26,7 @@ mod commit;
 mod error;
 mod merge;
 mod sandbox;
+mod spare;
 #[cfg(test)]
 mod tests;
 
@@ -84,6 +85,9 @@ pub struct Worktree {
     pub branch: String,
     /// The branch tip: the commit the bead's first step starts from.
     pub head: CommitId,
+    /// Made by this call (checked out, or from a spare), so clean at `head`; `false` for a
+    /// worktree that was there already.
+    pub fresh: bool,
 }
 
 /// The workspace's repository and catalyst's worktrees folder.
@@ -109,6 +113,9 @@ pub struct Repo {
     store: Option<Arc<str>>,
     /// The largest file [`Repo::commit_all`] commits.
     max_file_bytes: u64,
+    /// Finished beads' worktrees kept for the next beads ([`Repo::with_spares`]).
+    spares: Arc<Mutex<spare::Spares>>,
+    spare_limit: usize,
 }
 
 impl Repo {
@@ -141,6 +148,8 @@ impl Repo {
             shared: Arc::new(Mutex::new(())),
             store: None,
             max_file_bytes: u64::MAX,
+            spares: Arc::default(),
+            spare_limit: 0,
         })
     }
 
@@ -171,7 +180,9 @@ impl Repo {
             "creating the folder of branch records",
             folder,
         ))?;
-        crate::daemon::fsutil::write_atomic(&path, store.as_bytes())
+        // Not fsynced, like the refs libgit2 writes: after a power cut the record is as
+        // durable as the branch it describes.
+        crate::daemon::fsutil::write_replace(&path, store.as_bytes())
             .map_err(GitError::io("recording the store of a branch in", path))
     }
 
@@ -263,11 +274,12 @@ impl Repo {
                 from.id()
             }
         };
-        let path = self.ensure_worktree(&repo, bead)?;
+        let (path, fresh) = self.ensure_worktree(&repo, bead)?;
         Ok(Worktree {
             path,
             branch,
             head: head.into(),
+            fresh,
         })
     }
 
@@ -285,13 +297,16 @@ impl Repo {
     /// worktree a person locked (`git worktree lock`) is refused, and a worktree with the
     /// bead's name outside the worktrees folder is left alone.
     pub fn remove(&self, bead: &BeadId) -> Result<(), GitError> {
+        let spare = self.tidy_for_spare(bead);
         let _shared = self.exclusive();
         let repo = self.main_repo()?;
         self.clear_bead_locks(&repo, bead);
         let path = self.worktree_path(bead);
         if let Some(wt) = find_worktree(&repo, bead)? {
             let ours = same_path(wt.path(), &path);
-            if ours || wt.validate().is_err() {
+            if ours && spare && self.keep_as_spare(&repo, bead) {
+                info!(%bead, "kept the bead's worktree as a spare");
+            } else if ours || wt.validate().is_err() {
                 let mut opts = WorktreePruneOptions::new();
                 // Only delete a working tree in our own folder, never one elsewhere.
                 opts.valid(true).working_tree(ours);
@@ -398,8 +413,13 @@ impl Repo {
         Ok(repo)
     }
 
-    /// Makes sure the bead's worktree exists, complete, on its branch (which must exist).
-    fn ensure_worktree(&self, repo: &Repository, bead: &BeadId) -> Result<PathBuf, GitError> {
+    /// Makes sure the bead's worktree exists, complete, on its branch (which must exist);
+    /// `true` with it when it was made now.
+    fn ensure_worktree(
+        &self,
+        repo: &Repository,
+        bead: &BeadId,
+    ) -> Result<(PathBuf, bool), GitError> {
         let path = self.worktree_path(bead);
         if let Some(wt) = find_worktree(repo, bead)? {
             let ours = same_path(wt.path(), &path);
@@ -411,7 +431,7 @@ impl Repo {
                     });
                 }
                 if checkout_finished(&wt) {
-                    return Ok(path);
+                    return Ok((path, false));
                 }
                 warn!(%bead, "worktree was left half-made (crash while it was created); making it again");
             } else {
@@ -429,6 +449,9 @@ impl Repo {
             fs::remove_dir_all(&path)
                 .map_err(GitError::io("removing leftover worktree folder", &path))?;
         }
+        if self.adopt_spare(repo, bead) {
+            return Ok((path, true));
+        }
         let refname = branch_ref(bead);
         let reference = repo
             .find_reference(&refname)
@@ -442,7 +465,7 @@ impl Repo {
             )
         })?;
         info!(%bead, path = %path.display(), "created bead worktree");
-        Ok(path)
+        Ok((path, true))
     }
 }
 

@@ -76,7 +76,6 @@ impl Fixture {
             output_cap: 1024 * 1024,
             max_processes: None,
             nice: 0,
-            shim: None,
             sandbox: None,
         }
     }

@@ -1,0 +1,262 @@
+//! Spare worktrees: a finished bead's worktree is kept, renamed, instead of deleted, and the
+//! next bead's worktree is made from it instead of checked out afresh
+//! (docs/worktrees.md#spare-worktrees).
+//!
+//! Checking out a whole tree and deleting it again per bead creates and frees as many inodes
+//! as the tree has files; on ext4 each new inode then scans the ones freed in the last 30 s
+//! (`find_inode_bit` → `recently_deleted`), so bead after bead the creation slows down. A
+//! spare only changes the files that differ between its commit and the new bead's.
+//!
+//! A spare is `<worktrees_dir>/.spare-<n>` with git's record `.git/worktrees/.spare-<n>`, its
+//! HEAD detached, nothing untracked in it (no bead id starts with a dot, so the sweeps that
+//! list beads never see one). Taking or returning one renames the folder and the record and
+//! rewrites the two files that link them (`gitdir` both ways), as `git worktree move` does. A
+//! crash in between leaves a record or a folder that no longer matches: a spare that does not
+//! check out is deleted when the repository opens, and what is left under the bead's name is
+//! what [`Repo::remove`] and [`Repo::create`] already repair.
+
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use git2::{Repository, ResetType, StatusOptions};
+use tracing::{info, warn};
+
+use super::error::Context;
+use super::{GitError, Repo};
+use crate::domain::id::BeadId;
+
+/// The names of spares start with it; no bead id can.
+const SPARE_PREFIX: &str = ".spare-";
+
+/// The spares the repository keeps, by name (`.spare-<n>`), and the next number.
+#[derive(Debug, Default)]
+pub(super) struct Spares {
+    names: Vec<String>,
+    next: u64,
+}
+
+impl Repo {
+    /// Keeps up to `n` spare worktrees (see the module documentation); 0, the default, keeps
+    /// none. Spares found from an earlier run are checked and kept, or deleted.
+    pub fn with_spares(mut self, n: usize) -> Repo {
+        self.spare_limit = n;
+        self.check_spares();
+        self
+    }
+
+    fn check_spares(&self) {
+        let n = self.spare_limit;
+        let _shared = self.exclusive();
+        let mut spares = self.spares.lock().unwrap_or_else(|e| e.into_inner());
+        spares.names.clear();
+        let Ok(repo) = self.main_repo() else {
+            return;
+        };
+        let mut found: Vec<String> = fs::read_dir(repo.commondir().join("worktrees"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+            .filter(|n| n.starts_with(SPARE_PREFIX))
+            .collect();
+        found.sort();
+        for name in found {
+            let number = name[SPARE_PREFIX.len()..].parse::<u64>().unwrap_or(0);
+            spares.next = spares.next.max(number + 1);
+            if spares.names.len() < n && self.spare_intact(&repo, &name) {
+                spares.names.push(name);
+            } else {
+                self.delete_spare(&repo, &name);
+            }
+        }
+    }
+
+    /// How many spares are kept now.
+    pub fn spare_count(&self) -> usize {
+        self.spares
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .names
+            .len()
+    }
+
+    fn spare_path(&self, name: &str) -> PathBuf {
+        self.worktrees_dir.join(name)
+    }
+
+    /// Whether the spare's record and folder link to each other and its checkout finished.
+    fn spare_intact(&self, repo: &Repository, name: &str) -> bool {
+        let record = repo.commondir().join("worktrees").join(name);
+        let folder = self.spare_path(name);
+        let gitdir = fs::read_to_string(record.join("gitdir")).unwrap_or_default();
+        let link = fs::read_to_string(folder.join(".git")).unwrap_or_default();
+        Path::new(gitdir.trim()) == folder.join(".git")
+            && link.trim().strip_prefix("gitdir: ").map(Path::new) == Some(&record)
+            && record.join("index").is_file()
+    }
+
+    /// Deletes a spare's record and folder, whatever state they are in.
+    fn delete_spare(&self, repo: &Repository, name: &str) {
+        let record = repo.commondir().join("worktrees").join(name);
+        for path in [record, self.spare_path(name)] {
+            if let Err(e) = fs::remove_dir_all(&path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    warn!(path = %path.display(), error = %e, "cannot delete a spare worktree");
+                }
+            }
+        }
+    }
+
+    /// Makes the bead's worktree out of a spare, on its branch (which must exist) at the
+    /// branch's tip. `false` when there is no spare, or when this one failed (it is deleted,
+    /// and the caller adds the worktree as usual). Called with [`Repo::exclusive`] held.
+    pub(super) fn adopt_spare(&self, repo: &Repository, bead: &BeadId) -> bool {
+        let name = {
+            let mut spares = self.spares.lock().unwrap_or_else(|e| e.into_inner());
+            match spares.names.pop() {
+                Some(name) => name,
+                None => return false,
+            }
+        };
+        match self.adopt(repo, &name, bead) {
+            Ok(()) => {
+                info!(%bead, spare = %name, "made the bead's worktree from a spare");
+                true
+            }
+            Err(e) => {
+                warn!(%bead, spare = %name, error = %e, "cannot use a spare worktree; checking out a new one");
+                self.delete_spare(repo, &name);
+                self.delete_spare(repo, bead.as_str());
+                false
+            }
+        }
+    }
+
+    fn adopt(&self, repo: &Repository, name: &str, bead: &BeadId) -> Result<(), GitError> {
+        self.relink(repo, name, bead.as_str())?;
+        let path = self.worktree_path(bead);
+        let tree = Repository::open(&path).ctx(|| format!("opening the spare for `{bead}`"))?;
+        let branch = super::branch_ref(bead);
+        tree.set_head(&branch)
+            .ctx(|| format!("pointing the spare's HEAD at `{branch}`"))?;
+        let tip = tree
+            .head()
+            .and_then(|h| h.peel_to_commit())
+            .ctx(|| format!("reading the tip of `{branch}`"))?;
+        // Only the files that differ from the spare's commit are written.
+        tree.reset(tip.as_object(), ResetType::Hard, None)
+            .ctx(|| format!("checking out `{branch}` in the spare"))
+    }
+
+    /// Gets the bead's worktree ready to be kept as a spare, when there is room and it is in
+    /// order (catalyst's, unlocked, complete): HEAD detached, untracked and ignored files
+    /// deleted (the bead is finished with them). Touches only the bead's own worktree and
+    /// record, so it runs before [`Repo::exclusive`] is taken; `false` when it is not to be
+    /// kept.
+    pub(super) fn tidy_for_spare(&self, bead: &BeadId) -> bool {
+        if self.spare_count() >= self.spare_limit {
+            return false;
+        }
+        let path = self.worktree_path(bead);
+        let kept = self.main_repo().and_then(|repo| {
+            let Some(wt) = super::find_worktree(&repo, bead)? else {
+                return Ok(false);
+            };
+            let unlocked = matches!(wt.is_locked(), Ok(git2::WorktreeLockStatus::Unlocked));
+            if !(super::same_path(wt.path(), &path)
+                && unlocked
+                && wt.validate().is_ok()
+                && super::checkout_finished(&wt))
+            {
+                return Ok(false);
+            }
+            self.tidy(bead, &path)?;
+            Ok(true)
+        });
+        kept.unwrap_or_else(|e| {
+            warn!(%bead, error = %e, "cannot keep the bead's worktree as a spare; deleting it");
+            false
+        })
+    }
+
+    fn tidy(&self, bead: &BeadId, path: &Path) -> Result<(), GitError> {
+        let tree = Repository::open(path).ctx(|| format!("opening the worktree of `{bead}`"))?;
+        let head = tree
+            .head()
+            .and_then(|h| h.peel_to_commit())
+            .ctx(|| format!("reading the head of `{bead}`"))?
+            .id();
+        tree.set_head_detached(head)
+            .ctx(|| format!("detaching the head of `{bead}`"))?;
+        let mut opts = StatusOptions::new();
+        opts.include_untracked(true)
+            .include_ignored(true)
+            .recurse_untracked_dirs(false)
+            .recurse_ignored_dirs(false);
+        let statuses = tree
+            .statuses(Some(&mut opts))
+            .ctx(|| format!("reading the status of `{bead}`"))?;
+        for entry in statuses.iter() {
+            if !(entry.status().is_wt_new() || entry.status().is_ignored()) {
+                continue;
+            }
+            let rel = entry.path_bytes();
+            let rel = rel.strip_suffix(b"/").unwrap_or(rel);
+            let file = path.join(std::ffi::OsStr::from_bytes(rel));
+            let gone = match fs::symlink_metadata(&file) {
+                Ok(m) if m.is_dir() => fs::remove_dir_all(&file),
+                Ok(_) => fs::remove_file(&file),
+                Err(_) => Ok(()),
+            };
+            gone.map_err(GitError::io("deleting an untracked file of", &file))?;
+        }
+        Ok(())
+    }
+
+    /// Keeps the bead's worktree, made ready by [`Repo::tidy_for_spare`], as a spare: `false`
+    /// when there is no room any more or the renames failed (the caller deletes what is left
+    /// under the bead's name). Called with [`Repo::exclusive`] held, before the bead's branch
+    /// is deleted.
+    pub(super) fn keep_as_spare(&self, repo: &Repository, bead: &BeadId) -> bool {
+        let name = {
+            let mut spares = self.spares.lock().unwrap_or_else(|e| e.into_inner());
+            if spares.names.len() >= self.spare_limit {
+                return false;
+            }
+            spares.next += 1;
+            format!("{SPARE_PREFIX}{}", spares.next - 1)
+        };
+        match self.relink(repo, bead.as_str(), &name) {
+            Ok(()) => {
+                self.spares
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .names
+                    .push(name);
+                true
+            }
+            Err(e) => {
+                warn!(%bead, error = %e, "cannot keep the bead's worktree as a spare; deleting it");
+                self.delete_spare(repo, &name);
+                false
+            }
+        }
+    }
+
+    /// Renames worktree `from` (its folder and git's record) to `to`, and rewrites the files
+    /// that link them.
+    fn relink(&self, repo: &Repository, from: &str, to: &str) -> Result<(), GitError> {
+        let records = repo.commondir().join("worktrees");
+        let (old_record, record) = (records.join(from), records.join(to));
+        let (old_folder, folder) = (self.spare_path(from), self.spare_path(to));
+        for (a, b) in [(&old_folder, &folder), (&old_record, &record)] {
+            fs::rename(a, b).map_err(GitError::io("renaming a worktree", a))?;
+        }
+        let gitdir = folder.join(".git");
+        fs::write(record.join("gitdir"), format!("{}\n", gitdir.display()))
+            .map_err(GitError::io("linking a worktree's record to", &gitdir))?;
+        fs::write(&gitdir, format!("gitdir: {}\n", record.display()))
+            .map_err(GitError::io("linking a worktree to its record", &record))
+    }
+}

@@ -337,10 +337,11 @@ async fn judge(
         _ => outcome,
     };
     // Only roles that write get their work committed; what a read-only role left behind is
-    // discarded by the next attempt's reset.
+    // discarded by the next attempt's reset. A worktree the check above found unchanged has
+    // nothing to commit, and is not read again.
     let summary = match &outcome {
         Outcome::Finished { result, .. }
-            if result.status == ResultStatus::Done && job.role.writes() =>
+            if changed && result.status == ResultStatus::Done && job.role.writes() =>
         {
             commit_summary(result)
         }

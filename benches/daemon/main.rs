@@ -1,11 +1,13 @@
 //! Daemon benchmarks: the orchestrator's own cost against the floor and against pueue,
 //! dispatch latency, event fan-out, a 100,000-bead store's start-up, memory and idle CPU,
-//! what the sandbox adds to an attempt's start, and what a tool call's hook costs.
+//! what the sandbox adds to an attempt's start, what a tool call's hook costs, and what each
+//! git step of a bead costs.
 //! Every row prints its figure, its target and its ratio to a baseline measured in this run.
 //!
 //! Run: `cargo bench --bench daemon` (all rows), `cargo bench --bench daemon -- ROW…` with
-//! ROW one of `overhead chain latency fanout scale sandbox hook`, and `--quick` for small
-//! sizes.
+//! ROW one of `overhead chain latency fanout scale sandbox hook git`, and `--quick` for small
+//! sizes. Workspaces are made under `TMPDIR` (README "Benchmarks" on why the file system
+//! matters).
 //! The `chain` row needs pueue 4.0.4, which `benches/pueue.sh` builds from crates.io into
 //! `target/bench-cache/`; without it the row says so and is skipped.
 //!
@@ -14,6 +16,7 @@
 
 mod chain;
 mod fanout;
+mod git;
 mod hook;
 mod latency;
 mod overhead;
@@ -46,8 +49,8 @@ role = \"merge\"
 needs = [\"work\"]
 ";
 
-const ROWS: [&str; 7] = [
-    "overhead", "chain", "latency", "fanout", "scale", "sandbox", "hook",
+const ROWS: [&str; 8] = [
+    "overhead", "chain", "latency", "fanout", "scale", "sandbox", "hook", "git",
 ];
 
 /// A workspace whose beads run the `one` formula (one agent step, then the merge), with
@@ -159,5 +162,8 @@ fn main() {
     }
     if want("hook") {
         hook::hook(quick);
+    }
+    if want("git") {
+        git::git(quick);
     }
 }

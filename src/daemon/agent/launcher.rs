@@ -9,8 +9,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Child;
 use tokio::task::JoinHandle;
 
-use super::run::{process, process_limit};
-use super::{shim, spawn, RunSpec};
+use super::spawn::{self, process, process_limit};
+use super::{shim, RunSpec};
 use crate::daemon::cgroup::AttemptGroup;
 
 /// How many processes wait for the next attempts: one per agent that can start at the same

@@ -5,14 +5,14 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -130,9 +130,9 @@ async fn start(spec: &RunSpec, early: Option<Launch>) -> Result<Running, StartEr
             (launched.child, launched.limit)
         }
         None => {
-            let mut command = process(program_arg, spec.nice, prepared.prompt_on_stdin);
+            let mut command = spawn::process(program_arg, spec.nice, prepared.prompt_on_stdin);
             command.envs(env).args(args).current_dir(&spec.worktree);
-            let limit = spec.max_processes.and_then(process_limit);
+            let limit = spec.max_processes.and_then(spawn::process_limit);
             if let Some(group) = &limit {
                 group.enter(&mut command);
             }
@@ -168,25 +168,6 @@ async fn start(spec: &RunSpec, early: Option<Launch>) -> Result<Running, StartEr
     Ok(running)
 }
 
-/// A process as agents start: piped output, `stdin` piped or `/dev/null`, a process group of
-/// its own, death with the daemon, and niceness `nice`.
-pub(super) fn process(program: &OsStr, nice: u32, stdin_piped: bool) -> Command {
-    let mut command = Command::new(program);
-    command
-        .stdin(if stdin_piped {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    spawn::die_with_parent(&mut command);
-    spawn::nice(&mut command, nice);
-    command
-}
-
 /// What the agent's environment adds to the daemon's, in order (a later value of a name
 /// wins): the profile's, the step's, the proxy's for a `model-only` network.
 fn agent_env(spec: &RunSpec) -> Vec<(OsString, OsString)> {
@@ -209,16 +190,6 @@ fn resolve(program: &OsStr, env: &[(OsString, OsString)]) -> Option<PathBuf> {
         .map(|(_, v)| v.clone())
         .or_else(|| std::env::var_os("PATH"));
     shim::resolve(program, path.as_deref())
-}
-
-/// A control group allowing `max` processes, where the machine has one.
-pub(super) fn process_limit(max: u32) -> Option<AttemptGroup> {
-    let root = crate::daemon::cgroup::pids().ok()?;
-    root.create(max)
-        .inspect_err(|e| {
-            tracing::warn!(error = %e, "cannot make the attempt's control group; its processes are not limited");
-        })
-        .ok()
 }
 
 /// Where the HTTPS proxy listens inside an attempt's network namespace.

@@ -7,13 +7,17 @@
 //! by one dedicated thread that lives as long as the process, and the signal then means what it
 //! should: the daemon is gone.
 
+use std::ffi::OsStr;
 use std::io;
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::sync::OnceLock;
 
 use tokio::process::{Child, Command};
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
+
+use crate::daemon::cgroup::AttemptGroup;
 
 struct Request {
     command: Command,
@@ -146,3 +150,32 @@ pub(crate) fn nice(command: &mut Command, nice: u32) {
 /// and are reaped by [`super::kill_leftover_group`] when it restarts.
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn die_with_parent(_command: &mut Command) {}
+
+/// A process as agents start: piped output, `stdin` piped or `/dev/null`, a process group of
+/// its own, death with the daemon, and `niceness`.
+pub(super) fn process(program: &OsStr, niceness: u32, stdin_piped: bool) -> Command {
+    let mut command = Command::new(program);
+    command
+        .stdin(if stdin_piped {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    die_with_parent(&mut command);
+    nice(&mut command, niceness);
+    command
+}
+
+/// A control group allowing `max` processes, where the machine has one.
+pub(super) fn process_limit(max: u32) -> Option<AttemptGroup> {
+    let root = crate::daemon::cgroup::pids().ok()?;
+    root.create(max)
+        .inspect_err(|e| {
+            tracing::warn!(error = %e, "cannot make the attempt's control group; its processes are not limited");
+        })
+        .ok()
+}

@@ -698,6 +698,11 @@ needs = ["inline"]
 /// `catalyst __exec` with its message for `program args…` in `cwd` with `GREETING=hi`, then
 /// `rest` on stdin.
 fn exec_shim(cwd: &Path, program: &str, args: &[&str], rest: &str) -> Run {
+    exec_shim_with(&[], cwd, program, args, rest)
+}
+
+/// [`exec_shim`] with `setup` arguments after `__exec`.
+fn exec_shim_with(setup: &[&str], cwd: &Path, program: &str, args: &[&str], rest: &str) -> Run {
     let exec = catalyst::daemon::agent::shim::Exec {
         cwd: cwd.to_owned(),
         stdin_null: false,
@@ -707,7 +712,45 @@ fn exec_shim(cwd: &Path, program: &str, args: &[&str], rest: &str) -> Run {
     };
     let mut stdin = String::from_utf8(catalyst::daemon::agent::shim::encode(&exec)).expect("utf-8");
     stdin.push_str(rest);
-    catalyst(&["__exec"], &stdin)
+    let mut argv = vec!["__exec"];
+    argv.extend(setup);
+    catalyst(&argv, &stdin)
+}
+
+#[test]
+fn exec_shim_sets_its_niceness_and_checks_its_parent_before_it_runs_the_program() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let parent = std::process::id().to_string();
+    let own: i32 = std::fs::read_to_string("/proc/self/stat")
+        .expect("stat")
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().nth(16)?.parse().ok())
+        .expect("niceness");
+    let nice = (own + 5).min(19).to_string();
+    let stat = "cut -d')' -f2 /proc/self/stat | cut -d' ' -f18";
+    let run = exec_shim_with(
+        &["--parent", &parent, "--niceness", &nice],
+        dir.path(),
+        "/bin/sh",
+        &["-c", stat],
+        "",
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stdout.trim(),
+        nice,
+        "the program runs at the niceness asked"
+    );
+    let orphan = exec_shim_with(&["--parent", "1"], dir.path(), "/bin/true", &[], "");
+    assert_eq!(orphan.code, 126);
+    assert!(
+        orphan.stderr.contains("the daemon is gone"),
+        "{}",
+        orphan.stderr
+    );
+    let bad = exec_shim_with(&["--cgroup"], dir.path(), "/bin/true", &[], "");
+    assert_eq!(bad.code, 126, "{}", bad.stderr);
 }
 
 #[test]

@@ -11,12 +11,13 @@ use catalyst::cli::hook::{run_local, HookEnv, HookEvent};
 use catalyst::daemon::agent::shim;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if let [arg] = args.as_slice() {
-        if arg == shim::EXEC_COMMAND {
-            return shim::main();
-        }
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == shim::EXEC_COMMAND)
+    {
+        return shim::main(&std::env::args_os().skip(2).collect::<Vec<_>>());
     }
+    let args: Vec<String> = std::env::args().skip(1).collect();
     let event = match args.as_slice() {
         [arg] => HookEvent::ALL.into_iter().find(|e| e.arg() == arg),
         _ => None,

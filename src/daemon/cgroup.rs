@@ -120,6 +120,11 @@ impl AttemptGroup {
         }
     }
 
+    /// The group's `cgroup.procs`, which a process joins by writing its pid there.
+    pub fn procs_path(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+
     /// How many times a fork failed at the limit (`pids.events`), if the kernel says.
     pub fn refused_forks(&self) -> Option<u64> {
         let events = fs::read_to_string(self.dir.join("pids.events")).ok()?;

@@ -5,11 +5,13 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use std::process::Stdio;
 use tokio::io::AsyncWriteExt;
-use tokio::process::Child;
+
+use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
-use super::spawn::{self, process, process_limit};
+use super::spawn::{self, process_limit};
 use super::{shim, RunSpec};
 use crate::daemon::cgroup::AttemptGroup;
 
@@ -66,13 +68,26 @@ impl Launcher {
         taken.unwrap_or_else(|| self.start(spec.nice, spec.max_processes))
     }
 
+    /// Starts a shim with `posix_spawn` (no `pre_exec`, so the daemon's page tables are not
+    /// copied): it sets its own niceness, parent-death signal and control group
+    /// ([`shim::Setup`]).
     fn start(&self, nice: u32, max_processes: Option<u32>) -> Launch {
-        let mut command = process(self.shim.as_os_str(), nice, true);
-        command.arg(shim::EXEC_COMMAND).current_dir("/");
         let limit = max_processes.and_then(process_limit);
-        if let Some(group) = &limit {
-            group.enter(&mut command);
-        }
+        let setup = shim::Setup {
+            parent: Some(std::process::id()),
+            niceness: spawn::niceness(nice),
+            cgroup: limit.as_ref().map(AttemptGroup::procs_path),
+        };
+        let mut command = Command::new(&self.shim);
+        command
+            .arg(shim::EXEC_COMMAND)
+            .args(setup.args())
+            .current_dir("/")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
         let handle = tokio::spawn(async move {
             let child = spawn::spawn(command).await?;
             Ok(Launched { child, limit })
@@ -93,7 +108,12 @@ impl Launch {
             .handle
             .await
             .map_err(io::Error::other)
-            .and_then(|started| started);
+            .and_then(|started| started)
+            .and_then(|mut launched| match launched.child.try_wait() {
+                // Its setup failed (the reason is on its stderr, which nobody reads yet).
+                Ok(Some(status)) => Err(io::Error::other(format!("the shim exited: {status}"))),
+                _ => Ok(launched),
+            });
         started
             .inspect_err(|e| {
                 tracing::warn!(error = %e, "cannot start the agent's process ahead; starting it now")

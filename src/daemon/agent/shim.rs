@@ -3,12 +3,14 @@
 //!
 //! Entering an attempt's control group takes the kernel's cgroup write lock, which waits for
 //! an RCU grace period: about 10 ms on the 2-core benchmark machine, during which the new
-//! process sleeps (see README "Benchmarks"). So the daemon spawns the attempt's process
-//! early, as `catalyst-hook __exec` (or `catalyst __exec`) in its group, process group, niceness
-//! and environment, while the worktree and run folder are made ready; the shim waits on its
-//! stdin. When the command line is known the daemon writes it there ([`encode`]), followed by
-//! the prompt for agents that read it from stdin, and the shim replaces itself with the agent
-//! ([`main`]): same pid, same group, same pipes.
+//! process sleeps (see README "Benchmarks"). So the daemon starts agents' processes ahead
+//! ([`super::Launcher`]), as `catalyst-hook __exec` (or `catalyst __exec`) in a process group
+//! of their own; each shim joins its control group, sets its niceness and its parent-death
+//! signal itself ([`Setup`], so the daemon can start it with `posix_spawn`), then waits on
+//! its stdin while an attempt's worktree and run folder are made ready. When the command line
+//! is known the daemon writes it there ([`encode`]), followed by the prompt for agents that
+//! read it from stdin, and the shim replaces itself with the agent ([`main`]): same pid, same
+//! group, same pipes.
 //!
 //! The message: the body's length in decimal and `\n`, then the body: the working directory,
 //! `null` or `pipe` for the agent's stdin, the number of environment entries and each as
@@ -126,10 +128,105 @@ pub fn decode(input: &mut impl Read) -> io::Result<Exec> {
     })
 }
 
-/// The shim: reads the message from stdin and becomes the program it names. Returns only when
-/// that fails (exit 127, the reason on stderr, which is the agent's stderr file); a daemon
-/// that gave up on the attempt closes stdin, and the shim exits 1 without a word.
-pub fn main() -> ExitCode {
+/// What the shim does to itself before it waits, which a `pre_exec` would otherwise do
+/// between `fork` and `exec`: done by the shim, the daemon can start it with `posix_spawn`,
+/// which does not copy the daemon's page tables. Its command-line arguments after
+/// [`EXEC_COMMAND`]: `--parent PID [--niceness N] [--cgroup PROCS_FILE]`.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Setup {
+    /// The daemon's pid: the shim dies with the thread that started it (`PR_SET_PDEATHSIG`),
+    /// and exits at once if that already happened.
+    pub parent: Option<u32>,
+    /// The absolute niceness to run at.
+    pub niceness: Option<i32>,
+    /// The `cgroup.procs` file of the attempt's control group, which the shim joins.
+    pub cgroup: Option<PathBuf>,
+}
+
+impl Setup {
+    /// The arguments that say this setup.
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args = Vec::new();
+        if let Some(parent) = self.parent {
+            args.extend(["--parent".into(), parent.to_string().into()]);
+        }
+        if let Some(n) = self.niceness {
+            args.extend(["--niceness".into(), n.to_string().into()]);
+        }
+        if let Some(procs) = &self.cgroup {
+            args.extend(["--cgroup".into(), procs.clone().into_os_string()]);
+        }
+        args
+    }
+
+    /// Reads the arguments [`Setup::args`] wrote.
+    pub fn parse(args: &[OsString]) -> Result<Setup, String> {
+        let mut setup = Setup::default();
+        let mut args = args.iter();
+        while let Some(flag) = args.next() {
+            let value = args
+                .next()
+                .ok_or_else(|| format!("`{}` needs a value", flag.to_string_lossy()))?;
+            let number = || {
+                value
+                    .to_str()
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .ok_or_else(|| format!("`{}` is not a number", value.to_string_lossy()))
+            };
+            match flag.to_str() {
+                Some("--parent") => setup.parent = Some(number()? as u32),
+                Some("--niceness") => setup.niceness = Some(number()? as i32),
+                Some("--cgroup") => setup.cgroup = Some(value.into()),
+                _ => return Err(format!("unknown argument `{}`", flag.to_string_lossy())),
+            }
+        }
+        Ok(setup)
+    }
+
+    /// Applies the setup to this process.
+    fn apply(&self) -> Result<(), String> {
+        if let Some(parent) = self.parent {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(|e| format!("cannot ask to die with the daemon: {e}"))?;
+            // The daemon may have died before the line above; then the signal never comes.
+            if nix::unistd::getppid().as_raw() as u32 != parent {
+                return Err("the daemon is gone".into());
+            }
+        }
+        if let Some(n) = self.niceness {
+            // The cast: `PRIO_PROCESS`'s type differs between C libraries.
+            #[allow(clippy::unnecessary_cast)]
+            let which = nix::libc::PRIO_PROCESS as _;
+            // SAFETY: sets this process's niceness; no memory is involved.
+            if unsafe { nix::libc::setpriority(which, 0, n) } != 0 {
+                return Err(format!(
+                    "cannot set the niceness: {}",
+                    io::Error::last_os_error()
+                ));
+            }
+        }
+        if let Some(procs) = &self.cgroup {
+            std::fs::write(procs, std::process::id().to_string()).map_err(|e| {
+                format!(
+                    "cannot join the attempt's control group `{}`: {e}",
+                    procs.display()
+                )
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// The shim: applies its [`Setup`] (from `args`, those after [`EXEC_COMMAND`]), reads the
+/// message from stdin and becomes the program it names. Returns only when that fails (exit
+/// 126 for the setup, 127 for the rest, the reason on stderr, which is the agent's stderr
+/// file); a daemon that gave up on the attempt closes stdin, and the shim exits 1 without a
+/// word.
+pub fn main(args: &[OsString]) -> ExitCode {
+    if let Err(e) = Setup::parse(args).and_then(|setup| setup.apply()) {
+        eprintln!("catalyst: {e}");
+        return ExitCode::from(126);
+    }
     let exec = match decode(&mut RawStdin) {
         Ok(exec) => exec,
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return ExitCode::from(1),
@@ -236,6 +333,20 @@ mod tests {
         }
         let err = decode(&mut &b"12"[..]).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[test]
+    fn a_setup_reads_back_from_its_arguments() {
+        let setup = Setup {
+            parent: Some(42),
+            niceness: Some(10),
+            cgroup: Some("/sys/fs/cgroup/pids/catalyst-1-2/cgroup.procs".into()),
+        };
+        assert_eq!(Setup::parse(&setup.args()), Ok(setup));
+        assert_eq!(Setup::parse(&[]), Ok(Setup::default()));
+        assert!(Setup::parse(&["--parent".into()]).is_err());
+        assert!(Setup::parse(&["--niceness".into(), "x".into()]).is_err());
+        assert!(Setup::parse(&["--other".into(), "1".into()]).is_err());
     }
 
     #[test]

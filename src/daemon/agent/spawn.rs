@@ -117,15 +117,10 @@ pub(crate) fn die_with_parent(command: &mut Command) {
     }
 }
 
-/// Lowers the child's scheduling priority by `nice` (as `nice -n`) before it executes
-/// anything, so every process it starts inherits it. `0` leaves it as the daemon's.
-pub(crate) fn nice(command: &mut Command, nice: u32) {
-    let Ok(nice) = nix::libc::c_int::try_from(nice) else {
-        return;
-    };
-    if nice == 0 {
-        return;
-    }
+/// The absolute niceness `nice` above the daemon's own (as `nice -n`, at most 19); `None` for
+/// 0, which leaves it as the daemon's.
+pub(super) fn niceness(nice: u32) -> Option<nix::libc::c_int> {
+    let nice = nix::libc::c_int::try_from(nice).ok().filter(|n| *n > 0)?;
     // The cast: `PRIO_PROCESS`'s type differs between C libraries.
     #[allow(clippy::unnecessary_cast)]
     let which = nix::libc::PRIO_PROCESS as _;
@@ -133,7 +128,18 @@ pub(crate) fn nice(command: &mut Command, nice: u32) {
     // a niceness of -1: one step less nice than asked, never more).
     // SAFETY: `getpriority` reads the calling process's niceness; no memory is involved.
     let own = unsafe { nix::libc::getpriority(which, 0) };
-    let target = own.saturating_add(nice).min(19);
+    Some(own.saturating_add(nice).min(19))
+}
+
+/// Lowers the child's scheduling priority by `nice` (see [`niceness`]) before it executes
+/// anything, so every process it starts inherits it.
+pub(crate) fn nice(command: &mut Command, nice: u32) {
+    let Some(target) = niceness(nice) else {
+        return;
+    };
+    // The cast: `PRIO_PROCESS`'s type differs between C libraries.
+    #[allow(clippy::unnecessary_cast)]
+    let which = nix::libc::PRIO_PROCESS as _;
     // SAFETY: the closure runs in the forked child before exec and makes one
     // async-signal-safe system call; it allocates nothing.
     unsafe {

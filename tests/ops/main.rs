@@ -4,6 +4,7 @@
 
 mod beads;
 mod journal;
+mod launcher;
 mod notify;
 mod setup;
 mod signals;

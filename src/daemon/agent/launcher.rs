@@ -11,8 +11,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
+use super::shim;
 use super::spawn::{self, process_limit};
-use super::{shim, RunSpec};
 use crate::daemon::cgroup::AttemptGroup;
 
 /// How many processes wait for the next attempts: one per agent that can start at the same
@@ -20,11 +20,17 @@ use crate::daemon::cgroup::AttemptGroup;
 const AHEAD: usize = 2;
 
 /// Starts agents' processes ahead of their attempts and hands them out ([`Launcher::take`]).
-/// Dropped, it kills the processes still waiting.
+/// One serves one loaded config (a reload makes a new one), so every process it starts has
+/// the niceness and process limit its attempts run with. Dropped, it kills the processes
+/// still waiting.
 #[derive(Debug)]
 pub struct Launcher {
     /// The program whose `__exec` waits for the command line: `catalyst-hook`, else `catalyst`.
     shim: PathBuf,
+    /// Added to the daemon's niceness (`agent_nice`).
+    nice: u32,
+    /// Each process's control group allows this many (`max_processes`); `None`: no group.
+    max_processes: Option<u32>,
     ready: Mutex<Vec<Launch>>,
 }
 
@@ -32,8 +38,6 @@ pub struct Launcher {
 /// control group removed.
 #[derive(Debug)]
 pub struct Launch {
-    nice: u32,
-    max_processes: Option<u32>,
     handle: JoinHandle<io::Result<Launched>>,
 }
 
@@ -45,37 +49,38 @@ pub(super) struct Launched {
 }
 
 impl Launcher {
-    pub fn new(shim: PathBuf) -> Launcher {
+    /// Starts `shim`'s processes `nice` above the daemon's niceness, each in a control group
+    /// allowing `max_processes` (none for `None`).
+    pub fn new(shim: PathBuf, nice: u32, max_processes: Option<u32>) -> Launcher {
         Launcher {
             shim,
+            nice,
+            max_processes,
             ready: Mutex::new(Vec::new()),
         }
     }
 
-    /// A process for the attempt `spec` describes: one started ahead with its niceness and
-    /// process limit when there is one, else one started now; either way another starts for
-    /// the next attempt. Must be called within the daemon's runtime.
-    pub fn take(&self, spec: &RunSpec) -> Launch {
-        let fits = |l: &Launch| l.nice == spec.nice && l.max_processes == spec.max_processes;
+    /// A process for the next attempt: one started ahead when there is one, else one started
+    /// now; either way another starts for the attempt after. Must be called within the
+    /// daemon's runtime.
+    pub fn take(&self) -> Launch {
         let mut ready = self.ready.lock().unwrap_or_else(|e| e.into_inner());
-        // Started under a config since changed: no attempt will fit them.
-        ready.retain(fits);
         let taken = ready.pop();
         while ready.len() < AHEAD {
-            ready.push(self.start(spec.nice, spec.max_processes));
+            ready.push(self.start());
         }
         drop(ready);
-        taken.unwrap_or_else(|| self.start(spec.nice, spec.max_processes))
+        taken.unwrap_or_else(|| self.start())
     }
 
     /// Starts a shim with `posix_spawn` (no `pre_exec`, so the daemon's page tables are not
     /// copied): it sets its own niceness, parent-death signal and control group
     /// ([`shim::Setup`]).
-    fn start(&self, nice: u32, max_processes: Option<u32>) -> Launch {
-        let limit = max_processes.and_then(process_limit);
+    fn start(&self) -> Launch {
+        let limit = self.max_processes.and_then(process_limit);
         let setup = shim::Setup {
             parent: Some(std::process::id()),
-            niceness: spawn::niceness(nice),
+            niceness: spawn::niceness(self.nice),
             cgroup: limit.as_ref().map(AttemptGroup::procs_path),
         };
         let mut command = Command::new(&self.shim);
@@ -92,11 +97,7 @@ impl Launcher {
             let child = spawn::spawn(command).await?;
             Ok(Launched { child, limit })
         });
-        Launch {
-            nice,
-            max_processes,
-            handle,
-        }
+        Launch { handle }
     }
 }
 

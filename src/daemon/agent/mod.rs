@@ -131,12 +131,8 @@ pub async fn run(spec: RunSpec, cancel: CancellationToken) -> RunReport {
 /// [`run`] in a process started ahead by a [`Launcher`] (see [`shim`]: what starting a
 /// process in its control group costs the kernel is then off the attempt's path). A process
 /// that could not start is logged, and the agent spawned as [`run`] does.
-pub async fn run_launched(
-    spec: RunSpec,
-    cancel: CancellationToken,
-    early: Option<Launch>,
-) -> RunReport {
-    run::run(spec, cancel, early).await
+pub async fn run_launched(spec: RunSpec, cancel: CancellationToken, early: Launch) -> RunReport {
+    run::run(spec, cancel, Some(early)).await
 }
 
 #[cfg(test)]

@@ -95,13 +95,16 @@ impl Loaded {
                 }
             }
         }
+        let launcher = Arc::new(Launcher::new(
+            hook.clone().unwrap_or_else(|| catalyst.clone()),
+            config.agent_nice,
+            config.process_limit(),
+        ));
         Ok(Loaded {
             config: Arc::new(config),
             prompts: Arc::new(prompts),
             formulas: Arc::new(formulas),
-            launcher: Arc::new(Launcher::new(
-                hook.clone().unwrap_or_else(|| catalyst.clone()),
-            )),
+            launcher,
             hook: hook.map(Arc::new),
             catalyst: Arc::new(catalyst),
             sandbox,

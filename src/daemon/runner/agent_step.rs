@@ -59,7 +59,7 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
     let mut done = failed(&job, String::new());
     // Started ahead, it waits while the worktree and run folder get ready (see
     // `agent::shim`); dropped on the way out, it is killed.
-    let early = job.launcher.take(&job.spec);
+    let early = job.launcher.take();
     job.spec.prompt = match job.prompt.render().await {
         // The step, its context file and its tool policy close the prompt, for every agent
         // (a `SessionStart` hook would cost a process per attempt, and Codex runs no hooks).
@@ -87,7 +87,7 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
             }
         }
     };
-    let report = agent::run_launched(job.spec.clone(), cancel, Some(early)).await;
+    let report = agent::run_launched(job.spec.clone(), cancel, early).await;
     // What the hooks decided and the daemon was not told of yet: recorded with the end.
     done.tool_records = tools.take_new();
     // Hooks of a process the agent left behind decide nothing any more: without the policy

@@ -159,23 +159,24 @@ impl Setup {
         args
     }
 
-    /// Reads the arguments [`Setup::args`] wrote.
+    /// Reads the arguments [`Setup::args`] wrote. By hand, not with clap: `catalyst-hook`,
+    /// which runs on every tool call, stays as small as it can be.
     pub fn parse(args: &[OsString]) -> Result<Setup, String> {
+        fn number<T: std::str::FromStr>(value: &OsStr) -> Result<T, String> {
+            value
+                .to_str()
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("`{}` is not a number here", value.to_string_lossy()))
+        }
         let mut setup = Setup::default();
         let mut args = args.iter();
         while let Some(flag) = args.next() {
             let value = args
                 .next()
                 .ok_or_else(|| format!("`{}` needs a value", flag.to_string_lossy()))?;
-            let number = || {
-                value
-                    .to_str()
-                    .and_then(|v| v.parse::<i64>().ok())
-                    .ok_or_else(|| format!("`{}` is not a number", value.to_string_lossy()))
-            };
             match flag.to_str() {
-                Some("--parent") => setup.parent = Some(number()? as u32),
-                Some("--niceness") => setup.niceness = Some(number()? as i32),
+                Some("--parent") => setup.parent = Some(number(value)?),
+                Some("--niceness") => setup.niceness = Some(number(value)?),
                 Some("--cgroup") => setup.cgroup = Some(value.into()),
                 _ => return Err(format!("unknown argument `{}`", flag.to_string_lossy())),
             }
@@ -194,16 +195,7 @@ impl Setup {
             }
         }
         if let Some(n) = self.niceness {
-            // The cast: `PRIO_PROCESS`'s type differs between C libraries.
-            #[allow(clippy::unnecessary_cast)]
-            let which = nix::libc::PRIO_PROCESS as _;
-            // SAFETY: sets this process's niceness; no memory is involved.
-            if unsafe { nix::libc::setpriority(which, 0, n) } != 0 {
-                return Err(format!(
-                    "cannot set the niceness: {}",
-                    io::Error::last_os_error()
-                ));
-            }
+            super::spawn::set_niceness(n).map_err(|e| format!("cannot set the niceness: {e}"))?;
         }
         if let Some(procs) = &self.cgroup {
             std::fs::write(procs, std::process::id().to_string()).map_err(|e| {
@@ -346,6 +338,9 @@ mod tests {
         assert_eq!(Setup::parse(&[]), Ok(Setup::default()));
         assert!(Setup::parse(&["--parent".into()]).is_err());
         assert!(Setup::parse(&["--niceness".into(), "x".into()]).is_err());
+        // Out of the field's range: refused, not wrapped.
+        assert!(Setup::parse(&["--parent".into(), "-1".into()]).is_err());
+        assert!(Setup::parse(&["--niceness".into(), "4294967297".into()]).is_err());
         assert!(Setup::parse(&["--other".into(), "1".into()]).is_err());
     }
 

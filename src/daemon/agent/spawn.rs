@@ -131,24 +131,29 @@ pub(super) fn niceness(nice: u32) -> Option<nix::libc::c_int> {
     Some(own.saturating_add(nice).min(19))
 }
 
+/// Sets the calling process's niceness to `target`: one async-signal-safe system call, no
+/// allocation, so it may run between `fork` and `exec`.
+pub(crate) fn set_niceness(target: nix::libc::c_int) -> io::Result<()> {
+    // The cast: `PRIO_PROCESS`'s type differs between C libraries.
+    #[allow(clippy::unnecessary_cast)]
+    let which = nix::libc::PRIO_PROCESS as _;
+    // SAFETY: sets this process's niceness; no memory is involved.
+    if unsafe { nix::libc::setpriority(which, 0, target) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Lowers the child's scheduling priority by `nice` (see [`niceness`]) before it executes
 /// anything, so every process it starts inherits it.
 pub(crate) fn nice(command: &mut Command, nice: u32) {
     let Some(target) = niceness(nice) else {
         return;
     };
-    // The cast: `PRIO_PROCESS`'s type differs between C libraries.
-    #[allow(clippy::unnecessary_cast)]
-    let which = nix::libc::PRIO_PROCESS as _;
-    // SAFETY: the closure runs in the forked child before exec and makes one
-    // async-signal-safe system call; it allocates nothing.
+    // SAFETY: the closure runs in the forked child before exec; `set_niceness` makes one
+    // async-signal-safe system call and allocates nothing.
     unsafe {
-        command.pre_exec(move || {
-            if nix::libc::setpriority(which, 0, target) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
+        command.pre_exec(move || set_niceness(target));
     }
 }
 

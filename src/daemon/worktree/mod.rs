@@ -290,16 +290,18 @@ impl Repo {
         Ok(tip.into())
     }
 
-    /// Removes the bead's worktree folder, git's record of it, and its branch.
+    /// Removes the bead's worktree folder, git's record of it, and its branch; the worktree is
+    /// kept as a spare instead when the repository keeps spares and has room
+    /// ([`Repo::with_spares`]).
     ///
     /// Idempotent: whatever is already gone is skipped. Whether the bead may lose its work is
     /// the caller's decision (docs/worktrees.md#removal: only merged beads, or ones a person cancelled). A
     /// worktree a person locked (`git worktree lock`) is refused, and a worktree with the
     /// bead's name outside the worktrees folder is left alone.
     pub fn remove(&self, bead: &BeadId) -> Result<(), GitError> {
-        let spare = self.tidy_for_spare(bead);
-        let _shared = self.exclusive();
         let repo = self.main_repo()?;
+        let spare = self.tidy_for_spare(&repo, bead);
+        let _shared = self.exclusive();
         self.clear_bead_locks(&repo, bead);
         let path = self.worktree_path(bead);
         if let Some(wt) = find_worktree(&repo, bead)? {

@@ -154,30 +154,30 @@ impl Repo {
     /// deleted (the bead is finished with them). Touches only the bead's own worktree and
     /// record, so it runs before [`Repo::exclusive`] is taken; `false` when it is not to be
     /// kept.
-    pub(super) fn tidy_for_spare(&self, bead: &BeadId) -> bool {
+    pub(super) fn tidy_for_spare(&self, repo: &Repository, bead: &BeadId) -> bool {
         if self.spare_count() >= self.spare_limit {
             return false;
         }
-        let path = self.worktree_path(bead);
-        let kept = self.main_repo().and_then(|repo| {
-            let Some(wt) = super::find_worktree(&repo, bead)? else {
-                return Ok(false);
-            };
-            let unlocked = matches!(wt.is_locked(), Ok(git2::WorktreeLockStatus::Unlocked));
-            if !(super::same_path(wt.path(), &path)
-                && unlocked
-                && wt.validate().is_ok()
-                && super::checkout_finished(&wt))
-            {
-                return Ok(false);
-            }
-            self.tidy(bead, &path)?;
-            Ok(true)
-        });
-        kept.unwrap_or_else(|e| {
+        self.tidy_if_in_order(repo, bead).unwrap_or_else(|e| {
             warn!(%bead, error = %e, "cannot keep the bead's worktree as a spare; deleting it");
             false
         })
+    }
+
+    fn tidy_if_in_order(&self, repo: &Repository, bead: &BeadId) -> Result<bool, GitError> {
+        let Some(wt) = super::find_worktree(repo, bead)? else {
+            return Ok(false);
+        };
+        let path = self.worktree_path(bead);
+        let unlocked = matches!(wt.is_locked(), Ok(git2::WorktreeLockStatus::Unlocked));
+        let in_order = super::same_path(wt.path(), &path)
+            && unlocked
+            && wt.validate().is_ok()
+            && super::checkout_finished(&wt);
+        if in_order {
+            self.tidy(bead, &path)?;
+        }
+        Ok(in_order)
     }
 
     fn tidy(&self, bead: &BeadId, path: &Path) -> Result<(), GitError> {

@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 
-use catalyst::protocol::Method;
+use catalyst::protocol::{Method, Response, StatusAnswer, Submitted};
 use catalyst_testkit::Workspace;
 use nix::sys::signal::Signal;
 
@@ -17,7 +17,10 @@ async fn submits_that_arrive_together_share_one_fsync() {
         .config("default_formula = \"\"")
         .build();
     let mut daemon = ws.catalystd().spawn();
-    let before = daemon.call(Method::Status).await;
+    let status = |v: serde_json::Value| -> StatusAnswer {
+        serde_json::from_value(v).expect("a status answer")
+    };
+    let before = status(daemon.call(Method::Status).await);
     let mut clients: Vec<UnixStream> = (0..CLIENTS)
         .map(|_| UnixStream::connect(ws.paths.socket()).expect("connect"))
         .collect();
@@ -46,20 +49,22 @@ async fn submits_that_arrive_together_share_one_fsync() {
     .await
     .expect("answers");
     for answer in &answers {
-        assert!(
-            answer.contains("\"ids\""),
-            "every submit is answered: {answer}"
+        let response: Response = serde_json::from_str(answer).expect("a response");
+        let submitted = response.result.map(serde_json::from_value::<Submitted>);
+        let ids = submitted.map(|s| s.expect("a submit answer").ids.len());
+        assert_eq!(
+            ids,
+            Some(1),
+            "every submit is answered with its bead: {answer}"
         );
     }
-    let after = daemon.call(Method::Status).await;
-    let seq = |s: &serde_json::Value| s["seq"].as_u64().expect("seq");
-    let syncs = |s: &serde_json::Value| s["journal_syncs"].as_u64().expect("journal_syncs");
+    let after = status(daemon.call(Method::Status).await);
     assert_eq!(
-        seq(&after) - seq(&before),
+        after.seq - before.seq,
         CLIENTS as u64,
         "one bead.created per submit"
     );
-    let used = syncs(&after) - syncs(&before);
+    let used = after.journal_syncs - before.journal_syncs;
     assert!(
         (1..=CLIENTS as u64 / 2).contains(&used),
         "{CLIENTS} submits that arrived together took {used} fsyncs"

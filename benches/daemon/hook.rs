@@ -130,7 +130,6 @@ pub fn hook(quick: bool) {
         h50.as_secs_f64() / t50.as_secs_f64(),
     );
     let ratio = h99.as_secs_f64() / t99.as_secs_f64();
-
     row(
         "hook: `catalyst-hook pre-tool-use`, p99",
         format!("{h99:.2?}"),

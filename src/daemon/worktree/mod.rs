@@ -323,8 +323,8 @@ impl Repo {
         }
         let branch = branch_name(bead);
         match repo.find_branch(&branch, BranchType::Local) {
-            Ok(mut b) => {
-                b.delete().ctx(|| format!("deleting branch `{branch}`"))?;
+            Ok(b) => {
+                delete_branch(&repo, b).ctx(|| format!("deleting branch `{branch}`"))?;
                 let _ = fs::remove_file(stamp_path(&repo, &branch));
             }
             Err(e) if e.code() == ErrorCode::NotFound => {}
@@ -432,7 +432,7 @@ impl Repo {
                         path: wt.path().to_path_buf(),
                     });
                 }
-                if checkout_finished(&wt) {
+                if checkout_finished(repo, &wt) {
                     return Ok((path, false));
                 }
                 warn!(%bead, "worktree was left half-made (crash while it was created); making it again");
@@ -593,12 +593,43 @@ fn find_worktree(repo: &Repository, bead: &BeadId) -> Result<Option<git2::Worktr
     }
 }
 
+/// Deletes a bead's branch unless a worktree has it checked out: the main repository's HEAD,
+/// or a worktree someone made of it. The check reads each worktree's `HEAD` file in the main
+/// repository's records; libgit2's own checked delete opens every worktree as a repository.
+fn delete_branch(repo: &Repository, branch: git2::Branch<'_>) -> Result<(), git2::Error> {
+    let reference = branch.into_reference();
+    let name = reference.name().unwrap_or_default().to_owned();
+    let wanted = format!("ref: {name}");
+    let records = repo.commondir().join("worktrees");
+    let names = repo.worktrees()?;
+    let in_a_worktree = names.iter().filter_map(|n| n.ok().flatten()).any(|wt| {
+        fs::read_to_string(records.join(wt).join("HEAD")).is_ok_and(|head| head.trim() == wanted)
+    });
+    if in_a_worktree || repo_head_is(repo, &name) {
+        return Err(git2::Error::from_str(&format!(
+            "`{name}` is checked out in a worktree"
+        )));
+    }
+    let mut reference = reference;
+    reference.delete()
+}
+
+/// Whether the main repository's HEAD points at `name`.
+fn repo_head_is(repo: &Repository, name: &str) -> bool {
+    repo.find_reference("HEAD")
+        .ok()
+        .is_some_and(|h| matches!(h.symbolic_target(), Ok(Some(t)) if t == name))
+}
+
 /// libgit2 writes the worktree's index only once its checkout is complete, so a missing index
-/// means the add was interrupted and the files on disk are partial.
-fn checkout_finished(wt: &git2::Worktree) -> bool {
-    Repository::open_from_worktree(wt)
-        .map(|r| r.path().join("index").is_file())
-        .unwrap_or(false)
+/// means the add was interrupted and the files on disk are partial. The index is looked for
+/// in the worktree's record in the main repository, without opening the worktree.
+fn checkout_finished(repo: &Repository, wt: &git2::Worktree) -> bool {
+    let Ok(Some(name)) = wt.name() else {
+        return false;
+    };
+    let index = repo.commondir().join("worktrees").join(name).join("index");
+    index.is_file()
 }
 
 /// Compares paths as the file system sees them (libgit2 records resolved paths).

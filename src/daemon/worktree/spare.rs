@@ -173,7 +173,7 @@ impl Repo {
         let in_order = super::same_path(wt.path(), &path)
             && unlocked
             && wt.validate().is_ok()
-            && super::checkout_finished(&wt);
+            && super::checkout_finished(repo, &wt);
         if in_order {
             self.tidy(bead, &path)?;
         }

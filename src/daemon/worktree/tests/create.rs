@@ -178,3 +178,42 @@ fn a_store_builds_only_on_branches_it_made() {
     let err = ours.create(&d, "main").expect_err("left over");
     assert!(err.to_string().contains("it carries no store id"), "{err}");
 }
+
+#[test]
+fn remove_keeps_a_branch_that_a_person_has_checked_out() {
+    let (f, b, wt) = Fixture::with_bead();
+    let git = f.git();
+    let branch = git
+        .find_reference(&format!("refs/heads/{}", branch_name(&b)))
+        .expect("the bead's branch");
+    // The bead's own worktree lets go of the branch; a person's worktree takes it.
+    let own = Repository::open(&wt.path).expect("open the bead's worktree");
+    own.set_head_detached(wt.head.oid().expect("oid"))
+        .expect("detach");
+    let theirs = f.tmp.path().join("inspect");
+    let mut opts = git2::WorktreeAddOptions::new();
+    opts.reference(Some(&branch));
+    git.worktree("inspect", &theirs, Some(&opts))
+        .expect("a person's worktree of the branch");
+    let err = f.repo.remove(&b).expect_err("the branch is in use");
+    assert!(err.to_string().contains("checked out"), "{err}");
+    assert_eq!(f.repo.head(&b).expect("the branch is still there"), wt.head);
+    assert!(theirs.join("README.md").is_file());
+
+    // Once the person's worktree is gone, only the main repository's HEAD can hold it.
+    fs::remove_dir_all(&theirs).expect("delete the person's worktree");
+    git.find_worktree("inspect")
+        .expect("record")
+        .prune(None)
+        .expect("prune");
+    git.set_head(branch.name().expect("name"))
+        .expect("check the branch out in main");
+    let err = f
+        .repo
+        .remove(&b)
+        .expect_err("the main repository has it checked out");
+    assert!(err.to_string().contains("checked out"), "{err}");
+    git.set_head("refs/heads/main").expect("back to main");
+    f.repo.remove(&b).expect("remove");
+    assert!(matches!(f.repo.head(&b), Err(GitError::NoBranch { .. })));
+}

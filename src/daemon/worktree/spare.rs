@@ -135,11 +135,10 @@ impl Repo {
 
     fn adopt(&self, repo: &Repository, name: &str, bead: &BeadId) -> Result<(), GitError> {
         self.relink(repo, name, bead.as_str())?;
+        let branch = super::branch_ref(bead);
+        write_head(repo, bead.as_str(), &format!("ref: {branch}"))?;
         let path = self.worktree_path(bead);
         let tree = Repository::open(&path).ctx(|| format!("opening the spare for `{bead}`"))?;
-        let branch = super::branch_ref(bead);
-        tree.set_head(&branch)
-            .ctx(|| format!("pointing the spare's HEAD at `{branch}`"))?;
         let tip = tree
             .head()
             .and_then(|h| h.peel_to_commit())
@@ -175,20 +174,19 @@ impl Repo {
             && wt.validate().is_ok()
             && super::checkout_finished(repo, &wt);
         if in_order {
-            self.tidy(bead, &path)?;
+            self.tidy(repo, bead, &path)?;
         }
         Ok(in_order)
     }
 
-    fn tidy(&self, bead: &BeadId, path: &Path) -> Result<(), GitError> {
+    fn tidy(&self, repo: &Repository, bead: &BeadId, path: &Path) -> Result<(), GitError> {
         let tree = Repository::open(path).ctx(|| format!("opening the worktree of `{bead}`"))?;
         let head = tree
             .head()
             .and_then(|h| h.peel_to_commit())
             .ctx(|| format!("reading the head of `{bead}`"))?
             .id();
-        tree.set_head_detached(head)
-            .ctx(|| format!("detaching the head of `{bead}`"))?;
+        write_head(repo, bead.as_str(), &head.to_string())?;
         let mut opts = StatusOptions::new();
         opts.include_untracked(true)
             .include_ignored(true)
@@ -259,4 +257,27 @@ impl Repo {
         fs::write(&gitdir, format!("gitdir: {}\n", record.display()))
             .map_err(GitError::io("linking a worktree to its record", &record))
     }
+}
+
+/// Points the HEAD of worktree `name` at `target` (`ref: <branch>` or a commit id) in its
+/// record in the main repository, as git does: `HEAD.lock` written, then renamed over `HEAD`
+/// (a lock another git process holds makes it fail). libgit2's `set_head` would first open
+/// every worktree of the repository to check that no other has the branch checked out; the
+/// branches here are the bead's own.
+fn write_head(repo: &Repository, name: &str, target: &str) -> Result<(), GitError> {
+    use std::io::Write;
+    let record = repo.commondir().join("worktrees").join(name);
+    let (lock, head) = (record.join("HEAD.lock"), record.join("HEAD"));
+    let written = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&lock)
+        .and_then(|mut f| f.write_all(format!("{target}\n").as_bytes()));
+    if let Err(e) = written {
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            let _ = fs::remove_file(&lock);
+        }
+        return Err(GitError::io("writing a worktree's HEAD", lock)(e));
+    }
+    fs::rename(&lock, &head).map_err(GitError::io("writing a worktree's HEAD", head))
 }

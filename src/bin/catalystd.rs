@@ -16,7 +16,14 @@ use catalyst::daemon::{self, Paths};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Gives mimalloc's freed pages back to the operating system (after loading a large journal).
+fn release_freed_memory() {
+    // SAFETY: `mi_collect` takes no pointers; it may be called from any thread at any time.
+    unsafe { libmimalloc_sys::mi_collect(true) };
+}
+
 fn main() -> ExitCode {
+    daemon::release_freed_memory_with(release_freed_memory);
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log_level));

@@ -169,11 +169,22 @@ impl Bound {
     }
 }
 
-/// Returns the memory freed so far to the operating system, where `catalystd` allocates with
-/// mimalloc (elsewhere mimalloc's own heap is empty and this does nothing).
+/// What gives the memory freed so far back to the operating system, once loading is done.
+/// `catalystd` sets it: its allocator (mimalloc) keeps freed pages until they are reused.
+/// Elsewhere nothing is set, so mimalloc is linked into `catalystd` alone and no other program
+/// (the hook, the shim, the CLI) pays its start-up.
+static RELEASE_FREED_MEMORY: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Sets what [`run`] calls after loading to give freed memory back (see
+/// [`RELEASE_FREED_MEMORY`]); the first call wins.
+pub fn release_freed_memory_with(release: fn()) {
+    let _ = RELEASE_FREED_MEMORY.set(release);
+}
+
 fn release_freed_memory() {
-    // SAFETY: `mi_collect` takes no pointers; it may be called from any thread at any time.
-    unsafe { libmimalloc_sys::mi_collect(true) };
+    if let Some(release) = RELEASE_FREED_MEMORY.get() {
+        release();
+    }
 }
 
 /// Locks the workspace, binds its socket and runs the daemon until `shutdown` fires.

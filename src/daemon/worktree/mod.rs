@@ -425,7 +425,11 @@ impl Repo {
         let path = self.worktree_path(bead);
         if let Some(wt) = find_worktree(repo, bead)? {
             let ours = same_path(wt.path(), &path);
-            if wt.validate().is_ok() {
+            if wt.validate().is_ok() && !ours && !links_back(repo, &wt) {
+                // A record whose folder does not name it back (a crash while a spare was
+                // renamed left it half-written) is no one's worktree: only the record goes.
+                warn!(%bead, path = %wt.path().display(), "git's record of the bead's worktree names a folder that is not that worktree; pruning the record");
+            } else if wt.validate().is_ok() {
                 if !ours {
                     return Err(GitError::WorktreeElsewhere {
                         bead: bead.clone(),
@@ -622,14 +626,30 @@ fn repo_head_is(repo: &Repository, name: &str) -> bool {
 }
 
 /// libgit2 writes the worktree's index only once its checkout is complete, so a missing index
-/// means the add was interrupted and the files on disk are partial. The index is looked for
-/// in the worktree's record in the main repository, without opening the worktree.
+/// means the add was interrupted and the files on disk are partial. A worktree whose folder
+/// does not link back to its record (a crash while a spare was renamed, between the record and
+/// the folder's `.git` file) is not finished either. Both are read from the files, without
+/// opening the worktree as a repository.
 fn checkout_finished(repo: &Repository, wt: &git2::Worktree) -> bool {
     let Ok(Some(name)) = wt.name() else {
         return false;
     };
-    let index = repo.commondir().join("worktrees").join(name).join("index");
-    index.is_file()
+    let record = repo.commondir().join("worktrees").join(name);
+    links_back(repo, wt) && record.join("index").is_file()
+}
+
+/// Whether the worktree's folder names its record in the main repository back (its `.git`
+/// file's `gitdir:`), as a whole worktree's does.
+fn links_back(repo: &Repository, wt: &git2::Worktree) -> bool {
+    let Ok(Some(name)) = wt.name() else {
+        return false;
+    };
+    let record = repo.commondir().join("worktrees").join(name);
+    fs::read_to_string(wt.path().join(".git")).is_ok_and(|text| {
+        text.trim()
+            .strip_prefix("gitdir:")
+            .is_some_and(|dir| same_path(Path::new(dir.trim()), &record))
+    })
 }
 
 /// Compares paths as the file system sees them (libgit2 records resolved paths).

@@ -24,6 +24,7 @@ use tracing::{info, warn};
 
 use super::error::Context;
 use super::{GitError, Repo};
+use crate::daemon::fsutil;
 use crate::domain::id::BeadId;
 
 /// The names of spares start with it; no bead id can.
@@ -251,10 +252,14 @@ impl Repo {
         for (a, b) in [(&old_folder, &folder), (&old_record, &record)] {
             fs::rename(a, b).map_err(GitError::io("renaming a worktree", a))?;
         }
+        // Each link is replaced whole (a new file renamed over it): a crash leaves the old
+        // link or the new one, never an empty file git would read as the current folder.
         let gitdir = folder.join(".git");
-        fs::write(record.join("gitdir"), format!("{}\n", gitdir.display()))
+        let link = format!("{}\n", gitdir.display());
+        fsutil::write_replace(&record.join("gitdir"), link.as_bytes())
             .map_err(GitError::io("linking a worktree's record to", &gitdir))?;
-        fs::write(&gitdir, format!("gitdir: {}\n", record.display()))
+        let back = format!("gitdir: {}\n", record.display());
+        fsutil::write_replace(&gitdir, back.as_bytes())
             .map_err(GitError::io("linking a worktree to its record", &record))
     }
 }

@@ -68,6 +68,38 @@ fn create_makes_again_a_worktree_whose_checkout_was_interrupted() {
 }
 
 #[test]
+fn create_makes_again_a_worktree_whose_folder_links_to_another_record() {
+    // A crash while a spare was taken: the record is renamed to the bead's, the folder's
+    // `.git` file still names the spare's record, which is gone.
+    let (f, b, wt) = Fixture::with_bead();
+    let gone = f.ws.join(".git/worktrees/.spare-2");
+    write(
+        &wt.path.join(".git"),
+        &format!("gitdir: {}\n", gone.display()),
+    );
+
+    let again = f.repo.create(&b, "main").expect("create again");
+    assert_eq!(read(&again.path.join("README.md")), "hello\n");
+    write(&again.path.join("new.txt"), "new\n");
+    let commit = f.commit(&b, "works again");
+    assert_eq!(f.tip("catalyst/cat-1"), commit.oid().expect("oid"));
+}
+
+#[test]
+fn create_makes_again_a_worktree_whose_record_names_no_folder() {
+    // A crash while git's record of a renamed spare was rewritten: its `gitdir` is empty,
+    // which libgit2 reads as the current folder.
+    let (f, b, wt) = Fixture::with_bead();
+    write(&f.ws.join(".git/worktrees/cat-1/gitdir"), "");
+
+    let again = f.repo.create(&b, "main").expect("create again");
+    assert_eq!(again.path, wt.path);
+    assert_eq!(read(&again.path.join("README.md")), "hello\n");
+    write(&again.path.join("new.txt"), "new\n");
+    f.commit(&b, "works again");
+}
+
+#[test]
 fn create_repairs_a_half_written_worktree_record_and_leftover_folder() {
     let f = Fixture::new();
     let b = bead("cat-1");

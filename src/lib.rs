@@ -6,7 +6,7 @@
 //! ```text
 //!   cli       catalyst ctl, live view, hook, init, demo, service, import/export
 //!    │
-//!   daemon    store, engine, agent processes, worktrees, watchers, control server
+//!   daemon    store, engine, agent processes, worktrees, watchers, control server, web
 //!    │
 //!   protocol  the control socket's requests, answers and events
 //!    │
@@ -17,7 +17,8 @@
 //! - [`domain`]: the pure core; no file system, processes, sockets or clock.
 //! - [`protocol`]: the control socket's wire types, shared by the server and every client.
 //! - [`daemon`]: everything `catalystd` runs: the journal-backed store, the engine that owns
-//!   state, agent processes, git worktrees, file watchers and the control server.
+//!   state, agent processes, git worktrees, file watchers, the control server and the web
+//!   dashboard.
 //! - [`cli`]: the client and the commands people and scripts use.
 
 pub mod cli;

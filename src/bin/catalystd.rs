@@ -1,4 +1,4 @@
-//! `catalystd`: the daemon's entry point: flags, logging, signals, then `daemon::start`.
+//! `catalystd`: the daemon's entry point: flags, logging, signals, then the daemon library.
 
 use std::process::ExitCode;
 
@@ -56,7 +56,11 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         let shutdown = CancellationToken::new();
         tokio::spawn(signals(shutdown.clone(), paths.clone()));
-        daemon::start(paths, shutdown).await
+        let web = args.web.clone();
+        match daemon::bind(&paths) {
+            Ok(bound) => bound.with_web(web).run(shutdown, paths).await,
+            Err(e) => Err(e),
+        }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

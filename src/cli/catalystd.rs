@@ -33,4 +33,8 @@ pub struct Args {
     /// Log level (overridden by RUST_LOG).
     #[arg(long, default_value = "info")]
     pub log_level: String,
+    /// Serve the web dashboard on this address, e.g. `127.0.0.1:7400` (over `[web] listen`);
+    /// its link, with the access token, is logged at start.
+    #[arg(long, value_name = "ADDR")]
+    pub web: Option<String>,
 }

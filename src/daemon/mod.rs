@@ -11,6 +11,7 @@ pub mod beads;
 pub mod cgroup;
 pub mod clock;
 pub mod engine;
+pub mod follow;
 pub mod fsutil;
 pub mod fswatch;
 pub mod load;
@@ -25,6 +26,7 @@ pub mod sandbox;
 pub mod sdnotify;
 pub mod server;
 pub mod store;
+pub mod web;
 pub mod wire;
 pub mod worktree;
 
@@ -58,6 +60,8 @@ pub enum DaemonError {
     Store(#[from] crate::daemon::store::StoreError),
     #[error(transparent)]
     Git(#[from] crate::daemon::worktree::GitError),
+    #[error(transparent)]
+    Web(#[from] crate::daemon::web::WebError),
 }
 
 /// Holds the workspace lock (`catalystd.lock`) for as long as it lives.
@@ -137,6 +141,8 @@ pub struct Bound {
     _lock: Lock,
     listener: UnixListener,
     socket: std::path::PathBuf,
+    /// `catalystd --web ADDR`, over the config's `[web] listen`.
+    web: Option<String>,
 }
 
 /// Takes the workspace's lock and binds its control socket.
@@ -152,18 +158,28 @@ pub fn bind(paths: &Paths) -> Result<Bound, DaemonError> {
         _lock: lock,
         listener,
         socket,
+        web: None,
     })
 }
 
 impl Bound {
+    /// Serves the web dashboard on `listen` (`catalystd --web`), whatever the config says.
+    pub fn with_web(mut self, listen: Option<String>) -> Bound {
+        if listen.is_some() {
+            self.web = listen;
+        }
+        self
+    }
+
     /// Runs the daemon until `shutdown` fires, then removes the socket and releases the lock.
     pub async fn run(self, shutdown: CancellationToken, paths: Paths) -> Result<(), DaemonError> {
         let Bound {
             _lock,
             listener,
             socket,
+            web,
         } = self;
-        let result = run(listener, shutdown, paths).await;
+        let result = run_with(listener, shutdown, paths, web).await;
         let _ = std::fs::remove_file(&socket);
         result
     }
@@ -199,7 +215,24 @@ pub async fn run(
     shutdown: CancellationToken,
     paths: Paths,
 ) -> Result<(), DaemonError> {
+    run_with(listener, shutdown, paths, None).await
+}
+
+/// [`run`], with the web dashboard on `web` if given (else as the config says).
+async fn run_with(
+    listener: UnixListener,
+    shutdown: CancellationToken,
+    paths: Paths,
+    web: Option<String>,
+) -> Result<(), DaemonError> {
     let loaded = Loaded::load(&paths)?;
+    // Bound before anything else starts: an address in use or refused stops the start.
+    let web = match web.or_else(|| loaded.config.web.listen.clone()) {
+        Some(listen) => {
+            Some(web::Web::bind(&paths, &listen, loaded.config.web.allow_remote).await?)
+        }
+        None => None,
+    };
     let (mut store, report) = Store::open(&paths.state)?;
     tracing::info!(
         beads = store.state().len(),
@@ -266,6 +299,10 @@ pub async fn run(
             () = requests.cancelled() => forward.cancel(),
         }
     });
+    if let Some(web) = web {
+        tracing::info!("web dashboard: {}", web.link());
+        tokio::spawn(web::serve(web, handle.clone(), serving.clone()));
+    }
     tokio::spawn(sdnotify::run(
         sdnotify::Notifier::from_env(),
         handle.clone(),

@@ -73,6 +73,11 @@ impl Paths {
         self.state.join("catalystd.lock")
     }
 
+    /// The web dashboard's access token (mode 0600), written at each start.
+    pub fn web_token(&self) -> PathBuf {
+        self.state.join("web.token")
+    }
+
     /// The run folder of one attempt: `runs/<bead>/<step>/<attempt>`.
     pub fn run_dir(&self, bead: &BeadId, step: &str, attempt: u32) -> PathBuf {
         self.runs()

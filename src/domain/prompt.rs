@@ -388,9 +388,9 @@ fn describe(e: &minijinja::Error) -> String {
     }
 }
 
-/// The JSON of [`PromptVars`] as a template value (MiniJinja is built without its serde
-/// feature here).
-fn to_value(json: serde_json::Value) -> Value {
+/// JSON as a template value (MiniJinja is built without its serde feature here): the prompt
+/// variables, the web dashboard's page data.
+pub fn to_value(json: serde_json::Value) -> Value {
     use serde_json::Value as Json;
     match json {
         Json::Null => Value::from(()),

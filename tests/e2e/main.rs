@@ -8,5 +8,6 @@ mod gates;
 mod guardrails;
 mod logs;
 mod scheduling;
+mod web;
 mod wire;
 mod workflow;

@@ -94,10 +94,10 @@ impl From<writeback::Report> for Input {
 pub struct EngineHandle {
     pub tx: mpsc::Sender<Input>,
     pub seq: watch::Receiver<u64>,
-    pub journal: PathBuf,
-    /// The rotated journal segments and where the live one starts, for subscribers asking for
-    /// older events (fixed once the engine starts: compaction runs only before).
-    pub segments: Arc<crate::daemon::store::Segments>,
+    /// What followers of the events read: the store's feed of recent events, the published
+    /// seq, and the journal's files (fixed once the engine starts: compaction runs only
+    /// before).
+    pub journal: crate::daemon::follow::Journal,
 }
 
 /// How an attempt's socket asks the engine about a hook call (see

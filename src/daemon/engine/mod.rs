@@ -260,18 +260,24 @@ impl Engine {
     /// Builds the engine over an opened store. Returns the engine and the channel end it reads.
     pub fn new(
         paths: Paths,
-        store: Store,
+        mut store: Store,
         loaded: Loaded,
         repo: Repo,
         tracker: TaskTracker,
     ) -> (Engine, EngineHandle, mpsc::Receiver<Input>) {
         let (tx, rx) = mpsc::channel(1024);
         let (seq, seq_rx) = watch::channel(store.state().seq());
+        let feed = std::sync::Arc::new(crate::daemon::store::feed::Feed::default());
+        store.feed_into(feed.clone());
         let handle = EngineHandle {
             tx: tx.clone(),
-            seq: seq_rx,
-            journal: store.journal_path().to_owned(),
-            segments: std::sync::Arc::new(store.segments()),
+            seq: seq_rx.clone(),
+            journal: crate::daemon::follow::Journal {
+                feed,
+                seq: seq_rx,
+                live: store.journal_path().to_owned(),
+                segments: std::sync::Arc::new(store.segments()),
+            },
         };
         let engine = Engine {
             paths,

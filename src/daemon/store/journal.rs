@@ -11,6 +11,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::feed::Feed;
 
 use crate::domain::event::{Event, EventBody};
 use crate::domain::time::Timestamp;
@@ -37,6 +40,8 @@ pub struct Journal {
     syncs: u64,
     /// The seq of the file's first event (the next one's, while it is empty).
     first_seq: u64,
+    /// Where each appended event's line also goes, for the journal's followers.
+    feed: Option<Arc<Feed>>,
 }
 
 /// The seq a journal line starts with (`{"seq":N,…`, as [`write_line`] writes it).
@@ -86,6 +91,7 @@ impl Journal {
             deferred: false,
             unsynced: false,
             syncs: 0,
+            feed: None,
         })
     }
 
@@ -128,6 +134,11 @@ impl Journal {
         self.first_seq
     }
 
+    /// Hands every event appended from now on to `feed` as well.
+    pub fn feed_into(&mut self, feed: Arc<Feed>) {
+        self.feed = Some(feed);
+    }
+
     /// Whether appends leave their fsync to [`Journal::sync`] (a group commit of several
     /// groups) instead of each making itself durable.
     pub fn defer_sync(&mut self, deferred: bool) {
@@ -157,6 +168,7 @@ impl Journal {
         let count = bodies.len();
         let mut events = Vec::with_capacity(count);
         let mut buf = Vec::new();
+        let mut lines = Vec::with_capacity(if self.feed.is_some() { count } else { 0 });
         for (i, body) in bodies.into_iter().enumerate() {
             let event = Event {
                 seq: self.next_seq + i as u64,
@@ -164,7 +176,11 @@ impl Journal {
                 more: i + 1 < count,
                 body,
             };
+            let start = buf.len();
             write_line(&mut buf, &event)?;
+            if self.feed.is_some() {
+                lines.push((event.seq, unsealed(&buf[start..])));
+            }
             events.push(event);
         }
         if events.is_empty() {
@@ -192,6 +208,9 @@ impl Journal {
         }
         self.len += buf.len() as u64;
         self.next_seq += count as u64;
+        if let Some(feed) = &self.feed {
+            feed.push(lines);
+        }
         Ok(events)
     }
 }
@@ -222,6 +241,16 @@ pub fn write_line(buf: &mut Vec<u8>, event: &Event) -> io::Result<()> {
     buf.extend_from_slice(CRC_KEY);
     writeln!(buf, "{crc:08x}\"}}")?;
     Ok(())
+}
+
+/// The event's JSON of a line [`write_line`] just wrote (checksum and newline taken off).
+fn unsealed(sealed: &[u8]) -> Arc<str> {
+    let line = sealed.strip_suffix(b"\n").unwrap_or(sealed);
+    let json = &line[..line.len().saturating_sub(SEAL_LEN)];
+    let mut text = String::with_capacity(json.len() + 1);
+    text.push_str(&String::from_utf8_lossy(json));
+    text.push('}');
+    text.into()
 }
 
 /// A journal line (without its newline) as it was before it was sealed, and the checksum it

@@ -10,6 +10,7 @@
 //! snapshot first and rotates the journal second, so a crash between the two leaves a journal
 //! whose events the snapshot already holds; replay skips them by seq.
 
+pub mod feed;
 pub mod journal;
 pub mod snapshot;
 
@@ -209,6 +210,11 @@ impl Store {
             }
         }
         Ok(events)
+    }
+
+    /// Hands every event committed from now on to `feed` as well (see [`feed`]).
+    pub fn feed_into(&mut self, feed: std::sync::Arc<feed::Feed>) {
+        self.journal.feed_into(feed);
     }
 
     /// Whether commits write without waiting for their fsync until [`Store::sync`]. The state

@@ -7,6 +7,7 @@
 //! [`template`] is the commented file `catalyst init` writes, made from the defaults here.
 
 pub mod template;
+pub mod web;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -97,6 +98,8 @@ pub struct Config {
     /// Aspect formulas applied, in order, to every bead's formula when it is poured (a bead
     /// adds its own with `aspect:<name>` labels).
     pub aspects: Vec<String>,
+    /// The web dashboard (off unless `listen` is set).
+    pub web: web::WebConfig,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,6 +144,7 @@ impl Default for Config {
                 .map(String::from)
                 .to_vec(),
             aspects: Vec::new(),
+            web: web::WebConfig::default(),
         }
     }
 }

@@ -184,11 +184,25 @@ pub const KEYS: &[Key] = &[
         "beads.retry_secs",
         "wait after a failed write-back, doubling up to ten minutes",
     ),
+    key(
+        "web",
+        "the web dashboard: off unless `listen` is set here or `catalystd --web ADDR` is given",
+    ),
+    Key {
+        key: "web.listen",
+        note: "the address and port to serve on; every page needs the token the daemon writes \
+               to .catalyst/web.token at each start (changing it needs a restart)",
+        example: Some("\"127.0.0.1:7400\""),
+    },
+    key(
+        "web.allow_remote",
+        "let `listen` be an address other than loopback (the traffic is plain HTTP)",
+    ),
 ];
 
 const HEADER: &str = "\
 # catalyst daemon configuration. Every key is optional, and each `# key = value` line below
-# shows the built-in default, commented out (two keys that are unset by default show an
+# shows the built-in default, commented out (the keys that are unset by default show an
 # example instead, as their notes say). Uncomment a line to change it; unknown keys are
 # refused by name. The daemon reloads this file when it changes and on SIGHUP; a broken edit
 # is refused and the old config stays in force.

@@ -197,7 +197,7 @@ fn fields_of<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
     fields
 }
 
-/// Every key the config file may hold at the top and in `[router]` and `[beads]`, as
+/// Every key the config file may hold at the top and in `[router]`, `[beads]` and `[web]`, as
 /// `key` and `table.key`, and the tables of entries (`profiles`, …) with their entries' keys.
 fn every_key() -> (Vec<String>, Vec<(&'static str, &'static [&'static str])>) {
     let mut keys: Vec<String> = fields_of::<Config>()
@@ -207,6 +207,7 @@ fn every_key() -> (Vec<String>, Vec<(&'static str, &'static [&'static str])>) {
     for (table, fields) in [
         ("router", fields_of::<RouterConfig>()),
         ("beads", fields_of::<crate::domain::beads::BeadsConfig>()),
+        ("web", fields_of::<super::web::WebConfig>()),
     ] {
         keys.extend(fields.iter().map(|k| format!("{table}.{k}")));
     }
@@ -264,13 +265,15 @@ fn the_template_shows_every_key_at_its_default() {
         .filter(|k| k.example.is_some())
         .map(|k| k.key)
         .collect();
-    assert_eq!(examples, ["catalyst_bin", "beads.watch"]);
+    assert_eq!(examples, ["catalyst_bin", "beads.watch", "web.listen"]);
     let with_examples =
         Config::parse(&uncommented, "c.toml").unwrap_or_else(|e| panic!("{e}\n{uncommented}"));
     let mut without_examples = with_examples.clone();
     assert!(with_examples.catalyst_bin.is_some() && with_examples.beads.watch.is_some());
+    assert!(with_examples.web.listen.is_some());
     without_examples.catalyst_bin = None;
     without_examples.beads.watch = None;
+    without_examples.web.listen = None;
     assert_eq!(without_examples, Config::default(), "{uncommented}");
 
     // The tables of entries name their entries' keys.

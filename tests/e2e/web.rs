@@ -1,0 +1,299 @@
+//! The web dashboard over real HTTP: `catalystd --web` on a loopback port, the token, the
+//! cookie, the CSRF and `Origin` checks, and `/events` as Server-Sent Events that resume from
+//! `Last-Event-ID` with the same lines the control socket's `subscribe` sends.
+
+use catalyst_testkit::poll::eventually;
+use catalyst_testkit::{bead, TestDaemon, Workspace, TIMEOUT};
+use futures::StreamExt;
+use reqwest::header::{AUTHORIZATION, COOKIE, LOCATION, ORIGIN, SET_COOKIE};
+use reqwest::redirect::Policy;
+use reqwest::StatusCode;
+
+const QUICK: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
+"#;
+
+/// A loopback port nothing listens on (the system's choice, released for the daemon).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// `catalystd --web` on a new workspace: the daemon, the dashboard's base URL and its token.
+async fn dashboard(scenario: &str) -> (TestDaemon, String, String) {
+    let ws = Workspace::new(scenario, "");
+    let port = free_port();
+    let daemon = ws
+        .catalystd()
+        .args(&["--web", &format!("127.0.0.1:{port}")])
+        .spawn();
+    daemon.call(catalyst::protocol::Method::Status).await;
+    let token_file = daemon.paths.web_token();
+    let token = eventually("the web token", async || {
+        let text = std::fs::read_to_string(&token_file).ok()?;
+        text.ends_with('\n').then(|| text.trim().to_owned())
+    })
+    .await;
+    (daemon, format!("http://127.0.0.1:{port}"), token)
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(Policy::none())
+        .timeout(TIMEOUT)
+        .build()
+        .expect("client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_needs_the_token_which_a_link_turns_into_a_strict_cookie() {
+    let (_daemon, base, token) = dashboard(QUICK).await;
+    let http = client();
+    let bare = http.get(format!("{base}/")).send().await.expect("get");
+    assert_eq!(bare.status(), StatusCode::UNAUTHORIZED);
+    assert!(bare.text().await.expect("body").contains("web.token"));
+    let events = http
+        .get(format!("{base}/events"))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(events.status(), StatusCode::UNAUTHORIZED, "the events too");
+    let wrong = http
+        .get(format!("{base}/?token=0123"))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+
+    let link = http
+        .get(format!("{base}/?token={token}"))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(link.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        link.headers()[LOCATION],
+        "/",
+        "the token leaves the address bar"
+    );
+    let cookie = link.headers()[SET_COOKIE]
+        .to_str()
+        .expect("cookie")
+        .to_owned();
+    assert!(cookie.contains("HttpOnly"), "{cookie}");
+    assert!(cookie.contains("SameSite=Strict"), "{cookie}");
+    let pair = cookie.split(';').next().expect("name=value").to_owned();
+
+    let page = http
+        .get(format!("{base}/"))
+        .header(COOKIE, &pair)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(page.status(), StatusCode::OK);
+    let policy = page.headers()["content-security-policy"]
+        .to_str()
+        .expect("csp")
+        .to_owned();
+    assert!(policy.contains("script-src 'self'"), "{policy}");
+    assert!(page
+        .text()
+        .await
+        .expect("body")
+        .contains("<h1>catalyst</h1>"));
+    let script = http
+        .get(format!("{base}/static/catalyst.js"))
+        .header(AUTHORIZATION, format!("Bearer {token}"))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(script.status(), StatusCode::OK);
+}
+
+/// The CSRF token of the board page.
+async fn csrf(http: &reqwest::Client, base: &str, token: &str) -> String {
+    let page = http
+        .get(format!("{base}/"))
+        .header(AUTHORIZATION, format!("Bearer {token}"))
+        .send()
+        .await
+        .expect("get")
+        .text()
+        .await
+        .expect("body");
+    let at = page.find("name=\"csrf\" value=\"").expect("a csrf field") + 19;
+    page[at..at + 64].to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_sent_with_the_cookie_needs_the_dashboards_origin_and_csrf_token() {
+    let (daemon, base, token) = dashboard(QUICK).await;
+    let http = client();
+    let cookie = format!("catalyst_token={token}");
+    let host = base.trim_start_matches("http://").to_owned();
+    let csrf = csrf(&http, &base, &token).await;
+    let pause = |origin: Option<&str>, form: Vec<(&'static str, String)>| {
+        let mut request = http
+            .post(format!("{base}/actions/pause"))
+            .header(COOKIE, &cookie)
+            .form(&form);
+        if let Some(origin) = origin {
+            request = request.header(ORIGIN, origin);
+        }
+        request.send()
+    };
+    let paused = async || {
+        let status = daemon.call(catalyst::protocol::Method::Status).await;
+        status["paused"].as_bool().expect("paused")
+    };
+    let no_origin = pause(None, vec![("csrf", csrf.clone())])
+        .await
+        .expect("post");
+    assert_eq!(no_origin.status(), StatusCode::FORBIDDEN);
+    let elsewhere = pause(Some("http://evil.example"), vec![("csrf", csrf.clone())])
+        .await
+        .expect("post");
+    assert_eq!(elsewhere.status(), StatusCode::FORBIDDEN);
+    let own = format!("http://{host}");
+    let no_csrf = pause(Some(&own), vec![]).await.expect("post");
+    assert_eq!(no_csrf.status(), StatusCode::FORBIDDEN);
+    assert!(!paused().await, "nothing refused changed anything");
+
+    let done = pause(Some(&own), vec![("csrf", csrf.clone())])
+        .await
+        .expect("post");
+    assert_eq!(done.status(), StatusCode::SEE_OTHER);
+    assert!(paused().await);
+    // A script with the token needs neither (no cookie a page could ride on).
+    let resumed = http
+        .post(format!("{base}/actions/resume"))
+        .header(AUTHORIZATION, format!("Bearer {token}"))
+        .form(&[("model", "")])
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(resumed.status(), StatusCode::SEE_OTHER);
+    assert!(!paused().await);
+}
+
+/// The SSE events of `response` until `count` have come: (id, data).
+async fn sse(response: reqwest::Response, count: usize) -> Vec<(u64, String)> {
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    let mut events = Vec::new();
+    let read = async {
+        while events.len() < count {
+            let chunk = body
+                .next()
+                .await
+                .expect("more of the stream")
+                .expect("bytes");
+            text.push_str(std::str::from_utf8(&chunk).expect("utf-8"));
+            while let Some(end) = text.find("\n\n") {
+                let block: String = text.drain(..end + 2).collect();
+                let (mut id, mut data) = (None, None);
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        id = v.trim().parse().ok();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data = Some(v.trim_start().to_owned());
+                    }
+                }
+                if let (Some(id), Some(data)) = (id, data) {
+                    events.push((id, data));
+                }
+            }
+        }
+    };
+    tokio::time::timeout(TIMEOUT, read)
+        .await
+        .expect("the events in time");
+    events
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_stream_as_the_socket_sends_them_and_resume_from_last_event_id() {
+    let (daemon, base, token) = dashboard(QUICK).await;
+    let http = client();
+    let id = daemon.submit(bead("Streamed")).await;
+    let closed = daemon.wait_status(&id, "closed").await;
+    let last = closed["seq"].as_u64().expect("seq");
+    let (code, stdout, stderr) = daemon.ctl(&["--json", "events", "--since", "0"], "").await;
+    assert_eq!(code, 0, "{stderr}");
+    let socket: Vec<String> = stdout.lines().map(str::to_owned).collect();
+    assert!(socket.len() as u64 >= last);
+
+    let all = http
+        .get(format!("{base}/events?since=0"))
+        .header(AUTHORIZATION, format!("Bearer {token}"))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(all.status(), StatusCode::OK);
+    assert!(all.headers()["content-type"]
+        .to_str()
+        .expect("type")
+        .starts_with("text/event-stream"));
+    let streamed = sse(all, last as usize).await;
+    for (i, (seq, data)) in streamed.iter().enumerate() {
+        assert_eq!(
+            *seq,
+            i as u64 + 1,
+            "every event, in order, its seq as its id"
+        );
+        let line: serde_json::Value = serde_json::from_str(data).expect("json");
+        let sent: serde_json::Value = serde_json::from_str(&socket[i]).expect("json");
+        assert_eq!(line, sent, "the same event as the socket's");
+    }
+
+    // A client that reconnects after event 3 gets 4 onwards, nothing twice, nothing lost.
+    let resumed = http
+        .get(format!("{base}/events?since=0"))
+        .header(AUTHORIZATION, format!("Bearer {token}"))
+        .header("Last-Event-ID", "3")
+        .send()
+        .await
+        .expect("get");
+    let again = sse(resumed, 2).await;
+    assert_eq!(
+        again.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        vec![4, 5]
+    );
+
+    // Filtered as `subscribe` filters, and live: a new bead's creation arrives as it happens.
+    let live = http
+        .get(format!("{base}/events?types=bead.created"))
+        .header(AUTHORIZATION, format!("Bearer {token}"))
+        .send()
+        .await
+        .expect("get");
+    let second = daemon.submit(bead("Later")).await;
+    let created = sse(live, 1).await;
+    let event: serde_json::Value = serde_json::from_str(&created[0].1).expect("json");
+    assert_eq!(event["type"], "bead.created");
+    assert_eq!(event["bead"]["id"], second.as_str());
+    assert!(created[0].0 > last);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_address_other_than_loopback_is_refused_unless_allowed() {
+    let ws = Workspace::new(QUICK, "");
+    let port = free_port();
+    let out = tokio::process::Command::new(catalyst_testkit::catalystd_bin())
+        .arg("--workspace")
+        .arg(&ws.repo)
+        .args(["--web", &format!("0.0.0.0:{port}")])
+        .output();
+    let out = tokio::time::timeout(TIMEOUT, out)
+        .await
+        .expect("it stops at once")
+        .expect("run catalystd");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("allow_remote = true"), "{stderr}");
+    assert!(!ws.paths.socket().exists(), "it never served");
+}

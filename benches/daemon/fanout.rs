@@ -1,5 +1,5 @@
-//! The `fanout` row: how late events reach a hundred subscribers, and what following
-//! subscribers cost a run.
+//! The `fanout` row: how late events reach a hundred subscribers (of the control socket, and of
+//! the web dashboard's Server-Sent Events), and what following subscribers cost a run.
 
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ pub fn fanout(quick: bool) {
     let (subscribers, events) = if quick { (20, 1_000) } else { (100, 10_000) };
     let rt = runtime();
     rt.block_on(delivery(subscribers, events));
+    rt.block_on(sse_delivery(subscribers, events));
     let n = if quick { 20 } else { 100 };
     let alone = rt.block_on(catalyst_run(&workspace("max_agents = 2"), n, 0));
     let watched = rt.block_on(catalyst_run(&workspace("max_agents = 2"), n, subscribers));
@@ -89,6 +90,97 @@ async fn lean_latencies(sub: Client, events: usize) -> Vec<Duration> {
             .expect("ts");
         let ts = catalyst::domain::time::Timestamp::parse(ts).expect("ts");
         lat.push((now - ts.to_utc()).to_std().unwrap_or_default());
+    }
+    lat
+}
+
+/// The same through the web dashboard: `subscribers` clients following `GET /events`
+/// (Server-Sent Events) while `events` events are produced.
+async fn sse_delivery(subscribers: usize, events: usize) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let ws = workspace(&format!(
+        "max_agents = 2\n[web]\nlisten = \"127.0.0.1:{port}\"\n"
+    ));
+    let daemon = ws.start().await;
+    let token = std::fs::read_to_string(daemon.paths.web_token()).expect("the web token");
+    let mut client = daemon.client().await;
+    client
+        .call(&Method::Pause(PauseParams { model: None }))
+        .await
+        .expect("pause");
+    let seq = client.call(&Method::Status).await.expect("status")["seq"]
+        .as_u64()
+        .unwrap_or(0);
+    let http = reqwest::Client::new();
+    let mut tasks = Vec::new();
+    for _ in 0..subscribers {
+        let response = http
+            .get(format!("http://127.0.0.1:{port}/events?since={seq}"))
+            .header("Authorization", format!("Bearer {}", token.trim()))
+            .send()
+            .await
+            .expect("GET /events");
+        assert!(response.status().is_success(), "{}", response.status());
+        tasks.push(tokio::spawn(sse_latencies(response, events)));
+    }
+    for batch in 0..events / 100 {
+        let prefix = format!("sse {batch}-");
+        client
+            .call(&Method::Submit(beads(&prefix, 100)))
+            .await
+            .expect("submit");
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(
+            tokio::time::timeout(WAIT, t)
+                .await
+                .expect("delivered")
+                .expect("task"),
+        );
+    }
+    all.sort();
+    let base = percentile(&all, 50);
+    row(
+        &format!("fan-out: {subscribers} SSE clients (GET /events) x {events} events, p99"),
+        format!("{:.2?}", percentile(&all, 99)),
+        "<= 10ms",
+        &format!("p50: {base:.2?}"),
+        percentile(&all, 99).as_secs_f64() / base.as_secs_f64(),
+    );
+    stop(daemon).await;
+}
+
+/// Receive delays of the next `events` Server-Sent Events, from their `ts` to now (the data
+/// lines read as raw text, as [`lean_latencies`] does).
+async fn sse_latencies(response: reqwest::Response, events: usize) -> Vec<Duration> {
+    use futures::StreamExt;
+    let mut body = response.bytes_stream();
+    let mut pending = String::new();
+    let mut lat = Vec::with_capacity(events);
+    while lat.len() < events {
+        let chunk = body.next().await.expect("more events").expect("bytes");
+        let now = chrono::Utc::now();
+        pending.push_str(std::str::from_utf8(&chunk).expect("utf-8"));
+        let mut rest = pending.as_str();
+        while let Some(end) = rest.find('\n') {
+            let line = &rest[..end];
+            rest = &rest[end + 1..];
+            let Some(data) = line.strip_prefix("data:") else {
+                continue;
+            };
+            let ts = data
+                .split_once("\"ts\":\"")
+                .and_then(|(_, rest)| rest.split_once('"'))
+                .map(|(ts, _)| ts)
+                .expect("ts");
+            let ts = catalyst::domain::time::Timestamp::parse(ts).expect("ts");
+            lat.push((now - ts.to_utc()).to_std().unwrap_or_default());
+        }
+        pending = rest.to_owned();
     }
     lat
 }

@@ -1,0 +1,240 @@
+//! The web dashboard in a real browser: Debian's Chromium, headless, driven over WebDriver
+//! (chromedriver, through fantoccini) against `catalystd --web` with stub agents. Each test
+//! skips, saying why, where Chromium or chromedriver is not installed
+//! (`.ci/install-test-deps` installs both). Screenshots go to `target/screenshots/`.
+
+use std::path::{Path, PathBuf};
+
+use catalyst_testkit::poll::eventually;
+use catalyst_testkit::{bead, TestDaemon, Workspace};
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+
+/// A headless Chromium session; chromedriver is killed when it is dropped.
+struct Browser {
+    client: Client,
+    _driver: tokio::process::Child,
+}
+
+fn on_path(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| Path::new(dir).join(program))
+        .find(|p| p.is_file())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Chromium under chromedriver, or `None` (with the reason printed) where either is missing.
+async fn browser() -> Option<Browser> {
+    let (Some(chromium), Some(chromedriver)) = (on_path("chromium"), on_path("chromedriver"))
+    else {
+        eprintln!("skipping: chromium and chromedriver are not installed (.ci/install-test-deps installs them)");
+        return None;
+    };
+    let port = free_port();
+    let driver = tokio::process::Command::new(chromedriver)
+        .arg(format!("--port={port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start chromedriver");
+    let capabilities = json!({
+        "goog:chromeOptions": {
+            "binary": chromium,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage", "--window-size=1280,900"],
+        }
+    });
+    let serde_json::Value::Object(capabilities) = capabilities else {
+        unreachable!("an object")
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let client = eventually("chromedriver to start a session", async || {
+        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(capabilities.clone())
+            .connect(&url)
+            .await
+            .ok()
+    })
+    .await;
+    Some(Browser {
+        client,
+        _driver: driver,
+    })
+}
+
+/// `catalystd --web` on a new workspace whose agents follow `scenario`: the daemon, the
+/// dashboard's base URL and its token.
+async fn dashboard(scenario: &str) -> (TestDaemon, String, String) {
+    let ws = Workspace::new(scenario, "");
+    let port = free_port();
+    let daemon = ws
+        .catalystd()
+        .args(&["--web", &format!("127.0.0.1:{port}")])
+        .spawn();
+    daemon.call(catalyst::protocol::Method::Status).await;
+    let token_file = daemon.paths.web_token();
+    let token = eventually("the web token", async || {
+        let text = std::fs::read_to_string(&token_file).ok()?;
+        text.ends_with('\n').then(|| text.trim().to_owned())
+    })
+    .await;
+    (daemon, format!("http://127.0.0.1:{port}"), token)
+}
+
+/// The texts of the elements `css` finds.
+async fn texts(client: &Client, css: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for element in client.find_all(Locator::Css(css)).await.unwrap_or_default() {
+        out.push(element.text().await.unwrap_or_default());
+    }
+    out
+}
+
+/// Waits until an element `css` finds has a text containing `wanted`.
+async fn wait_for_text(client: &Client, css: &str, wanted: &str) -> String {
+    eventually(&format!("`{css}` to show {wanted:?}"), async || {
+        texts(client, css)
+            .await
+            .into_iter()
+            .find(|t| t.contains(wanted))
+    })
+    .await
+}
+
+/// Saves a screenshot of the page as `target/screenshots/<name>.png`.
+async fn screenshot(client: &Client, name: &str) {
+    let png = client.screenshot().await.expect("screenshot");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/screenshots");
+    std::fs::create_dir_all(&dir).expect("screenshots folder");
+    std::fs::write(dir.join(format!("{name}.png")), png).expect("write screenshot");
+}
+
+const QUICK: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ sleep_ms = 300, write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_board_follows_the_daemon_live_and_its_button_pauses_it() {
+    let Some(browser) = browser().await else {
+        return;
+    };
+    let (daemon, base, token) = dashboard(QUICK).await;
+    let page = &browser.client;
+    page.goto(&format!("{base}/?token={token}"))
+        .await
+        .expect("open the link");
+    let url = page.current_url().await.expect("url");
+    assert_eq!(
+        url.as_str(),
+        format!("{base}/"),
+        "the token left the address bar"
+    );
+    assert_eq!(texts(page, "h1").await, ["catalyst"]);
+
+    // A bead submitted elsewhere shows up in the open page, which is never reloaded.
+    let marker = page
+        .execute("window.__same_page = 1; return 1;", vec![])
+        .await
+        .expect("mark the page");
+    assert_eq!(marker, json!(1));
+    let id = daemon.submit(bead("Seen in the browser")).await;
+    wait_for_text(page, "#feed li", &format!("bead.created {id}")).await;
+    daemon.wait_status(&id, "closed").await;
+    wait_for_text(page, "#feed li", &format!("bead.status {id} closed")).await;
+    let same = page
+        .execute("return window.__same_page || null;", vec![])
+        .await
+        .expect("script");
+    assert_eq!(same, json!(1), "the events came in without a reload");
+    screenshot(page, "board").await;
+
+    // The button pauses dispatching through the engine, as `ctl pause` does.
+    page.find(Locator::Css("header form button"))
+        .await
+        .expect("the pause button")
+        .click()
+        .await
+        .expect("click");
+    wait_for_text(page, ".state", "paused").await;
+    let status = daemon.call(catalyst::protocol::Method::Status).await;
+    assert_eq!(status["paused"], true);
+}
+
+/// An agent whose summary is markup meant to run in the dashboard.
+const HOSTILE: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "x.txt" = "x\n" }, summary = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_output_is_shown_as_text_and_never_runs() {
+    let Some(browser) = browser().await else {
+        return;
+    };
+    let (daemon, base, token) = dashboard(HOSTILE).await;
+    let page = &browser.client;
+    page.goto(&format!("{base}/?token={token}"))
+        .await
+        .expect("open the link");
+    let id = daemon.submit(bead("Hostile summary")).await;
+    let shown = wait_for_text(page, "#feed li", "<script>document.title").await;
+    assert!(
+        shown.contains(&id) || shown.contains("step.result"),
+        "{shown}"
+    );
+    daemon.wait_status(&id, "closed").await;
+    wait_for_text(page, "#feed li", &format!("bead.status {id} closed")).await;
+    // Had the summary gone in as markup, the image's error handler would have run by the time
+    // the later events arrived; the title is still the page's own.
+    assert_eq!(
+        page.title().await.expect("title"),
+        "catalyst",
+        "no markup from an agent ran"
+    );
+    let images = page
+        .find_all(Locator::Css("#feed img"))
+        .await
+        .expect("find");
+    assert!(images.is_empty(), "no element came from an agent's text");
+    screenshot(page, "hostile-output").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_token_the_browser_gets_nothing() {
+    let Some(browser) = browser().await else {
+        return;
+    };
+    let (_daemon, base, _token) = dashboard(QUICK).await;
+    let page = &browser.client;
+    page.goto(&format!("{base}/")).await.expect("open");
+    let body = page
+        .find(Locator::Css("body"))
+        .await
+        .expect("body")
+        .text()
+        .await
+        .expect("text");
+    assert!(body.contains("open the link catalystd printed"), "{body}");
+    assert!(texts(page, "h1").await.is_empty());
+    page.goto(&format!("{base}/?token=not-the-token"))
+        .await
+        .expect("open");
+    assert_eq!(
+        page.current_url().await.expect("url").path(),
+        "/",
+        "not redirected"
+    );
+    assert!(texts(page, "h1").await.is_empty());
+}

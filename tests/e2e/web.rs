@@ -239,7 +239,8 @@ async fn events_stream_as_the_socket_sends_them_and_resume_from_last_event_id() 
         .expect("type")
         .starts_with("text/event-stream"));
     let streamed = sse(all, last as usize).await;
-    for (i, (seq, data)) in streamed.iter().enumerate() {
+    // Events after `ctl events` read the journal (the worktree's removal) may come too.
+    for (i, (seq, data)) in streamed.iter().take(socket.len()).enumerate() {
         assert_eq!(
             *seq,
             i as u64 + 1,
@@ -258,11 +259,9 @@ async fn events_stream_as_the_socket_sends_them_and_resume_from_last_event_id() 
         .send()
         .await
         .expect("get");
-    let again = sse(resumed, 2).await;
-    assert_eq!(
-        again.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
-        vec![4, 5]
-    );
+    let again: Vec<u64> = sse(resumed, 2).await.iter().map(|(s, _)| *s).collect();
+    let expected: Vec<u64> = (4..4 + again.len() as u64).collect();
+    assert_eq!(again, expected);
 
     // Filtered as `subscribe` filters, and live: a new bead's creation arrives as it happens.
     let live = http

@@ -5,19 +5,22 @@
 //! connection (without either, only new events); `?bead=` and `?types=a,b` filter as
 //! `subscribe` does.
 
-use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::time::Duration;
 
+use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
-use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::Stream;
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use crate::daemon::follow::{Filter, Follower};
-use crate::daemon::store::feed::Line;
 
 use super::Shared;
+
+/// A comment line sent when nothing else was for this long, so that proxies and browsers keep
+/// an idle stream open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Default, Deserialize)]
 pub struct EventsQuery {
@@ -31,7 +34,7 @@ pub async fn events(
     State(shared): State<Shared>,
     headers: HeaderMap,
     Query(query): Query<EventsQuery>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+) -> Response {
     let journal = shared.engine.journal.clone();
     let resumed = headers
         .get("last-event-id")
@@ -52,34 +55,46 @@ pub async fn events(
     };
     let follower = Follower::new(journal, since, filter);
     let stopping = shared.shutdown.clone();
-    let stream = futures::stream::unfold(
-        (follower, VecDeque::<Line>::new()),
-        move |(mut follower, mut pending)| {
-            let stopping = stopping.clone();
-            async move {
-                loop {
-                    if let Some((seq, line)) = pending.pop_front() {
-                        let event = Event::default().id(seq.to_string()).data(&*line);
-                        return Some((Ok(event), (follower, pending)));
-                    }
-                    match follower.read().await {
-                        Ok(lines) if !lines.is_empty() => {
-                            pending.extend(lines);
-                            continue;
+    // Each piece of the body is every event a read found, so a burst goes out in a few
+    // writes rather than one per event (as the socket's `subscribe` does).
+    let stream = futures::stream::unfold(follower, move |mut follower| {
+        let stopping = stopping.clone();
+        async move {
+            loop {
+                match follower.read().await {
+                    Ok(lines) if !lines.is_empty() => {
+                        let mut chunk = String::new();
+                        for (seq, line) in lines {
+                            chunk.push_str("id: ");
+                            chunk.push_str(&seq.to_string());
+                            chunk.push_str("\ndata: ");
+                            chunk.push_str(&line);
+                            chunk.push_str("\n\n");
                         }
-                        Ok(_) => {}
-                        Err(e) => {
-                            tracing::warn!(error = %e, "cannot read the journal for a web follower");
-                            return None;
-                        }
+                        return Some((Ok::<_, Infallible>(Bytes::from(chunk)), follower));
                     }
-                    tokio::select! {
-                        () = stopping.cancelled() => return None,
-                        changed = follower.changed() => if !changed { return None },
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read the journal for a web follower");
+                        return None;
+                    }
+                }
+                tokio::select! {
+                    () = stopping.cancelled() => return None,
+                    changed = follower.changed() => if !changed { return None },
+                    () = tokio::time::sleep(KEEP_ALIVE) => {
+                        return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), follower));
                     }
                 }
             }
-        },
-    );
-    Sse::new(stream).keep_alive(KeepAlive::default())
+        }
+    });
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(stream),
+    )
+        .into_response()
 }

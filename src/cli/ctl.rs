@@ -50,6 +50,15 @@ pub enum CtlCommand {
         /// Include step beads.
         #[arg(long)]
         steps: bool,
+        /// Only beads whose id or title contains this, in any case.
+        #[arg(long)]
+        search: Option<String>,
+        /// Skip this many of the beads that match.
+        #[arg(long)]
+        offset: Option<u64>,
+        /// At most this many beads.
+        #[arg(long)]
+        limit: Option<u64>,
     },
     /// One bead, its steps and (with --runs) every attempt.
     Show {
@@ -395,9 +404,18 @@ fn method_for(command: &CtlCommand) -> Result<Method, CtlError> {
     Ok(match command {
         CtlCommand::Status => Method::Status,
         CtlCommand::Ready => Method::Ready,
-        CtlCommand::List { status, steps } => Method::List(ListParams {
+        CtlCommand::List {
+            status,
+            steps,
+            search,
+            offset,
+            limit,
+        } => Method::List(ListParams {
             status: status.clone(),
             steps: *steps,
+            search: search.clone(),
+            offset: *offset,
+            limit: *limit,
         }),
         CtlCommand::Show { bead, runs } => Method::Show(ShowParams {
             id: bead.clone(),

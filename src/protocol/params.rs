@@ -49,6 +49,16 @@ pub struct ListParams {
     /// Include step beads too.
     #[serde(default)]
     pub steps: bool,
+    /// Only beads whose id or title contains this, in any case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<String>,
+    /// Skip this many of the beads that match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// At most this many rows. With `offset` or `limit` the answer says how many matched
+    /// (`total`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -190,6 +190,9 @@ pub struct BeadSummary {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BeadList {
     pub beads: Vec<BeadSummary>,
+    /// How many beads matched before `offset` and `limit`; only when the request had either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
 }
 
 /// `submit`: the new beads' ids and the seq of the last event written.

@@ -545,3 +545,68 @@ async fn ctl_diff_shows_what_the_branch_changes_since_it_left_the_target() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_pages_and_searches_and_counts_what_matched() {
+    let daemon = TestDaemon::start(SLOW_IMPLEMENT, "").await;
+    daemon
+        .call(catalyst::protocol::Method::Pause(
+            catalyst::protocol::PauseParams { model: None },
+        ))
+        .await;
+    for i in 0..7 {
+        let title = if i % 2 == 0 {
+            "Fix the PARSER"
+        } else {
+            "Write docs"
+        };
+        daemon.submit(bead(&format!("{title} {i}"))).await;
+    }
+    let list = |search: Option<&str>, offset: Option<u64>, limit: Option<u64>| {
+        let method = catalyst::protocol::Method::List(catalyst::protocol::ListParams {
+            search: search.map(str::to_owned),
+            offset,
+            limit,
+            ..Default::default()
+        });
+        daemon.call(method)
+    };
+    let ids = |answer: &serde_json::Value| -> Vec<String> {
+        answer["beads"]
+            .as_array()
+            .expect("beads")
+            .iter()
+            .map(|b| b["id"].as_str().expect("id").to_owned())
+            .collect()
+    };
+    let everything = list(None, None, None).await;
+    assert_eq!(ids(&everything).len(), 7);
+    assert!(everything.get("total").is_none(), "no total without paging");
+
+    let page = list(None, Some(2), Some(3)).await;
+    assert_eq!(ids(&page), ids(&everything)[2..5].to_vec());
+    assert_eq!(page["total"], 7);
+    let last = list(None, Some(6), Some(3)).await;
+    assert_eq!(ids(&last), ids(&everything)[6..].to_vec());
+
+    // Search matches the title or the id, in any case, and `total` counts the matches.
+    let parser = list(Some("parser"), None, Some(2)).await;
+    assert_eq!(parser["total"], 4);
+    assert_eq!(ids(&parser).len(), 2);
+    for row in parser["beads"].as_array().expect("beads") {
+        assert!(row["title"].as_str().expect("title").contains("PARSER"));
+    }
+    let third = ids(&everything)[3].clone();
+    let one = list(Some(&third), None, None).await;
+    assert_eq!(ids(&one), vec![third]);
+
+    let (code, out, err) = daemon
+        .ctl(&["list", "--search", "docs", "--limit", "1"], "")
+        .await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.lines().filter(|l| l.contains("Write docs")).count(),
+        1,
+        "{out}"
+    );
+}

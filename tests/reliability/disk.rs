@@ -204,6 +204,7 @@ responses = [{{ tools = [{{ name = "Bash", input = {{ command = "git -c user.nam
         .call(Method::List(ListParams {
             status: None,
             steps: false,
+            ..Default::default()
         }))
         .await;
     let ids: Vec<&str> = listed["beads"]

@@ -174,6 +174,7 @@ async fn run(kills: usize, seed: u64, max_gap_ms: u64) -> RunEnd {
         .call(Method::List(ListParams {
             status: None,
             steps: false,
+            ..Default::default()
         }))
         .await;
     let statuses: BTreeMap<String, String> = listed["beads"]

@@ -229,6 +229,7 @@ async fn two_hundred_concurrent_clients_are_all_answered_and_nothing_runs_twice(
                     .call(&Method::List(ListParams {
                         status: None,
                         steps: true,
+                        ..Default::default()
                     }))
                     .await
                     .expect("list");

@@ -404,7 +404,7 @@ mod tests {
     }
 
     fn list(beads: Vec<BeadSummary>) -> BeadList {
-        BeadList { beads }
+        BeadList { beads, total: None }
     }
 
     fn bead_status(seq: u64, bead: &str, status: Status) -> Event {

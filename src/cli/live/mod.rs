@@ -89,12 +89,14 @@ pub async fn run(
         .list(ListParams {
             status: None,
             steps: false,
+            ..Default::default()
         })
         .await?;
     let all = client
         .list(ListParams {
             status: None,
             steps: true,
+            ..Default::default()
         })
         .await?;
     let mut board = Board::new(&status, &work, &all, chrono::Utc::now());

@@ -126,6 +126,7 @@ impl Engine {
         let active = self.list(&ListParams {
             status: Some("in_progress".into()),
             steps: false,
+            ..Default::default()
         });
         StatusAnswer {
             active: active.beads,
@@ -229,7 +230,7 @@ impl Engine {
             .ready(crate::daemon::clock::now())
             .map(|b| self.summary(b))
             .collect();
-        BeadList { beads }
+        BeadList { beads, total: None }
     }
 
     /// [`Engine::list`], refusing a status no bead can have: a typo would list nothing.
@@ -254,15 +255,39 @@ impl Engine {
     }
 
     fn list(&self, p: &ListParams) -> BeadList {
-        let beads = self
+        let search = p.search.as_deref().map(str::to_lowercase);
+        let matching = self
             .store
             .state()
             .beads()
             .filter(|b| p.steps || !b.is_step())
             .filter(|b| p.status.as_deref().is_none_or(|s| b.status.as_str() == s))
-            .map(|b| self.summary(b))
-            .collect();
-        BeadList { beads }
+            .filter(|b| {
+                search.as_deref().is_none_or(|s| {
+                    b.id.as_str().to_lowercase().contains(s) || b.title.to_lowercase().contains(s)
+                })
+            });
+        if p.offset.is_none() && p.limit.is_none() {
+            let beads = matching.map(|b| self.summary(b)).collect();
+            return BeadList { beads, total: None };
+        }
+        // Only the page's rows are built; the rest are counted.
+        let (skip, take) = (
+            usize::try_from(p.offset.unwrap_or(0)).unwrap_or(usize::MAX),
+            usize::try_from(p.limit.unwrap_or(u64::MAX)).unwrap_or(usize::MAX),
+        );
+        let mut total = 0u64;
+        let mut beads = Vec::new();
+        for (i, bead) in matching.enumerate() {
+            total += 1;
+            if i >= skip && beads.len() < take {
+                beads.push(self.summary(bead));
+            }
+        }
+        BeadList {
+            beads,
+            total: Some(total),
+        }
     }
 
     /// A bead with its steps. The attempts of each step (`show --runs`) are read from the run

@@ -296,3 +296,51 @@ async fn a_listen_address_other_than_loopback_is_refused_unless_allowed() {
     assert!(stderr.contains("allow_remote = true"), "{stderr}");
     assert!(!ws.paths.socket().exists(), "it never served");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_board_lists_beads_page_by_page_filtered_and_escaped() {
+    let (daemon, base, token) = dashboard(QUICK).await;
+    daemon
+        .call(catalyst::protocol::Method::Pause(
+            catalyst::protocol::PauseParams { model: None },
+        ))
+        .await;
+    let mut inputs: Vec<_> = (0..59).map(|i| bead(&format!("Bead number {i}"))).collect();
+    inputs.push(bead("<script>alert('title')</script> hostile"));
+    daemon
+        .call(catalyst::protocol::Method::Submit(inputs))
+        .await;
+    let http = client();
+    let get = async |query: &str| {
+        http.get(format!("{base}/{query}"))
+            .header(AUTHORIZATION, format!("Bearer {token}"))
+            .send()
+            .await
+            .expect("get")
+            .text()
+            .await
+            .expect("body")
+    };
+    let rows = |page: &str| page.matches("<tr class=\"bead\"").count();
+    let first = get("").await;
+    assert_eq!(rows(&first), 50);
+    assert!(first.contains("page 1 of 2 (60 beads)"), "{first}");
+    let second = get("?page=2").await;
+    assert_eq!(rows(&second), 10);
+    assert!(second.contains("&lt;script&gt;alert("), "bead text escaped");
+    assert!(!second.contains("<script>alert("), "never as markup");
+
+    let found = get("?q=NUMBER%2012").await;
+    assert_eq!(rows(&found), 1, "search in any case");
+    assert!(found.contains("Bead number 12"));
+    let open = get("?status=open").await;
+    assert_eq!(rows(&open), 50);
+    let closed = get("?status=closed").await;
+    assert_eq!(rows(&closed), 0);
+    assert!(closed.contains("No beads"));
+    let typo = get("?status=opne").await;
+    assert!(
+        typo.contains("unknown status"),
+        "the engine's refusal is shown"
+    );
+}

@@ -2,7 +2,7 @@
 //! value HTML-escaped), its static files, and its actions, which send the same engine
 //! requests as the control socket and show the same errors in the page.
 
-use axum::extract::{Form, Path, State};
+use axum::extract::{Form, Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Extension;
@@ -10,7 +10,7 @@ use minijinja::{AutoEscape, Environment};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::protocol::{Answer, EngineRequest, PauseParams};
+use crate::protocol::{Answer, EngineRequest, ListParams, PauseParams, RpcError};
 
 use super::auth::Proof;
 use super::Shared;
@@ -53,35 +53,112 @@ impl Pages {
     }
 }
 
-/// `GET /`: the daemon's state and the live events.
-pub async fn board(State(shared): State<Shared>) -> Response {
-    render_board(&shared, None, StatusCode::OK).await
+/// Rows of the board per page.
+const PAGE_ROWS: u64 = 50;
+
+/// The board's filters: `?status=` (a bead status, or `ready`), `?q=` (id or title contains
+/// it), `?page=` (from 1).
+#[derive(Debug, Default, Deserialize)]
+pub struct BoardQuery {
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    q: Option<String>,
+    #[serde(default)]
+    page: Option<u64>,
 }
 
-async fn render_board(shared: &Shared, error: Option<String>, status: StatusCode) -> Response {
-    let answer = match shared.engine.request(EngineRequest::Status).await {
+/// `GET /`: the daemon's state, the work beads page by page, and the live events.
+pub async fn board(State(shared): State<Shared>, Query(query): Query<BoardQuery>) -> Response {
+    render_board(&shared, &query, None, StatusCode::OK).await
+}
+
+async fn render_board(
+    shared: &Shared,
+    query: &BoardQuery,
+    error: Option<String>,
+    code: StatusCode,
+) -> Response {
+    let status = match shared.engine.request(EngineRequest::Status).await {
         Ok(Answer::Status(s)) => s,
-        Ok(_) => {
-            return (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "catalyst: unexpected answer\n",
-            )
-                .into_response()
+        Ok(_) => return unexpected(),
+        Err(e) => return unavailable(e),
+    };
+    let filter_status = query.status.clone().filter(|s| !s.is_empty());
+    let q = query.q.clone().unwrap_or_default();
+    let search = Some(q.trim().to_owned()).filter(|q| !q.is_empty());
+    let page = query.page.unwrap_or(1).max(1);
+    let offset = (page - 1).saturating_mul(PAGE_ROWS);
+    let (beads, matched, error) = if filter_status.as_deref() == Some("ready") {
+        match shared.engine.request(EngineRequest::Ready).await {
+            Ok(Answer::Beads(list)) => {
+                let wanted: Vec<_> = list
+                    .beads
+                    .into_iter()
+                    .filter(|b| search.as_deref().is_none_or(|s| matches(b, s)))
+                    .collect();
+                let matched = wanted.len() as u64;
+                let rows = wanted
+                    .into_iter()
+                    .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+                    .take(PAGE_ROWS as usize)
+                    .collect();
+                (rows, matched, error)
+            }
+            Ok(_) => return unexpected(),
+            Err(e) => return unavailable(e),
         }
-        Err(e) => {
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("catalyst: {}\n", e.message),
-            )
-                .into_response()
+    } else {
+        let params = ListParams {
+            status: filter_status.clone(),
+            search,
+            offset: Some(offset),
+            limit: Some(PAGE_ROWS),
+            ..Default::default()
+        };
+        match shared.engine.request(EngineRequest::List(params)).await {
+            Ok(Answer::Beads(list)) => (list.beads, list.total.unwrap_or(0), error),
+            Ok(_) => return unexpected(),
+            // A status no bead has: the engine's refusal in the page, nothing listed.
+            Err(e) => (Vec::new(), 0, error.or(Some(e.message))),
         }
     };
+    let pages = matched.div_ceil(PAGE_ROWS).max(1);
+    let total_work: u64 = status.beads.values().sum();
     let context = json!({
-        "status": answer,
+        "status": status,
+        "beads": beads,
+        "matched": matched,
+        "total_work": total_work,
+        "page": page,
+        "pages": pages,
+        "filter": {"status": filter_status.unwrap_or_default(), "q": q},
         "csrf": shared.secrets.csrf(),
         "error": error,
     });
-    shared.pages.render("board.html", context, status)
+    shared.pages.render("board.html", context, code)
+}
+
+/// Whether a list row's id or title contains `search`, in any case.
+fn matches(bead: &crate::protocol::BeadSummary, search: &str) -> bool {
+    let search = search.to_lowercase();
+    bead.id.as_str().to_lowercase().contains(&search) || bead.title.to_lowercase().contains(&search)
+}
+
+fn unexpected() -> Response {
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "catalyst: the engine answered with something else\n",
+    )
+        .into_response()
+}
+
+fn unavailable(e: RpcError) -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("catalyst: {}\n", e.message),
+    )
+        .into_response()
 }
 
 /// `GET /static/<file>`: the dashboard's script and style sheet.
@@ -166,6 +243,53 @@ async fn act(shared: &Shared, proof: Proof, csrf: &str, request: EngineRequest) 
     }
     match shared.engine.request(request).await {
         Ok(_) => Redirect::to("/").into_response(),
-        Err(e) => render_board(shared, Some(e.message), StatusCode::UNPROCESSABLE_ENTITY).await,
+        Err(e) => {
+            let query = BoardQuery::default();
+            render_board(
+                shared,
+                &query,
+                Some(e.message),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
+            .await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_board_renders_and_escapes() {
+        let pages = Pages::new();
+        let context = json!({
+            "status": {"seq": 3, "beads": {"open": 1}, "ready": 0, "running": [],
+                       "paused": false, "stopping": false, "waiting_approval": ["cat-2.approve"],
+                       "model_pauses": []},
+            "beads": [{"id": "cat-1", "title": "<b>bold</b>", "status": "open", "done": 1,
+                       "total": 4, "current": "implement", "waiting_for": ["cat-0"],
+                       "running": {"model": "opus", "elapsed_ms": 1500, "attempt": 1, "step": "cat-1.implement"}}],
+            "matched": 1, "total_work": 1, "page": 1, "pages": 1,
+            "filter": {"status": "open", "q": "a b&c"},
+            "csrf": "x", "error": null,
+        });
+        let html = pages
+            .env
+            .get_template("board.html")
+            .and_then(|t| t.render(crate::domain::prompt::to_value(context)))
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        assert!(
+            html.contains("&lt;b&gt;bold&lt;&#x2f;b&gt;")
+                || html.contains("&lt;b&gt;bold&lt;/b&gt;"),
+            "{html}"
+        );
+        assert!(
+            html.contains("q=a%20b%26c"),
+            "the search kept in links, encoded: {html}"
+        );
+        assert!(html.contains("<progress max=\"4\" value=\"1\">"), "{html}");
+        assert!(html.contains("1.5 s"), "{html}");
+        assert!(html.contains("cat-2.approve"), "{html}");
     }
 }

@@ -1,11 +1,11 @@
 //! Daemon benchmarks: the orchestrator's own cost against the floor and against pueue,
 //! dispatch latency, event fan-out, a 100,000-bead store's start-up, memory and idle CPU,
-//! what the sandbox adds to an attempt's start, what a tool call's hook costs, and what each
-//! git step of a bead costs.
+//! what the sandbox adds to an attempt's start, what a tool call's hook costs, what each
+//! git step of a bead costs, and how fast the web dashboard's board answers on a large store.
 //! Every row prints its figure, its target and its ratio to a baseline measured in this run.
 //!
 //! Run: `cargo bench --bench daemon` (all rows), `cargo bench --bench daemon -- ROW…` with
-//! ROW one of `overhead chain latency fanout scale sandbox hook git`, and `--quick` for small
+//! ROW one of `overhead chain latency fanout scale sandbox hook git web`, and `--quick` for small
 //! sizes. Workspaces are made under `TMPDIR` (README "Benchmarks" on why the file system
 //! matters).
 //! The `chain` row needs pueue 4.0.4, which `benches/pueue.sh` builds from crates.io into
@@ -22,6 +22,7 @@ mod latency;
 mod overhead;
 mod sandbox;
 mod scale;
+mod web;
 
 use std::time::Duration;
 
@@ -49,8 +50,8 @@ role = \"merge\"
 needs = [\"work\"]
 ";
 
-const ROWS: [&str; 8] = [
-    "overhead", "chain", "latency", "fanout", "scale", "sandbox", "hook", "git",
+const ROWS: [&str; 9] = [
+    "overhead", "chain", "latency", "fanout", "scale", "sandbox", "hook", "git", "web",
 ];
 
 /// A workspace whose beads run the `one` formula (one agent step, then the merge), with
@@ -165,5 +166,8 @@ fn main() {
     }
     if want("git") {
         git::git(quick);
+    }
+    if want("web") {
+        web::web(quick);
     }
 }

@@ -118,6 +118,11 @@ impl State {
         self.graph.ready(now)
     }
 
+    /// How many beads [`State::ready`] gives at `now` (without visiting them).
+    pub fn ready_count(&self, now: Timestamp) -> usize {
+        self.graph.ready_count(now)
+    }
+
     /// The earliest `defer_until` after `now` among beads that are otherwise ready: when the
     /// ready list will next grow without an event.
     pub fn next_defer(&self, now: Timestamp) -> Option<Timestamp> {

@@ -445,6 +445,18 @@ impl Graph {
             .filter(move |b| b.defer_until.is_none_or(|t| t <= now))
     }
 
+    /// How many beads [`Graph::ready`] gives at `now`, counted without looking at them: the
+    /// statically ready ones less those deferred past `now`.
+    pub(crate) fn ready_count(&self, now: Timestamp) -> usize {
+        use std::ops::Bound;
+        let later: usize = self
+            .deferred
+            .range((Bound::Excluded(now), Bound::Unbounded))
+            .map(|(_, n)| *n as usize)
+            .sum();
+        self.ready.len().saturating_sub(later)
+    }
+
     /// The earliest `defer_until` after `now` among statically ready beads.
     pub(crate) fn deferred_after(&self, now: Timestamp) -> Option<Timestamp> {
         use std::ops::Bound;

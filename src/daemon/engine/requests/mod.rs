@@ -82,7 +82,7 @@ impl Engine {
     }
 
     fn status(&self) -> StatusAnswer {
-        let mut beads = std::collections::BTreeMap::new();
+        let mut by_status = std::collections::BTreeMap::<&str, u64>::new();
         let mut steps = 0;
         let mut blocked = Vec::new();
         for bead in self.store.state().beads() {
@@ -90,11 +90,15 @@ impl Engine {
                 steps += 1;
                 continue;
             }
-            *beads.entry(bead.status.to_string()).or_insert(0) += 1;
+            *by_status.entry(bead.status.as_str()).or_insert(0) += 1;
             if bead.status == Status::Blocked {
                 blocked.push(bead);
             }
         }
+        let beads = by_status
+            .into_iter()
+            .map(|(status, n)| (status.to_owned(), n))
+            .collect();
         let running = self
             .running
             .values()
@@ -134,11 +138,7 @@ impl Engine {
             paused: self.paused,
             paused_models: self.paused_models.keys().cloned().collect(),
             pid: std::process::id(),
-            ready: self
-                .store
-                .state()
-                .ready(crate::daemon::clock::now())
-                .count() as u64,
+            ready: self.store.state().ready_count(crate::daemon::clock::now()) as u64,
             running,
             seq: self.store.state().seq(),
             journal_syncs: self.store.syncs(),
@@ -264,7 +264,7 @@ impl Engine {
             .filter(|b| p.status.as_deref().is_none_or(|s| b.status.as_str() == s))
             .filter(|b| {
                 search.as_deref().is_none_or(|s| {
-                    b.id.as_str().to_lowercase().contains(s) || b.title.to_lowercase().contains(s)
+                    contains_folded(b.id.as_str(), s) || contains_folded(&b.title, s)
                 })
             });
         if p.offset.is_none() && p.limit.is_none() {
@@ -338,4 +338,19 @@ fn latest_blocked(mut blocked: Vec<&Bead>) -> Vec<BlockedBead> {
             }),
         })
         .collect()
+}
+
+/// Whether `text` contains `needle` (already lower case) in any case; ASCII text is compared
+/// in place, without a lower-case copy per bead (a search runs over every bead of the store).
+fn contains_folded(text: &str, needle: &str) -> bool {
+    if !text.is_ascii() || !needle.is_ascii() {
+        return text.to_lowercase().contains(needle);
+    }
+    let (text, needle) = (text.as_bytes(), needle.as_bytes());
+    needle.is_empty()
+        || text.windows(needle.len()).any(|w| {
+            w.iter()
+                .zip(needle)
+                .all(|(a, b)| a.to_ascii_lowercase() == *b)
+        })
 }

@@ -270,6 +270,12 @@ fn readiness_follows_bd_ready_rules() {
         let mut got = ready_ids(store.state());
         got.sort();
         assert_eq!(got, case.ready, "{}", case.name);
+        assert_eq!(
+            store.state().ready_count(at(1_000_000)),
+            got.len(),
+            "{}: the count `status` gives",
+            case.name
+        );
         let incremental = store.state.graph_fingerprint();
         store.state.recompute_readiness();
         assert_eq!(
@@ -300,6 +306,13 @@ fn the_next_defer_is_the_earliest_future_one_among_ready_beads() {
     );
     assert_eq!(store.state().next_defer(at(100)), Some(at(200)));
     assert_eq!(store.state().next_defer(at(200)), None);
+    assert_eq!(
+        store.state().ready_count(at(0)),
+        0,
+        "both deferred, the third held"
+    );
+    assert_eq!(store.state().ready_count(at(100)), 1);
+    assert_eq!(store.state().ready_count(at(200)), 2);
     store.commit(vec![status("late", Status::Closed)]).unwrap();
     assert_eq!(store.state().next_defer(at(0)), Some(at(50)));
 }

@@ -157,7 +157,7 @@ async fn the_board_follows_the_daemon_live_and_its_button_pauses_it() {
         .await
         .expect("script");
     assert_eq!(same, json!(1), "the events came in without a reload");
-    screenshot(page, "board").await;
+    screenshot(page, "board-live").await;
 
     // The button pauses dispatching through the engine, as `ctl pause` does.
     page.find(Locator::Css("header form button"))
@@ -169,6 +169,13 @@ async fn the_board_follows_the_daemon_live_and_its_button_pauses_it() {
     wait_for_text(page, ".state", "paused").await;
     let status = daemon.call(catalyst::protocol::Method::Status).await;
     assert_eq!(status["paused"], true);
+    // The page came back from the action with the bead listed, its molecule done.
+    let row = wait_for_text(page, "tr.bead", &id).await;
+    assert!(
+        row.contains("Seen in the browser") && row.contains("4/4"),
+        "{row}"
+    );
+    screenshot(page, "board").await;
 }
 
 /// An agent whose summary is markup meant to run in the dashboard.

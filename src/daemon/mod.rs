@@ -301,7 +301,12 @@ async fn run_with(
     });
     if let Some(web) = web {
         tracing::info!("web dashboard: {}", web.link());
-        tokio::spawn(web::serve(web, handle.clone(), serving.clone()));
+        tokio::spawn(web::serve(
+            web,
+            handle.clone(),
+            paths.clone(),
+            serving.clone(),
+        ));
     }
     tokio::spawn(sdnotify::run(
         sdnotify::Notifier::from_env(),

@@ -176,6 +176,21 @@ async fn the_board_follows_the_daemon_live_and_its_button_pauses_it() {
         "{row}"
     );
     screenshot(page, "board").await;
+
+    // Its id opens the bead's page: the steps with each attempt.
+    page.find(Locator::Css("tr.bead a"))
+        .await
+        .expect("the bead's link")
+        .click()
+        .await
+        .expect("click");
+    wait_for_text(page, "h2.title", "Seen in the browser").await;
+    let url = page.current_url().await.expect("url");
+    assert_eq!(url.path(), format!("/beads/{id}"));
+    let steps = texts(page, "tr.step").await;
+    assert_eq!(steps.len(), 4, "{steps:?}");
+    wait_for_text(page, "tr.run", "wrote hello.txt").await;
+    screenshot(page, "bead").await;
 }
 
 /// An agent whose summary is markup meant to run in the dashboard.

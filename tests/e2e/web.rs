@@ -344,3 +344,58 @@ async fn the_board_lists_beads_page_by_page_filtered_and_escaped() {
         "the engine's refusal is shown"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_beads_page_shows_its_steps_attempts_and_comments_escaped() {
+    let (daemon, base, token) = dashboard(QUICK).await;
+    let mut input = bead("Page <b>title</b>");
+    input.description = Some("Do <script>alert(1)</script> this".into());
+    let id = daemon.submit(input).await;
+    daemon.wait_status(&id, "closed").await;
+    daemon
+        .call(catalyst::protocol::Method::Comment(
+            catalyst::protocol::CommentParams {
+                id: id.clone(),
+                text: "<img src=x onerror=alert(2)> looks good".into(),
+                author: Some("ann".into()),
+            },
+        ))
+        .await;
+    let http = client();
+    let get = async |path: &str| {
+        let response = http
+            .get(format!("{base}{path}"))
+            .header(AUTHORIZATION, format!("Bearer {token}"))
+            .send()
+            .await
+            .expect("get");
+        let code = response.status();
+        (code, response.text().await.expect("body"))
+    };
+    let (code, page) = get(&format!("/beads/{id}")).await;
+    assert_eq!(code, StatusCode::OK);
+    for step in ["refine", "implement", "review", "merge"] {
+        assert!(page.contains(&format!("<td>{step}</td>")), "{step}: {page}");
+    }
+    assert!(page.contains("attempt 1"), "{page}");
+    assert!(page.contains("wrote hello.txt"), "the attempt's summary");
+    assert!(page.contains("4/4"));
+    assert!(page.contains("Page &lt;b&gt;title&lt;"), "{page}");
+    assert!(page.contains("Do &lt;script&gt;alert(1)&lt;"), "{page}");
+    assert!(
+        page.contains("&lt;img src=x onerror=alert(2)&gt; looks good"),
+        "{page}"
+    );
+    assert!(!page.contains("<script>alert") && !page.contains("<img src=x"));
+
+    let (board_code, board) = get("/").await;
+    assert_eq!(board_code, StatusCode::OK);
+    assert!(
+        board.contains(&format!("href=\"/beads/{id}\"")),
+        "the board links to it"
+    );
+    let (missing, _) = get("/beads/cat-999").await;
+    assert_eq!(missing, StatusCode::NOT_FOUND);
+    let (bad, _) = get("/beads/not%20an%20id").await;
+    assert_eq!(bad, StatusCode::BAD_REQUEST);
+}

@@ -101,21 +101,24 @@ impl Web {
 #[derive(Clone)]
 struct Shared {
     engine: EngineHandle,
+    paths: Paths,
     secrets: Secrets,
     shutdown: CancellationToken,
     pages: std::sync::Arc<pages::Pages>,
 }
 
 /// Serves the dashboard until `shutdown` fires.
-pub async fn serve(web: Web, engine: EngineHandle, shutdown: CancellationToken) {
+pub async fn serve(web: Web, engine: EngineHandle, paths: Paths, shutdown: CancellationToken) {
     let shared = Shared {
         engine,
+        paths,
         secrets: web.secrets.clone(),
         shutdown: shutdown.clone(),
         pages: std::sync::Arc::new(pages::Pages::new()),
     };
     let app = Router::new()
         .route("/", get(pages::board))
+        .route("/beads/{id}", get(pages::bead))
         .route("/events", get(events::events))
         .route("/static/{file}", get(pages::asset))
         .route("/actions/pause", post(pages::pause))

@@ -29,6 +29,8 @@ impl Pages {
         env.set_auto_escape_callback(|_| AutoEscape::Html);
         env.add_template("board.html", include_str!("assets/board.html"))
             .expect("the board template parses");
+        env.add_template("bead.html", include_str!("assets/bead.html"))
+            .expect("the bead template parses");
         Pages { env }
     }
 
@@ -159,6 +161,37 @@ fn unavailable(e: RpcError) -> Response {
         format!("catalyst: {}\n", e.message),
     )
         .into_response()
+}
+
+/// `GET /beads/<id>`: a bead, its steps with every attempt, and its comments.
+pub async fn bead(State(shared): State<Shared>, Path(id): Path<String>) -> Response {
+    let request = EngineRequest::Show(crate::protocol::IdParams { id });
+    let mut show = match shared.engine.request(request).await {
+        Ok(Answer::Show(show)) => show,
+        Ok(_) => return unexpected(),
+        Err(e) => {
+            let code = match e.code {
+                crate::protocol::ErrorCode::NotFound => StatusCode::NOT_FOUND,
+                crate::protocol::ErrorCode::BadRequest => StatusCode::BAD_REQUEST,
+                _ => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            return (code, format!("catalyst: {}\n", e.message)).into_response();
+        }
+    };
+    // Every attempt's record, from the run folders (as `ctl show --runs`), off the runtime.
+    let paths = shared.paths.clone();
+    show = match tokio::task::spawn_blocking(move || {
+        crate::daemon::audit::add_runs(&mut show, &paths);
+        show
+    })
+    .await
+    {
+        Ok(show) => show,
+        Err(_) => return unexpected(),
+    };
+    shared
+        .pages
+        .render("bead.html", json!({ "show": show }), StatusCode::OK)
 }
 
 /// `GET /static/<file>`: the dashboard's script and style sheet.

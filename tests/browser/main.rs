@@ -260,3 +260,62 @@ async fn without_the_token_the_browser_gets_nothing() {
     );
     assert!(texts(page, "h1").await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bead_is_submitted_through_the_form_and_an_approval_passed_with_its_button() {
+    let Some(browser) = browser().await else {
+        return;
+    };
+    let (daemon, base, token) = dashboard(QUICK).await;
+    // First a bead that will wait for a person (its agents write what the next one's would).
+    daemon.submit_gated_waiting("gate-1", "true").await;
+    let page = &browser.client;
+    page.goto(&format!("{base}/?token={token}"))
+        .await
+        .expect("open the link");
+    page.find(Locator::Css("form.submit input[name=title]"))
+        .await
+        .expect("the title field")
+        .send_keys("Typed into the form")
+        .await
+        .expect("type");
+    page.find(Locator::Css("form.submit button"))
+        .await
+        .expect("the submit button")
+        .click()
+        .await
+        .expect("click");
+    wait_for_text(page, "h2.title", "Typed into the form").await;
+    let url = page.current_url().await.expect("url");
+    let id = url
+        .path()
+        .strip_prefix("/beads/")
+        .expect("the bead's page")
+        .to_owned();
+    let shown = daemon
+        .call(catalyst::protocol::Method::Show(
+            catalyst::protocol::ShowParams {
+                id: id.clone(),
+                runs: false,
+            },
+        ))
+        .await;
+    assert_eq!(shown["title"], "Typed into the form");
+
+    page.goto(&format!("{base}/beads/gate-1"))
+        .await
+        .expect("open");
+    page.find(Locator::Css("form.approve button"))
+        .await
+        .expect("the approve button")
+        .click()
+        .await
+        .expect("click");
+    daemon
+        .wait_for("the approval to pass", |e| {
+            e["type"] == "gate.passed" && e["step"] == "gate-1.approve"
+        })
+        .await;
+    wait_for_text(page, "h2.title", "gated bead gate-1").await;
+    screenshot(page, "approved").await;
+}

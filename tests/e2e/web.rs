@@ -399,3 +399,97 @@ async fn a_beads_page_shows_its_steps_attempts_and_comments_escaped() {
     let (bad, _) = get("/beads/not%20an%20id").await;
     assert_eq!(bad, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pages_forms_submit_comment_approve_and_show_refusals() {
+    let (daemon, base, token) = dashboard(QUICK).await;
+    let http = client();
+    let post = async |path: &str, form: &[(&str, &str)]| {
+        let response = http
+            .post(format!("{base}{path}"))
+            .header(AUTHORIZATION, format!("Bearer {token}"))
+            .form(form)
+            .send()
+            .await
+            .expect("post");
+        let code = response.status();
+        let location = response
+            .headers()
+            .get(LOCATION)
+            .map(|l| l.to_str().expect("location").to_owned());
+        (code, location, response.text().await.expect("body"))
+    };
+    let get = async |path: &str| {
+        http.get(format!("{base}{path}"))
+            .header(AUTHORIZATION, format!("Bearer {token}"))
+            .send()
+            .await
+            .expect("get")
+            .text()
+            .await
+            .expect("body")
+    };
+
+    // A bead from the board's form goes in as `submit` makes it, and its page opens.
+    let (code, location, _) = post(
+        "/actions/submit",
+        &[
+            ("title", "From the form"),
+            ("description", "typed in"),
+            ("priority", "1"),
+        ],
+    )
+    .await;
+    assert_eq!(code, StatusCode::SEE_OTHER);
+    let location = location.expect("a location");
+    let id = location
+        .strip_prefix("/beads/")
+        .expect("the bead's page")
+        .to_owned();
+    let shown = daemon
+        .call(catalyst::protocol::Method::Show(
+            catalyst::protocol::ShowParams {
+                id: id.clone(),
+                runs: false,
+            },
+        ))
+        .await;
+    assert_eq!(shown["title"], "From the form");
+    assert_eq!(shown["priority"], 1);
+    let (bad, _, page) = post("/actions/submit", &[("title", "x"), ("priority", "high")]).await;
+    assert_eq!(bad, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(page.contains("priority is a number"), "{page}");
+
+    // A comment, shown on the page.
+    let (code, location, _) = post(
+        &format!("/beads/{id}/comment"),
+        &[("text", "from the page")],
+    )
+    .await;
+    assert_eq!(code, StatusCode::SEE_OTHER);
+    assert_eq!(location.as_deref(), Some(format!("/beads/{id}").as_str()));
+    assert!(get(&format!("/beads/{id}")).await.contains("from the page"));
+
+    // The engine's refusal is shown in the page: nothing waits for an approval here.
+    let (code, _, page) = post(&format!("/beads/{id}/approve"), &[]).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(page.contains("class=\"error\""), "{page}");
+    let (unknown, _, _) = post(&format!("/beads/{id}/explode"), &[]).await;
+    assert_eq!(unknown, StatusCode::NOT_FOUND);
+
+    // An approval waiting for a person: its button on the bead's page passes it.
+    daemon.submit_gated_waiting("gate-1", "true").await;
+    let page = get("/beads/gate-1").await;
+    assert!(
+        page.contains("action=\"/beads/gate-1.approve/approve\""),
+        "{page}"
+    );
+    let (code, location, _) = post("/beads/gate-1.approve/approve", &[("back", "gate-1")]).await;
+    assert_eq!(code, StatusCode::SEE_OTHER);
+    assert_eq!(location.as_deref(), Some("/beads/gate-1"));
+    daemon
+        .wait_for("the approval to pass", |e| {
+            e["type"] == "gate.passed" && e["step"] == "gate-1.approve"
+        })
+        .await;
+}

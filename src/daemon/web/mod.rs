@@ -119,6 +119,8 @@ pub async fn serve(web: Web, engine: EngineHandle, paths: Paths, shutdown: Cance
     let app = Router::new()
         .route("/", get(pages::board))
         .route("/beads/{id}", get(pages::bead))
+        .route("/beads/{id}/{action}", post(pages::bead_action))
+        .route("/actions/submit", post(pages::submit))
         .route("/events", get(events::events))
         .route("/static/{file}", get(pages::asset))
         .route("/actions/pause", post(pages::pause))

@@ -165,6 +165,15 @@ fn unavailable(e: RpcError) -> Response {
 
 /// `GET /beads/<id>`: a bead, its steps with every attempt, and its comments.
 pub async fn bead(State(shared): State<Shared>, Path(id): Path<String>) -> Response {
+    render_bead(&shared, id, None, StatusCode::OK).await
+}
+
+async fn render_bead(
+    shared: &Shared,
+    id: String,
+    error: Option<String>,
+    code: StatusCode,
+) -> Response {
     let request = EngineRequest::Show(crate::protocol::IdParams { id });
     let mut show = match shared.engine.request(request).await {
         Ok(Answer::Show(show)) => show,
@@ -189,9 +198,154 @@ pub async fn bead(State(shared): State<Shared>, Path(id): Path<String>) -> Respo
         Ok(show) => show,
         Err(_) => return unexpected(),
     };
-    shared
-        .pages
-        .render("bead.html", json!({ "show": show }), StatusCode::OK)
+    let context = json!({ "show": show, "csrf": shared.secrets.csrf(), "error": error });
+    shared.pages.render("bead.html", context, code)
+}
+
+/// The fields of a bead page's forms.
+#[derive(Debug, Deserialize)]
+pub struct ActionForm {
+    #[serde(default)]
+    csrf: String,
+    /// A comment, or a rejection's or cancellation's reason.
+    #[serde(default)]
+    text: Option<String>,
+    /// The bead whose page the form is on (a step's action returns to its bead).
+    #[serde(default)]
+    back: Option<String>,
+}
+
+/// `POST /beads/<id>/<action>`: `approve` (`text`: a comment), `reject` (`text`: the reason
+/// for the fix), `retry`, `cancel` (`text`: why) and `comment`, as the socket's methods of
+/// those names.
+pub async fn bead_action(
+    State(shared): State<Shared>,
+    Extension(proof): Extension<Proof>,
+    Path((id, action)): Path<(String, String)>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    use crate::protocol::{ApproveParams, CloseParams, CommentParams, IdParams, RejectParams};
+    let text = form.text.filter(|t| !t.trim().is_empty());
+    let back = form
+        .back
+        .filter(|b| crate::domain::id::BeadId::new(b).is_ok())
+        .unwrap_or_else(|| id.clone());
+    let request = match action.as_str() {
+        "approve" => EngineRequest::Approve(ApproveParams { id, comment: text }),
+        "reject" => EngineRequest::Reject(RejectParams {
+            id,
+            reason: text.unwrap_or_default(),
+        }),
+        "retry" => EngineRequest::Retry(IdParams { id }),
+        "cancel" => EngineRequest::Cancel(CloseParams { id, reason: text }),
+        "comment" => EngineRequest::Comment(CommentParams {
+            id,
+            text: text.unwrap_or_default(),
+            author: Some("web".into()),
+        }),
+        _ => return (StatusCode::NOT_FOUND, "catalyst: no such action\n").into_response(),
+    };
+    if let Some(refused) = refuse_forged(&shared, proof, &form.csrf) {
+        return refused;
+    }
+    match shared.engine.request(request).await {
+        Ok(_) => Redirect::to(&format!("/beads/{back}")).into_response(),
+        Err(e) => {
+            render_bead(
+                &shared,
+                back,
+                Some(e.message),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
+            .await
+        }
+    }
+}
+
+/// The fields of the board's form for a new bead.
+#[derive(Debug, Deserialize)]
+pub struct SubmitForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    formula: Option<String>,
+    #[serde(default)]
+    priority: Option<String>,
+    /// Beads it runs after, separated by commas or spaces.
+    #[serde(default)]
+    after: Option<String>,
+}
+
+/// `POST /actions/submit`: a new bead, as `ctl submit`; its page once it is in.
+pub async fn submit(
+    State(shared): State<Shared>,
+    Extension(proof): Extension<Proof>,
+    Form(form): Form<SubmitForm>,
+) -> Response {
+    if let Some(refused) = refuse_forged(&shared, proof, &form.csrf) {
+        return refused;
+    }
+    let some = |t: Option<String>| t.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
+    let priority = match some(form.priority).map(|p| p.parse::<u8>()) {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(_)) => {
+            let query = BoardQuery::default();
+            let error = Some("the priority is a number from 0 (highest) to 4".to_owned());
+            return render_board(&shared, &query, error, StatusCode::UNPROCESSABLE_ENTITY).await;
+        }
+    };
+    let input = crate::protocol::BeadInput {
+        title: form.title.trim().to_owned(),
+        description: some(form.description),
+        formula: some(form.formula),
+        priority,
+        after: some(form.after)
+            .map(|a| {
+                a.split([',', ' '])
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        ..Default::default()
+    };
+    match shared
+        .engine
+        .request(EngineRequest::Submit(vec![input]))
+        .await
+    {
+        Ok(Answer::Submitted(done)) => match done.ids.first() {
+            Some(id) => Redirect::to(&format!("/beads/{id}")).into_response(),
+            None => Redirect::to("/").into_response(),
+        },
+        Ok(_) => unexpected(),
+        Err(e) => {
+            let query = BoardQuery::default();
+            render_board(
+                &shared,
+                &query,
+                Some(e.message),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
+            .await
+        }
+    }
+}
+
+/// A form sent with the cookie must carry the page's CSRF token.
+fn refuse_forged(shared: &Shared, proof: Proof, csrf: &str) -> Option<Response> {
+    (proof == Proof::Cookie && !shared.secrets.is_csrf(csrf)).then(|| {
+        (
+            StatusCode::FORBIDDEN,
+            "catalyst: this form is not from this daemon's page (reload the page)\n",
+        )
+            .into_response()
+    })
 }
 
 /// `GET /static/<file>`: the dashboard's script and style sheet.
@@ -267,12 +421,8 @@ fn params(model: Option<String>) -> PauseParams {
 /// engine's error when it is refused. A form sent with the cookie must carry the page's CSRF
 /// token.
 async fn act(shared: &Shared, proof: Proof, csrf: &str, request: EngineRequest) -> Response {
-    if proof == Proof::Cookie && !shared.secrets.is_csrf(csrf) {
-        return (
-            StatusCode::FORBIDDEN,
-            "catalyst: this form is not from this daemon's page (reload the page)\n",
-        )
-            .into_response();
+    if let Some(refused) = refuse_forged(shared, proof, csrf) {
+        return refused;
     }
     match shared.engine.request(request).await {
         Ok(_) => Redirect::to("/").into_response(),

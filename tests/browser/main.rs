@@ -319,3 +319,53 @@ async fn a_bead_is_submitted_through_the_form_and_an_approval_passed_with_its_bu
     wait_for_text(page, "h2.title", "gated bead gate-1").await;
     screenshot(page, "approved").await;
 }
+
+/// The implementer writes one file, a fix another: both change the worktree.
+const WITH_FIX: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "impl.txt" = "impl\n" }, summary = "implemented" }]
+
+[[rule]]
+role = "fix"
+responses = [{ write = { "renamed.txt" = "renamed\n" }, summary = "renamed the flag" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejection_typed_on_the_page_starts_the_fix_step_it_asks_for() {
+    let Some(browser) = browser().await else {
+        return;
+    };
+    let (daemon, base, token) = dashboard(WITH_FIX).await;
+    daemon.submit_gated_waiting("gate-1", "true").await;
+    let page = &browser.client;
+    page.goto(&format!("{base}/beads/gate-1?token={token}"))
+        .await
+        .expect("open the link");
+    let reason = "Rename the flag to --fast";
+    page.find(Locator::Css("form.reject input[name=text]"))
+        .await
+        .expect("the reason field")
+        .send_keys(reason)
+        .await
+        .expect("type");
+    page.find(Locator::Css("form.reject button"))
+        .await
+        .expect("the reject button")
+        .click()
+        .await
+        .expect("click");
+    let fix = daemon
+        .wait_for("the fix for the rejection", |e| {
+            e["type"] == "fix.created" && e["fixes"] == "gate-1.approve"
+        })
+        .await;
+    let fix_step = fix["step"]["metadata"]["catalyst"]["step"]
+        .as_str()
+        .expect("the fix's step name")
+        .to_owned();
+    page.refresh().await.expect("reload");
+    wait_for_text(page, "tr.step", &fix_step).await;
+    wait_for_text(page, ".comment pre", reason).await;
+    screenshot(page, "fix-step").await;
+}

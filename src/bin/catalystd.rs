@@ -56,11 +56,10 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         let shutdown = CancellationToken::new();
         tokio::spawn(signals(shutdown.clone(), paths.clone()));
-        let web = args.web.clone();
-        match daemon::bind(&paths) {
-            Ok(bound) => bound.with_web(web).run(shutdown, paths).await,
-            Err(e) => Err(e),
-        }
+        daemon::bind(&paths)?
+            .with_web(args.web.clone())
+            .run(shutdown, paths)
+            .await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

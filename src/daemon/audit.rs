@@ -21,6 +21,29 @@ use crate::domain::id::BeadId;
 use crate::domain::time::Timestamp;
 use crate::protocol::{GateCommand, RunFiles, RunRecord, ShowAnswer};
 
+/// The engine's `show` of `p.id`, then every attempt from the run folders and the journal,
+/// read off the runtime: the engine must not wait on files. For `ctl show --runs` and the web
+/// dashboard's bead page.
+pub async fn show_with_runs(
+    engine: &crate::daemon::engine::EngineHandle,
+    paths: &Paths,
+    p: crate::protocol::IdParams,
+) -> Result<ShowAnswer, crate::protocol::RpcError> {
+    use crate::protocol::{Answer, EngineRequest, RpcError};
+    let Answer::Show(mut show) = engine.request(EngineRequest::Show(p)).await? else {
+        return Err(RpcError::internal(
+            "the engine answered `show` with something else",
+        ));
+    };
+    let paths = paths.clone();
+    tokio::task::spawn_blocking(move || {
+        add_runs(&mut show, &paths);
+        *show
+    })
+    .await
+    .map_err(|e| RpcError::internal(format!("reading the run folders failed: {e}")))
+}
+
 /// Adds every attempt of every step to a `show` answer: the run folders' records, and when and
 /// with which model each attempt was dispatched.
 pub fn add_runs(show: &mut ShowAnswer, paths: &Paths) {

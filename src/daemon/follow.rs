@@ -30,6 +30,15 @@ pub struct Filter {
     pub types: Option<Vec<String>>,
 }
 
+impl From<&crate::protocol::SubscribeParams> for Filter {
+    fn from(p: &crate::protocol::SubscribeParams) -> Filter {
+        Filter {
+            bead: p.bead.clone(),
+            types: p.types.clone(),
+        }
+    }
+}
+
 impl Filter {
     fn is_empty(&self) -> bool {
         self.bead.is_none() && self.types.is_none()

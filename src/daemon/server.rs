@@ -24,8 +24,8 @@ use crate::daemon::runlog;
 use crate::daemon::wire::{codec_io, send, Conn, Line, RequestLines};
 use crate::daemon::Paths;
 use crate::protocol::{
-    parse_request, Answer, ConnectionMethod, EngineRequest, ErrorCode, Hello, IdParams, Response,
-    Route, RpcError, Stopping, StreamEnd, SubscribeParams, Subscribed, MAX_LINE,
+    parse_request, Answer, ConnectionMethod, ErrorCode, Hello, Response, Route, RpcError, Stopping,
+    StreamEnd, SubscribeParams, Subscribed, MAX_LINE,
 };
 
 /// An error line, which has no result.
@@ -180,28 +180,13 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
                 return Ok(());
             }
             ConnectionMethod::ShowRuns(p) => {
-                let answer = show_runs(p, &shared).await;
+                let answer = crate::daemon::audit::show_with_runs(&shared.engine, &shared.paths, p)
+                    .await
+                    .map(|show| Answer::Show(Box::new(show)));
                 send(&mut conn, &Response::answer(id, answer)).await?;
             }
         }
     }
-}
-
-/// `show --runs`: the engine's `show`, then every attempt from the run folders and the
-/// journal, read here: the engine must not wait on files.
-async fn show_runs(p: IdParams, shared: &Shared) -> Result<Answer, RpcError> {
-    let Answer::Show(mut show) = shared.engine.request(EngineRequest::Show(p)).await? else {
-        return Err(RpcError::internal(
-            "the engine answered `show` with something else",
-        ));
-    };
-    let paths = shared.paths.clone();
-    tokio::task::spawn_blocking(move || {
-        crate::daemon::audit::add_runs(&mut show, &paths);
-        Answer::Show(show)
-    })
-    .await
-    .map_err(|e| RpcError::internal(format!("reading the run folders failed: {e}")))
 }
 
 /// Streams journal events: those after `since`, then (with `follow`) each new one as the
@@ -214,10 +199,7 @@ async fn subscribe(
 ) -> std::io::Result<()> {
     let journal = shared.engine.journal.clone();
     let since = p.since.unwrap_or(*journal.seq.borrow());
-    let filter = Filter {
-        bead: p.bead.clone(),
-        types: p.types.clone(),
-    };
+    let filter = Filter::from(&p);
     let answer = Subscribed {
         since,
         subscribed: true,

@@ -26,11 +26,11 @@ pub use answer::Answer;
 pub use error::{ErrorCode, RpcError};
 pub use params::{
     ApproveParams, BeadInput, CloseParams, CommentParams, HookParams, IdParams, ImportParams,
-    ListParams, LogsParams, PauseParams, RejectParams, ShowParams, SubscribeParams, UpdateParams,
-    TOOL_USED_EVENT,
+    ListParams, LogsParams, PauseParams, RejectParams, Search, ShowParams, SubscribeParams,
+    UpdateParams, TOOL_USED_EVENT,
 };
 pub use request::{
-    parse_request, ConnectionMethod, EngineRequest, Method, Request, Route, METHODS,
+    known_types, parse_request, ConnectionMethod, EngineRequest, Method, Request, Route, METHODS,
 };
 pub use response::{
     Approved, BeadList, BeadSummary, BlockedBead, Cancelled, Commented, DispatchHold, Exported,

@@ -61,6 +61,35 @@ pub struct ListParams {
     pub limit: Option<u64>,
 }
 
+/// What `list`'s `search` matches: an id or title that contains it, in any case.
+#[derive(Clone, Debug)]
+pub struct Search(String);
+
+impl Search {
+    pub fn new(text: &str) -> Search {
+        Search(text.to_lowercase())
+    }
+
+    pub fn matches(&self, id: &str, title: &str) -> bool {
+        contains_folded(id, &self.0) || contains_folded(title, &self.0)
+    }
+}
+
+/// Whether `text` contains `needle` (already lower case) in any case; ASCII text is compared
+/// in place, without a lower-case copy per bead (a search runs over every bead of the store).
+fn contains_folded(text: &str, needle: &str) -> bool {
+    if !text.is_ascii() || !needle.is_ascii() {
+        return text.to_lowercase().contains(needle);
+    }
+    let (text, needle) = (text.as_bytes(), needle.as_bytes());
+    needle.is_empty()
+        || text.windows(needle.len()).any(|w| {
+            w.iter()
+                .zip(needle)
+                .all(|(a, b)| a.to_ascii_lowercase() == *b)
+        })
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShowParams {

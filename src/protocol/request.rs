@@ -174,8 +174,9 @@ fn typed<T: for<'de> Deserialize<'de>>(method: &str, params: Value) -> Result<T,
         .map_err(|e| RpcError::bad_request(format!("`{method}` params: {e}")))
 }
 
-/// Refuses a subscription to an event type that does not exist: it would wait forever.
-fn known_types(p: SubscribeParams) -> Result<SubscribeParams, RpcError> {
+/// Refuses a subscription to an event type that does not exist: it would wait forever. The
+/// socket's `subscribe` and the web's `/events` both check with it.
+pub fn known_types(p: SubscribeParams) -> Result<SubscribeParams, RpcError> {
     let kinds = crate::domain::event::EventBody::KINDS;
     if let Some(unknown) = p
         .types

@@ -245,12 +245,8 @@ pub fn write_line(buf: &mut Vec<u8>, event: &Event) -> io::Result<()> {
 
 /// The event's JSON of a line [`write_line`] just wrote (checksum and newline taken off).
 fn unsealed(sealed: &[u8]) -> Arc<str> {
-    let line = sealed.strip_suffix(b"\n").unwrap_or(sealed);
-    let json = &line[..line.len().saturating_sub(SEAL_LEN)];
-    let mut text = String::with_capacity(json.len() + 1);
-    text.push_str(&String::from_utf8_lossy(json));
-    text.push('}');
-    text.into()
+    let line = String::from_utf8_lossy(sealed);
+    Arc::from(unseal(line.trim_end_matches('\n')).0.as_ref())
 }
 
 /// A journal line (without its newline) as it was before it was sealed, and the checksum it

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
-use axum::http::{header, HeaderMap};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
@@ -43,7 +43,9 @@ pub async fn events(
     let since = resumed
         .or(query.since)
         .unwrap_or_else(|| *journal.seq.borrow());
-    let filter = Filter {
+    // The socket's `subscribe`, with its checks: an unknown type would wait forever.
+    let params = crate::protocol::SubscribeParams {
+        since: Some(since),
         bead: query.bead.filter(|b| !b.is_empty()),
         types: query.types.map(|t| {
             t.split(',')
@@ -52,7 +54,19 @@ pub async fn events(
                 .map(str::to_owned)
                 .collect()
         }),
+        follow: true,
     };
+    let params = match crate::protocol::known_types(params) {
+        Ok(p) => p,
+        Err(e) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("catalyst: {}\n", e.message),
+            )
+                .into_response()
+        }
+    };
+    let filter = Filter::from(&params);
     let follower = Follower::new(journal, since, filter);
     let stopping = shared.shutdown.clone();
     // Each piece of the body is every event a read found, so a burst goes out in a few

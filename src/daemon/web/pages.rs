@@ -88,16 +88,21 @@ async fn render_board(
     };
     let filter_status = query.status.clone().filter(|s| !s.is_empty());
     let q = query.q.clone().unwrap_or_default();
-    let search = Some(q.trim().to_owned()).filter(|q| !q.is_empty());
+    let search = Some(q.trim()).filter(|q| !q.is_empty());
     let page = query.page.unwrap_or(1).max(1);
     let offset = (page - 1).saturating_mul(PAGE_ROWS);
     let (beads, matched, error) = if filter_status.as_deref() == Some("ready") {
+        let search = search.map(crate::protocol::Search::new);
         match shared.engine.request(EngineRequest::Ready).await {
             Ok(Answer::Beads(list)) => {
                 let wanted: Vec<_> = list
                     .beads
                     .into_iter()
-                    .filter(|b| search.as_deref().is_none_or(|s| matches(b, s)))
+                    .filter(|b| {
+                        search
+                            .as_ref()
+                            .is_none_or(|s| s.matches(b.id.as_str(), &b.title))
+                    })
                     .collect();
                 let matched = wanted.len() as u64;
                 let rows = wanted
@@ -113,7 +118,7 @@ async fn render_board(
     } else {
         let params = ListParams {
             status: filter_status.clone(),
-            search,
+            search: search.map(str::to_owned),
             offset: Some(offset),
             limit: Some(PAGE_ROWS),
             ..Default::default()
@@ -139,12 +144,6 @@ async fn render_board(
         "error": error,
     });
     shared.pages.render("board.html", context, code)
-}
-
-/// Whether a list row's id or title contains `search`, in any case.
-fn matches(bead: &crate::protocol::BeadSummary, search: &str) -> bool {
-    let search = search.to_lowercase();
-    bead.id.as_str().to_lowercase().contains(&search) || bead.title.to_lowercase().contains(&search)
 }
 
 fn unexpected() -> Response {
@@ -174,10 +173,9 @@ async fn render_bead(
     error: Option<String>,
     code: StatusCode,
 ) -> Response {
-    let request = EngineRequest::Show(crate::protocol::IdParams { id });
-    let mut show = match shared.engine.request(request).await {
-        Ok(Answer::Show(show)) => show,
-        Ok(_) => return unexpected(),
+    let p = crate::protocol::IdParams { id };
+    let show = match crate::daemon::audit::show_with_runs(&shared.engine, &shared.paths, p).await {
+        Ok(show) => show,
         Err(e) => {
             let code = match e.code {
                 crate::protocol::ErrorCode::NotFound => StatusCode::NOT_FOUND,
@@ -186,17 +184,6 @@ async fn render_bead(
             };
             return (code, format!("catalyst: {}\n", e.message)).into_response();
         }
-    };
-    // Every attempt's record, from the run folders (as `ctl show --runs`), off the runtime.
-    let paths = shared.paths.clone();
-    show = match tokio::task::spawn_blocking(move || {
-        crate::daemon::audit::add_runs(&mut show, &paths);
-        show
-    })
-    .await
-    {
-        Ok(show) => show,
-        Err(_) => return unexpected(),
     };
     let context = json!({ "show": show, "csrf": shared.secrets.csrf(), "error": error });
     shared.pages.render("bead.html", context, code)
@@ -294,9 +281,8 @@ pub async fn submit(
         None => None,
         Some(Ok(p)) => Some(p),
         Some(Err(_)) => {
-            let query = BoardQuery::default();
-            let error = Some("the priority is a number from 0 (highest) to 4".to_owned());
-            return render_board(&shared, &query, error, StatusCode::UNPROCESSABLE_ENTITY).await;
+            let error = "the priority is a number from 0 (highest) to 4".to_owned();
+            return refused_on_board(&shared, error).await;
         }
     };
     let input = crate::protocol::BeadInput {
@@ -324,17 +310,20 @@ pub async fn submit(
             None => Redirect::to("/").into_response(),
         },
         Ok(_) => unexpected(),
-        Err(e) => {
-            let query = BoardQuery::default();
-            render_board(
-                &shared,
-                &query,
-                Some(e.message),
-                StatusCode::UNPROCESSABLE_ENTITY,
-            )
-            .await
-        }
+        Err(e) => refused_on_board(&shared, e.message).await,
     }
+}
+
+/// The board with what the engine (or the form's check) refused, as 422.
+async fn refused_on_board(shared: &Shared, error: String) -> Response {
+    let query = BoardQuery::default();
+    render_board(
+        shared,
+        &query,
+        Some(error),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await
 }
 
 /// A form sent with the cookie must carry the page's CSRF token.
@@ -426,16 +415,7 @@ async fn act(shared: &Shared, proof: Proof, csrf: &str, request: EngineRequest) 
     }
     match shared.engine.request(request).await {
         Ok(_) => Redirect::to("/").into_response(),
-        Err(e) => {
-            let query = BoardQuery::default();
-            render_board(
-                shared,
-                &query,
-                Some(e.message),
-                StatusCode::UNPROCESSABLE_ENTITY,
-            )
-            .await
-        }
+        Err(e) => refused_on_board(shared, e.message).await,
     }
 }
 

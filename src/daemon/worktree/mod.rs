@@ -631,25 +631,26 @@ fn repo_head_is(repo: &Repository, name: &str) -> bool {
 /// the folder's `.git` file) is not finished either. Both are read from the files, without
 /// opening the worktree as a repository.
 fn checkout_finished(repo: &Repository, wt: &git2::Worktree) -> bool {
-    let Ok(Some(name)) = wt.name() else {
-        return false;
-    };
-    let record = repo.commondir().join("worktrees").join(name);
-    links_back(repo, wt) && record.join("index").is_file()
+    links_back(repo, wt) && record_of(repo, wt).is_some_and(|r| r.join("index").is_file())
 }
 
 /// Whether the worktree's folder names its record in the main repository back (its `.git`
 /// file's `gitdir:`), as a whole worktree's does.
 fn links_back(repo: &Repository, wt: &git2::Worktree) -> bool {
-    let Ok(Some(name)) = wt.name() else {
+    let Some(record) = record_of(repo, wt) else {
         return false;
     };
-    let record = repo.commondir().join("worktrees").join(name);
     fs::read_to_string(wt.path().join(".git")).is_ok_and(|text| {
         text.trim()
             .strip_prefix("gitdir:")
             .is_some_and(|dir| same_path(Path::new(dir.trim()), &record))
     })
+}
+
+/// git's record of a worktree in the main repository: `.git/worktrees/<name>`.
+fn record_of(repo: &Repository, wt: &git2::Worktree) -> Option<PathBuf> {
+    let name = wt.name().ok().flatten()?;
+    Some(repo.commondir().join("worktrees").join(name))
 }
 
 /// Compares paths as the file system sees them (libgit2 records resolved paths).

@@ -255,7 +255,7 @@ impl Engine {
     }
 
     fn list(&self, p: &ListParams) -> BeadList {
-        let search = p.search.as_deref().map(str::to_lowercase);
+        let search = p.search.as_deref().map(crate::protocol::Search::new);
         let matching = self
             .store
             .state()
@@ -263,9 +263,9 @@ impl Engine {
             .filter(|b| p.steps || !b.is_step())
             .filter(|b| p.status.as_deref().is_none_or(|s| b.status.as_str() == s))
             .filter(|b| {
-                search.as_deref().is_none_or(|s| {
-                    contains_folded(b.id.as_str(), s) || contains_folded(&b.title, s)
-                })
+                search
+                    .as_ref()
+                    .is_none_or(|s| s.matches(b.id.as_str(), &b.title))
             });
         if p.offset.is_none() && p.limit.is_none() {
             let beads = matching.map(|b| self.summary(b)).collect();
@@ -338,19 +338,4 @@ fn latest_blocked(mut blocked: Vec<&Bead>) -> Vec<BlockedBead> {
             }),
         })
         .collect()
-}
-
-/// Whether `text` contains `needle` (already lower case) in any case; ASCII text is compared
-/// in place, without a lower-case copy per bead (a search runs over every bead of the store).
-fn contains_folded(text: &str, needle: &str) -> bool {
-    if !text.is_ascii() || !needle.is_ascii() {
-        return text.to_lowercase().contains(needle);
-    }
-    let (text, needle) = (text.as_bytes(), needle.as_bytes());
-    needle.is_empty()
-        || text.windows(needle.len()).any(|w| {
-            w.iter()
-                .zip(needle)
-                .all(|(a, b)| a.to_ascii_lowercase() == *b)
-        })
 }

@@ -347,3 +347,30 @@ fn a_journal_from_before_checksums_loads_and_goes_on_sealed() {
         "new lines are sealed"
     );
 }
+
+#[test]
+fn the_feed_gets_each_committed_event_as_written_without_its_checksum() {
+    let (dir, mut store) = open_store();
+    let feed = std::sync::Arc::new(crate::daemon::store::feed::Feed::default());
+    store.feed_into(feed.clone());
+    let events = store
+        .commit(vec![
+            created(bead("a", &[])),
+            status("a", Status::InProgress),
+        ])
+        .unwrap();
+    let mut lines = Vec::new();
+    assert!(feed.read(0, events[1].seq, &mut lines));
+    let on_disk = std::fs::read_to_string(dir.path().join(JOURNAL_FILE)).unwrap();
+    let unsealed: Vec<String> = on_disk
+        .lines()
+        .map(|l| crate::daemon::store::journal::unseal(l).0.into_owned())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for ((seq, line), (event, file_line)) in lines.iter().zip(events.iter().zip(&unsealed)) {
+        assert_eq!(*seq, event.seq);
+        assert_eq!(&**line, file_line.as_str());
+        assert!(!line.contains("\"crc\""), "{line}");
+        assert_eq!(&**line, serde_json::to_string(event).unwrap());
+    }
+}

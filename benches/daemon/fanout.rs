@@ -97,15 +97,12 @@ async fn lean_latencies(sub: Client, events: usize) -> Vec<Duration> {
 /// The same through the web dashboard: `subscribers` clients following `GET /events`
 /// (Server-Sent Events) while `events` events are produced.
 async fn sse_delivery(subscribers: usize, events: usize) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = catalyst_testkit::web::free_port();
     let ws = workspace(&format!(
         "max_agents = 2\n[web]\nlisten = \"127.0.0.1:{port}\"\n"
     ));
     let daemon = ws.start().await;
-    let token = std::fs::read_to_string(daemon.paths.web_token()).expect("the web token");
+    let token = catalyst_testkit::web::token(&daemon).await;
     let mut client = daemon.client().await;
     client
         .call(&Method::Pause(PauseParams { model: None }))

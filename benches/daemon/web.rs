@@ -10,17 +10,14 @@ use crate::{percentile, row, runtime, target, workspace_with_default};
 
 pub fn web(quick: bool) {
     let (n, requests) = if quick { (10_000, 50) } else { (100_000, 200) };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = catalyst_testkit::web::free_port();
     // Beads without a formula label and no default formula: a store to show, not work to do.
     let ws = workspace_with_default("", &format!("[web]\nlisten = \"127.0.0.1:{port}\"\n"));
     workload::write_journal(&ws.paths.state.join("journal.jsonl"), n);
     let rt = runtime();
     rt.block_on(async {
         let daemon = ws.start().await;
-        let token = std::fs::read_to_string(daemon.paths.web_token()).expect("the web token");
+        let token = catalyst_testkit::web::token(&daemon).await;
         let http = reqwest::Client::new();
         let auth = format!("Bearer {}", token.trim());
         let first_byte = async |path: &str| {

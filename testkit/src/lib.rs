@@ -25,6 +25,7 @@ pub mod procfs;
 pub mod repo;
 mod rng;
 pub mod scenario;
+pub mod web;
 pub mod workload;
 mod workspace;
 

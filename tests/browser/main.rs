@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use catalyst_testkit::poll::eventually;
-use catalyst_testkit::{bead, TestDaemon, Workspace};
+use catalyst_testkit::web::{dashboard, free_port};
+use catalyst_testkit::bead;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
@@ -22,13 +23,6 @@ fn on_path(program: &str) -> Option<PathBuf> {
         .split(':')
         .map(|dir| Path::new(dir).join(program))
         .find(|p| p.is_file())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// Chromium under chromedriver, or `None` (with the reason printed) where either is missing.
@@ -69,25 +63,6 @@ async fn browser() -> Option<Browser> {
         client,
         _driver: driver,
     })
-}
-
-/// `catalystd --web` on a new workspace whose agents follow `scenario`: the daemon, the
-/// dashboard's base URL and its token.
-async fn dashboard(scenario: &str) -> (TestDaemon, String, String) {
-    let ws = Workspace::new(scenario, "");
-    let port = free_port();
-    let daemon = ws
-        .catalystd()
-        .args(&["--web", &format!("127.0.0.1:{port}")])
-        .spawn();
-    daemon.call(catalyst::protocol::Method::Status).await;
-    let token_file = daemon.paths.web_token();
-    let token = eventually("the web token", async || {
-        let text = std::fs::read_to_string(&token_file).ok()?;
-        text.ends_with('\n').then(|| text.trim().to_owned())
-    })
-    .await;
-    (daemon, format!("http://127.0.0.1:{port}"), token)
 }
 
 /// The texts of the elements `css` finds.

@@ -2,8 +2,8 @@
 //! cookie, the CSRF and `Origin` checks, and `/events` as Server-Sent Events that resume from
 //! `Last-Event-ID` with the same lines the control socket's `subscribe` sends.
 
-use catalyst_testkit::poll::eventually;
-use catalyst_testkit::{bead, TestDaemon, Workspace, TIMEOUT};
+use catalyst_testkit::web::{dashboard, free_port};
+use catalyst_testkit::{bead, Workspace, TIMEOUT};
 use futures::StreamExt;
 use reqwest::header::{AUTHORIZATION, COOKIE, LOCATION, ORIGIN, SET_COOKIE};
 use reqwest::redirect::Policy;
@@ -14,32 +14,6 @@ const QUICK: &str = r#"
 role = "implement"
 responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
 "#;
-
-/// A loopback port nothing listens on (the system's choice, released for the daemon).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-/// `catalystd --web` on a new workspace: the daemon, the dashboard's base URL and its token.
-async fn dashboard(scenario: &str) -> (TestDaemon, String, String) {
-    let ws = Workspace::new(scenario, "");
-    let port = free_port();
-    let daemon = ws
-        .catalystd()
-        .args(&["--web", &format!("127.0.0.1:{port}")])
-        .spawn();
-    daemon.call(catalyst::protocol::Method::Status).await;
-    let token_file = daemon.paths.web_token();
-    let token = eventually("the web token", async || {
-        let text = std::fs::read_to_string(&token_file).ok()?;
-        text.ends_with('\n').then(|| text.trim().to_owned())
-    })
-    .await;
-    (daemon, format!("http://127.0.0.1:{port}"), token)
-}
 
 fn client() -> reqwest::Client {
     reqwest::Client::builder()
@@ -271,6 +245,19 @@ async fn events_stream_as_the_socket_sends_them_and_resume_from_last_event_id() 
         .await
         .expect("get");
     let second = daemon.submit(bead("Later")).await;
+    // The same checks as `subscribe`: a type no event has would wait forever.
+    let typo = http
+        .get(format!("{base}/events?types=bead.craeted"))
+        .header(AUTHORIZATION, format!("Bearer {token}"))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(typo.status(), StatusCode::BAD_REQUEST);
+    assert!(typo
+        .text()
+        .await
+        .expect("body")
+        .contains("unknown event type `bead.craeted`"));
     let created = sse(live, 1).await;
     let event: serde_json::Value = serde_json::from_str(&created[0].1).expect("json");
     assert_eq!(event["type"], "bead.created");

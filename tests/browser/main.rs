@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
+use catalyst_testkit::bead;
 use catalyst_testkit::poll::eventually;
 use catalyst_testkit::web::{dashboard, free_port};
-use catalyst_testkit::bead;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 

@@ -6,7 +6,8 @@
 //! line may be (1 MiB), and reading it has no business in the engine's task; the daemon is
 //! asked only what it alone knows: whether the bead exists, which work bead a step belongs
 //! to, and how the bead ended when its branch is gone. The target branch is the workspace
-//! config's `target_branch`.
+//! config's `target_branch`. A merged bead's branch is gone; its diff is then what the merge
+//! brought to the target, from the tips the daemon recorded.
 
 use std::io::Write;
 use std::path::Path;
@@ -15,9 +16,10 @@ use crate::cli::client::Client;
 use crate::cli::ctl::CtlError;
 use crate::cli::render::render_diff;
 use crate::cli::render::style::Paint;
-use crate::daemon::worktree::{branch_name, BranchDiff, GitError, Repo};
+use crate::daemon::audit::{self, DiffError};
+use crate::daemon::worktree::{branch_name, BranchDiff};
 use crate::daemon::Paths;
-use crate::protocol::{ShowAnswer, ShowParams};
+use crate::protocol::ShowParams;
 
 /// The stat's width, as `git diff --stat` uses on a terminal of 80 columns.
 const STAT_WIDTH: usize = 80;
@@ -45,23 +47,19 @@ pub async fn run(
             .await?;
     }
     let paths = Paths::new(workspace);
-    let config = crate::daemon::load::config(&paths.config())
-        .map_err(|e| CtlError::Failed(format!("cannot read the workspace's config: {e}")))?;
-    let target = config.target_branch;
+    let target = crate::daemon::load::config(&paths.config())
+        .map_err(|e| CtlError::Failed(format!("cannot read the workspace's config: {e}")))?
+        .target_branch;
     let diff = {
-        let (work, target, workspace) = (show.id.clone(), target.clone(), workspace.to_owned());
-        let worktrees = paths.worktrees();
-        tokio::task::spawn_blocking(move || {
-            Repo::open(&workspace, &worktrees)?.branch_diff(&work, &target, STAT_WIDTH)
-        })
-        .await
-        .map_err(|e| CtlError::Failed(format!("reading the diff failed: {e}")))?
+        let show = show.clone();
+        tokio::task::spawn_blocking(move || audit::diff(&paths, &show, STAT_WIDTH))
+            .await
+            .map_err(|e| CtlError::Failed(format!("reading the diff failed: {e}")))?
     };
-    let BranchDiff { stat, patch } = match diff {
-        Ok(diff) => diff,
-        Err(GitError::NoBranch { .. }) => return Err(CtlError::Refused(no_branch(&show))),
-        Err(e) => return Err(CtlError::Failed(e.to_string())),
-    };
+    let BranchDiff { stat, patch } = diff.map_err(|e| match e {
+        DiffError::NoBranch(why) => CtlError::Refused(why),
+        DiffError::Failed(e) => CtlError::Failed(e),
+    })?;
     if json {
         let value = serde_json::json!({
             "bead": show.id,
@@ -86,19 +84,4 @@ pub async fn run(
     }
     out.write_all(render_diff(&stat, &patch, Paint::for_stdout()).as_bytes())?;
     Ok(())
-}
-
-/// Why a bead has no branch, from what the daemon says of it.
-fn no_branch(show: &ShowAnswer) -> String {
-    let id = &show.id;
-    let branch = branch_name(id);
-    if show.bead.is_cancelled() {
-        format!("`{id}` was cancelled: its branch `{branch}` was removed")
-    } else if show.status.is_closed() {
-        format!("`{id}` is closed and its branch `{branch}` is gone (a merged bead's commits are on the target branch)")
-    } else if show.total == 0 {
-        format!("`{id}` has no branch yet: it has not started")
-    } else {
-        format!("`{id}` has no branch `{branch}`")
-    }
 }

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::daemon::agent::{PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
 use crate::daemon::store::JOURNAL_FILE;
+use crate::daemon::worktree::{branch_name, BranchDiff, GitError, Repo};
 use crate::daemon::Paths;
 use crate::domain::agent::report::Exit;
 use crate::domain::context::{CONTEXT_JSON, CONTEXT_MD};
@@ -42,6 +43,49 @@ pub async fn show_with_runs(
     })
     .await
     .map_err(|e| RpcError::internal(format!("reading the run folders failed: {e}")))
+}
+
+/// Why a work bead's diff cannot be shown.
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    /// It has no branch and was not merged: not started, or cancelled (said which).
+    #[error("{0}")]
+    NoBranch(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The diff of the work bead `show` (its stat at most `width` columns wide): its branch
+/// against the workspace's target branch, or once merged what its merge brought
+/// ([`crate::daemon::worktree::Repo::work_diff`]). Reads the config and the repository: call
+/// it off the runtime.
+pub fn diff(paths: &Paths, show: &ShowAnswer, width: usize) -> Result<BranchDiff, DiffError> {
+    let config = crate::daemon::load::config(&paths.config())
+        .map_err(|e| DiffError::Failed(format!("cannot read the workspace's config: {e}")))?;
+    let merged = crate::domain::state::merged(&show.bead);
+    let diff = Repo::open(&paths.workspace, &paths.worktrees()).and_then(|repo| {
+        repo.work_diff(&show.id, merged.as_ref(), &config.target_branch, width)
+    });
+    match diff {
+        Ok(diff) => Ok(diff),
+        Err(GitError::NoBranch { .. }) => Err(DiffError::NoBranch(why_no_branch(show))),
+        Err(e) => Err(DiffError::Failed(e.to_string())),
+    }
+}
+
+/// Why a bead has no branch, from what the daemon says of it.
+fn why_no_branch(show: &ShowAnswer) -> String {
+    let id = &show.id;
+    let branch = branch_name(id);
+    if show.bead.is_cancelled() {
+        format!("`{id}` was cancelled: its branch `{branch}` was removed")
+    } else if show.status.is_closed() {
+        format!("`{id}` is closed and its branch `{branch}` is gone (a merged bead's commits are on the target branch)")
+    } else if show.total == 0 {
+        format!("`{id}` has no branch yet: it has not started")
+    } else {
+        format!("`{id}` has no branch `{branch}`")
+    }
 }
 
 /// Adds every attempt of every step to a `show` answer: the run folders' records, and when and

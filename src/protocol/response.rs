@@ -165,6 +165,9 @@ pub struct RunningStep {
 pub struct BeadSummary {
     pub close_reason: Option<String>,
     pub closed_at: Option<Timestamp>,
+    /// What its agents reported spending, in US dollars, when they reported anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
     pub created_at: Timestamp,
     /// The step in progress or blocked, by its name in the formula.
     pub current: Option<String>,

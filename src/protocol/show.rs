@@ -21,6 +21,8 @@ pub struct ShowAnswer {
     pub bead: Bead,
     pub close_reason: Option<String>,
     pub closed_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
     pub created_at: Timestamp,
     pub current: Option<String>,
     pub done: u64,
@@ -46,6 +48,7 @@ impl ShowAnswer {
             bead,
             close_reason: summary.close_reason,
             closed_at: summary.closed_at,
+            cost_usd: summary.cost_usd,
             created_at: summary.created_at,
             current: summary.current,
             done: summary.done,
@@ -84,6 +87,8 @@ pub struct StepDetail {
     pub phase: Option<Phase>,
     /// The model the step runs with: its own, else its role's.
     pub model: Option<String>,
+    /// The steps it runs after (`blocks` edges within the molecule), fix steps included.
+    pub needs: Vec<BeadId>,
     /// Every attempt, with `show --runs`.
     pub runs: Option<Vec<RunRecord>>,
 }
@@ -100,6 +105,9 @@ impl Serialize for StepView {
         map.serialize_entry("id", &self.id)?;
         if let Some(d) = detail {
             map.serialize_entry("model", &d.model)?;
+            if !d.needs.is_empty() {
+                map.serialize_entry("needs", &d.needs)?;
+            }
             let phase = serde_json::to_value(&d.phase).map_err(serde::ser::Error::custom)?;
             map.serialize_entry("phase", &phase)?;
             map.serialize_entry("role", &d.role)?;
@@ -134,6 +142,8 @@ struct FlatStep {
     #[serde(default)]
     model: Option<String>,
     #[serde(default)]
+    needs: Vec<BeadId>,
+    #[serde(default)]
     runs: Option<Vec<RunRecord>>,
 }
 
@@ -147,6 +157,7 @@ impl From<FlatStep> for StepView {
                 summary: f.summary,
                 phase: f.phase,
                 model: f.model,
+                needs: f.needs,
                 runs: f.runs,
             }),
             _ => None,

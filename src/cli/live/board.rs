@@ -388,6 +388,7 @@ mod tests {
         BeadSummary {
             close_reason: None,
             closed_at: None,
+            cost_usd: None,
             created_at: ts(),
             current: None,
             done,

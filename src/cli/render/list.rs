@@ -90,6 +90,7 @@ mod tests {
         BeadSummary {
             close_reason: None,
             closed_at: None,
+            cost_usd: None,
             created_at: Timestamp::parse("2026-01-01T00:00:00Z").unwrap(),
             current: None,
             done: 0,

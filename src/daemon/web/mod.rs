@@ -5,8 +5,11 @@
 //! loopback unless `[web] allow_remote = true`.
 
 pub mod auth;
+mod bead;
 mod events;
+mod graph;
 mod pages;
+mod runs;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -118,8 +121,10 @@ pub async fn serve(web: Web, engine: EngineHandle, paths: Paths, shutdown: Cance
     };
     let app = Router::new()
         .route("/", get(pages::board))
-        .route("/beads/{id}", get(pages::bead))
-        .route("/beads/{id}/{action}", post(pages::bead_action))
+        .route("/beads/{id}", get(bead::bead))
+        .route("/beads/{id}/{action}", post(bead::bead_action))
+        .route("/beads/{id}/output", get(runs::output))
+        .route("/beads/{id}/runs/{step}/{attempt}/{*file}", get(runs::file))
         .route("/actions/submit", post(pages::submit))
         .route("/events", get(events::events))
         .route("/static/{file}", get(pages::asset))

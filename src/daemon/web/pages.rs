@@ -6,7 +6,7 @@ use axum::extract::{Form, Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Extension;
-use minijinja::{AutoEscape, Environment};
+use minijinja::{AutoEscape, Environment, UndefinedBehavior};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -27,6 +27,9 @@ impl Pages {
     pub fn new() -> Pages {
         let mut env = Environment::new();
         env.set_auto_escape_callback(|_| AutoEscape::Html);
+        // A record's optional fields (`r.result.outcome.result.instructions`) may be missing
+        // at any level.
+        env.set_undefined_behavior(UndefinedBehavior::Chainable);
         env.add_template("board.html", include_str!("assets/board.html"))
             .expect("the board template parses");
         env.add_template("bead.html", include_str!("assets/bead.html"))
@@ -34,7 +37,7 @@ impl Pages {
         Pages { env }
     }
 
-    fn render(&self, name: &str, context: serde_json::Value, status: StatusCode) -> Response {
+    pub(super) fn render(&self, name: &str, context: serde_json::Value, status: StatusCode) -> Response {
         let context = crate::domain::prompt::to_value(context);
         match self.env.get_template(name).and_then(|t| t.render(context)) {
             Ok(html) => (
@@ -146,7 +149,7 @@ async fn render_board(
     shared.pages.render("board.html", context, code)
 }
 
-fn unexpected() -> Response {
+pub(super) fn unexpected() -> Response {
     (
         StatusCode::INTERNAL_SERVER_ERROR,
         "catalyst: the engine answered with something else\n",
@@ -160,93 +163,6 @@ fn unavailable(e: RpcError) -> Response {
         format!("catalyst: {}\n", e.message),
     )
         .into_response()
-}
-
-/// `GET /beads/<id>`: a bead, its steps with every attempt, and its comments.
-pub async fn bead(State(shared): State<Shared>, Path(id): Path<String>) -> Response {
-    render_bead(&shared, id, None, StatusCode::OK).await
-}
-
-async fn render_bead(
-    shared: &Shared,
-    id: String,
-    error: Option<String>,
-    code: StatusCode,
-) -> Response {
-    let p = crate::protocol::IdParams { id };
-    let show = match crate::daemon::audit::show_with_runs(&shared.engine, &shared.paths, p).await {
-        Ok(show) => show,
-        Err(e) => {
-            let code = match e.code {
-                crate::protocol::ErrorCode::NotFound => StatusCode::NOT_FOUND,
-                crate::protocol::ErrorCode::BadRequest => StatusCode::BAD_REQUEST,
-                _ => StatusCode::SERVICE_UNAVAILABLE,
-            };
-            return (code, format!("catalyst: {}\n", e.message)).into_response();
-        }
-    };
-    let context = json!({ "show": show, "csrf": shared.secrets.csrf(), "error": error });
-    shared.pages.render("bead.html", context, code)
-}
-
-/// The fields of a bead page's forms.
-#[derive(Debug, Deserialize)]
-pub struct ActionForm {
-    #[serde(default)]
-    csrf: String,
-    /// A comment, or a rejection's or cancellation's reason.
-    #[serde(default)]
-    text: Option<String>,
-    /// The bead whose page the form is on (a step's action returns to its bead).
-    #[serde(default)]
-    back: Option<String>,
-}
-
-/// `POST /beads/<id>/<action>`: `approve` (`text`: a comment), `reject` (`text`: the reason
-/// for the fix), `retry`, `cancel` (`text`: why) and `comment`, as the socket's methods of
-/// those names.
-pub async fn bead_action(
-    State(shared): State<Shared>,
-    Extension(proof): Extension<Proof>,
-    Path((id, action)): Path<(String, String)>,
-    Form(form): Form<ActionForm>,
-) -> Response {
-    use crate::protocol::{ApproveParams, CloseParams, CommentParams, IdParams, RejectParams};
-    let text = form.text.filter(|t| !t.trim().is_empty());
-    let back = form
-        .back
-        .filter(|b| crate::domain::id::BeadId::new(b).is_ok())
-        .unwrap_or_else(|| id.clone());
-    let request = match action.as_str() {
-        "approve" => EngineRequest::Approve(ApproveParams { id, comment: text }),
-        "reject" => EngineRequest::Reject(RejectParams {
-            id,
-            reason: text.unwrap_or_default(),
-        }),
-        "retry" => EngineRequest::Retry(IdParams { id }),
-        "cancel" => EngineRequest::Cancel(CloseParams { id, reason: text }),
-        "comment" => EngineRequest::Comment(CommentParams {
-            id,
-            text: text.unwrap_or_default(),
-            author: Some("web".into()),
-        }),
-        _ => return (StatusCode::NOT_FOUND, "catalyst: no such action\n").into_response(),
-    };
-    if let Some(refused) = refuse_forged(&shared, proof, &form.csrf) {
-        return refused;
-    }
-    match shared.engine.request(request).await {
-        Ok(_) => Redirect::to(&format!("/beads/{back}")).into_response(),
-        Err(e) => {
-            render_bead(
-                &shared,
-                back,
-                Some(e.message),
-                StatusCode::UNPROCESSABLE_ENTITY,
-            )
-            .await
-        }
-    }
 }
 
 /// The fields of the board's form for a new bead.
@@ -327,7 +243,7 @@ async fn refused_on_board(shared: &Shared, error: String) -> Response {
 }
 
 /// A form sent with the cookie must carry the page's CSRF token.
-fn refuse_forged(shared: &Shared, proof: Proof, csrf: &str) -> Option<Response> {
+pub(super) fn refuse_forged(shared: &Shared, proof: Proof, csrf: &str) -> Option<Response> {
     (proof == Proof::Cookie && !shared.secrets.is_csrf(csrf)).then(|| {
         (
             StatusCode::FORBIDDEN,

@@ -2,12 +2,13 @@
 //! (`git diff <target>...catalyst/<bead>`): the files and the patch for the agents that judge
 //! it, and the stat and patch `ctl diff` prints.
 
-use git2::{Delta, Diff, DiffFormat, DiffOptions, DiffStatsFormat, Repository};
+use git2::{Commit, Delta, Diff, DiffFormat, DiffOptions, DiffStatsFormat, Repository};
 
 use super::error::Context;
 use super::{branch_name, branch_tip, target_tip, GitError, Repo};
 use crate::domain::context::ChangedFile;
 use crate::domain::id::BeadId;
+use crate::domain::state::Merged;
 
 /// `git diff --stat` and `git diff` of a bead's branch against its target.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,7 +49,7 @@ impl Repo {
                 }
             })
             .collect();
-        Ok((files, patch_text(&diff, bead)?))
+        Ok((files, patch_of(&diff, &format!("`{}`", branch_name(bead)))?))
     }
 
     /// The stat (at most `width` columns wide) and the patch of the bead's branch against
@@ -62,22 +63,58 @@ impl Repo {
     ) -> Result<BranchDiff, GitError> {
         let repo = self.main_repo()?;
         let diff = merge_base_diff(&repo, bead, target)?;
-        let stats = diff
-            .stats()
-            .ctx(|| format!("counting the changes of `{}`", branch_name(bead)))?;
-        let stat = stats
-            .to_buf(DiffStatsFormat::FULL, width)
-            .ctx(|| format!("printing the stat of `{}`", branch_name(bead)))?;
-        let stat = if stats.files_changed() == 0 {
-            String::new()
-        } else {
-            String::from_utf8_lossy(&stat).into_owned()
-        };
-        Ok(BranchDiff {
-            stat,
-            patch: patch_text(&diff, bead)?,
-        })
+        stat_and_patch(&diff, &branch_name(bead), width)
     }
+
+    /// The bead's branch against `target` while it has one ([`Self::branch_diff`]), else,
+    /// once it was merged, what its merge brought ([`Self::merged_diff`]).
+    pub fn work_diff(
+        &self,
+        bead: &BeadId,
+        merged: Option<&Merged>,
+        target: &str,
+        width: usize,
+    ) -> Result<BranchDiff, GitError> {
+        match (self.branch_diff(bead, target, width), merged) {
+            (Err(GitError::NoBranch { .. }), Some(m)) => self.merged_diff(&m.from, &m.to, width),
+            (diff, _) => diff,
+        }
+    }
+
+    /// What a merge brought to its target: the change from where the target was (`from`)
+    /// and the bead's tip it moved to (`to`) parted, to `to`. The same as [`Self::branch_diff`]
+    /// just before the merge, for a bead whose branch is gone.
+    pub fn merged_diff(&self, from: &str, to: &str, width: usize) -> Result<BranchDiff, GitError> {
+        let repo = self.main_repo()?;
+        let commit = |rev: &str| {
+            git2::Oid::from_str(rev)
+                .and_then(|oid| repo.find_commit(oid))
+                .ctx(|| format!("reading the merged commit `{rev}`"))
+        };
+        let (base, head) = (commit(from)?, commit(to)?);
+        let names = (format!("`{from}`"), format!("`{to}`"));
+        let diff = diff_since(&repo, (&base, &names.0), (&head, &names.1))?;
+        stat_and_patch(&diff, &format!("`{from}..{to}`"), width)
+    }
+}
+
+/// The stat (at most `width` columns) and the patch of `diff`; `what` names it in errors.
+fn stat_and_patch(diff: &Diff<'_>, what: &str, width: usize) -> Result<BranchDiff, GitError> {
+    let stats = diff
+        .stats()
+        .ctx(|| format!("counting the changes of {what}"))?;
+    let stat = stats
+        .to_buf(DiffStatsFormat::FULL, width)
+        .ctx(|| format!("printing the stat of {what}"))?;
+    let stat = if stats.files_changed() == 0 {
+        String::new()
+    } else {
+        String::from_utf8_lossy(&stat).into_owned()
+    };
+    Ok(BranchDiff {
+        stat,
+        patch: patch_of(diff, what)?,
+    })
 }
 
 /// The tree diff from where the bead's branch left `target` to the branch's tip.
@@ -88,9 +125,20 @@ fn merge_base_diff<'r>(
 ) -> Result<Diff<'r>, GitError> {
     let head = branch_tip(repo, bead)?;
     let base = target_tip(repo, target)?;
+    let names = (format!("`{target}`"), format!("`{}`", branch_name(bead)));
+    diff_since(repo, (&base, &names.0), (&head, &names.1))
+}
+
+/// The tree diff from where `head` left `base` (their merge base) to `head`, each given with
+/// its name for errors.
+fn diff_since<'r>(
+    repo: &'r Repository,
+    (base, base_name): (&Commit<'_>, &str),
+    (head, what): (&Commit<'_>, &str),
+) -> Result<Diff<'r>, GitError> {
     let merge_base = repo
         .merge_base(base.id(), head.id())
-        .ctx(|| format!("finding where `{}` left `{target}`", branch_name(bead)))?;
+        .ctx(|| format!("finding where {what} left {base_name}"))?;
     let from = repo
         .find_commit(merge_base)
         .and_then(|c| c.tree())
@@ -101,11 +149,11 @@ fn merge_base_diff<'r>(
     let mut options = DiffOptions::new();
     options.context_lines(3);
     repo.diff_tree_to_tree(Some(&from), Some(&to), Some(&mut options))
-        .ctx(|| format!("comparing `{}` with `{target}`", branch_name(bead)))
+        .ctx(|| format!("comparing {what} with {base_name}"))
 }
 
 /// The patch as `git diff` prints it: headers, hunk headers and `+`/`-`/` ` lines.
-fn patch_text(diff: &Diff<'_>, bead: &BeadId) -> Result<String, GitError> {
+fn patch_of(diff: &Diff<'_>, what: &str) -> Result<String, GitError> {
     let mut patch = Vec::new();
     diff.print(DiffFormat::Patch, |_, _, line| {
         if matches!(line.origin(), '+' | '-' | ' ') {
@@ -114,6 +162,6 @@ fn patch_text(diff: &Diff<'_>, bead: &BeadId) -> Result<String, GitError> {
         patch.extend_from_slice(line.content());
         true
     })
-    .ctx(|| format!("printing the patch of `{}`", branch_name(bead)))?;
+    .ctx(|| format!("printing the patch of {what}"))?;
     Ok(String::from_utf8_lossy(&patch).into_owned())
 }

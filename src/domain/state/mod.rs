@@ -13,6 +13,25 @@ use crate::domain::router::Decision;
 /// The work bead's metadata key for the total cost its agents reported, in US dollars.
 pub const COST_KEY: &str = "catalyst_cost_usd";
 
+/// The work bead's metadata key for its merge: the target branch and its tips before and after
+/// (`{"target", "from", "to"}`), so what was merged can be shown once the branch is gone.
+pub const MERGE_KEY: &str = "catalyst_merge";
+
+/// The target branch and its tips before and after a work bead's merge, as recorded under
+/// [`MERGE_KEY`].
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Merged {
+    pub target: String,
+    pub from: String,
+    pub to: String,
+}
+
+/// The merge of a work bead, when it was merged.
+pub fn merged(bead: &Bead) -> Option<Merged> {
+    let value = bead.metadata.as_ref()?.get(MERGE_KEY)?;
+    serde_json::from_value(value.clone()).ok()
+}
+
 /// What the agents of a work bead have reported spending, in US dollars.
 pub fn spent(bead: &Bead) -> f64 {
     bead.metadata
@@ -341,10 +360,22 @@ impl State {
                     }
                 });
             }
+            EventBody::MergeCompleted {
+                bead,
+                target,
+                from,
+                to,
+            } => {
+                let merged = Merged { target, from, to };
+                self.modify(&bead, |b| {
+                    let meta = b.metadata.get_or_insert_with(Default::default);
+                    let value = serde_json::to_value(&merged).unwrap_or_default();
+                    meta.insert(MERGE_KEY.into(), value);
+                });
+            }
             EventBody::StepEscalated { .. }
             | EventBody::GatePassed { .. }
             | EventBody::GateFailed { .. }
-            | EventBody::MergeCompleted { .. }
             | EventBody::MergeConflict { step: None, .. }
             | EventBody::WorktreeRemoved { .. }
             | EventBody::AgentTool { .. }

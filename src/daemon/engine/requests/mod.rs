@@ -5,7 +5,7 @@
 mod change;
 
 use crate::domain::id::BeadId;
-use crate::domain::model::{Bead, Phase, Status, StepMeta};
+use crate::domain::model::{Bead, DepType, Phase, Status, StepMeta};
 use crate::domain::state::Stuck;
 use crate::protocol::{
     Answer, BeadList, BeadSummary, BlockedBead, DispatchHold, EngineRequest, ErrorCode, HeldMerge,
@@ -205,6 +205,7 @@ impl Engine {
         BeadSummary {
             close_reason: bead.close_reason.clone(),
             closed_at: bead.closed_at,
+            cost_usd: Some(crate::domain::state::spent(bead)).filter(|c| *c > 0.0),
             created_at: bead.created_at,
             current,
             done: done as u64,
@@ -310,6 +311,12 @@ impl Engine {
                         .or_else(|| self.loaded.config.role_model(m.role)),
                     step: m.step,
                     role: m.role,
+                    needs: s
+                        .dependencies
+                        .iter()
+                        .filter(|d| d.dep_type == DepType::Blocks)
+                        .filter_map(|d| d.depends_on_id.bead().cloned())
+                        .collect(),
                     attempts: m.attempts,
                     summary: m.summary,
                     phase: m.phase,

@@ -1,20 +1,100 @@
-// The dashboard's live part: the journal's events from /events (Server-Sent Events), newest
-// first, and the counters moved as beads change status. Every text goes in as text, never as
-// markup.
+// The dashboard's live part. Pages follow the journal's events from /events (Server-Sent
+// Events); when one arrives, the page is fetched again and each part marked `data-live` that
+// changed is swapped in (a part being typed in is left alone), so counters, rows, steps and
+// the diff move without a reload. The board lists the events; a bead's page shows the running
+// attempt's output as it is written. Every text goes in as text, never as markup.
 (function () {
   "use strict";
+  const body = document.body;
+  const bead = body.dataset.bead;
   const feed = document.getElementById("feed");
-  if (!feed) return;
-  const since = Math.max(0, Number(document.body.dataset.seq || 0) - 20);
-  const source = new EventSource("/events?since=" + since);
+  const output = document.getElementById("output");
+  // The page's own address. After a refused form the browser shows the form's, which a
+  // refresh (or a reload) must not post again.
+  const posted = /^\/actions\/|^\/beads\/[^/]+\/[a-z]+$/.test(window.location.pathname);
+  const page = posted ? body.dataset.page : window.location.pathname + window.location.search;
+  if (posted) window.history.replaceState(null, "", page);
+
+  // Whether a part holds what a person is doing: focus, or text typed in a field.
+  function busy(part) {
+    if (part.contains(document.activeElement) && document.activeElement !== document.body) return true;
+    return Array.from(part.querySelectorAll("input[type=text], textarea")).some(function (f) {
+      return f.value !== "";
+    });
+  }
+
+  let refreshing = false;
+  let again = false;
+  function refresh() {
+    if (refreshing) { again = true; return; }
+    refreshing = true;
+    fetch(page, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+      .then(function (html) {
+        const fresh = new DOMParser().parseFromString(html, "text/html");
+        document.querySelectorAll("[data-live]").forEach(function (part) {
+          const next = fresh.querySelector('[data-live="' + part.dataset.live + '"]');
+          if (!next || next.outerHTML === part.outerHTML || busy(part)) return;
+          part.replaceWith(document.importNode(next, true));
+        });
+        follow();
+      })
+      .catch(function () {})
+      .finally(function () {
+        refreshing = false;
+        if (again) { again = false; setTimeout(refresh, 250); }
+      });
+  }
+
+  // At most one refresh per quarter second, the last event always followed by one.
+  let timer = null;
+  function soon() {
+    if (timer === null) timer = setTimeout(function () { timer = null; refresh(); }, 250);
+  }
+
+  function describe(event) {
+    const about = event.id || event.step || (event.bead && (event.bead.id || event.bead)) || "";
+    return "#" + event.seq + " " + event.type + " " + about +
+      (event.status ? " " + event.status : "") + (event.summary ? ": " + event.summary : "");
+  }
+
+  const since = Math.max(0, Number(body.dataset.seq || 0) - (feed ? 20 : 0));
+  let url = "/events?since=" + since;
+  if (bead) url += "&bead=" + encodeURIComponent(bead);
+  const source = new EventSource(url);
+  const start = Number(body.dataset.seq || 0);
   source.onmessage = function (message) {
     let event;
     try { event = JSON.parse(message.data); } catch (e) { return; }
-    const item = document.createElement("li");
-    const about = event.id || event.step || (event.bead && (event.bead.id || event.bead)) || "";
-    item.textContent = "#" + event.seq + " " + event.type + " " + about +
-      (event.status ? " " + event.status : "") + (event.summary ? ": " + event.summary : "");
-    feed.insertBefore(item, feed.firstChild);
-    while (feed.children.length > 200) feed.removeChild(feed.lastChild);
+    if (feed) {
+      const item = document.createElement("li");
+      item.textContent = describe(event);
+      feed.insertBefore(item, feed.firstChild);
+      while (feed.children.length > 200) feed.removeChild(feed.lastChild);
+    }
+    if (event.seq > start && event.type !== "agent.tool") soon();
   };
+
+  // The running attempt's output, restarted when a refresh shows another attempt running.
+  let tail = null;
+  let tailing = "";
+  function follow() {
+    if (!output) return;
+    const part = document.querySelector('[data-live="running"]');
+    const run = part ? part.dataset.run : "";
+    if (run === tailing) return;
+    tailing = run;
+    if (tail) { tail.close(); tail = null; }
+    output.hidden = run === "";
+    if (run === "") return;
+    output.textContent = "";
+    tail = new EventSource("/beads/" + encodeURIComponent(bead) + "/output");
+    tail.addEventListener("output", function (message) {
+      const atEnd = output.scrollTop + output.clientHeight >= output.scrollHeight - 4;
+      output.appendChild(document.createTextNode(message.data + "\n"));
+      if (atEnd) output.scrollTop = output.scrollHeight;
+    });
+    tail.addEventListener("end", function () { tail.close(); tail = null; });
+  }
+  follow();
 })();

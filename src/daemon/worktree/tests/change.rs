@@ -1,6 +1,7 @@
 //! What a bead's branch changes, from where it left the target (`ctl diff`).
 
 use super::*;
+use crate::domain::state::Merged;
 
 #[test]
 fn the_diff_starts_where_the_branch_left_the_target() {
@@ -37,4 +38,33 @@ fn a_bead_without_a_branch_is_named() {
     let (f, b, _) = Fixture::with_bead();
     let same = f.repo.branch_diff(&b, "main", 80).expect("diff");
     assert_eq!((same.stat.as_str(), same.patch.as_str()), ("", ""));
+}
+
+#[test]
+fn a_merged_beads_diff_is_what_its_merge_brought_after_its_branch_is_gone() {
+    let (f, b, wt) = Fixture::with_bead();
+    write(&wt.path.join("new.txt"), "new\n");
+    f.commit(&b, "cat-1 implement: a file");
+    let before = f.repo.branch_diff(&b, "main", 80).expect("diff");
+    let MergeOutcome::Merged { from, to } = f.merge(&b, "main").expect("merge") else {
+        panic!("not merged");
+    };
+    f.repo.remove(&b).expect("remove");
+    // The target moves on after the merge: not part of what the merge brought.
+    write(&f.ws.join("later.txt"), "later\n");
+    commit_everything(&f.ws, "a person's commit on main");
+
+    let merged = Merged {
+        target: "main".into(),
+        from: from.to_string(),
+        to: to.to_string(),
+    };
+    let after = f
+        .repo
+        .work_diff(&b, Some(&merged), "main", 80)
+        .expect("diff");
+    assert!(after.patch.contains("+++ b/new.txt\n"), "{}", after.patch);
+    assert_eq!(after, before, "the same change as just before the merge");
+    let gone = f.repo.work_diff(&b, None, "main", 80).unwrap_err();
+    assert!(matches!(gone, GitError::NoBranch { .. }), "{gone}");
 }

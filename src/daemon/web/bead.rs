@@ -1,0 +1,221 @@
+//! A bead's page (`GET /beads/<id>`): its molecule as a graph, every attempt of every step
+//! with its run files one click away, the comments, the diff of its branch, and its actions,
+//! which send the same engine requests as the control socket.
+
+use axum::extract::{Form, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Extension;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::daemon::audit::{self, DiffError};
+use crate::protocol::{EngineRequest, ErrorCode, RpcError, ShowAnswer};
+
+use super::auth::Proof;
+use super::pages::refuse_forged;
+use super::{graph, Shared};
+
+/// The diff's stat width, and the most lines of the patch a page shows (`ctl diff` prints all).
+const STAT_WIDTH: usize = 100;
+const DIFF_LINES: usize = 4000;
+
+/// `GET /beads/<id>`: a bead, its steps with every attempt, and its comments.
+pub async fn bead(State(shared): State<Shared>, Path(id): Path<String>) -> Response {
+    render_bead(&shared, id, None, StatusCode::OK).await
+}
+
+async fn render_bead(
+    shared: &Shared,
+    id: String,
+    error: Option<String>,
+    code: StatusCode,
+) -> Response {
+    // The events after this seq change the page: read before the page is made, so the
+    // page's script refreshes it for every change it may have missed.
+    let seq = *shared.engine.journal.seq.borrow();
+    let p = crate::protocol::IdParams { id };
+    let show = match audit::show_with_runs(&shared.engine, &shared.paths, p).await {
+        Ok(show) => show,
+        Err(e) => return refused(e),
+    };
+    // A step's page is its bead's.
+    if let Some(meta) = show.bead.step_meta() {
+        return Redirect::to(&format!("/beads/{}", meta.bead)).into_response();
+    }
+    let drawing = graph::layout(&show.steps);
+    let paths = shared.paths.clone();
+    let (show, diff) = tokio::task::spawn_blocking(move || {
+        let diff = DiffView::of(audit::diff(&paths, &show, STAT_WIDTH));
+        (show, diff)
+    })
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let context = json!({
+        "show": show,
+        "seq": seq,
+        "graph": drawing,
+        "diff": diff,
+        "csrf": shared.secrets.csrf(),
+        "error": error,
+    });
+    shared.pages.render("bead.html", context, code)
+}
+
+/// An engine's refusal as a plain answer: 404 for an unknown bead, 400 for a malformed id.
+pub(super) fn refused(e: RpcError) -> Response {
+    let code = match e.code {
+        ErrorCode::NotFound => StatusCode::NOT_FOUND,
+        ErrorCode::BadRequest => StatusCode::BAD_REQUEST,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (code, format!("catalyst: {}\n", e.message)).into_response()
+}
+
+/// The engine's `show` of `id`, without the attempts.
+pub(super) async fn show(shared: &Shared, id: String) -> Result<ShowAnswer, Response> {
+    let p = crate::protocol::IdParams { id };
+    match shared.engine.request(EngineRequest::Show(p)).await {
+        Ok(crate::protocol::Answer::Show(show)) => Ok(*show),
+        Ok(_) => Err(super::pages::unexpected()),
+        Err(e) => Err(refused(e)),
+    }
+}
+
+/// The diff as the page shows it: the stat, then the patch line by line with each line's
+/// kind for its colour, cut after [`DIFF_LINES`] lines; or why there is none.
+#[derive(Debug, Default, Serialize)]
+struct DiffView {
+    stat: String,
+    lines: Vec<DiffLine>,
+    /// Lines not shown.
+    more: usize,
+    /// Why there is no diff (no branch yet, cancelled, an error).
+    none: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct DiffLine {
+    /// `file`, `hunk`, `add`, `del` or `ctx`.
+    kind: &'static str,
+    text: String,
+}
+
+impl DiffView {
+    fn of(diff: Result<crate::daemon::worktree::BranchDiff, DiffError>) -> DiffView {
+        let diff = match diff {
+            Ok(diff) => diff,
+            Err(DiffError::NoBranch(why)) => {
+                return DiffView {
+                    none: Some(why),
+                    ..DiffView::default()
+                }
+            }
+            Err(DiffError::Failed(e)) => {
+                return DiffView {
+                    none: Some(format!("cannot read the diff: {e}")),
+                    ..DiffView::default()
+                }
+            }
+        };
+        let all = diff.patch.lines().count();
+        let lines = diff
+            .patch
+            .lines()
+            .take(DIFF_LINES)
+            .map(|line| DiffLine {
+                kind: kind_of(line),
+                text: line.to_owned(),
+            })
+            .collect();
+        DiffView {
+            stat: diff.stat,
+            lines,
+            more: all.saturating_sub(DIFF_LINES),
+            none: None,
+        }
+    }
+}
+
+fn kind_of(line: &str) -> &'static str {
+    if line.starts_with("diff --git")
+        || line.starts_with("+++ ")
+        || line.starts_with("--- ")
+        || line.starts_with("index ")
+        || line.starts_with("new file")
+        || line.starts_with("deleted file")
+        || line.starts_with("similarity")
+        || line.starts_with("rename ")
+    {
+        "file"
+    } else if line.starts_with("@@") {
+        "hunk"
+    } else if line.starts_with('+') {
+        "add"
+    } else if line.starts_with('-') {
+        "del"
+    } else {
+        "ctx"
+    }
+}
+
+/// The fields of a bead page's forms.
+#[derive(Debug, Deserialize)]
+pub struct ActionForm {
+    #[serde(default)]
+    csrf: String,
+    /// A comment, or a rejection's or cancellation's reason.
+    #[serde(default)]
+    text: Option<String>,
+    /// The bead whose page the form is on (a step's action returns to its bead).
+    #[serde(default)]
+    back: Option<String>,
+}
+
+/// `POST /beads/<id>/<action>`: `approve` (`text`: a comment), `reject` (`text`: the reason
+/// for the fix), `retry`, `cancel` (`text`: why) and `comment`, as the socket's methods of
+/// those names.
+pub async fn bead_action(
+    State(shared): State<Shared>,
+    Extension(proof): Extension<Proof>,
+    Path((id, action)): Path<(String, String)>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    use crate::protocol::{ApproveParams, CloseParams, CommentParams, IdParams, RejectParams};
+    let text = form.text.filter(|t| !t.trim().is_empty());
+    let back = form
+        .back
+        .filter(|b| crate::domain::id::BeadId::new(b).is_ok())
+        .unwrap_or_else(|| id.clone());
+    let request = match action.as_str() {
+        "approve" => EngineRequest::Approve(ApproveParams { id, comment: text }),
+        "reject" => EngineRequest::Reject(RejectParams {
+            id,
+            reason: text.unwrap_or_default(),
+        }),
+        "retry" => EngineRequest::Retry(IdParams { id }),
+        "cancel" => EngineRequest::Cancel(CloseParams { id, reason: text }),
+        "comment" => EngineRequest::Comment(CommentParams {
+            id,
+            text: text.unwrap_or_default(),
+            author: Some("web".into()),
+        }),
+        _ => return (StatusCode::NOT_FOUND, "catalyst: no such action\n").into_response(),
+    };
+    if let Some(refused) = refuse_forged(&shared, proof, &form.csrf) {
+        return refused;
+    }
+    match shared.engine.request(request).await {
+        Ok(_) => Redirect::to(&format!("/beads/{back}")).into_response(),
+        Err(e) => {
+            render_bead(
+                &shared,
+                back,
+                Some(e.message),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
+            .await
+        }
+    }
+}
+

@@ -61,54 +61,128 @@ pub async fn serve(
                 RpcError::not_found(format!("no {stream} for `{}` attempt {attempt}", p.step));
             return send(conn, &ErrorLine::err(id, error)).await;
         }
-        if !appeared(&path, conn, shutdown).await? {
+        if !appeared(&path, shutdown).await? {
             return Ok(());
         }
     }
     send(conn, &Response::ok(id, LogsOpened { file: path.clone() })).await?;
-    let report = path.with_file_name(REPORT_FILE);
-    let (tx, mut changed) = watch::channel(());
-    let _watchers = if p.follow {
-        [file_changes(&path, tx.clone()), file_changes(&report, tx)]
-    } else {
-        [None, None]
-    };
-    let mut file = File::open(&path).await?;
-    let mut offset = 0u64;
+    let mut tail = OutputTail::open(&path, p.follow).await?;
     // The client closed its sending side: it may still read (see `server::subscribe`).
     let mut half_closed = false;
-    let mut buf = vec![0u8; CHUNK];
-    let mut pending = Vec::new();
     loop {
+        match tail.read().await? {
+            Piece::Text(data) => send(conn, &LogData::new(data)).await?,
+            Piece::End => return send(conn, &LogEnd::default()).await,
+            Piece::Wait => tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                changed = tail.changed() => if !changed { return Ok(()) },
+                next = conn.next(), if !half_closed => half_closed = next.is_none(),
+            },
+        }
+    }
+}
+
+/// What [`OutputTail::read`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Piece {
+    /// Text written since the last read, whole characters only.
+    Text(String),
+    /// Nothing new yet: wait for [`OutputTail::changed`].
+    Wait,
+    /// Everything was read: the end of the file, or (when following) the attempt is over.
+    End,
+}
+
+/// Reads an attempt's output file as it grows. Following, it ends once the attempt is over:
+/// the runner writes `report.json` after the agent's output is complete.
+pub struct OutputTail {
+    file: File,
+    offset: u64,
+    buf: Vec<u8>,
+    /// Bytes read that are not whole characters yet.
+    pending: Vec<u8>,
+    report: PathBuf,
+    follow: bool,
+    changed: watch::Receiver<()>,
+    _watchers: [Option<crate::daemon::fswatch::Watching>; 2],
+    /// Set by a skip, until the next read.
+    skipped: bool,
+    ended: bool,
+}
+
+impl OutputTail {
+    /// Opens `path`, which must exist; `follow` watches it and its run folder's report.
+    pub async fn open(path: &Path, follow: bool) -> std::io::Result<OutputTail> {
+        let report = path.with_file_name(REPORT_FILE);
+        let (tx, changed) = watch::channel(());
+        let watchers = if follow {
+            [file_changes(path, tx.clone()), file_changes(&report, tx)]
+        } else {
+            [None, None]
+        };
+        Ok(OutputTail {
+            file: File::open(path).await?,
+            offset: 0,
+            buf: vec![0u8; CHUNK],
+            pending: Vec::new(),
+            report,
+            follow,
+            changed,
+            _watchers: watchers,
+            skipped: false,
+            ended: false,
+        })
+    }
+
+    /// Skips all but about the last `keep` bytes written so far (from a character's start).
+    pub async fn skip_to_last(&mut self, keep: u64) -> std::io::Result<()> {
+        let len = self.file.metadata().await?.len();
+        self.offset = len.saturating_sub(keep);
+        self.skipped = self.offset > 0;
+        Ok(())
+    }
+
+    /// What was written since the last read.
+    pub async fn read(&mut self) -> std::io::Result<Piece> {
+        if self.ended {
+            return Ok(Piece::End);
+        }
         // Looked at before reading: once it exists, everything the agent wrote is in the file.
-        let finished = p.follow && report.exists();
+        let finished = self.follow && self.report.exists();
         loop {
-            file.seek(SeekFrom::Start(offset)).await?;
-            let n = file.read(&mut buf).await?;
+            self.file.seek(SeekFrom::Start(self.offset)).await?;
+            let n = self.file.read(&mut self.buf).await?;
             if n == 0 {
                 break;
             }
-            offset += n as u64;
-            pending.extend_from_slice(&buf[..n]);
-            let whole = complete_prefix(&pending);
+            self.offset += n as u64;
+            self.pending.extend_from_slice(&self.buf[..n]);
+            if std::mem::take(&mut self.skipped) {
+                // A skip that landed inside a character drops the rest of that character.
+                let lead = self.pending.iter().take_while(|b| *b & 0xC0 == 0x80).count();
+                self.pending.drain(..lead.min(3));
+            }
+            let whole = complete_prefix(&self.pending);
             if whole > 0 {
-                let data = String::from_utf8_lossy(&pending[..whole]).into_owned();
-                pending.drain(..whole);
-                send(conn, &LogData::new(data)).await?;
+                let data = String::from_utf8_lossy(&self.pending[..whole]).into_owned();
+                self.pending.drain(..whole);
+                return Ok(Piece::Text(data));
             }
         }
-        if !p.follow || finished {
-            if !pending.is_empty() {
-                let rest = String::from_utf8_lossy(&pending).into_owned();
-                send(conn, &LogData::new(rest)).await?;
-            }
-            return send(conn, &LogEnd::default()).await;
+        if self.follow && !finished {
+            return Ok(Piece::Wait);
         }
-        tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            c = changed.changed() => if c.is_err() { return Ok(()) },
-            next = conn.next(), if !half_closed => half_closed = next.is_none(),
+        self.ended = true;
+        if self.pending.is_empty() {
+            return Ok(Piece::End);
         }
+        let rest = String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned();
+        Ok(Piece::Text(rest))
+    }
+
+    /// Waits until the file or the report changes; `false` if it can no longer tell.
+    pub async fn changed(&mut self) -> bool {
+        self.changed.changed().await.is_ok()
     }
 }
 
@@ -140,12 +214,7 @@ fn output_path(paths: &Paths, p: &LogsParams) -> Result<PathBuf, RpcError> {
 
 /// Waits until `path` exists, watching the folder nearest to it that does (the run folder
 /// of a new step is made when its first attempt starts). `false` when the daemon stops first.
-async fn appeared(
-    path: &Path,
-    conn: &mut Conn,
-    shutdown: &CancellationToken,
-) -> std::io::Result<bool> {
-    let mut half_closed = false;
+pub async fn appeared(path: &Path, shutdown: &CancellationToken) -> std::io::Result<bool> {
     loop {
         let Some(missing) = path.ancestors().take_while(|a| !a.exists()).last() else {
             return Ok(true);
@@ -164,7 +233,6 @@ async fn appeared(
         tokio::select! {
             () = shutdown.cancelled() => return Ok(false),
             c = changed.changed() => if c.is_err() { return Ok(false) },
-            next = conn.next(), if !half_closed => half_closed = next.is_none(),
         }
     }
 }

@@ -87,8 +87,10 @@ pub struct StepDetail {
     pub phase: Option<Phase>,
     /// The model the step runs with: its own, else its role's.
     pub model: Option<String>,
-    /// The steps it runs after (`blocks` edges within the molecule), fix steps included.
+    /// The steps it runs after (`blocks` edges within the molecule).
     pub needs: Vec<BeadId>,
+    /// For a fix step, the step whose rejection it fixes (which runs again after it).
+    pub fixes: Option<BeadId>,
     /// Every attempt, with `show --runs`.
     pub runs: Option<Vec<RunRecord>>,
 }
@@ -101,6 +103,9 @@ impl Serialize for StepView {
         let detail = self.detail.as_ref();
         if let Some(d) = detail {
             map.serialize_entry("attempts", &d.attempts)?;
+            if let Some(fixes) = &d.fixes {
+                map.serialize_entry("fixes", fixes)?;
+            }
         }
         map.serialize_entry("id", &self.id)?;
         if let Some(d) = detail {
@@ -144,6 +149,8 @@ struct FlatStep {
     #[serde(default)]
     needs: Vec<BeadId>,
     #[serde(default)]
+    fixes: Option<BeadId>,
+    #[serde(default)]
     runs: Option<Vec<RunRecord>>,
 }
 
@@ -158,6 +165,7 @@ impl From<FlatStep> for StepView {
                 phase: f.phase,
                 model: f.model,
                 needs: f.needs,
+                fixes: f.fixes,
                 runs: f.runs,
             }),
             _ => None,

@@ -14,7 +14,11 @@ pub fn free_port() -> u16 {
 /// `catalystd --web` on a new workspace whose agents follow `scenario`: the daemon, the
 /// dashboard's base URL and its token.
 pub async fn dashboard(scenario: &str) -> (TestDaemon, String, String) {
-    let ws = Workspace::new(scenario, "");
+    dashboard_on(Workspace::new(scenario, "")).await
+}
+
+/// `catalystd --web` on `ws`: the daemon, the dashboard's base URL and its token.
+pub async fn dashboard_on(ws: Workspace) -> (TestDaemon, String, String) {
     let port = free_port();
     let daemon = ws
         .catalystd()

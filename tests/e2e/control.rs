@@ -538,12 +538,15 @@ async fn ctl_diff_shows_what_the_branch_changes_since_it_left_the_target() {
             e["type"] == "worktree.removed" && e["bead"] == "cat-gated"
         })
         .await;
-    let (code, _, err) = daemon.ctl(&["diff", "cat-gated"], "").await;
-    assert_eq!(code, 1);
+    // Merged, its branch gone: what the merge brought to the target, the person's commit
+    // (merged into the branch before the target moved) still not counted.
+    let (code, diff, err) = daemon.ctl(&["diff", "cat-gated"], "").await;
+    assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("`cat-gated` is closed and its branch `catalyst/cat-gated` is gone"),
-        "{err}"
+        diff.starts_with(" a.txt | 1 +\n 1 file changed, 1 insertion(+)\n"),
+        "{diff}"
     );
+    assert!(!diff.contains("later.txt"), "{diff}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,6 +23,53 @@ fn client() -> reqwest::Client {
         .expect("client")
 }
 
+/// The dashboard as a script uses it: the token sent as a bearer, redirects not followed.
+struct Site {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+/// An answer: its status, `Location`, `Content-Type`, the other headers and the body.
+struct Reply {
+    code: StatusCode,
+    location: Option<String>,
+    headers: reqwest::header::HeaderMap,
+    body: String,
+}
+
+impl Site {
+    /// `catalystd --web` on a new workspace whose agents follow `scenario`.
+    async fn start(scenario: &str) -> (catalyst_testkit::TestDaemon, Site) {
+        let (daemon, base, token) = dashboard(scenario).await;
+        let http = client();
+        (daemon, Site { http, base, token })
+    }
+
+    async fn get(&self, path: &str) -> Reply {
+        let request = self.http.get(format!("{}{path}", self.base));
+        Site::reply(request.bearer_auth(&self.token)).await
+    }
+
+    async fn post(&self, path: &str, form: &[(&str, &str)]) -> Reply {
+        let request = self.http.post(format!("{}{path}", self.base)).form(form);
+        Site::reply(request.bearer_auth(&self.token)).await
+    }
+
+    async fn reply(request: reqwest::RequestBuilder) -> Reply {
+        let response = request.send().await.expect("an answer");
+        let headers = response.headers().clone();
+        Reply {
+            code: response.status(),
+            location: headers
+                .get(LOCATION)
+                .map(|l| l.to_str().expect("location").to_owned()),
+            headers,
+            body: response.text().await.expect("body"),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_page_needs_the_token_which_a_link_turns_into_a_strict_cookie() {
     let (_daemon, base, token) = dashboard(QUICK).await;
@@ -286,7 +333,7 @@ async fn a_listen_address_other_than_loopback_is_refused_unless_allowed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_board_lists_beads_page_by_page_filtered_and_escaped() {
-    let (daemon, base, token) = dashboard(QUICK).await;
+    let (daemon, site) = Site::start(QUICK).await;
     daemon
         .call(catalyst::protocol::Method::Pause(
             catalyst::protocol::PauseParams { model: None },
@@ -297,17 +344,7 @@ async fn the_board_lists_beads_page_by_page_filtered_and_escaped() {
     daemon
         .call(catalyst::protocol::Method::Submit(inputs))
         .await;
-    let http = client();
-    let get = async |query: &str| {
-        http.get(format!("{base}/{query}"))
-            .header(AUTHORIZATION, format!("Bearer {token}"))
-            .send()
-            .await
-            .expect("get")
-            .text()
-            .await
-            .expect("body")
-    };
+    let get = async |query: &str| site.get(&format!("/{query}")).await.body;
     let rows = |page: &str| page.matches("<tr class=\"bead\"").count();
     let first = get("").await;
     assert_eq!(rows(&first), 50);
@@ -334,7 +371,7 @@ async fn the_board_lists_beads_page_by_page_filtered_and_escaped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_beads_page_shows_its_steps_attempts_and_comments_escaped() {
-    let (daemon, base, token) = dashboard(QUICK).await;
+    let (daemon, site) = Site::start(QUICK).await;
     let mut input = bead("Page <b>title</b>");
     input.description = Some("Do <script>alert(1)</script> this".into());
     let id = daemon.submit(input).await;
@@ -348,16 +385,9 @@ async fn a_beads_page_shows_its_steps_attempts_and_comments_escaped() {
             },
         ))
         .await;
-    let http = client();
     let get = async |path: &str| {
-        let response = http
-            .get(format!("{base}{path}"))
-            .header(AUTHORIZATION, format!("Bearer {token}"))
-            .send()
-            .await
-            .expect("get");
-        let code = response.status();
-        (code, response.text().await.expect("body"))
+        let reply = site.get(path).await;
+        (reply.code, reply.body)
     };
     let (code, page) = get(&format!("/beads/{id}")).await;
     assert_eq!(code, StatusCode::OK);
@@ -389,33 +419,12 @@ async fn a_beads_page_shows_its_steps_attempts_and_comments_escaped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pages_forms_submit_comment_approve_and_show_refusals() {
-    let (daemon, base, token) = dashboard(QUICK).await;
-    let http = client();
+    let (daemon, site) = Site::start(QUICK).await;
     let post = async |path: &str, form: &[(&str, &str)]| {
-        let response = http
-            .post(format!("{base}{path}"))
-            .header(AUTHORIZATION, format!("Bearer {token}"))
-            .form(form)
-            .send()
-            .await
-            .expect("post");
-        let code = response.status();
-        let location = response
-            .headers()
-            .get(LOCATION)
-            .map(|l| l.to_str().expect("location").to_owned());
-        (code, location, response.text().await.expect("body"))
+        let reply = site.post(path, form).await;
+        (reply.code, reply.location, reply.body)
     };
-    let get = async |path: &str| {
-        http.get(format!("{base}{path}"))
-            .header(AUTHORIZATION, format!("Bearer {token}"))
-            .send()
-            .await
-            .expect("get")
-            .text()
-            .await
-            .expect("body")
-    };
+    let get = async |path: &str| site.get(path).await.body;
 
     // A bead from the board's form goes in as `submit` makes it, and its page opens.
     let (code, location, _) = post(
@@ -479,4 +488,206 @@ async fn the_pages_forms_submit_comment_approve_and_show_refusals() {
             e["type"] == "gate.passed" && e["step"] == "gate-1.approve"
         })
         .await;
+}
+
+const FIX_LOOP: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt", cost_usd = 0.25 }]
+
+[[rule]]
+role = "review"
+responses = [
+  { verdict = "REJECTED", summary = "no test", instructions = ["add a <script>test</script>"] },
+  { verdict = "APPROVED", summary = "good" },
+]
+
+[[rule]]
+role = "fix"
+responses = [{ write = { "hello_test.txt" = "test\n" }, summary = "added the test" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_beads_page_draws_its_molecule_with_the_fix_and_shows_the_merged_diff_and_run_files() {
+    let (daemon, site) = Site::start(FIX_LOOP).await;
+    let id = daemon.submit(bead("Hello with a test")).await;
+    daemon.wait_status(&id, "closed").await;
+    let page = site.get(&format!("/beads/{id}")).await;
+    assert_eq!(page.code, StatusCode::OK);
+    let page = page.body;
+
+    // The molecule: a box per step, the fix step the rejection made among them, and arrows.
+    assert!(page.contains("<svg class=\"molecule\""), "{page}");
+    let steps = ["refine", "implement", "review", "fix-1", "merge"];
+    for step in steps {
+        assert!(
+            page.contains(&format!("<g class=\"node closed\" data-id=\"{id}.{step}\">")),
+            "{step}: {page}"
+        );
+    }
+    assert_eq!(page.matches("<g class=\"node ").count(), steps.len());
+    assert!(page.matches("<path class=\"edge needs\"").count() >= steps.len() - 2);
+    assert_eq!(page.matches("<path class=\"edge fix\"").count(), 1, "review to fix-1");
+
+    // The review's instructions, as text; the cost its agents reported.
+    assert!(
+        page.contains("<li>add a &lt;script&gt;test&lt;&#x2f;script&gt;</li>")
+            || page.contains("<li>add a &lt;script&gt;test&lt;/script&gt;</li>"),
+        "{page}"
+    );
+    assert!(page.contains("$0.25"), "{page}");
+    assert!(site.get("/").await.body.contains("$0.25"), "on the board too");
+
+    // The branch is gone after the merge: the diff is what the merge brought.
+    assert!(!daemon.branch_exists(&id));
+    assert!(page.contains("<span class=\"add\">+hello</span>"), "{page}");
+    assert!(page.contains("hello_test.txt</span>"), "{page}");
+    let (code, out, err) = daemon.ctl(&["diff", &id], "").await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("+hello") && out.contains("hello_test.txt"), "{out}");
+
+    // Each attempt's files one click away, served as text.
+    let prompt = format!("/beads/{id}/runs/implement/1/prompt.md");
+    assert!(page.contains(&format!("href=\"{prompt}\"")), "{page}");
+    let file = site.get(&prompt).await;
+    assert_eq!(file.code, StatusCode::OK);
+    assert_eq!(file.headers["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(file.headers["x-content-type-options"], "nosniff");
+    assert!(file.body.contains("Step: implement (role: implement)"), "{}", file.body);
+    let stdout = site.get(&format!("/beads/{id}/runs/fix-1/1/stdout")).await;
+    assert_eq!(stdout.code, StatusCode::OK);
+    assert!(stdout.body.contains("added the test"), "{}", stdout.body);
+    for missing in [
+        format!("/beads/{id}/runs/implement/2/stdout"),
+        format!("/beads/{id}/runs/nothing/1/stdout"),
+        format!("/beads/{id}/runs/implement/1/..%2F..%2F..%2Fjournal.jsonl"),
+        format!("/beads/{id}/runs/implement/1/journal.jsonl"),
+    ] {
+        assert_eq!(site.get(&missing).await.code, StatusCode::NOT_FOUND, "{missing}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_running_attempts_output_streams_as_written_until_it_ends() {
+    let ws = Workspace::new("", "");
+    let go = ws.stub_file("go");
+    ws.set_scenario(&format!(
+        "[[rule]]\nrole = \"implement\"\nresponses = [{{ wait_for = {:?}, summary = \"<b>done</b> waiting\" }}]\n",
+        go.display().to_string(),
+    ));
+    let (daemon, base, token) = catalyst_testkit::web::dashboard_on(ws).await;
+    let site = Site {
+        http: client(),
+        base,
+        token,
+    };
+    let idle = site.get("/beads/cat-404/output").await;
+    assert_eq!(idle.code, StatusCode::NOT_FOUND);
+    let pause = |model: Option<&str>| catalyst::protocol::PauseParams {
+        model: model.map(str::to_owned),
+    };
+    daemon
+        .call(catalyst::protocol::Method::Pause(pause(None)))
+        .await;
+    let id = daemon.submit(bead("Slow")).await;
+    let nothing = site.get(&format!("/beads/{id}/output")).await;
+    assert!(nothing.body.starts_with("event: end\n"), "{}", nothing.body);
+    daemon
+        .call(catalyst::protocol::Method::Resume(pause(None)))
+        .await;
+
+    daemon
+        .wait_for("the implement attempt", |e| {
+            e["type"] == "step.dispatched" && e["step"] == format!("{id}.implement")
+        })
+        .await;
+    let response = site
+        .http
+        .get(format!("{}/beads/{id}/output", site.base))
+        .bearer_auth(&site.token)
+        .send()
+        .await
+        .expect("output");
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    let mut read_until = async |what: &str, done: &dyn Fn(&str) -> bool| {
+        let read = async {
+            while !done(&text) {
+                let chunk = body.next().await.expect("the stream goes on").expect("bytes");
+                text.push_str(&String::from_utf8_lossy(&chunk));
+            }
+        };
+        if tokio::time::timeout(TIMEOUT, read).await.is_err() {
+            panic!("timed out waiting for {what}:\n{text}");
+        }
+        text.clone()
+    };
+    let started = read_until("the session's start", &|t| {
+        t.contains("event: output\ndata: ") && t.contains("session started")
+    })
+    .await;
+    assert!(!started.contains("event: end"), "{started}");
+    std::fs::write(&go, "").expect("release the agent");
+    let ended = read_until("the end", &|t| t.contains("event: end\n")).await;
+    assert!(ended.contains("<b>done</b> waiting"), "{ended}");
+    assert!(
+        ended.find("<b>done</b>") < ended.find("event: end"),
+        "the last words come before the end: {ended}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_and_cancel_from_a_beads_page_do_what_ctl_does() {
+    let (daemon, site) = Site::start(
+        r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
+
+[[rule]]
+role = "review"
+responses = [{ verdict = "REJECTED", summary = "still wrong", instructions = ["do it differently"] }]
+
+[[rule]]
+role = "fix"
+responses = [{ append = { "hello.txt" = "again\n" }, summary = "tried again" }]
+"#,
+    )
+    .await;
+    let stuck = daemon.submit(bead("Never good enough")).await;
+    daemon.wait_status(&stuck, "blocked").await;
+    let retried = site.post(&format!("/beads/{stuck}/retry"), &[]).await;
+    assert_eq!(retried.code, StatusCode::SEE_OTHER, "{}", retried.body);
+    assert_eq!(retried.location, Some(format!("/beads/{stuck}")));
+    daemon
+        .wait_for("the manual retry", |e| {
+            e["type"] == "step.retry" && e["bead"] == stuck && e["manual"] == true
+        })
+        .await;
+
+    daemon
+        .call(catalyst::protocol::Method::Pause(
+            catalyst::protocol::PauseParams { model: None },
+        ))
+        .await;
+    let unwanted = daemon.submit(bead("Not wanted")).await;
+    let cancelled = site
+        .post(
+            &format!("/beads/{unwanted}/cancel"),
+            &[("text", "not needed after all")],
+        )
+        .await;
+    assert_eq!(cancelled.code, StatusCode::SEE_OTHER, "{}", cancelled.body);
+    let shown = daemon.show(&unwanted).await;
+    assert_eq!(shown["bead"]["status"], "closed", "{shown}");
+    assert!(
+        shown["bead"]["close_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("not needed after all")),
+        "{shown}"
+    );
+    let again = site.post(&format!("/beads/{unwanted}/cancel"), &[]).await;
+    assert_eq!(again.code, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(again.body.contains("class=\"error\""), "{}", again.body);
 }

@@ -45,26 +45,30 @@ pub struct Node {
 #[derive(Debug, Serialize)]
 pub struct Edge {
     pub d: String,
+    /// `needs`, or `fix` from a rejected step to the fix step made for it.
+    pub class: &'static str,
 }
 
-/// Lays out `steps`: a step's column is the longest chain of `needs` before it; within a
-/// column, steps keep their order in `steps`. A need outside the molecule draws nothing; if
-/// the needs ever went round in a circle, the steps would be drawn in one row, in order.
+/// Lays out `steps`: a step's column is the longest chain of `needs` before it (a fix step
+/// comes after the step it fixes); within a column, steps keep their order in `steps`. A need
+/// outside the molecule draws nothing; if the needs ever went round in a circle, the steps
+/// would be drawn in one row, in order.
 pub fn layout(steps: &[StepView]) -> Drawing {
     if steps.is_empty() {
         return Drawing::default();
     }
-    let mut graph = DiGraph::<usize, ()>::with_capacity(steps.len(), steps.len());
+    let mut graph = DiGraph::<usize, &'static str>::with_capacity(steps.len(), steps.len());
     let index: HashMap<&str, NodeIndex> = steps
         .iter()
         .enumerate()
         .map(|(i, s)| (s.id.as_str(), graph.add_node(i)))
         .collect();
     for (i, step) in steps.iter().enumerate() {
-        let needs = step.detail.iter().flat_map(|d| d.needs.iter());
-        for need in needs {
-            if let Some(&from) = index.get(need.as_str()) {
-                graph.add_edge(from, NodeIndex::new(i), ());
+        let Some(detail) = &step.detail else { continue };
+        let needs = detail.needs.iter().map(|n| (n, "needs"));
+        for (from, class) in needs.chain(detail.fixes.iter().map(|f| (f, "fix"))) {
+            if let Some(&from) = index.get(from.as_str()) {
+                graph.add_edge(from, NodeIndex::new(i), class);
             }
         }
     }
@@ -106,14 +110,15 @@ pub fn layout(steps: &[StepView]) -> Drawing {
         .collect();
     let edges = graph
         .edge_indices()
-        .filter_map(|e| graph.edge_endpoints(e))
-        .map(|(from, to)| {
+        .filter_map(|e| Some((graph.edge_endpoints(e)?, graph[e])))
+        .map(|((from, to), class)| {
             let (a, b) = (&nodes[from.index()], &nodes[to.index()]);
             let (x1, y1) = (a.x + a.w, a.y + a.h / 2);
             let (x2, y2) = (b.x, b.y + b.h / 2);
             let mid = (x1 + x2) / 2;
             Edge {
                 d: format!("M{x1},{y1} C{mid},{y1} {mid},{y2} {x2},{y2}"),
+                class,
             }
         })
         .collect();
@@ -164,6 +169,16 @@ mod tests {
     use crate::protocol::StepDetail;
 
     fn step(id: &str, name: &str, status: Status, needs: &[&str]) -> StepView {
+        step_fixing(id, name, status, needs, None)
+    }
+
+    fn step_fixing(
+        id: &str,
+        name: &str,
+        status: Status,
+        needs: &[&str],
+        fixes: Option<&str>,
+    ) -> StepView {
         StepView {
             id: BeadId::new(id).expect("id"),
             status,
@@ -176,6 +191,7 @@ mod tests {
                 phase: None,
                 model: None,
                 needs: needs.iter().map(|n| BeadId::new(n).expect("id")).collect(),
+                fixes: fixes.map(|f| BeadId::new(f).expect("id")),
                 runs: None,
             }),
         }
@@ -183,26 +199,29 @@ mod tests {
 
     #[test]
     fn each_step_stands_one_column_after_the_longest_chain_before_it() {
-        // implement → review, and a fix step between them after a rejection: review needs
-        // both, so it moves to the column after the fix.
+        // implement → review → merge, and a fix step after the review that rejected; the
+        // merge needs implement and review, so it stands after the review.
         let steps = [
             step("cat-1.implement", "implement", Status::Closed, &[]),
-            step("cat-1.review", "review", Status::Open, &["cat-1.implement", "cat-1.fix-1"]),
-            step("cat-1.fix-1", "fix-1", Status::InProgress, &["cat-1.implement"]),
+            step("cat-1.merge", "merge", Status::Open, &["cat-1.implement", "cat-1.review"]),
+            step("cat-1.review", "review", Status::Open, &["cat-1.implement"]),
+            step_fixing("cat-1.fix-1", "fix-1", Status::InProgress, &[], Some("cat-1.review")),
             step("cat-1.docs", "docs", Status::Open, &[]),
         ];
         let d = layout(&steps);
         let x = |id: &str| d.nodes.iter().find(|n| n.id == id).map(|n| n.x);
         let col = |n: u32| Some(MARGIN + n * (BOX_W + GAP_X));
         assert_eq!(x("cat-1.implement"), col(0));
-        assert_eq!(x("cat-1.fix-1"), col(1));
-        assert_eq!(x("cat-1.review"), col(2));
+        assert_eq!(x("cat-1.review"), col(1));
+        assert_eq!(x("cat-1.merge"), col(2));
+        assert_eq!(x("cat-1.fix-1"), col(2), "after the step it fixes");
         assert_eq!(x("cat-1.docs"), col(0), "a step that needs nothing starts");
-        assert_eq!(d.edges.len(), 3);
+        let classes: Vec<_> = d.edges.iter().map(|e| e.class).collect();
+        assert_eq!(classes, ["needs", "needs", "needs", "fix"]);
         assert_eq!(d.width, 2 * MARGIN + 3 * BOX_W + 2 * GAP_X);
-        assert_eq!(d.height, 2 * MARGIN + 2 * BOX_H + GAP_Y, "two rows in column 0");
+        assert_eq!(d.height, 2 * MARGIN + 2 * BOX_H + GAP_Y, "two rows in columns 0 and 2");
         let classes: Vec<_> = d.nodes.iter().map(|n| n.class).collect();
-        assert_eq!(classes, ["closed", "open", "running", "open"]);
+        assert_eq!(classes, ["closed", "open", "open", "running", "open"]);
     }
 
     #[test]

@@ -1,16 +1,21 @@
 //! A bead's run files in the browser: each attempt's prompt, context, output and records as
 //! plain text (`GET /beads/<id>/runs/<step>/<attempt>/<file>`), and the running attempt's
-//! output as it is written (`GET /beads/<id>/output`, Server-Sent Events).
+//! output as it is written (`GET /beads/<id>/output`, Server-Sent Events), read the way
+//! `ctl logs -f` reads it.
 
 use std::convert::Infallible;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::render::render_entry;
+use crate::cli::render::style::Paint;
+use crate::daemon::runlog::{self, OutputTail, Piece};
+use crate::domain::agent::transcript::{Entry, Transcript};
 
 use crate::daemon::agent::{PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
 use crate::domain::context::{CONTEXT_JSON, CONTEXT_MD};
@@ -102,17 +107,16 @@ pub async fn file(
     }
 }
 
-/// How often the running attempt's output is looked at, and how often the engine is asked
-/// whether that attempt still runs.
-const POLL: Duration = Duration::from_millis(200);
-const STILL_RUNS_EVERY: u32 = 10;
-
-/// At most this much of what the attempt wrote before the page asked is sent first.
+/// At most about this much of what the attempt wrote before the page asked is sent first.
 const BACKLOG: u64 = 64 * 1024;
 
-/// `GET /beads/<id>/output`: the standard output of the bead's running attempt as it is
-/// written, line by line, as `output` events (each line a `data:` line); then an `end` event
-/// when the attempt ends (or when nothing runs), after which the page closes the stream.
+/// A comment line sent when nothing else was for this long (see the events' stream).
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// `GET /beads/<id>/output`: the running attempt's output as it is written, as `ctl logs -f`
+/// shows it (what the agent says, its tool calls and their results, how it ended), in
+/// `output` events of one `data:` line per line; then an `end` event once the attempt is over
+/// (or at once when nothing runs), after which the page closes the stream.
 pub async fn output(State(shared): State<Shared>, Path(id): Path<String>) -> Response {
     let show = match show(&shared, id).await {
         Ok(show) => show,
@@ -121,117 +125,122 @@ pub async fn output(State(shared): State<Shared>, Path(id): Path<String>) -> Res
     let running = show.running.as_ref().and_then(|r| {
         let step = show.steps.iter().find(|s| s.id == r.step)?;
         let name = &step.detail.as_ref()?.step;
-        Some((r.step.clone(), r.attempt, shared.paths.run_dir(&show.id, name, r.attempt)))
+        Some(shared.paths.run_dir(&show.id, name, r.attempt))
     });
     let headers = [
         (header::CONTENT_TYPE, "text/event-stream"),
         (header::CACHE_CONTROL, "no-cache"),
     ];
-    let Some((step, attempt, dir)) = running else {
+    let Some(dir) = running else {
         return (headers, "event: end\ndata: nothing runs\n\n").into_response();
     };
-    let tail = Tail {
-        shared,
-        bead: show.id.to_string(),
-        step,
-        attempt,
-        path: dir.join(STDOUT_FILE),
-        offset: None,
-        partial: Vec::new(),
-        polls: 0,
-        ended: false,
-    };
-    let stream = futures::stream::unfold(tail, |mut tail| async move {
-        let chunk = tail.next().await?;
-        Some((Ok::<_, Infallible>(chunk), tail))
+    let path = dir.join(STDOUT_FILE);
+    let stopping = shared.shutdown.clone();
+    let stream = futures::stream::unfold(Some((None, path)), move |state| {
+        let stopping = stopping.clone();
+        async move {
+            let (tail, path) = state?;
+            let tail = match tail {
+                Some(tail) => tail,
+                None => match open(&path, &stopping).await {
+                    Some(tail) => tail,
+                    None => return Some((end("the attempt ended"), None)),
+                },
+            };
+            let (chunk, tail) = next(tail, &stopping).await;
+            Some((Ok::<_, Infallible>(chunk), tail.map(|t| (Some(t), path))))
+        }
     });
     (headers, Body::from_stream(stream)).into_response()
 }
 
-/// Follows one attempt's output file.
-struct Tail {
-    shared: Shared,
-    bead: String,
-    step: crate::domain::id::BeadId,
-    attempt: u32,
-    path: PathBuf,
-    /// Where the next read starts; `None` before the first.
-    offset: Option<u64>,
-    /// The end of what was read that is not a whole line yet.
-    partial: Vec<u8>,
-    polls: u32,
-    ended: bool,
+/// The attempt's output, once it exists, from its last [`BACKLOG`] bytes.
+async fn open(path: &std::path::Path, stopping: &CancellationToken) -> Option<Reading> {
+    if !runlog::appeared(path, stopping).await.ok()? {
+        return None;
+    }
+    let mut tail = OutputTail::open(path, true).await.ok()?;
+    tail.skip_to_last(BACKLOG).await.ok()?;
+    Some(Reading {
+        tail,
+        partial: String::new(),
+        transcript: Transcript::new(),
+        last_message: None,
+    })
 }
 
-impl Tail {
-    /// The next piece of the stream: new whole lines, a keep-alive, or the end.
-    async fn next(&mut self) -> Option<Bytes> {
-        if self.ended {
-            return None;
-        }
-        loop {
-            let read = self.read().await;
-            if !read.is_empty() {
-                return Some(Bytes::from(read));
-            }
-            self.polls += 1;
-            if self.polls.is_multiple_of(STILL_RUNS_EVERY) && !self.still_runs().await {
-                self.ended = true;
-                let mut last = String::new();
-                if !self.partial.is_empty() {
-                    let line = std::mem::take(&mut self.partial);
-                    push_lines(&mut last, &String::from_utf8_lossy(&line));
-                }
-                last.push_str("event: end\ndata: the attempt ended\n\n");
-                return Some(Bytes::from(last));
-            }
-            if self.polls.is_multiple_of(75) {
-                return Some(Bytes::from_static(b": keep-alive\n\n"));
-            }
-            tokio::select! {
-                () = self.shared.shutdown.cancelled() => return None,
-                () = tokio::time::sleep(POLL) => {}
-            }
-        }
-    }
+/// The output being read: the tail, the end of a line not written whole yet, and what reads
+/// the lines.
+struct Reading {
+    tail: OutputTail,
+    partial: String,
+    transcript: Transcript,
+    last_message: Option<String>,
+}
 
-    /// The whole lines written since the last read, as `output` events.
-    async fn read(&mut self) -> String {
-        let Ok(mut file) = tokio::fs::File::open(&self.path).await else {
-            return String::new();
+impl Reading {
+    /// The whole lines of `text` (with what was left of the last read), as people read them.
+    fn lines(&mut self, text: &str, last: bool) -> String {
+        self.partial.push_str(text);
+        let cut = if last {
+            self.partial.len()
+        } else {
+            self.partial.rfind('\n').map_or(0, |i| i + 1)
         };
-        let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
-        let from = *self
-            .offset
-            .get_or_insert_with(|| len.saturating_sub(BACKLOG));
-        if len <= from || file.seek(std::io::SeekFrom::Start(from)).await.is_err() {
-            return String::new();
+        let whole: String = self.partial.drain(..cut).collect();
+        let mut shown = String::new();
+        for line in whole.lines() {
+            for entry in self.transcript.line(line) {
+                let text = render_entry(&entry, self.last_message.as_deref(), Paint::OFF);
+                if let Entry::Message(m) = &entry {
+                    self.last_message = Some(m.clone());
+                }
+                shown.push_str(&text);
+            }
         }
-        let mut bytes = Vec::new();
-        if file.take(len - from).read_to_end(&mut bytes).await.is_err() {
-            return String::new();
-        }
-        self.offset = Some(from + bytes.len() as u64);
-        self.partial.extend_from_slice(&bytes);
-        let Some(cut) = self.partial.iter().rposition(|b| *b == b'\n') else {
-            return String::new();
-        };
-        let rest = self.partial.split_off(cut + 1);
-        let whole = std::mem::replace(&mut self.partial, rest);
         let mut out = String::new();
-        push_lines(&mut out, &String::from_utf8_lossy(&whole));
+        if !shown.is_empty() {
+            push_lines(&mut out, &shown);
+        }
         out
     }
+}
 
-    /// Whether the engine still runs this attempt.
-    async fn still_runs(&self) -> bool {
-        match show(&self.shared, self.bead.clone()).await {
-            Ok(show) => show
-                .running
-                .is_some_and(|r| r.step == self.step && r.attempt == self.attempt),
-            Err(_) => false,
+/// The next piece of the stream: new lines, a keep-alive, or the end (and no more reading).
+async fn next(mut r: Reading, stopping: &CancellationToken) -> (Bytes, Option<Reading>) {
+    loop {
+        match r.tail.read().await {
+            Ok(Piece::Text(text)) => {
+                let out = r.lines(&text, false);
+                if !out.is_empty() {
+                    return (Bytes::from(out), Some(r));
+                }
+            }
+            Ok(Piece::Wait) => tokio::select! {
+                () = stopping.cancelled() => return (Bytes::new(), None),
+                changed = r.tail.changed() => if !changed {
+                    return (end_bytes("cannot follow the output"), None);
+                },
+                () = tokio::time::sleep(KEEP_ALIVE) => {
+                    return (Bytes::from_static(b": keep-alive\n\n"), Some(r));
+                }
+            },
+            Ok(Piece::End) => {
+                let mut out = r.lines("", true);
+                out.push_str("event: end\ndata: the attempt ended\n\n");
+                return (Bytes::from(out), None);
+            }
+            Err(e) => return (end_bytes(&format!("cannot read the output: {e}")), None),
         }
     }
+}
+
+fn end_bytes(why: &str) -> Bytes {
+    Bytes::from(format!("event: end\ndata: {why}\n\n"))
+}
+
+fn end(why: &str) -> Result<Bytes, Infallible> {
+    Ok(end_bytes(why))
 }
 
 /// One `output` event with a `data:` line per line of `text` (a `\r` dropped: SSE would read

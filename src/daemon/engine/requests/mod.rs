@@ -317,6 +317,7 @@ impl Engine {
                         .filter(|d| d.dep_type == DepType::Blocks)
                         .filter_map(|d| d.depends_on_id.bead().cloned())
                         .collect(),
+                    fixes: m.fixes,
                     attempts: m.attempts,
                     summary: m.summary,
                     phase: m.phase,

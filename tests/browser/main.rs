@@ -276,6 +276,27 @@ async fn a_bead_is_submitted_through_the_form_and_an_approval_passed_with_its_bu
         ))
         .await;
     assert_eq!(shown["title"], "Typed into the form");
+    // The page follows the bead without a reload: its molecule runs, it merges, and the
+    // diff of what it merged appears.
+    page.execute("window.__same_page = 1; return 1;", vec![])
+        .await
+        .expect("mark the page");
+    wait_for_text(page, "header .state", "closed").await;
+    wait_for_text(page, "pre.patch", "+hello").await;
+    assert_eq!(
+        page.find_all(Locator::Css("svg.molecule g.node.closed"))
+            .await
+            .expect("find")
+            .len(),
+        4,
+        "every step's box is closed"
+    );
+    let same = page
+        .execute("return window.__same_page || null;", vec![])
+        .await
+        .expect("script");
+    assert_eq!(same, json!(1), "no reload");
+    screenshot(page, "bead-closed").await;
 
     page.goto(&format!("{base}/beads/gate-1"))
         .await
@@ -339,8 +360,41 @@ async fn a_rejection_typed_on_the_page_starts_the_fix_step_it_asks_for() {
         .as_str()
         .expect("the fix's step name")
         .to_owned();
-    page.refresh().await.expect("reload");
+    // The fix step appears in the open page, in the table and in the molecule, and its
+    // attempt once it has run.
     wait_for_text(page, "tr.step", &fix_step).await;
+    wait_for_text(page, "svg.molecule g.node", &fix_step).await;
     wait_for_text(page, ".comment pre", reason).await;
+    wait_for_text(page, "tr.run", "renamed the flag").await;
     screenshot(page, "fix-step").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_beads_page_shows_the_running_agents_output_as_it_is_written() {
+    let Some(browser) = browser().await else {
+        return;
+    };
+    let ws = catalyst_testkit::Workspace::new("", "");
+    let go = ws.stub_file("go");
+    ws.set_scenario(&format!(
+        "[[rule]]\nrole = \"implement\"\nresponses = [{{ wait_for = {:?}, write = {{ \"a.txt\" = \"a\\n\" }}, summary = \"<i>wrote</i> a.txt\" }}]\n",
+        go.display().to_string(),
+    ));
+    let (daemon, base, token) = catalyst_testkit::web::dashboard_on(ws).await;
+    let id = daemon.submit(bead("Watched as it works")).await;
+    daemon
+        .wait_for("the implement attempt", |e| {
+            e["type"] == "step.dispatched" && e["step"] == format!("{id}.implement")
+        })
+        .await;
+    let page = &browser.client;
+    page.goto(&format!("{base}/beads/{id}?token={token}"))
+        .await
+        .expect("open the link");
+    wait_for_text(page, "#output", "session started").await;
+    wait_for_text(page, "section.output h2", "implement").await;
+    screenshot(page, "running-output").await;
+    std::fs::write(&go, "").expect("release the agent");
+    wait_for_text(page, "#output", "<i>wrote</i> a.txt").await;
+    wait_for_text(page, "header .state", "closed").await;
 }

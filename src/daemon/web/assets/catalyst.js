@@ -85,8 +85,12 @@
     if (run === tailing) return;
     tailing = run;
     if (tail) { tail.close(); tail = null; }
-    output.hidden = run === "";
-    if (run === "") return;
+    // Once the attempt is over its last output stays until another one starts.
+    if (run === "") {
+      if (output.textContent === "") output.hidden = true;
+      return;
+    }
+    output.hidden = false;
     output.textContent = "";
     tail = new EventSource("/beads/" + encodeURIComponent(bead) + "/output");
     tail.addEventListener("output", function (message) {

@@ -63,9 +63,8 @@ pub fn diff(paths: &Paths, show: &ShowAnswer, width: usize) -> Result<BranchDiff
     let config = crate::daemon::load::config(&paths.config())
         .map_err(|e| DiffError::Failed(format!("cannot read the workspace's config: {e}")))?;
     let merged = crate::domain::state::merged(&show.bead);
-    let diff = Repo::open(&paths.workspace, &paths.worktrees()).and_then(|repo| {
-        repo.work_diff(&show.id, merged.as_ref(), &config.target_branch, width)
-    });
+    let diff = Repo::open(&paths.workspace, &paths.worktrees())
+        .and_then(|repo| repo.work_diff(&show.id, merged.as_ref(), &config.target_branch, width));
     match diff {
         Ok(diff) => Ok(diff),
         Err(GitError::NoBranch { .. }) => Err(DiffError::NoBranch(why_no_branch(show))),

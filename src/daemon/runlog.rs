@@ -159,7 +159,11 @@ impl OutputTail {
             self.pending.extend_from_slice(&self.buf[..n]);
             if std::mem::take(&mut self.skipped) {
                 // A skip that landed inside a character drops the rest of that character.
-                let lead = self.pending.iter().take_while(|b| *b & 0xC0 == 0x80).count();
+                let lead = self
+                    .pending
+                    .iter()
+                    .take_while(|b| *b & 0xC0 == 0x80)
+                    .count();
                 self.pending.drain(..lead.min(3));
             }
             let whole = complete_prefix(&self.pending);

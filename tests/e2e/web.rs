@@ -521,13 +521,19 @@ async fn a_beads_page_draws_its_molecule_with_the_fix_and_shows_the_merged_diff_
     let steps = ["refine", "implement", "review", "fix-1", "merge"];
     for step in steps {
         assert!(
-            page.contains(&format!("<g class=\"node closed\" data-id=\"{id}.{step}\">")),
+            page.contains(&format!(
+                "<g class=\"node closed\" data-id=\"{id}.{step}\">"
+            )),
             "{step}: {page}"
         );
     }
     assert_eq!(page.matches("<g class=\"node ").count(), steps.len());
     assert!(page.matches("<path class=\"edge needs\"").count() >= steps.len() - 2);
-    assert_eq!(page.matches("<path class=\"edge fix\"").count(), 1, "review to fix-1");
+    assert_eq!(
+        page.matches("<path class=\"edge fix\"").count(),
+        1,
+        "review to fix-1"
+    );
 
     // The review's instructions, as text; the cost its agents reported.
     assert!(
@@ -536,7 +542,10 @@ async fn a_beads_page_draws_its_molecule_with_the_fix_and_shows_the_merged_diff_
         "{page}"
     );
     assert!(page.contains("$0.25"), "{page}");
-    assert!(site.get("/").await.body.contains("$0.25"), "on the board too");
+    assert!(
+        site.get("/").await.body.contains("$0.25"),
+        "on the board too"
+    );
 
     // The branch is gone after the merge: the diff is what the merge brought.
     assert!(!daemon.branch_exists(&id));
@@ -544,7 +553,10 @@ async fn a_beads_page_draws_its_molecule_with_the_fix_and_shows_the_merged_diff_
     assert!(page.contains("hello_test.txt</span>"), "{page}");
     let (code, out, err) = daemon.ctl(&["diff", &id], "").await;
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("+hello") && out.contains("hello_test.txt"), "{out}");
+    assert!(
+        out.contains("+hello") && out.contains("hello_test.txt"),
+        "{out}"
+    );
 
     // Each attempt's files one click away, served as text.
     let prompt = format!("/beads/{id}/runs/implement/1/prompt.md");
@@ -553,7 +565,11 @@ async fn a_beads_page_draws_its_molecule_with_the_fix_and_shows_the_merged_diff_
     assert_eq!(file.code, StatusCode::OK);
     assert_eq!(file.headers["content-type"], "text/plain; charset=utf-8");
     assert_eq!(file.headers["x-content-type-options"], "nosniff");
-    assert!(file.body.contains("Step: implement (role: implement)"), "{}", file.body);
+    assert!(
+        file.body.contains("Step: implement (role: implement)"),
+        "{}",
+        file.body
+    );
     let stdout = site.get(&format!("/beads/{id}/runs/fix-1/1/stdout")).await;
     assert_eq!(stdout.code, StatusCode::OK);
     assert!(stdout.body.contains("added the test"), "{}", stdout.body);
@@ -563,7 +579,11 @@ async fn a_beads_page_draws_its_molecule_with_the_fix_and_shows_the_merged_diff_
         format!("/beads/{id}/runs/implement/1/..%2F..%2F..%2Fjournal.jsonl"),
         format!("/beads/{id}/runs/implement/1/journal.jsonl"),
     ] {
-        assert_eq!(site.get(&missing).await.code, StatusCode::NOT_FOUND, "{missing}");
+        assert_eq!(
+            site.get(&missing).await.code,
+            StatusCode::NOT_FOUND,
+            "{missing}"
+        );
     }
 }
 
@@ -614,7 +634,11 @@ async fn the_running_attempts_output_streams_as_written_until_it_ends() {
     let mut read_until = async |what: &str, done: &dyn Fn(&str) -> bool| {
         let read = async {
             while !done(&text) {
-                let chunk = body.next().await.expect("the stream goes on").expect("bytes");
+                let chunk = body
+                    .next()
+                    .await
+                    .expect("the stream goes on")
+                    .expect("bytes");
                 text.push_str(&String::from_utf8_lossy(&chunk));
             }
         };

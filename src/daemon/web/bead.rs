@@ -218,4 +218,3 @@ pub async fn bead_action(
         }
     }
 }
-

@@ -81,7 +81,10 @@ pub fn layout(steps: &[StepView]) -> Drawing {
                 }
             }
         }
-        Err(_) => column.iter_mut().enumerate().for_each(|(i, c)| *c = i as u32),
+        Err(_) => column
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, c)| *c = i as u32),
     }
     let mut rows: HashMap<u32, u32> = HashMap::new();
     let nodes: Vec<Node> = steps
@@ -94,11 +97,10 @@ pub fn layout(steps: &[StepView]) -> Drawing {
             let (state, class) = state_of(step);
             Node {
                 id: step.id.to_string(),
-                label: fit(
-                    step.detail
-                        .as_ref()
-                        .map_or(step.id.as_str(), |d| d.step.as_str()),
-                ),
+                label: fit(step
+                    .detail
+                    .as_ref()
+                    .map_or(step.id.as_str(), |d| d.step.as_str())),
                 state,
                 class,
                 x: MARGIN + col * (BOX_W + GAP_X),
@@ -203,9 +205,20 @@ mod tests {
         // merge needs implement and review, so it stands after the review.
         let steps = [
             step("cat-1.implement", "implement", Status::Closed, &[]),
-            step("cat-1.merge", "merge", Status::Open, &["cat-1.implement", "cat-1.review"]),
+            step(
+                "cat-1.merge",
+                "merge",
+                Status::Open,
+                &["cat-1.implement", "cat-1.review"],
+            ),
             step("cat-1.review", "review", Status::Open, &["cat-1.implement"]),
-            step_fixing("cat-1.fix-1", "fix-1", Status::InProgress, &[], Some("cat-1.review")),
+            step_fixing(
+                "cat-1.fix-1",
+                "fix-1",
+                Status::InProgress,
+                &[],
+                Some("cat-1.review"),
+            ),
             step("cat-1.docs", "docs", Status::Open, &[]),
         ];
         let d = layout(&steps);
@@ -219,7 +232,11 @@ mod tests {
         let classes: Vec<_> = d.edges.iter().map(|e| e.class).collect();
         assert_eq!(classes, ["needs", "needs", "needs", "fix"]);
         assert_eq!(d.width, 2 * MARGIN + 3 * BOX_W + 2 * GAP_X);
-        assert_eq!(d.height, 2 * MARGIN + 2 * BOX_H + GAP_Y, "two rows in columns 0 and 2");
+        assert_eq!(
+            d.height,
+            2 * MARGIN + 2 * BOX_H + GAP_Y,
+            "two rows in columns 0 and 2"
+        );
         let classes: Vec<_> = d.nodes.iter().map(|n| n.class).collect();
         assert_eq!(classes, ["closed", "open", "open", "running", "open"]);
     }

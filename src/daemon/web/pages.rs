@@ -37,7 +37,12 @@ impl Pages {
         Pages { env }
     }
 
-    pub(super) fn render(&self, name: &str, context: serde_json::Value, status: StatusCode) -> Response {
+    pub(super) fn render(
+        &self,
+        name: &str,
+        context: serde_json::Value,
+        status: StatusCode,
+    ) -> Response {
         let context = crate::domain::prompt::to_value(context);
         match self.env.get_template(name).and_then(|t| t.render(context)) {
             Ok(html) => (

@@ -42,7 +42,10 @@ const RUN_FILES: [&str; 9] = [
 const TEXT_HEADERS: [(header::HeaderName, &str); 4] = [
     (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
     (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-    (header::CONTENT_SECURITY_POLICY, "sandbox; default-src 'none'"),
+    (
+        header::CONTENT_SECURITY_POLICY,
+        "sandbox; default-src 'none'",
+    ),
     (header::CACHE_CONTROL, "no-cache"),
 ];
 
@@ -85,7 +88,10 @@ pub async fn file(
         Err(refused) => return refused,
     };
     let Some(dir) = run_dir(&shared, &show, &step, attempt) else {
-        let message = format!("catalyst: `{}` has no attempt {attempt} of a step `{step}`\n", show.id);
+        let message = format!(
+            "catalyst: `{}` has no attempt {attempt} of a step `{step}`\n",
+            show.id
+        );
         return (StatusCode::NOT_FOUND, message).into_response();
     };
     match tokio::fs::File::open(dir.join(&file)).await {

@@ -8,8 +8,6 @@ use clap::{Args, Subcommand};
 
 use crate::cli::client::{answer_as, Client, ClientError};
 use crate::cli::live::WatchError;
-use crate::cli::render::style::Paint;
-use crate::cli::render::{compact, render_beads, render_event_with, render_show, render_status};
 use crate::daemon::Paths;
 use crate::domain::event::BeadPatch;
 use crate::domain::id::BeadId;
@@ -19,6 +17,8 @@ use crate::protocol::{
     PauseParams, RejectParams, ShowAnswer, ShowParams, StreamLine, Submitted, SubscribeParams,
     UpdateParams,
 };
+use crate::render::style::Paint;
+use crate::render::{compact, render_beads, render_event_with, render_show, render_status};
 
 #[derive(Debug, Args)]
 pub struct CtlArgs {

@@ -283,7 +283,7 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
 /// Prints events until the bead closes or blocks; returns its final status.
 async fn follow(events: &mut Client, id: &str, out: &mut impl Write) -> Result<String, DemoError> {
     while let Some(StreamLine::Event(event)) = events.next_event().await? {
-        writeln!(out, "{}", crate::cli::render::render_event(&event))?;
+        writeln!(out, "{}", crate::render::render_event(&event))?;
         if let EventBody::BeadStatus {
             id: about, status, ..
         } = &event.body

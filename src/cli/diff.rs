@@ -14,12 +14,12 @@ use std::path::Path;
 
 use crate::cli::client::Client;
 use crate::cli::ctl::CtlError;
-use crate::cli::render::render_diff;
-use crate::cli::render::style::Paint;
 use crate::daemon::audit::{self, DiffError};
 use crate::daemon::worktree::{branch_name, BranchDiff};
 use crate::daemon::Paths;
 use crate::protocol::ShowParams;
+use crate::render::render_diff;
+use crate::render::style::Paint;
 
 /// The stat's width, as `git diff --stat` uses on a terminal of 80 columns.
 const STAT_WIDTH: usize = 80;

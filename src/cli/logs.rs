@@ -20,8 +20,6 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::cli::client::{Client, ClientError};
 use crate::cli::ctl::CtlError;
-use crate::cli::render::style::{Paint, DIM};
-use crate::cli::render::{render_attempt_header, render_entry};
 use crate::domain::agent::transcript::{Entry, Transcript};
 use crate::domain::event::{Event, EventBody};
 use crate::domain::id::BeadId;
@@ -29,6 +27,8 @@ use crate::domain::model::{Role, Status};
 use crate::protocol::{
     ErrorCode, LogLine, LogsParams, ShowAnswer, ShowParams, StreamLine, SubscribeParams,
 };
+use crate::render::style::{Paint, DIM};
+use crate::render::{render_attempt_header, render_entry};
 
 /// What `ctl logs` was asked.
 #[derive(Clone, Debug)]

@@ -12,6 +12,5 @@ pub mod hook;
 pub mod init;
 pub mod live;
 pub mod logs;
-pub mod render;
 pub mod sandbox_net;
 pub mod service;

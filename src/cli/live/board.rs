@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use chrono::{DateTime, Utc};
 
-use crate::cli::render::{progress_bar, render_event};
 use crate::domain::event::{Event, EventBody};
 use crate::domain::id::BeadId;
 use crate::domain::model::{is_cancel_reason, Status};
 use crate::protocol::{BeadList, StatusAnswer};
+use crate::render::{progress_bar, render_event};
 
 /// Events kept for the bottom of the screen: as many as a tall terminal shows.
 pub const HISTORY: usize = 200;

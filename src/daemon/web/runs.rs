@@ -12,10 +12,10 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::render::render_entry;
-use crate::cli::render::style::Paint;
 use crate::daemon::runlog::{self, OutputTail, Piece};
 use crate::domain::agent::transcript::{Entry, Transcript};
+use crate::render::render_entry;
+use crate::render::style::Paint;
 
 use crate::daemon::agent::{PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
 use crate::domain::context::{CONTEXT_JSON, CONTEXT_MD};

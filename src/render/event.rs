@@ -243,7 +243,7 @@ mod tests {
             },
         ));
         let ts = Timestamp::parse("2026-01-01T10:00:00Z").expect("a time");
-        let time = crate::cli::render::time::clock(&ts);
+        let time = crate::render::time::clock(&ts);
         assert_eq!(
             line,
             format!("12  {time}  step.dispatched  cat-1.checks           attempt 1 model -")

@@ -1,0 +1,172 @@
+//! A real NATS JetStream cluster for the tests that run agents on other machines: `n`
+//! `nats-server` processes on loopback ports, each with its own JetStream folder in a
+//! temporary folder, routed to each other. A node can be killed (`SIGKILL`) and started again
+//! on the same ports and folder. The servers are killed when the cluster is dropped.
+//!
+//! `nats-server` comes from Debian's package (`.ci/install-test-deps` installs it);
+//! [`NatsCluster::start`] gives `None`, printing why, where it is missing, so the tests skip.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use tempfile::TempDir;
+
+use crate::poll::eventually;
+use crate::web::free_port;
+
+/// One server of the cluster.
+struct Node {
+    name: String,
+    client_port: u16,
+    config: PathBuf,
+    log: PathBuf,
+    process: Option<Child>,
+}
+
+/// `n` routed `nats-server`s with JetStream.
+pub struct NatsCluster {
+    nodes: Vec<Node>,
+    server: PathBuf,
+    _dir: TempDir,
+}
+
+/// `nats-server` on the `PATH`, or in `/usr/sbin` where Debian puts it.
+fn nats_server() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin")])
+        .map(|dir| dir.join("nats-server"))
+        .find(|p| p.is_file())
+}
+
+impl NatsCluster {
+    /// Starts `n` nodes and waits until JetStream answers on every one (its meta leader
+    /// elected). `None`, saying why, when `nats-server` is not installed.
+    pub async fn start(n: usize) -> Option<NatsCluster> {
+        let Some(server) = nats_server() else {
+            eprintln!("skipping: nats-server is not installed (.ci/install-test-deps installs it)");
+            return None;
+        };
+        let dir = tempfile::tempdir().expect("a folder for the cluster");
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let routes: Vec<String> = ports
+            .iter()
+            .map(|(_, route)| format!("nats-route://127.0.0.1:{route}"))
+            .collect();
+        let nodes = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (client, route))| {
+                let name = format!("n{}", i + 1);
+                let store = dir.path().join(&name);
+                let config = dir.path().join(format!("{name}.conf"));
+                let text = format!(
+                    "server_name: {name}\nlisten: \"127.0.0.1:{client}\"\n\
+                     jetstream {{\n  store_dir: \"{}\"\n  max_memory_store: 64MB\n  max_file_store: 1GB\n}}\n\
+                     cluster {{\n  name: catalyst-test\n  listen: \"127.0.0.1:{route}\"\n  routes: [{}]\n}}\n",
+                    store.display(),
+                    routes.join(", "),
+                );
+                std::fs::write(&config, text).expect("write a node's config");
+                Node {
+                    log: dir.path().join(format!("{name}.log")),
+                    name,
+                    client_port: *client,
+                    config,
+                    process: None,
+                }
+            })
+            .collect();
+        let mut cluster = NatsCluster {
+            nodes,
+            server,
+            _dir: dir,
+        };
+        for i in 0..n {
+            cluster.spawn(i);
+        }
+        for i in 0..n {
+            cluster.wait_ready(i).await;
+        }
+        Some(cluster)
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&node.log)
+            .expect("a node's log");
+        let child = Command::new(&self.server)
+            .arg("-c")
+            .arg(&node.config)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start nats-server");
+        node.process = Some(child);
+    }
+
+    /// Waits until node `i` takes connections and its JetStream answers.
+    async fn wait_ready(&self, i: usize) {
+        let url = self.url(i);
+        let name = self.nodes[i].name.clone();
+        eventually(&format!("JetStream on {name}"), async || {
+            use futures::StreamExt;
+            let client = async_nats::connect(&url).await.ok()?;
+            let js = async_nats::jetstream::new(client);
+            // Listing the streams needs the cluster's meta leader; an answer, even an empty
+            // list, means JetStream is up. (Account info would do as well, but a 2.9
+            // server's answer does not parse in this client.)
+            match js.stream_names().next().await {
+                None | Some(Ok(_)) => Some(()),
+                Some(Err(_)) => None,
+            }
+        })
+        .await;
+    }
+
+    /// The client URL of node `i`.
+    pub fn url(&self, i: usize) -> String {
+        format!("nats://127.0.0.1:{}", self.nodes[i].client_port)
+    }
+
+    /// Every node's client URL.
+    pub fn urls(&self) -> Vec<String> {
+        (0..self.nodes.len()).map(|i| self.url(i)).collect()
+    }
+
+    /// Kills node `i` with `SIGKILL` and reaps it.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.nodes[i].process.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts node `i` again, on its ports and folder, and waits until it answers.
+    pub async fn restart(&mut self, i: usize) {
+        self.kill(i);
+        self.spawn(i);
+        self.wait_ready(i).await;
+    }
+
+    /// What node `i` logged, for a failing test's message.
+    pub fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(&self.nodes[i].log).unwrap_or_default()
+    }
+
+    /// The folder holding the nodes' configs, logs and JetStream data.
+    pub fn dir(&self) -> &Path {
+        self._dir.path()
+    }
+}
+
+impl Drop for NatsCluster {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.kill(i);
+        }
+    }
+}

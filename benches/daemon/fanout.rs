@@ -1,5 +1,7 @@
 //! The `fanout` row: how late events reach a hundred subscribers (of the control socket, and of
-//! the web dashboard's Server-Sent Events), and what following subscribers cost a run.
+//! the web dashboard's Server-Sent Events), and what following subscribers cost a run. The
+//! delivery rows run `catalystd` as its own process, as it is deployed: its clients here share
+//! the machine's two cores with it, not its threads or its allocator.
 
 use std::time::Duration;
 
@@ -29,7 +31,8 @@ pub fn fanout(quick: bool) {
 /// `events` events (beads submitted while paused) delivered to `subscribers` subscribers.
 async fn delivery(subscribers: usize, events: usize) {
     let ws = workspace("max_agents = 2");
-    let daemon = ws.start().await;
+    let daemon = ws.spawn();
+    daemon.call(Method::Status).await;
     let mut client = daemon.client().await;
     client
         .call(&Method::Pause(PauseParams { model: None }))
@@ -101,7 +104,8 @@ async fn sse_delivery(subscribers: usize, events: usize) {
     let ws = workspace(&format!(
         "max_agents = 2\n[web]\nlisten = \"127.0.0.1:{port}\"\n"
     ));
-    let daemon = ws.start().await;
+    let daemon = ws.spawn();
+    daemon.call(Method::Status).await;
     let token = catalyst_testkit::web::token(&daemon).await;
     let mut client = daemon.client().await;
     client

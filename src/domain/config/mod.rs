@@ -6,6 +6,7 @@
 //!
 //! [`template`] is the commented file `catalyst init` writes, made from the defaults here.
 
+pub mod cluster;
 pub mod template;
 pub mod web;
 
@@ -100,6 +101,8 @@ pub struct Config {
     pub aspects: Vec<String>,
     /// The web dashboard (off unless `listen` is set).
     pub web: web::WebConfig,
+    /// Agents on other machines (off unless `nats` is set).
+    pub cluster: cluster::ClusterConfig,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,6 +148,7 @@ impl Default for Config {
                 .to_vec(),
             aspects: Vec::new(),
             web: web::WebConfig::default(),
+            cluster: cluster::ClusterConfig::default(),
         }
     }
 }
@@ -274,6 +278,7 @@ impl Config {
             return Err("`catalyst_bin` is empty".into());
         }
         self.beads.check()?;
+        self.cluster.check()?;
         Ok(())
     }
 

@@ -198,6 +198,39 @@ pub const KEYS: &[Key] = &[
         "web.allow_remote",
         "let `listen` be an address other than loopback (the traffic is plain HTTP)",
     ),
+    key(
+        "cluster",
+        "agents on other machines: off unless `nats` names servers; then `catalyst worker` \
+         processes run the agents' attempts (gates and merges stay here)",
+    ),
+    key(
+        "cluster.nats",
+        "the NATS servers (JetStream on), e.g. [\"nats://10.0.0.1:4222\", \
+         \"nats://10.0.0.2:4222\"]: several of one cluster, so one may be down (changing it \
+         needs a restart)",
+    ),
+    Key {
+        key: "cluster.remote",
+        note: "the git repository the daemon and its workers share: a path, ssh:// or https:// \
+               URL (used with the `git` command and its credentials); required with `nats`",
+        example: Some("\"ssh://git@example.com/team/repo.git\""),
+    },
+    key(
+        "cluster.name",
+        "the prefix of this daemon's subjects and streams, so several workspaces can share \
+         one NATS cluster",
+    ),
+    key(
+        "cluster.lease_secs",
+        "a worker silent this long on an attempt loses it: recorded as interrupted (not \
+         counted) and handed out again",
+    ),
+    Key {
+        key: "cluster.replicas",
+        note: "copies of each JetStream stream; unset: 3, or the number of `nats` servers if \
+               fewer",
+        example: Some("3"),
+    },
 ];
 
 const HEADER: &str = "\

@@ -208,6 +208,7 @@ fn every_key() -> (Vec<String>, Vec<(&'static str, &'static [&'static str])>) {
         ("router", fields_of::<RouterConfig>()),
         ("beads", fields_of::<crate::domain::beads::BeadsConfig>()),
         ("web", fields_of::<super::web::WebConfig>()),
+        ("cluster", fields_of::<super::cluster::ClusterConfig>()),
     ] {
         keys.extend(fields.iter().map(|k| format!("{table}.{k}")));
     }
@@ -265,7 +266,16 @@ fn the_template_shows_every_key_at_its_default() {
         .filter(|k| k.example.is_some())
         .map(|k| k.key)
         .collect();
-    assert_eq!(examples, ["catalyst_bin", "beads.watch", "web.listen"]);
+    assert_eq!(
+        examples,
+        [
+            "catalyst_bin",
+            "beads.watch",
+            "web.listen",
+            "cluster.remote",
+            "cluster.replicas"
+        ]
+    );
     let with_examples =
         Config::parse(&uncommented, "c.toml").unwrap_or_else(|e| panic!("{e}\n{uncommented}"));
     let mut without_examples = with_examples.clone();
@@ -274,6 +284,9 @@ fn the_template_shows_every_key_at_its_default() {
     without_examples.catalyst_bin = None;
     without_examples.beads.watch = None;
     without_examples.web.listen = None;
+    assert!(with_examples.cluster.remote.is_some() && with_examples.cluster.replicas.is_some());
+    without_examples.cluster.remote = None;
+    without_examples.cluster.replicas = None;
     assert_eq!(without_examples, Config::default(), "{uncommented}");
 
     // The tables of entries name their entries' keys.

@@ -272,7 +272,14 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
     }
     if keep {
         let kept = dir.keep();
+        let repo = kept.join("repo");
         writeln!(out, "kept {}", kept.display())?;
+        writeln!(
+            out,
+            "its workspace is {}; `catalystd --workspace {} --web 127.0.0.1:7400` shows it in a browser",
+            repo.display(),
+            repo.display()
+        )?;
     }
     if status != "closed" {
         return Err(DemoError::Ended(status));

@@ -147,6 +147,16 @@ pub struct Bound {
 
 /// Takes the workspace's lock and binds its control socket.
 pub fn bind(paths: &Paths) -> Result<Bound, DaemonError> {
+    // A folder that is no repository is refused before anything is written in it.
+    git2::Repository::open(&paths.workspace).map_err(|source| {
+        crate::daemon::worktree::GitError::Git {
+            action: format!(
+                "opening the git repository at `{}` (the workspace must be one)",
+                paths.workspace.display()
+            ),
+            source,
+        }
+    })?;
     let lock = lock(paths)?;
     let socket = paths.socket();
     let listener = server::bind(&socket).map_err(|source| DaemonError::Io {

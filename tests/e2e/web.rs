@@ -473,6 +473,22 @@ async fn the_pages_forms_submit_comment_approve_and_show_refusals() {
     let (unknown, _, _) = post(&format!("/beads/{id}/explode"), &[]).await;
     assert_eq!(unknown, StatusCode::NOT_FOUND);
 
+    // One model paused from the board, listed there with its resume button, then resumed.
+    let (code, _, _) = post("/actions/pause", &[("model", "opus")]).await;
+    assert_eq!(code, StatusCode::SEE_OTHER);
+    let status = daemon.call(catalyst::protocol::Method::Status).await;
+    assert_eq!(status["model_pauses"][0]["model"], "opus", "{status}");
+    assert_eq!(status["paused"], false, "only the model");
+    let board = get("/").await;
+    assert!(
+        board.contains("<input type=\"hidden\" name=\"model\" value=\"opus\">"),
+        "{board}"
+    );
+    let (code, _, _) = post("/actions/resume", &[("model", "opus")]).await;
+    assert_eq!(code, StatusCode::SEE_OTHER);
+    let status = daemon.call(catalyst::protocol::Method::Status).await;
+    assert_eq!(status["paused_models"], serde_json::json!([]), "{status}");
+
     // An approval waiting for a person: its button on the bead's page passes it.
     daemon.submit_gated_waiting("gate-1", "true").await;
     let page = get("/beads/gate-1").await;

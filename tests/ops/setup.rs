@@ -149,6 +149,21 @@ fn init_refuses_a_folder_that_is_not_a_repository() {
     );
 }
 
+#[test]
+fn catalystd_refuses_a_folder_that_is_not_a_repository_and_writes_nothing_there() {
+    let dir = tempfile::tempdir().expect("temp");
+    let out = std::process::Command::new(catalystd_bin())
+        .arg("--workspace")
+        .arg(dir.path())
+        .output()
+        .expect("run catalystd");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the workspace must be one"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).expect("read").collect();
+    assert!(left.is_empty(), "nothing written: {left:?}");
+}
+
 /// The path of this build's `catalystd`, as the service files name it.
 fn catalystd() -> String {
     catalystd_bin().display().to_string()

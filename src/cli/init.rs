@@ -65,7 +65,9 @@ pub fn run(dir: &Path, with_prompts: bool, out: &mut impl Write) -> Result<(), I
     )?;
 
     let exclude = repo.commondir().join("info").join("exclude");
-    if add_exclude(&exclude)? {
+    let added =
+        crate::daemon::paths::exclude_state_dir(&exclude).map_err(io("cannot update", &exclude))?;
+    if added {
         say(
             out,
             format!("added `{STATE_DIR}/` to {}", exclude.display()),
@@ -140,31 +142,6 @@ fn write_new(path: &Path, bytes: &[u8], out: &mut impl Write) -> Result<(), Init
         format!("wrote {shown}")
     };
     writeln!(out, "{line}").map_err(io("cannot write to", Path::new("stdout")))
-}
-
-/// Appends `.catalyst/` to a git exclude file unless a line already excludes it. Returns
-/// whether it added the line.
-fn add_exclude(exclude: &Path) -> Result<bool, InitError> {
-    let text = match std::fs::read_to_string(exclude) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(io("cannot read", exclude)(e)),
-    };
-    let wanted = [".catalyst", ".catalyst/", "/.catalyst", "/.catalyst/"];
-    if text.lines().any(|l| wanted.contains(&l.trim())) {
-        return Ok(false);
-    }
-    let mut new = text;
-    if !new.is_empty() && !new.ends_with('\n') {
-        new.push('\n');
-    }
-    new.push_str(&format!("{STATE_DIR}/\n"));
-    if let Some(dir) = exclude.parent() {
-        std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
-    }
-    crate::daemon::fsutil::write_atomic(exclude, new.as_bytes())
-        .map_err(io("cannot write", exclude))?;
-    Ok(true)
 }
 
 /// What to do when the program the configured agent profile runs cannot be found (`found`
@@ -242,22 +219,6 @@ mod tests {
         assert_eq!(
             missing_agent(&mine, &on_path(&["/opt/agent/bin/run"])),
             None
-        );
-    }
-
-    #[test]
-    fn the_exclude_line_is_added_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("info").join("exclude");
-        assert!(add_exclude(&file).unwrap());
-        assert!(!add_exclude(&file).unwrap());
-        std::fs::write(&file, "# git's own comment\n/.catalyst").unwrap();
-        assert!(!add_exclude(&file).unwrap());
-        std::fs::write(&file, "target/").unwrap();
-        assert!(add_exclude(&file).unwrap());
-        assert_eq!(
-            std::fs::read_to_string(&file).unwrap(),
-            "target/\n.catalyst/\n"
         );
     }
 }

@@ -10,6 +10,7 @@ pub mod audit;
 pub mod beads;
 pub mod cgroup;
 pub mod clock;
+pub mod cluster;
 pub mod engine;
 pub mod follow;
 pub mod fsutil;

@@ -110,9 +110,50 @@ pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
+/// Appends `.catalyst/` to a git exclude file (`info/exclude` of a repository's common
+/// folder) unless a line already excludes it, so git never shows the state folder. Returns
+/// whether it added the line.
+pub fn exclude_state_dir(exclude: &Path) -> std::io::Result<bool> {
+    let text = match std::fs::read_to_string(exclude) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e),
+    };
+    let wanted = [".catalyst", ".catalyst/", "/.catalyst", "/.catalyst/"];
+    if text.lines().any(|l| wanted.contains(&l.trim())) {
+        return Ok(false);
+    }
+    let mut new = text;
+    if !new.is_empty() && !new.ends_with('\n') {
+        new.push('\n');
+    }
+    new.push_str(&format!("{STATE_DIR}/\n"));
+    if let Some(dir) = exclude.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    crate::daemon::fsutil::write_atomic(exclude, new.as_bytes())?;
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_exclude_line_is_added_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("info").join("exclude");
+        assert!(exclude_state_dir(&file).unwrap());
+        assert!(!exclude_state_dir(&file).unwrap());
+        std::fs::write(&file, "# git's own comment\n/.catalyst").unwrap();
+        assert!(!exclude_state_dir(&file).unwrap());
+        std::fs::write(&file, "target/").unwrap();
+        assert!(exclude_state_dir(&file).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "target/\n.catalyst/\n"
+        );
+    }
 
     #[test]
     fn a_long_workspace_path_gets_a_short_socket_path() {

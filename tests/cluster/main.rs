@@ -8,6 +8,8 @@ use async_nats::jetstream::{self, consumer, stream};
 use catalyst_testkit::nats::NatsCluster;
 use futures::StreamExt;
 
+mod worker;
+
 /// The cluster the tests stand on: a stream kept on all three nodes goes on taking and
 /// giving messages, none lost, after the node a client was talking to is killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,7 +40,7 @@ struct ResultRecord<'a> {
 /// One attempt of an agent step, start to end. A step that ran beside others of its bead, in
 /// a worktree of its own, has its work merged into the bead's branch, and its worktree removed.
 pub async fn run_agent_step(job: StepJob, cancel: CancellationToken, ask: Ask) -> StepDone {
-    if job.tree == job.work {
+    if job.tree == job.work || job.on_worker {
         return run_in_worktree(job, cancel, ask).await;
     }
     let (repo, tree) = (job.repo.clone(), job.tree.clone());
@@ -66,8 +66,8 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
         Ok(prompt) => format!("{}\n\n{}\n", prompt.trim_end(), job.policy.session_text()),
         Err(reason) => return failed(&job, reason),
     };
-    let prepared = if job.tree == job.work {
-        prepare_worktree(&job.repo, &job.work, &job.target, job.reset_to.as_deref()).await
+    let prepared = if job.tree == job.work || job.on_worker {
+        prepare_worktree(&job.repo, &job.tree, &job.target, job.reset_to.as_deref()).await
     } else {
         prepare_side(&job.repo, &job.tree, &job.work, &job.target).await
     };
@@ -116,7 +116,7 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
     let (outcome, commit, comment) = judge(&job, &report, &base).await;
     done.comment = comment;
     let (outcome, commit) = match commit {
-        Some(_) if job.tree != job.work => merge_back(&job).await.map_or_else(
+        Some(_) if job.tree != job.work && !job.on_worker => merge_back(&job).await.map_or_else(
             |reason| (Outcome::Failed { reason }, None),
             |merged| (outcome, Some(merged)),
         ),
@@ -202,7 +202,10 @@ async fn ready(
     ask: Ask,
     tools: Arc<ToolLog>,
 ) -> Result<HookSocket, String> {
-    let patch = change(job).await;
+    let patch = match job.given_change.take() {
+        Some(patch) => Some(patch),
+        None => change(job).await,
+    };
     write_inputs(job, base, patch.as_deref())
         .and_then(|()| match job.role {
             Role::Merge => {
@@ -405,7 +408,7 @@ fn write_inputs(job: &mut StepJob, base: &CommitId, patch: Option<&str>) -> std:
 }
 
 /// The message an earlier attempt's agent wrote before its result block.
-fn final_message(run_dir: &Path) -> Option<String> {
+pub(super) fn final_message(run_dir: &Path) -> Option<String> {
     let text = std::fs::read(run_dir.join(RESULT_FILE)).ok()?;
     let value: serde_json::Value = serde_json::from_slice(&text).ok()?;
     let message = value.pointer("/outcome/result/message")?.as_str()?;

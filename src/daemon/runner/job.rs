@@ -12,6 +12,7 @@ use crate::daemon::Paths;
 use crate::domain::agent::attempt::AttemptPolicy;
 use crate::domain::agent::profile::AgentProfile;
 use crate::domain::agent::sandbox::{expand_path, url_endpoint, Network, SandboxKind};
+use crate::domain::cluster::Marker;
 use crate::domain::config::Config;
 use crate::domain::context::{self, Context, EarlierStep, Feedback, FeedbackKind, StepInfo};
 use crate::domain::id::BeadId;
@@ -66,6 +67,12 @@ pub struct StepJob {
     pub(super) spec: RunSpec,
     /// Hands the attempt a process started ahead (see [`Launcher`]).
     pub(super) launcher: Arc<Launcher>,
+    /// Run by a `catalyst worker` for the daemon of another machine: the worktree is the
+    /// tree's own, at the order's base, and the daemon merges a side step's work itself.
+    pub(super) on_worker: bool,
+    /// The patch under review, as the daemon worked it out (a worker's copy of the target
+    /// may be behind).
+    pub(super) given_change: Option<String>,
 }
 
 impl StepJob {
@@ -129,10 +136,10 @@ impl StepJob {
         if !from.prompts.has(template) {
             return Err(PromptError::UnknownTemplate(template.to_owned()).into());
         }
-        let prompt = PendingPrompt {
+        let prompt = PendingPrompt::Template {
             prompts: Arc::clone(from.prompts),
             template: template.to_owned(),
-            vars,
+            vars: Box::new(vars),
         };
         let policy = AttemptPolicy::for_step(
             &config.role_policy(meta.role),
@@ -166,27 +173,65 @@ impl StepJob {
             settings: from.settings.clone(),
             spec,
             launcher: from.launcher.clone(),
+            on_worker: false,
+            given_change: None,
         })
     }
 }
 
-/// A template and the values to render it with.
+/// The prompt of an attempt: a template and the values to render it with, or (on a worker)
+/// the prompt the daemon rendered.
 #[derive(Clone, Debug)]
-pub struct PendingPrompt {
-    prompts: Arc<PromptSet>,
-    template: String,
-    vars: PromptVars,
+pub enum PendingPrompt {
+    Template {
+        prompts: Arc<PromptSet>,
+        template: String,
+        vars: Box<PromptVars>,
+    },
+    Rendered(String),
 }
 
 impl PendingPrompt {
     /// Renders the prompt on a blocking thread: a render is bounded (see
     /// [`crate::domain::prompt::FUEL`]) but may still take some milliseconds.
     pub async fn render(&self) -> Result<String, String> {
-        let this = self.clone();
-        tokio::task::spawn_blocking(move || this.prompts.render(&this.template, &this.vars))
+        let (prompts, template, vars) = match self {
+            PendingPrompt::Rendered(text) => return Ok(text.clone()),
+            PendingPrompt::Template {
+                prompts,
+                template,
+                vars,
+            } => (Arc::clone(prompts), template.clone(), vars.clone()),
+        };
+        tokio::task::spawn_blocking(move || prompts.render(&template, &vars))
             .await
             .map_err(|e| format!("the prompt's render failed: {e}"))?
             .map_err(|e| e.to_string())
+    }
+
+    /// The prompt rendered with [`Marker`]s for the paths of the machine that runs it (see
+    /// [`crate::domain::cluster`]).
+    pub async fn render_marked(&self) -> Result<String, String> {
+        let marked = match self {
+            PendingPrompt::Rendered(text) => return Ok(text.clone()),
+            PendingPrompt::Template {
+                prompts,
+                template,
+                vars,
+            } => {
+                let mut vars = vars.clone();
+                vars.worktree = PathBuf::from(Marker::Worktree.text());
+                vars.run_dir = PathBuf::from(Marker::RunDir.text());
+                vars.context_md = PathBuf::from(Marker::ContextMd.text());
+                vars.context_json = PathBuf::from(Marker::ContextJson.text());
+                PendingPrompt::Template {
+                    prompts: Arc::clone(prompts),
+                    template: template.clone(),
+                    vars,
+                }
+            }
+        };
+        marked.render().await
     }
 }
 

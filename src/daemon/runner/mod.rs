@@ -11,6 +11,7 @@ mod error;
 mod gate;
 pub mod hook_socket;
 mod job;
+mod remote;
 
 use std::path::Path;
 
@@ -28,6 +29,7 @@ pub use agent_step::run_agent_step;
 pub use error::{GitTaskError, JobError};
 pub use gate::{run_gate_step, GateJob};
 pub use job::{sandbox_template, JobSources, StepJob};
+pub use remote::WorkerSources;
 
 /// The starting commit of an attempt, in its run folder (crash recovery reads it back).
 pub const BASE_FILE: &str = "base";

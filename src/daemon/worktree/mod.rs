@@ -155,6 +155,11 @@ impl Repo {
 
     /// Makes [`Repo::commit_all`] refuse a worktree with a file larger than `max` bytes,
     /// before it reads any of it.
+    /// The largest file the daemon's commits take (see [`Repo::with_max_file_bytes`]).
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_file_bytes
+    }
+
     pub fn with_max_file_bytes(mut self, max: u64) -> Repo {
         self.max_file_bytes = max;
         self

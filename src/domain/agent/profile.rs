@@ -53,7 +53,7 @@ pub enum StdinMode {
 ///   tool name. Use stdin there, as [`AgentProfile::claude`] does.
 ///
 /// `{{` and `}}` stand for literal braces, so inline JSON can still be written.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentProfile {
     pub command: Vec<String>,
     pub format: OutputFormat,

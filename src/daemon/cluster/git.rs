@@ -1,0 +1,60 @@
+//! Moving commits through the shared remote with the `git` command: it speaks every transport
+//! (a path, ssh, https) with the user's own credentials and configuration, which a library
+//! built without TLS or ssh does not. Local work (worktrees, commits, diffs) stays with git2.
+
+use std::path::Path;
+
+use tokio::process::Command;
+
+/// A `git` command that failed, with what it said.
+#[derive(Debug, thiserror::Error)]
+#[error("`git {args}` in `{dir}` failed: {detail}")]
+pub struct GitCommandError {
+    pub args: String,
+    pub dir: String,
+    pub detail: String,
+}
+
+/// Runs `git -C dir args…` without prompting for credentials; its stdout, trimmed.
+pub async fn git(dir: &Path, args: &[&str]) -> Result<String, GitCommandError> {
+    let failed = |detail: String| GitCommandError {
+        args: args.join(" "),
+        dir: dir.display().to_string(),
+        detail,
+    };
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| failed(format!("cannot run git: {e}")))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(failed(format!("{}: {}", out.status, stderr.trim())));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Fetches `refspecs` from `remote` into the repository at `dir`.
+pub async fn fetch(dir: &Path, remote: &str, refspecs: &[String]) -> Result<(), GitCommandError> {
+    let mut args = vec!["fetch", "--quiet", "--no-tags", remote];
+    args.extend(refspecs.iter().map(String::as_str));
+    git(dir, &args).await.map(drop)
+}
+
+/// Pushes `commit` to `reference` in `remote`, replacing what it held.
+pub async fn push(
+    dir: &Path,
+    remote: &str,
+    commit: &str,
+    reference: &str,
+) -> Result<(), GitCommandError> {
+    let refspec = format!("+{commit}:{reference}");
+    git(dir, &["push", "--quiet", remote, &refspec])
+        .await
+        .map(drop)
+}

@@ -1,0 +1,10 @@
+//! Agents on other machines (`[cluster]`, docs/cluster.md): the daemon hands agent attempts
+//! to `catalyst worker` processes through NATS JetStream and stays the single owner of the
+//! journal, routing, gates and merges; commits travel through a git remote both sides reach.
+//!
+//! - [`git`]: moving commits through the shared remote;
+//! - [`worker`]: a worker's side: an order run in the worker's own workspace, its commit
+//!   pushed back.
+
+pub mod git;
+pub mod worker;

@@ -1,0 +1,267 @@
+//! A worker's side of an attempt: the order's starting commit fetched from the shared remote
+//! into the worker's own workspace (a clone of it), the attempt run exactly as the daemon runs
+//! a local one ([`runner::run_agent_step`]: same profile, hooks, sandbox, limits, judgement and
+//! commit trailer), and the commit pushed back to `refs/catalyst/attempts/…` for the daemon
+//! to take.
+//!
+//! The hooks' tool decisions are made on the worker, from the attempt's policy, as the local
+//! hook makes them; the records the daemon journals as `agent.tool` come back with the end.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::git::{self, GitCommandError};
+use crate::daemon::agent::Launcher;
+use crate::daemon::runner::hook_socket::Ask;
+use crate::daemon::runner::{self, StepDone, StepJob, WorkerSources, REPORT_FILE};
+use crate::daemon::worktree::{GitError, Repo};
+use crate::daemon::Paths;
+use crate::domain::agent::attempt::ToolRecord;
+use crate::domain::agent::report::RunReport;
+use crate::domain::cluster::{attempt_ref, base_ref, AttemptEnd, AttemptOrder};
+use crate::domain::unavailable::Unavailable;
+use crate::protocol::{HookAnswer, HookDecision, HookParams, RpcError, TOOL_USED_EVENT};
+
+/// The most of an attempt's stdout and of its stderr sent back with its end (the whole files
+/// stay in the worker's run folder).
+pub const OUTPUT_TAIL: usize = 256 * 1024;
+
+/// The worker's own HEAD: a branch never made, so no branch a fetch moves is checked out.
+const WORKER_HEAD: &str = "refs/heads/catalyst-worker";
+
+/// The niceness and process limit a launcher starts its processes with.
+type LaunchLimits = (u32, Option<u32>);
+
+/// Why a worker cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("cannot make the work folder `{path}`: {source}")]
+    Folder {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot clone the shared remote: {0}")]
+    Clone(#[from] GitCommandError),
+    #[error(transparent)]
+    Repo(#[from] GitError),
+}
+
+/// A worker's workspace: a clone of the shared remote in `<workdir>/repo`, whose
+/// `.catalyst/` holds the attempts' worktrees and run folders as a daemon's does.
+pub struct Worker {
+    pub name: String,
+    remote: String,
+    paths: Paths,
+    repo: Repo,
+    catalyst: PathBuf,
+    settings: Value,
+    launchers: Mutex<HashMap<LaunchLimits, Arc<Launcher>>>,
+}
+
+impl Worker {
+    /// Opens the workspace in `workdir`, cloning `remote` the first time. Its own HEAD is a
+    /// branch that is never made, so fetches may move every other one. `catalyst` is the
+    /// binary the hooks, the process shim and the sandbox's network run (`catalyst worker`
+    /// passes itself).
+    pub async fn open(
+        name: &str,
+        remote: &str,
+        workdir: &Path,
+        catalyst: &Path,
+    ) -> Result<Worker, WorkerError> {
+        let folder = |source| WorkerError::Folder {
+            path: workdir.to_owned(),
+            source,
+        };
+        std::fs::create_dir_all(workdir).map_err(folder)?;
+        let clone = workdir.join("repo");
+        if !clone.join(".git").exists() {
+            let parent = workdir.to_owned();
+            let target = clone.display().to_string();
+            git::git(
+                &parent,
+                &["clone", "--quiet", "--no-checkout", remote, &target],
+            )
+            .await?;
+        }
+        git::git(&clone, &["symbolic-ref", "HEAD", WORKER_HEAD]).await?;
+        let paths = Paths::new(&clone);
+        std::fs::create_dir_all(&paths.state).map_err(folder)?;
+        let exclude = clone.join(".git").join("info").join("exclude");
+        crate::daemon::paths::exclude_state_dir(&exclude).map_err(folder)?;
+        let repo = Repo::open(&paths.workspace, &paths.worktrees())?;
+        let catalyst = catalyst.to_owned();
+        let hook = crate::daemon::load::hook_bin(&catalyst);
+        let settings = crate::domain::agent::settings::settings(&catalyst, hook.as_deref());
+        Ok(Worker {
+            name: name.to_owned(),
+            remote: remote.to_owned(),
+            paths,
+            repo,
+            catalyst,
+            settings,
+            launchers: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The worker's workspace (the clone).
+    pub fn paths(&self) -> &Paths {
+        &self.paths
+    }
+
+    /// Runs `order` until it ends or `cancel` fires (an end without an outcome).
+    pub async fn run(&self, order: &AttemptOrder, cancel: CancellationToken) -> AttemptEnd {
+        let done = match self.fetch(order).await {
+            Ok(()) => self.run_fetched(order, cancel).await,
+            Err(e) => unavailable(order, format!("cannot fetch the starting commit: {e}")),
+        };
+        let mut done = done;
+        if let Some(commit) = &done.commit {
+            let reference = attempt_ref(&order.work, &order.step_name, order.attempt);
+            let pushed = git::push(
+                &self.paths.workspace,
+                &self.remote,
+                commit.as_str(),
+                &reference,
+            )
+            .await;
+            if let Err(e) = pushed {
+                done = unavailable(order, format!("cannot push the attempt's commit: {e}"));
+            }
+        }
+        self.end(order, done)
+    }
+
+    /// The order's starting commit and target branch, from the shared remote; the tree's
+    /// branch set to the start.
+    async fn fetch(&self, order: &AttemptOrder) -> Result<(), GitCommandError> {
+        let base = base_ref(&order.work, &order.step_name, order.attempt);
+        let target = format!("refs/heads/{}", order.target);
+        let dir = &self.paths.workspace;
+        git::fetch(
+            dir,
+            &self.remote,
+            &[format!("+{base}:{base}"), format!("+{target}:{target}")],
+        )
+        .await?;
+        let branch = format!(
+            "refs/heads/{}",
+            crate::daemon::worktree::branch_name(&order.tree)
+        );
+        git::git(dir, &["update-ref", &branch, &order.base])
+            .await
+            .map(drop)
+    }
+
+    async fn run_fetched(&self, order: &AttemptOrder, cancel: CancellationToken) -> StepDone {
+        let sandbox = runner::sandbox_template(&order.profile, &self.paths, &self.catalyst);
+        let launcher = self.launcher(order.limits.nice, order.limits.max_processes);
+        let sources = WorkerSources {
+            paths: &self.paths,
+            repo: &self.repo,
+            settings: &self.settings,
+            sandbox: sandbox.as_ref(),
+            launcher: &launcher,
+        };
+        let job = StepJob::from_order(order, sources);
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let mut done = runner::run_agent_step(job, cancel, ask(told.clone())).await;
+        let mut records = std::mem::take(&mut *told.lock().unwrap_or_else(|e| e.into_inner()));
+        records.append(&mut done.tool_records);
+        done.tool_records = records;
+        done
+    }
+
+    /// A launcher for the order's niceness and process limit (one per pair, reused).
+    fn launcher(&self, nice: u32, max_processes: Option<u32>) -> Arc<Launcher> {
+        let mut launchers = self.launchers.lock().unwrap_or_else(|e| e.into_inner());
+        let shim =
+            crate::daemon::load::hook_bin(&self.catalyst).unwrap_or_else(|| self.catalyst.clone());
+        launchers
+            .entry((nice, max_processes))
+            .or_insert_with(|| Arc::new(Launcher::new(shim, nice, max_processes)))
+            .clone()
+    }
+
+    /// The attempt's end as the daemon gets it.
+    fn end(&self, order: &AttemptOrder, done: StepDone) -> AttemptEnd {
+        let run_dir = self
+            .paths
+            .run_dir(&order.work, &order.step_name, order.attempt);
+        let report = std::fs::read(run_dir.join(REPORT_FILE))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<RunReport>(&b).ok());
+        AttemptEnd {
+            dispatch: order.dispatch.clone(),
+            worker: self.name.clone(),
+            step: order.step.clone(),
+            attempt: order.attempt,
+            outcome: done.outcome,
+            exit: done.exit,
+            duration_ms: done.duration_ms,
+            cost_usd: done.cost_usd,
+            commit: done.commit.map(|c| c.to_string()),
+            comment: done.comment,
+            tool_records: done.tool_records,
+            report,
+            stdout: tail(&run_dir.join(crate::daemon::agent::STDOUT_FILE)),
+            stderr: tail(&run_dir.join(crate::daemon::agent::STDERR_FILE)),
+        }
+    }
+}
+
+/// The attempt failed before its agent ran, for a reason of the worker's (not counted).
+fn unavailable(order: &AttemptOrder, reason: String) -> StepDone {
+    StepDone::unavailable(
+        &order.work,
+        &order.step,
+        order.role,
+        order.attempt,
+        Unavailable::Preparation,
+        reason,
+    )
+}
+
+/// How the attempt's hooks are answered when they ask (the local hook decides from the
+/// policy file while the attempt runs): the records of the decisions it made are kept for
+/// the end; a straggler's tool call, after the attempt, is denied; its stop allowed.
+fn ask(told: Arc<Mutex<Vec<ToolRecord>>>) -> Ask {
+    Arc::new(move |params: HookParams| {
+        let told = told.clone();
+        Box::pin(async move {
+            match params.event.as_str() {
+                TOOL_USED_EVENT => {
+                    let records: Vec<ToolRecord> =
+                        serde_json::from_value(params.payload["records"].clone())
+                            .map_err(|e| RpcError::bad_request(e.to_string()))?;
+                    told.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .extend(records);
+                    Ok(HookAnswer::default())
+                }
+                "PreToolUse" => Ok(HookAnswer {
+                    decision: Some(HookDecision::Deny),
+                    reason: Some("the attempt is over: its agent may not use tools".into()),
+                    ..Default::default()
+                }),
+                _ => Ok(HookAnswer {
+                    decision: Some(HookDecision::Allow),
+                    ..Default::default()
+                }),
+            }
+        })
+    })
+}
+
+/// The last [`OUTPUT_TAIL`] bytes of a file, as text.
+fn tail(path: &Path) -> String {
+    let Ok(bytes) = std::fs::read(path) else {
+        return String::new();
+    };
+    let from = bytes.len().saturating_sub(OUTPUT_TAIL);
+    String::from_utf8_lossy(&bytes[from..]).into_owned()
+}

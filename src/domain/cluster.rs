@@ -1,0 +1,195 @@
+//! What travels between the daemon and a `catalyst worker` on another machine: an agent
+//! attempt to run ([`AttemptOrder`]), and its end ([`AttemptEnd`]). Only attempts travel; the
+//! journal, routing, gates and merges stay with the daemon.
+//!
+//! An order holds everything the worker needs and nothing that names a place on the daemon's
+//! machine: the prompt comes rendered with [`Marker`]s where the worker's own paths go, the
+//! context with the earlier steps' final messages and the change under review filled in, and
+//! the attempt's policy and agent profile as the daemon worked them out.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::agent::attempt::{AttemptPolicy, ToolRecord};
+use crate::domain::agent::profile::AgentProfile;
+use crate::domain::agent::report::RunReport;
+use crate::domain::context::Context;
+use crate::domain::id::BeadId;
+use crate::domain::model::Role;
+use crate::domain::router::Outcome;
+
+/// A path of the worker's in a prompt the daemon rendered: the worker puts its own in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Marker {
+    Worktree,
+    RunDir,
+    ContextMd,
+    ContextJson,
+}
+
+impl Marker {
+    pub const ALL: [Marker; 4] = [
+        Marker::Worktree,
+        Marker::RunDir,
+        Marker::ContextMd,
+        Marker::ContextJson,
+    ];
+
+    /// The text standing for the path: nothing a template or a path would hold by itself.
+    pub fn text(self) -> &'static str {
+        match self {
+            Marker::Worktree => "\u{27e6}catalyst:worktree\u{27e7}",
+            Marker::RunDir => "\u{27e6}catalyst:run_dir\u{27e7}",
+            Marker::ContextMd => "\u{27e6}catalyst:context_md\u{27e7}",
+            Marker::ContextJson => "\u{27e6}catalyst:context_json\u{27e7}",
+        }
+    }
+}
+
+/// The paths a worker runs an attempt with, put in for the [`Marker`]s.
+#[derive(Clone, Copy, Debug)]
+pub struct WorkerPaths<'a> {
+    pub worktree: &'a Path,
+    pub run_dir: &'a Path,
+    pub context_md: &'a Path,
+    pub context_json: &'a Path,
+}
+
+impl WorkerPaths<'_> {
+    /// `text` with each marker replaced by its path.
+    pub fn fill(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for marker in Marker::ALL {
+            let path = match marker {
+                Marker::Worktree => self.worktree,
+                Marker::RunDir => self.run_dir,
+                Marker::ContextMd => self.context_md,
+                Marker::ContextJson => self.context_json,
+            };
+            out = out.replace(marker.text(), &path.display().to_string());
+        }
+        out
+    }
+}
+
+/// One agent attempt for a worker to run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttemptOrder {
+    /// Names this hand-out of the attempt: leases and the end carry it back, and an end whose
+    /// dispatch is not the one the daemon waits for is ignored.
+    pub dispatch: String,
+    pub work: BeadId,
+    pub step: BeadId,
+    /// Whose branch the agent works on: the bead's, or the step's own beside others.
+    pub tree: BeadId,
+    /// The step's name in its formula.
+    pub step_name: String,
+    pub role: Role,
+    pub attempt: u32,
+    /// The model as the config names it (caps and subjects go by it).
+    pub model: String,
+    /// The starting commit, at `refs/catalyst/bases/<bead>/<step>/<attempt>` in the shared
+    /// remote.
+    pub base: String,
+    pub target: String,
+    /// The rendered prompt, with [`Marker`]s for the worker's paths.
+    pub prompt: String,
+    pub context: Context,
+    /// The whole patch under review, for a step that judges the change.
+    pub change: Option<String>,
+    /// The attempt's tool policy; the worker puts in its own worktree and context paths.
+    pub policy: AttemptPolicy,
+    /// The agent's profile, with its caps and tool list for this attempt.
+    pub profile: AgentProfile,
+    /// The id passed to the agent CLI.
+    pub model_id: String,
+    pub limits: Limits,
+}
+
+/// The limits an attempt runs under, as the daemon's config sets them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    pub timeout_secs: u64,
+    pub stall_timeout_secs: u64,
+    pub grace_secs: u64,
+    pub output_cap_bytes: u64,
+    pub max_file_bytes: u64,
+    pub max_processes: Option<u32>,
+    pub nice: u32,
+}
+
+/// How an attempt ended on a worker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttemptEnd {
+    pub dispatch: String,
+    pub worker: String,
+    pub step: BeadId,
+    pub attempt: u32,
+    /// `None`: the worker stopped it (a cancel, or the worker shutting down).
+    pub outcome: Option<Outcome>,
+    pub exit: String,
+    pub duration_ms: u64,
+    pub cost_usd: Option<f64>,
+    /// The worker's commit of the agent's work, pushed to
+    /// `refs/catalyst/attempts/<bead>/<step>/<attempt>`; its parent is the order's base.
+    pub commit: Option<String>,
+    pub comment: Option<String>,
+    pub tool_records: Vec<ToolRecord>,
+    pub report: Option<RunReport>,
+    /// The end of the agent's stdout and stderr (the run folder's files on the worker).
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// The ref a worker pushes an attempt's commit to.
+pub fn attempt_ref(work: &BeadId, step_name: &str, attempt: u32) -> String {
+    format!("refs/catalyst/attempts/{work}/{step_name}/{attempt}")
+}
+
+/// The ref the daemon pushes an attempt's starting commit to.
+pub fn base_ref(work: &BeadId, step_name: &str, attempt: u32) -> String {
+    format!("refs/catalyst/bases/{work}/{step_name}/{attempt}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn markers_become_the_workers_paths() {
+        let (wt, run) = (PathBuf::from("/w/tree"), PathBuf::from("/w/runs/1"));
+        let (md, json) = (run.join("context.md"), run.join("context.json"));
+        let paths = WorkerPaths {
+            worktree: &wt,
+            run_dir: &run,
+            context_md: &md,
+            context_json: &json,
+        };
+        let text = format!(
+            "Worktree: {} · read {} (or {}); records in {}",
+            Marker::Worktree.text(),
+            Marker::ContextMd.text(),
+            Marker::ContextJson.text(),
+            Marker::RunDir.text()
+        );
+        assert_eq!(
+            paths.fill(&text),
+            "Worktree: /w/tree · read /w/runs/1/context.md (or /w/runs/1/context.json); records in /w/runs/1"
+        );
+    }
+
+    #[test]
+    fn refs_name_the_attempt() {
+        let work = BeadId::new("cat-7").expect("id");
+        assert_eq!(
+            attempt_ref(&work, "fix-1", 2),
+            "refs/catalyst/attempts/cat-7/fix-1/2"
+        );
+        assert_eq!(
+            base_ref(&work, "review", 1),
+            "refs/catalyst/bases/cat-7/review/1"
+        );
+    }
+}

@@ -51,6 +51,32 @@ enum Command {
         #[arg(value_enum)]
         event: catalyst::cli::hook::HookEvent,
     },
+    /// Run agent attempts for a daemon on another machine (`[cluster]` in its config): take
+    /// them from NATS JetStream, at most `--slots` at once, in a clone of the shared git
+    /// remote under `--workdir`, and send each one's end and commit back.
+    Worker {
+        /// NATS servers (`nats://host:4222`), repeated or separated by commas.
+        #[arg(long, required = true, value_delimiter = ',')]
+        nats: Vec<String>,
+        /// The git repository the daemon and its workers share (its `[cluster] remote`).
+        #[arg(long)]
+        repo: String,
+        /// The folder the worker keeps its clone, worktrees and run folders in.
+        #[arg(long)]
+        workdir: PathBuf,
+        /// Attempts run at once.
+        #[arg(long, default_value_t = 1)]
+        slots: usize,
+        /// The models it takes attempts of, separated by commas (default: every model).
+        #[arg(long, value_delimiter = ',')]
+        models: Vec<String>,
+        /// Its name in `ctl workers` and the events (default: the host name and pid).
+        #[arg(long)]
+        name: Option<String>,
+        /// The daemon's `[cluster] name`.
+        #[arg(long, default_value = "catalyst")]
+        cluster_name: String,
+    },
     /// Set up a repository for catalystd: `.catalyst/config.toml`, `.git/info/exclude`, and
     /// which agent CLIs are on PATH.
     Init {
@@ -412,6 +438,64 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
             Ok(Outcome::Ok)
         }
         Command::Hook { event } => hook(event).map(Outcome::Code),
+        Command::Worker {
+            nats,
+            repo,
+            workdir,
+            slots,
+            models,
+            name,
+            cluster_name,
+        } => {
+            tracing_subscriber::fmt()
+                .with_writer(io::stderr)
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| "info".into()),
+                )
+                .init();
+            let name = name.unwrap_or_else(|| {
+                let host = nix::unistd::gethostname()
+                    .ok()
+                    .and_then(|h| h.into_string().ok())
+                    .unwrap_or_else(|| "worker".into());
+                format!("{host}-{}", std::process::id())
+            });
+            let opts = catalyst::daemon::cluster::serve::WorkerOptions {
+                nats,
+                remote: repo,
+                workdir,
+                slots,
+                models,
+                name,
+                cluster: cluster_name,
+                catalyst: std::env::current_exe().context("cannot find this program")?,
+            };
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            rt.block_on(async {
+                let shutdown = tokio_util::sync::CancellationToken::new();
+                let stop = shutdown.clone();
+                tokio::spawn(async move {
+                    use tokio::signal::unix::{signal, SignalKind};
+                    let (Ok(mut term), Ok(mut int)) = (
+                        signal(SignalKind::terminate()),
+                        signal(SignalKind::interrupt()),
+                    ) else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
+                    stop.cancel();
+                });
+                catalyst::daemon::cluster::serve::serve(opts, shutdown).await
+            })?;
+            Ok(Outcome::Ok)
+        }
     }
 }
 

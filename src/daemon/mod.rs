@@ -63,6 +63,8 @@ pub enum DaemonError {
     Git(#[from] crate::daemon::worktree::GitError),
     #[error(transparent)]
     Web(#[from] crate::daemon::web::WebError),
+    #[error(transparent)]
+    Cluster(#[from] crate::daemon::cluster::bus::ClusterError),
 }
 
 /// Holds the workspace lock (`catalystd.lock`) for as long as it lives.
@@ -278,7 +280,13 @@ async fn run_with(
     tokio::task::spawn_blocking(move || preflight::log(&workspace, &target, profile.as_ref()));
     let tracker = TaskTracker::new();
     let beads_file = loaded.config.beads.watch.clone();
-    let (engine, handle, rx) = Engine::new(paths.clone(), store, loaded, repo, tracker.clone());
+    let cluster = loaded.config.cluster.clone();
+    let (mut engine, handle, rx) = Engine::new(paths.clone(), store, loaded, repo, tracker.clone());
+    if cluster.is_on() {
+        let bus = crate::daemon::cluster::bus::Bus::connect(&cluster, shutdown.clone()).await?;
+        tracing::info!(nats = %cluster.nats.join(", "), "agent attempts run on the cluster's workers");
+        engine.set_remote(bus);
+    }
     let _beads_watcher = beads_file.and_then(|file| {
         crate::daemon::beads::follow::start(paths.workspace.join(file), handle.tx.clone())
     });

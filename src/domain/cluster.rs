@@ -105,6 +105,8 @@ pub struct AttemptOrder {
     /// The id passed to the agent CLI.
     pub model_id: String,
     pub limits: Limits,
+    /// How long the worker holds the attempt without renewing its [`Lease`].
+    pub lease_secs: u64,
 }
 
 /// The limits an attempt runs under, as the daemon's config sets them.
@@ -140,6 +142,103 @@ pub struct AttemptEnd {
     /// The end of the agent's stdout and stderr (the run folder's files on the worker).
     pub stdout: String,
     pub stderr: String,
+}
+
+/// A worker holds an attempt: sent when it takes the order and every third of the lease
+/// while the agent runs. An attempt not renewed within the lease is taken back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub dispatch: String,
+    pub worker: String,
+}
+
+/// A worker says it is there, every few seconds, for `ctl workers`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerBeat {
+    pub name: String,
+    pub slots: usize,
+    /// The models it takes attempts of; empty: every model.
+    pub models: Vec<String>,
+    /// The steps it runs now.
+    pub running: Vec<BeadId>,
+}
+
+/// The names of a daemon's streams, consumers and subjects in NATS, all under its
+/// `[cluster] name`.
+#[derive(Clone, Debug)]
+pub struct Subjects {
+    name: String,
+}
+
+impl Subjects {
+    pub fn new(name: &str) -> Subjects {
+        Subjects {
+            name: name.to_owned(),
+        }
+    }
+
+    /// The work-queue stream of orders.
+    pub fn attempts_stream(&self) -> String {
+        format!("{}-attempts", self.name)
+    }
+
+    /// The work-queue stream of attempts' ends.
+    pub fn ends_stream(&self) -> String {
+        format!("{}-ends", self.name)
+    }
+
+    /// The orders for `model`.
+    pub fn attempt(&self, model: &str) -> String {
+        format!("{}.attempt.{}", self.name, token(model))
+    }
+
+    /// Every order.
+    pub fn attempts(&self) -> String {
+        format!("{}.attempt.>", self.name)
+    }
+
+    /// The consumer workers share for `model`'s orders.
+    pub fn model_consumer(&self, model: &str) -> String {
+        format!("{}-model-{}", self.name, token(model))
+    }
+
+    /// The ends of attempts.
+    pub fn ends(&self) -> String {
+        format!("{}.end", self.name)
+    }
+
+    /// The daemon's consumer of ends.
+    pub fn ends_consumer(&self) -> String {
+        format!("{}-daemon", self.name)
+    }
+
+    /// Leases (core NATS).
+    pub fn leases(&self) -> String {
+        format!("{}.lease", self.name)
+    }
+
+    /// Cancels of attempts (core NATS).
+    pub fn cancels(&self) -> String {
+        format!("{}.cancel", self.name)
+    }
+
+    /// Workers' presence (core NATS).
+    pub fn workers(&self) -> String {
+        format!("{}.worker", self.name)
+    }
+}
+
+/// `text` as one subject token: what is not a letter, digit, `-` or `_` becomes `_`.
+pub fn token(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// The ref a worker pushes an attempt's commit to.
@@ -178,6 +277,13 @@ mod tests {
             paths.fill(&text),
             "Worktree: /w/tree · read /w/runs/1/context.md (or /w/runs/1/context.json); records in /w/runs/1"
         );
+    }
+
+    #[test]
+    fn subjects_keep_a_model_to_one_token() {
+        let s = Subjects::new("cat");
+        assert_eq!(s.attempt("claude-opus-4.1"), "cat.attempt.claude-opus-4_1");
+        assert_eq!(s.model_consumer("a b"), "cat-model-a_b");
     }
 
     #[test]

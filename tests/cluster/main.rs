@@ -8,6 +8,7 @@ use async_nats::jetstream::{self, consumer, stream};
 use catalyst_testkit::nats::NatsCluster;
 use futures::StreamExt;
 
+mod run;
 mod worker;
 
 /// The cluster the tests stand on: a stream kept on all three nodes goes on taking and

@@ -102,6 +102,7 @@ fn order(ws: &Workspace, base: &str) -> AttemptOrder {
             max_processes: None,
             nice: 0,
         },
+        lease_secs: 30,
     }
 }
 

@@ -2,9 +2,11 @@
 //! to `catalyst worker` processes through NATS JetStream and stays the single owner of the
 //! journal, routing, gates and merges; commits travel through a git remote both sides reach.
 //!
-//! - [`git`]: moving commits through the shared remote;
+//! - [`bus`]: the daemon's side of NATS: orders out, ends back, leases, cancels, workers;
+//! - [`serve`]: `catalyst worker`: orders taken, run, ended, leases held;
 //! - [`worker`]: a worker's side: an order run in the worker's own workspace, its commit
 //!   pushed back.
 
-pub mod git;
+pub mod bus;
+pub mod serve;
 pub mod worker;

@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::git::{self, GitCommandError};
 use crate::daemon::agent::Launcher;
 use crate::daemon::runner::hook_socket::Ask;
 use crate::daemon::runner::{self, StepDone, StepJob, WorkerSources, REPORT_FILE};
+use crate::daemon::worktree::transport::{self as git, GitCommandError};
 use crate::daemon::worktree::{GitError, Repo};
 use crate::daemon::Paths;
 use crate::domain::agent::attempt::ToolRecord;

@@ -241,12 +241,20 @@ pub struct Engine {
     branch_beads: HashSet<BeadId>,
     /// When this daemon started: state files older than this were left by an earlier one.
     started: std::time::SystemTime,
+    /// Where agent attempts run when `[cluster]` is on: workers on other machines.
+    remote: Option<std::sync::Arc<dyn crate::daemon::runner::Remote>>,
 }
 
 /// A handler's failure: either a refusal for the client or a storage failure.
 type Handled<T = Value> = Result<T, RpcError>;
 
 impl Engine {
+    /// Hands agent attempts to workers on other machines from now on (`[cluster]`). Gates and
+    /// merges stay here.
+    pub fn set_remote(&mut self, remote: std::sync::Arc<dyn crate::daemon::runner::Remote>) {
+        self.remote = Some(remote);
+    }
+
     /// The attempts running for `work`.
     fn running_of<'a>(&'a self, work: &'a BeadId) -> impl Iterator<Item = &'a Running> + 'a {
         self.running.values().filter(move |r| &r.work == work)
@@ -308,6 +316,7 @@ impl Engine {
             next_number: 0,
             branch_beads: HashSet::new(),
             started: std::time::SystemTime::now(),
+            remote: None,
         };
         (engine, handle, rx)
     }

@@ -217,6 +217,7 @@ impl Engine {
             }
         };
         tracing::info!(bead = %work, step = %step.id, attempt, %model, side, "dispatched");
+        let model_name = model.clone();
         let cancel = self.tasks.agents.child_token();
         self.running.insert(
             step.id.clone(),
@@ -231,12 +232,20 @@ impl Engine {
                 stop_blocked: false,
             },
         );
-        let ask = super::input::hook_asker(self.tasks.tx.clone());
         let (work, id, role) = (work.clone(), step.id.clone(), meta.role);
-        self.tasks
-            .attempt(runner::run_agent_step(job, cancel, ask), move |why| {
-                runner::StepDone::failed(&work, &id, role, attempt, why)
-            });
+        let failed = move |why| runner::StepDone::failed(&work, &id, role, attempt, why);
+        match (&self.remote, meta.role) {
+            // A merge agent resolves conflicts where the merge happens: here.
+            (Some(remote), r) if r != Role::Merge => {
+                let run = runner::run_on_worker(job, cancel, remote.clone(), model_name);
+                self.tasks.attempt(run, failed);
+            }
+            _ => {
+                let ask = super::input::hook_asker(self.tasks.tx.clone());
+                self.tasks
+                    .attempt(runner::run_agent_step(job, cancel, ask), failed);
+            }
+        }
         true
     }
 

@@ -31,10 +31,10 @@ use super::{
 
 /// What `result.json` holds.
 #[derive(Serialize)]
-struct ResultRecord<'a> {
-    outcome: &'a Option<Outcome>,
-    base: &'a Option<CommitId>,
-    commit: &'a Option<CommitId>,
+pub(super) struct ResultRecord<'a> {
+    pub(super) outcome: &'a Option<Outcome>,
+    pub(super) base: &'a Option<CommitId>,
+    pub(super) commit: &'a Option<CommitId>,
 }
 
 /// One attempt of an agent step, start to end. A step that ran beside others of its bead, in
@@ -139,7 +139,7 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
 /// `catalyst/<step>` at the tip of the bead's branch, which is made first if this is the
 /// bead's first step (a leftover of an attempt a crash cut short is removed first). Returns
 /// its starting commit.
-async fn prepare_side(
+pub(super) async fn prepare_side(
     repo: &Repo,
     tree: &BeadId,
     work: &BeadId,
@@ -158,7 +158,7 @@ async fn prepare_side(
 /// when it needs nobody; returns the merge commit. When the work conflicts with what steps
 /// beside it merged first, nothing is merged and the attempt fails, naming the files: its next
 /// attempt starts from the bead's branch, with their work in it.
-async fn merge_back(job: &StepJob) -> Result<CommitId, String> {
+pub(super) async fn merge_back(job: &StepJob) -> Result<CommitId, String> {
     let (repo, work, side) = (
         job.repo.clone(),
         job.work.clone(),
@@ -383,7 +383,11 @@ fn commit_summary(result: &StepResult) -> String {
 
 /// Writes the run folder's inputs: starting commit, context files (with earlier steps' final
 /// messages read from their run folders), prompt and hook settings.
-fn write_inputs(job: &mut StepJob, base: &CommitId, patch: Option<&str>) -> std::io::Result<()> {
+pub(super) fn write_inputs(
+    job: &mut StepJob,
+    base: &CommitId,
+    patch: Option<&str>,
+) -> std::io::Result<()> {
     // Run folders are records, not state: nothing here is fsynced (a power cut that loses the
     // starting commit leaves the restart to reset the worktree to its branch's tip instead,
     // and git's own writes in the worktree are no more durable).

@@ -29,7 +29,7 @@ pub use agent_step::run_agent_step;
 pub use error::{GitTaskError, JobError};
 pub use gate::{run_gate_step, GateJob};
 pub use job::{sandbox_template, JobSources, StepJob};
-pub use remote::WorkerSources;
+pub use remote::{run_on_worker, Pending, Remote, WorkerSources};
 
 /// The starting commit of an attempt, in its run folder (crash recovery reads it back).
 pub const BASE_FILE: &str = "base";

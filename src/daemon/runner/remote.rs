@@ -1,22 +1,36 @@
 //! An agent attempt that runs on another machine: the [`AttemptOrder`] the daemon makes of a
-//! job, and the job a `catalyst worker` makes of the order, which then runs exactly as a local
-//! attempt does ([`super::run_agent_step`]): same profile, hooks, sandbox, limits, judgement
-//! and commit.
+//! job, the job a `catalyst worker` makes of the order, which then runs exactly as a local
+//! attempt does ([`super::run_agent_step`]: same profile, hooks, sandbox, limits, judgement
+//! and commit), and the daemon's side of such an attempt ([`run_on_worker`]), which ends as
+//! a local one does, with a [`StepDone`] for the engine.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::daemon::agent::{Launcher, RunSpec, SandboxSpec};
-use crate::daemon::worktree::{self, CommitId, Repo};
+use std::future::Future;
+use std::pin::Pin;
+
+use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::daemon::agent::{Launcher, RunSpec, SandboxSpec, STDERR_FILE, STDOUT_FILE};
+use crate::daemon::fsutil;
+use crate::daemon::worktree::{self, transport, CommitId, Repo};
 use crate::daemon::Paths;
-use crate::domain::cluster::{AttemptOrder, Limits, Marker, WorkerPaths};
+use crate::domain::cluster::{
+    attempt_ref, base_ref, AttemptEnd, AttemptOrder, Limits, Marker, WorkerPaths,
+};
 use crate::domain::context::{self, Change};
 use crate::domain::model::Role;
+use crate::domain::router::Outcome;
+use crate::domain::unavailable::Unavailable;
 
-use super::agent_step::final_message;
+use super::agent_step::{final_message, merge_back, prepare_side, write_inputs, ResultRecord};
 use super::job::{attempt_socket, PendingPrompt};
-use super::{StepJob, SETTINGS_FILE};
+use super::{
+    git, prepare_worktree, write_json, StepDone, StepJob, REPORT_FILE, RESULT_FILE, SETTINGS_FILE,
+};
 
 /// The whole patch of the change under review, in a run folder (as the local runner names it).
 const CHANGE_FILE: &str = "change.diff";
@@ -24,12 +38,14 @@ const CHANGE_FILE: &str = "change.diff";
 impl StepJob {
     /// The order a worker runs this attempt from, starting at `base` (the daemon's side). The
     /// prompt is rendered here, with markers for the worker's paths; the earlier steps' final
-    /// messages and the change under review are read here, where their files are.
+    /// messages and the change under review are read here, where their files are. A worker
+    /// holds it for `lease` without renewing.
     pub async fn order(
         &self,
         dispatch: String,
         model: &str,
         base: &CommitId,
+        lease: Duration,
     ) -> Result<AttemptOrder, String> {
         let prompt = self.prompt.render_marked().await?;
         let mut context = self.context.clone();
@@ -86,6 +102,7 @@ impl StepJob {
                 max_processes: spec.max_processes,
                 nice: spec.nice,
             },
+            lease_secs: lease.as_secs().max(1),
         })
     }
 
@@ -177,4 +194,214 @@ pub struct WorkerSources<'a> {
     pub settings: &'a serde_json::Value,
     pub sandbox: Option<&'a SandboxSpec>,
     pub launcher: &'a Arc<Launcher>,
+}
+
+/// The daemon's way to its workers (the cluster's bus implements it).
+pub trait Remote: Send + Sync {
+    /// The git repository the daemon and its workers share.
+    fn url(&self) -> &str;
+    /// How long a worker holds an attempt without renewing its lease.
+    fn lease(&self) -> Duration;
+    /// Hands `order` out to the workers of its model.
+    fn send(
+        &self,
+        order: AttemptOrder,
+    ) -> Pin<Box<dyn Future<Output = Result<Pending, String>> + Send + '_>>;
+    /// Tells whoever runs `dispatch` to stop, and stops waiting for its end.
+    fn cancel(&self, dispatch: &str);
+}
+
+/// An order handed out: its end once a worker sends it, and when a worker last renewed its
+/// lease (and which), once one has taken it.
+pub struct Pending {
+    pub end: oneshot::Receiver<AttemptEnd>,
+    pub leases: watch::Receiver<Option<(String, std::time::Instant)>>,
+}
+
+/// One attempt of an agent step run by a worker, as the daemon sees it: the worktree made
+/// ready at the step's starting commit (which goes to the shared remote), the run folder's
+/// inputs written here too, the order handed out, and its end taken back: the worker's
+/// commit fetched, checked to follow the start, and put on the branch; the run folder's
+/// records written from what the worker sent. An attempt whose worker stops renewing its
+/// lease, or that is cancelled, ends as interrupted (not counted).
+pub async fn run_on_worker(
+    mut job: StepJob,
+    cancel: CancellationToken,
+    remote: std::sync::Arc<dyn Remote>,
+    model: String,
+) -> StepDone {
+    let side = job.tree != job.work;
+    let prepared = if side {
+        prepare_side(&job.repo, &job.tree, &job.work, &job.target).await
+    } else {
+        prepare_worktree(&job.repo, &job.tree, &job.target, job.reset_to.as_deref()).await
+    };
+    let base = match prepared {
+        Ok(base) => base,
+        Err(e) => return unavailable(&job, format!("cannot prepare the worktree: {e}")),
+    };
+    let mut done = end_without_outcome(&job, &base);
+    if let Err(e) = write_inputs(&mut job, &base, None) {
+        return unavailable(&job, format!("cannot write the run folder: {e}"));
+    }
+    let dispatch = dispatch_id(&job);
+    let order = match job
+        .order(dispatch.clone(), &model, &base, remote.lease())
+        .await
+    {
+        Ok(order) => order,
+        Err(reason) => return unavailable(&job, reason),
+    };
+    let workspace = job.repo.workspace().to_owned();
+    let reference = base_ref(&job.work, &job.step_name, job.attempt);
+    if let Err(e) = transport::push(&workspace, remote.url(), base.as_str(), &reference).await {
+        return unavailable(&job, format!("cannot push the starting commit: {e}"));
+    }
+    let Pending { end, mut leases } = match remote.send(order).await {
+        Ok(pending) => pending,
+        Err(reason) => return unavailable(&job, format!("cannot hand the attempt out: {reason}")),
+    };
+    let lease = remote.lease();
+    let mut check = tokio::time::interval((lease / 3).max(Duration::from_millis(100)));
+    tokio::pin!(end);
+    let end = loop {
+        tokio::select! {
+            ended = &mut end => match ended {
+                Ok(end) => break end,
+                // The bus stopped (the daemon is stopping): interrupted.
+                Err(_) => return done,
+            },
+            () = cancel.cancelled() => {
+                remote.cancel(&dispatch);
+                return done;
+            }
+            _ = check.tick() => {
+                let lost = leases
+                    .borrow_and_update()
+                    .as_ref()
+                    .filter(|(_, at)| at.elapsed() > lease)
+                    .map(|(worker, _)| worker.clone());
+                if let Some(worker) = lost {
+                    tracing::warn!(step = %job.step, attempt = job.attempt, %worker, "the worker lost its lease; the attempt runs again");
+                    remote.cancel(&dispatch);
+                    return done;
+                }
+            }
+        }
+    };
+    record_end(&job, &end);
+    done.exit = end.exit.clone();
+    done.duration_ms = end.duration_ms;
+    done.cost_usd = end.cost_usd;
+    done.comment = end.comment.clone();
+    done.tool_records = end.tool_records.clone();
+    let Some(mut outcome) = end.outcome.clone() else {
+        return done;
+    };
+    let mut commit = None;
+    if let Some(theirs) = &end.commit {
+        match adopt(&job, remote.url(), theirs, &base).await {
+            Ok(taken) => commit = Some(taken),
+            Err(reason) => outcome = Outcome::Failed { reason },
+        }
+    }
+    if side && commit.is_some() {
+        match merge_back(&job).await {
+            Ok(merged) => commit = Some(merged),
+            Err(reason) => {
+                outcome = Outcome::Failed { reason };
+                commit = None;
+            }
+        }
+    }
+    done.outcome = Some(outcome);
+    done.commit = commit;
+    write_json(
+        &job.run_dir.join(RESULT_FILE),
+        &ResultRecord {
+            outcome: &done.outcome,
+            base: &done.base,
+            commit: &done.commit,
+        },
+    );
+    if side {
+        let (repo, tree) = (job.repo.clone(), job.tree.clone());
+        if let Err(e) = git(move || repo.remove(&tree)).await {
+            tracing::warn!(step = %done.step, error = %e, "cannot remove the step's own worktree");
+        }
+        done.base = None;
+    }
+    done
+}
+
+/// The worker's commit, from the shared remote onto the tree's branch, once checked to follow
+/// the attempt's start.
+async fn adopt(
+    job: &StepJob,
+    url: &str,
+    theirs: &str,
+    base: &CommitId,
+) -> Result<CommitId, String> {
+    let commit = CommitId::parse(theirs).map_err(|e| format!("the worker's commit: {e}"))?;
+    let reference = attempt_ref(&job.work, &job.step_name, job.attempt);
+    let workspace = job.repo.workspace().to_owned();
+    transport::fetch(&workspace, url, &[format!("+{reference}:{reference}")])
+        .await
+        .map_err(|e| format!("cannot fetch the worker's commit: {e}"))?;
+    let (repo, tree, taken) = (job.repo.clone(), job.tree.clone(), commit.clone());
+    let parent = git(move || repo.parent_of(&taken))
+        .await
+        .map_err(|e| format!("cannot read the worker's commit: {e}"))?;
+    if parent.as_ref() != Some(base) {
+        return Err(format!(
+            "the worker's commit `{commit}` does not follow the attempt's start `{base}`"
+        ));
+    }
+    let (repo, taken) = (job.repo.clone(), commit.clone());
+    git(move || repo.reset_to(&tree, &taken))
+        .await
+        .map_err(|e| format!("cannot put the worker's commit on the branch: {e}"))?;
+    Ok(commit)
+}
+
+/// The run folder's records of an attempt a worker ran: its report, and the end of its
+/// output (the whole output stays on the worker).
+fn record_end(job: &StepJob, end: &AttemptEnd) {
+    if let Some(report) = &end.report {
+        write_json(&job.run_dir.join(REPORT_FILE), report);
+    }
+    for (file, text) in [(STDOUT_FILE, &end.stdout), (STDERR_FILE, &end.stderr)] {
+        if let Err(e) = fsutil::write_replace(&job.run_dir.join(file), text.as_bytes()) {
+            tracing::warn!(step = %job.step, error = %e, "cannot write the worker's output");
+        }
+    }
+}
+
+/// The attempt's end with no outcome yet: an interruption, which runs again from `base`.
+fn end_without_outcome(job: &StepJob, base: &CommitId) -> StepDone {
+    StepDone {
+        outcome: None,
+        base: Some(base.clone()),
+        ..StepDone::failed(&job.work, &job.step, job.role, job.attempt, String::new())
+    }
+}
+
+/// The attempt's end when the daemon could not hand it out: not the agent's failure.
+fn unavailable(job: &StepJob, reason: String) -> StepDone {
+    StepDone::unavailable(
+        &job.work,
+        &job.step,
+        job.role,
+        job.attempt,
+        Unavailable::Preparation,
+        reason,
+    )
+}
+
+/// A name for this hand-out of the attempt, unique across the daemon's restarts.
+fn dispatch_id(job: &StepJob) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{}-{}-{nanos:x}", job.step, job.attempt)
 }

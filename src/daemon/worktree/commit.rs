@@ -133,6 +133,18 @@ impl Repo {
         Ok(())
     }
 
+    /// The first parent of `commit` (`None` for a root commit).
+    pub fn parent_of(&self, commit: &CommitId) -> Result<Option<CommitId>, GitError> {
+        let main = self.main_repo()?;
+        let found = main
+            .find_commit(commit.oid()?)
+            .ctx(|| format!("looking up commit `{commit}`"))?;
+        Ok(found
+            .parent_ids()
+            .next()
+            .and_then(|p| CommitId::parse(&p.to_string()).ok()))
+    }
+
     /// Fails unless the worktree's HEAD is the bead's branch.
     /// Refuses a worktree whose new or changed files include one larger than
     /// `max_file_bytes`: staging reads every file it adds, and git's later reads of the blob

@@ -29,6 +29,7 @@ mod sandbox;
 mod spare;
 #[cfg(test)]
 mod tests;
+pub mod transport;
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -155,6 +156,11 @@ impl Repo {
 
     /// Makes [`Repo::commit_all`] refuse a worktree with a file larger than `max` bytes,
     /// before it reads any of it.
+    /// The repository's working folder (the workspace).
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
     /// The largest file the daemon's commits take (see [`Repo::with_max_file_bytes`]).
     pub fn max_file_bytes(&self) -> u64 {
         self.max_file_bytes

@@ -1,6 +1,7 @@
-//! Moving commits through the shared remote with the `git` command: it speaks every transport
-//! (a path, ssh, https) with the user's own credentials and configuration, which a library
-//! built without TLS or ssh does not. Local work (worktrees, commits, diffs) stays with git2.
+//! Moving commits to and from another repository (the cluster's shared remote) with the `git`
+//! command: it speaks every transport (a path, ssh, https) with the user's own credentials and
+//! configuration, which a library built without TLS or ssh does not. Local work (worktrees,
+//! commits, diffs) stays with git2.
 
 use std::path::Path;
 

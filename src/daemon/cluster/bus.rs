@@ -1,0 +1,392 @@
+//! The daemon's side of NATS: the streams, handing orders out, taking ends back, leases,
+//! cancels and the workers' presence ([`runner::Remote`] for the engine's attempts).
+//!
+//! - Orders go to the work-queue stream `<name>-attempts`, subject `<name>.attempt.<model>`,
+//!   each with its dispatch as `Nats-Msg-Id`; the workers of a model share the durable pull
+//!   consumer `<name>-model-<model>`, so each order goes to one of them. The per-model caps
+//!   need nothing of NATS: the daemon hands out no more than they allow.
+//! - Ends come back on the work-queue stream `<name>-ends`, read by the durable consumer
+//!   `<name>-daemon`. An end is acknowledged once its waiting attempt took it, or when no
+//!   attempt waits for its dispatch any more (superseded, or from before a restart): it is
+//!   then ignored, so exactly one end per attempt is ever applied.
+//! - Leases, cancels and presence are plain NATS messages: losing one only delays a decision
+//!   the next one makes.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer, stream};
+use futures::StreamExt;
+use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::daemon::runner::{Pending, Remote};
+use crate::domain::cluster::{AttemptEnd, AttemptOrder, Lease, Subjects, WorkerBeat};
+use crate::domain::config::cluster::ClusterConfig;
+
+/// How long a JetStream call may take before it is tried again (a leader election takes a
+/// few seconds).
+const TRY_FOR: Duration = Duration::from_secs(30);
+
+/// A worker that has not said it is there for this long is left out of `ctl workers`.
+pub const WORKER_GONE: Duration = Duration::from_secs(30);
+
+/// Why the cluster cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("cannot reach NATS at {urls}: {detail}")]
+    Connect { urls: String, detail: String },
+    #[error("cannot set up JetStream's `{what}`: {detail}")]
+    Setup { what: String, detail: String },
+}
+
+/// An attempt the daemon waits for.
+struct Waiting {
+    end: Option<oneshot::Sender<AttemptEnd>>,
+    leases: watch::Sender<Option<(String, Instant)>>,
+}
+
+/// The daemon's connection to its workers.
+pub struct Bus {
+    subjects: Subjects,
+    client: async_nats::Client,
+    js: jetstream::Context,
+    remote: String,
+    lease: Duration,
+    replicas: usize,
+    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+    consumers: tokio::sync::Mutex<HashSet<String>>,
+    workers: Arc<Mutex<BTreeMap<String, (WorkerBeat, Instant)>>>,
+}
+
+/// The consumer the workers of `model` share: one order to one worker; an order taken but
+/// not acknowledged (the worker died at once) goes to another after `ack_wait`.
+pub fn model_consumer(subjects: &Subjects, model: &str) -> consumer::pull::Config {
+    let name = subjects.model_consumer(model);
+    consumer::pull::Config {
+        durable_name: Some(name.clone()),
+        name: Some(name),
+        filter_subject: subjects.attempt(model),
+        ack_policy: consumer::AckPolicy::Explicit,
+        ack_wait: Duration::from_secs(30),
+        ..Default::default()
+    }
+}
+
+/// Tries `call` until it succeeds or [`TRY_FOR`] has passed (JetStream answers nothing while
+/// its cluster elects a leader).
+pub async fn retry<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
+    what: &str,
+    mut call: impl FnMut() -> F,
+) -> Result<T, ClusterError> {
+    let deadline = Instant::now() + TRY_FOR;
+    loop {
+        match call().await {
+            Ok(value) => return Ok(value),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(ClusterError::Setup {
+                    what: what.to_owned(),
+                    detail: e.to_string(),
+                })
+            }
+            Err(e) => {
+                tracing::debug!(what, error = %e, "JetStream is not ready; trying again");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    }
+}
+
+impl Bus {
+    /// Connects to `config.nats`, makes the streams and the daemon's consumer, drops the
+    /// orders a previous run of the daemon left (their attempts were interrupted and run
+    /// again), and follows ends, leases and workers until `shutdown`.
+    pub async fn connect(
+        config: &ClusterConfig,
+        shutdown: CancellationToken,
+    ) -> Result<Arc<Bus>, ClusterError> {
+        let client = async_nats::ConnectOptions::new()
+            .connection_timeout(Duration::from_secs(5))
+            .connect(config.nats.clone())
+            .await
+            .map_err(|e| ClusterError::Connect {
+                urls: config.nats.join(", "),
+                detail: e.to_string(),
+            })?;
+        let js = jetstream::new(client.clone());
+        let subjects = Subjects::new(&config.name);
+        let replicas = config.replicas();
+        let attempts = stream_config(subjects.attempts_stream(), subjects.attempts(), replicas);
+        let attempts = retry("the attempts stream", || {
+            js.get_or_create_stream(attempts.clone())
+        })
+        .await?;
+        retry("dropping the last run's orders", || async {
+            attempts.purge().await
+        })
+        .await?;
+        let ends = stream_config(subjects.ends_stream(), subjects.ends(), replicas);
+        let ends = retry("the ends stream", || js.get_or_create_stream(ends.clone())).await?;
+        let reader = consumer::pull::Config {
+            durable_name: Some(subjects.ends_consumer()),
+            name: Some(subjects.ends_consumer()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            num_replicas: replicas,
+            ..Default::default()
+        };
+        let reader_name = subjects.ends_consumer();
+        let reader: consumer::PullConsumer = retry("the daemon's consumer of ends", || {
+            ends.get_or_create_consumer(&reader_name, reader.clone())
+        })
+        .await?;
+        let bus = Arc::new(Bus {
+            subjects,
+            client,
+            js,
+            remote: config.remote.clone().unwrap_or_default(),
+            lease: Duration::from_secs(config.lease_secs),
+            replicas,
+            waiting: Arc::default(),
+            consumers: tokio::sync::Mutex::new(HashSet::new()),
+            workers: Arc::default(),
+        });
+        tokio::spawn(take_ends(reader, bus.waiting.clone(), shutdown.clone()));
+        bus.follow_leases(shutdown.clone()).await?;
+        bus.follow_workers(shutdown).await?;
+        Ok(bus)
+    }
+
+    /// The workers that said they were there within [`WORKER_GONE`], by name, with how long
+    /// ago they last did.
+    pub fn workers(&self) -> Vec<(WorkerBeat, Duration)> {
+        let mut workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+        workers.retain(|_, (_, at)| at.elapsed() < WORKER_GONE);
+        workers
+            .values()
+            .map(|(beat, at)| (beat.clone(), at.elapsed()))
+            .collect()
+    }
+
+    async fn follow_leases(&self, shutdown: CancellationToken) -> Result<(), ClusterError> {
+        let mut leases = self.subscribe(self.subjects.leases()).await?;
+        let waiting = self.waiting.clone();
+        tokio::spawn(async move {
+            loop {
+                let message = tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    next = leases.next() => match next {
+                        Some(m) => m,
+                        None => return,
+                    },
+                };
+                let Ok(lease) = serde_json::from_slice::<Lease>(&message.payload) else {
+                    continue;
+                };
+                let waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(w) = waiting.get(&lease.dispatch) {
+                    w.leases.send_replace(Some((lease.worker, Instant::now())));
+                }
+            }
+        });
+        Ok(())
+    }
+
+    async fn follow_workers(&self, shutdown: CancellationToken) -> Result<(), ClusterError> {
+        let mut beats = self.subscribe(self.subjects.workers()).await?;
+        let workers = self.workers.clone();
+        tokio::spawn(async move {
+            loop {
+                let message = tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    next = beats.next() => match next {
+                        Some(m) => m,
+                        None => return,
+                    },
+                };
+                if let Ok(beat) = serde_json::from_slice::<WorkerBeat>(&message.payload) {
+                    let mut workers = workers.lock().unwrap_or_else(|e| e.into_inner());
+                    workers.insert(beat.name.clone(), (beat, Instant::now()));
+                }
+            }
+        });
+        Ok(())
+    }
+
+    async fn subscribe(&self, subject: String) -> Result<async_nats::Subscriber, ClusterError> {
+        self.client
+            .subscribe(subject.clone())
+            .await
+            .map_err(|e| ClusterError::Setup {
+                what: subject,
+                detail: e.to_string(),
+            })
+    }
+
+    /// The consumer of `model`'s orders, made the first time.
+    async fn model_consumer(&self, model: &str) -> Result<(), String> {
+        let name = self.subjects.model_consumer(model);
+        let mut made = self.consumers.lock().await;
+        if made.contains(&name) {
+            return Ok(());
+        }
+        let config = consumer::pull::Config {
+            num_replicas: self.replicas,
+            ..model_consumer(&self.subjects, model)
+        };
+        let stream = retry("the attempts stream", || {
+            self.js.get_stream(self.subjects.attempts_stream())
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        let _: consumer::PullConsumer = retry(&name, || {
+            stream.get_or_create_consumer(&name, config.clone())
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        made.insert(name);
+        Ok(())
+    }
+
+    async fn hand_out(&self, order: AttemptOrder) -> Result<Pending, String> {
+        self.model_consumer(&order.model).await?;
+        let payload = serde_json::to_vec(&order).map_err(|e| e.to_string())?;
+        let (end_tx, end) = oneshot::channel();
+        let (lease_tx, leases) = watch::channel(None);
+        self.waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                order.dispatch.clone(),
+                Waiting {
+                    end: Some(end_tx),
+                    leases: lease_tx,
+                },
+            );
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", order.dispatch.as_str());
+        let subject = self.subjects.attempt(&order.model);
+        let published = retry("handing an attempt out", || async {
+            self.js
+                .publish_with_headers(subject.clone(), headers.clone(), payload.clone().into())
+                .await?
+                .await
+                .map_err(async_nats::Error::from)
+        })
+        .await;
+        if let Err(e) = published {
+            self.forget(&order.dispatch);
+            return Err(e.to_string());
+        }
+        Ok(Pending { end, leases })
+    }
+
+    fn forget(&self, dispatch: &str) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(dispatch);
+    }
+}
+
+impl Remote for Bus {
+    fn url(&self) -> &str {
+        &self.remote
+    }
+
+    fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    fn send(
+        &self,
+        order: AttemptOrder,
+    ) -> Pin<Box<dyn Future<Output = Result<Pending, String>> + Send + '_>> {
+        Box::pin(self.hand_out(order))
+    }
+
+    fn cancel(&self, dispatch: &str) {
+        self.forget(dispatch);
+        let (client, subject, dispatch) = (
+            self.client.clone(),
+            self.subjects.cancels(),
+            dispatch.to_owned(),
+        );
+        tokio::spawn(async move {
+            if let Err(e) = client.publish(subject, dispatch.into()).await {
+                tracing::warn!(error = %e, "cannot tell the workers of a cancel");
+            }
+        });
+    }
+}
+
+/// A work-queue stream named `name` over `subjects`, kept on `replicas` nodes.
+fn stream_config(name: String, subjects: String, replicas: usize) -> stream::Config {
+    stream::Config {
+        name,
+        subjects: vec![subjects],
+        retention: stream::RetentionPolicy::WorkQueue,
+        storage: stream::StorageType::File,
+        num_replicas: replicas,
+        duplicate_window: Duration::from_secs(120),
+        ..Default::default()
+    }
+}
+
+/// Reads ends as they come and hands each to the attempt waiting for it; an end no attempt
+/// waits for is dropped. Each is acknowledged once handled.
+async fn take_ends(
+    reader: consumer::PullConsumer,
+    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let mut messages = match reader.messages().await {
+            Ok(messages) => messages,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the attempts' ends; trying again");
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                }
+            }
+        };
+        loop {
+            let message = tokio::select! {
+                () = shutdown.cancelled() => return,
+                next = messages.next() => match next {
+                    Some(Ok(m)) => m,
+                    Some(Err(e)) => {
+                        tracing::debug!(error = %e, "reading ends");
+                        continue;
+                    }
+                    None => break,
+                },
+            };
+            match serde_json::from_slice::<AttemptEnd>(&message.payload) {
+                Ok(end) => {
+                    let taker = waiting
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&end.dispatch)
+                        .and_then(|mut w| w.end.take());
+                    match taker {
+                        Some(taker) => {
+                            let _ = taker.send(end);
+                        }
+                        None => tracing::info!(
+                            dispatch = %end.dispatch, worker = %end.worker,
+                            "an end no attempt waits for (superseded, or from before a restart): ignored"
+                        ),
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "an end that does not parse: dropped"),
+            }
+            if let Err(e) = message.ack().await {
+                tracing::warn!(error = %e, "cannot acknowledge an end");
+            }
+        }
+    }
+}

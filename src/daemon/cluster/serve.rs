@@ -1,0 +1,326 @@
+//! `catalyst worker`: takes agent attempts from NATS, at most `slots` at once, runs each in
+//! its workspace ([`Worker`]) and sends its end back; says it is there every few seconds;
+//! holds each attempt by renewing its lease while it runs, and stops one the daemon cancels.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer};
+use futures::StreamExt;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::bus::{model_consumer, retry, ClusterError};
+use super::worker::{Worker, WorkerError};
+use crate::domain::cluster::{AttemptOrder, Lease, Subjects, WorkerBeat};
+use crate::domain::id::BeadId;
+
+/// How often a worker says it is there.
+const PRESENCE: Duration = Duration::from_secs(2);
+
+/// How long a worker waits for an order of one model before it looks at the next.
+const FETCH_WAIT: Duration = Duration::from_millis(500);
+
+/// A worker's settings (`catalyst worker`'s flags).
+#[derive(Clone, Debug)]
+pub struct WorkerOptions {
+    pub nats: Vec<String>,
+    /// The shared git remote.
+    pub remote: String,
+    pub workdir: PathBuf,
+    pub slots: usize,
+    /// The models it takes attempts of; empty: every model the daemon hands out.
+    pub models: Vec<String>,
+    pub name: String,
+    /// The daemon's `[cluster] name`.
+    pub cluster: String,
+    /// The `catalyst` binary (the hooks, the shim, the sandbox's network).
+    pub catalyst: PathBuf,
+}
+
+/// Why a worker stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Worker(#[from] WorkerError),
+}
+
+/// The attempts a worker runs, by dispatch: their step and what stops them.
+type Running = Arc<Mutex<HashMap<String, (BeadId, CancellationToken)>>>;
+
+/// Serves until `shutdown`; running attempts are then stopped and their ends sent (without
+/// an outcome: they run again elsewhere).
+pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> Result<(), ServeError> {
+    let client = async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_secs(5))
+        .connect(opts.nats.clone())
+        .await
+        .map_err(|e| ClusterError::Connect {
+            urls: opts.nats.join(", "),
+            detail: e.to_string(),
+        })?;
+    let js = jetstream::new(client.clone());
+    let subjects = Subjects::new(&opts.cluster);
+    let worker =
+        Arc::new(Worker::open(&opts.name, &opts.remote, &opts.workdir, &opts.catalyst).await?);
+    let running: Running = Arc::default();
+    tokio::spawn(say_present(
+        client.clone(),
+        subjects.clone(),
+        opts.clone(),
+        running.clone(),
+        shutdown.clone(),
+    ));
+    tokio::spawn(follow_cancels(
+        client.clone(),
+        subjects.clone(),
+        running.clone(),
+        shutdown.clone(),
+    ));
+    tracing::info!(name = %opts.name, slots = opts.slots, "worker serving");
+    let slots = Arc::new(Semaphore::new(opts.slots.max(1)));
+    let mut consumers = Vec::new();
+    let mut looked = None::<std::time::Instant>;
+    loop {
+        if looked.is_none_or(|at| at.elapsed() > Duration::from_secs(5)) {
+            consumers = model_consumers(&js, &subjects, &opts.models).await;
+            looked = Some(std::time::Instant::now());
+        }
+        if consumers.is_empty() {
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = tokio::time::sleep(FETCH_WAIT) => continue,
+            }
+        }
+        for consumer in &consumers {
+            let permit = tokio::select! {
+                () = shutdown.cancelled() => break,
+                permit = slots.clone().acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => break,
+                },
+            };
+            let fetched = consumer
+                .fetch()
+                .max_messages(1)
+                .expires(FETCH_WAIT)
+                .messages()
+                .await;
+            let Ok(mut messages) = fetched else {
+                continue;
+            };
+            let message = tokio::select! {
+                () = shutdown.cancelled() => break,
+                next = messages.next() => match next {
+                    Some(Ok(message)) => message,
+                    _ => continue,
+                },
+            };
+            let order: AttemptOrder = match serde_json::from_slice(&message.payload) {
+                Ok(order) => order,
+                Err(e) => {
+                    tracing::warn!(error = %e, "an order that does not parse: dropped");
+                    let _ = message.ack_with(jetstream::AckKind::Term).await;
+                    continue;
+                }
+            };
+            // Held before it is taken off the queue: the daemon knows who runs it.
+            lease(&client, &subjects, &order.dispatch, &opts.name).await;
+            if let Err(e) = message.ack().await {
+                tracing::warn!(error = %e, "cannot take the order off the queue");
+            }
+            let cancel = shutdown.child_token();
+            running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(order.dispatch.clone(), (order.step.clone(), cancel.clone()));
+            let (client, js, subjects, worker, running, name) = (
+                client.clone(),
+                js.clone(),
+                subjects.clone(),
+                worker.clone(),
+                running.clone(),
+                opts.name.clone(),
+            );
+            tokio::spawn(async move {
+                let renew = renew_lease(client, subjects.clone(), order.clone(), name);
+                let end = tokio::select! {
+                    end = worker.run(&order, cancel) => end,
+                    () = renew => unreachable!("renewing never ends"),
+                };
+                running
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&order.dispatch);
+                send_end(&js, &subjects, &end).await;
+                drop(permit);
+            });
+        }
+        if shutdown.is_cancelled() {
+            break;
+        }
+    }
+    // Let the attempts that were stopped send their ends.
+    let _ = tokio::time::timeout(
+        Duration::from_secs(30),
+        slots.acquire_many(opts.slots.max(1) as u32),
+    )
+    .await;
+    Ok(())
+}
+
+/// The consumers of the models this worker takes: those named, made if the daemon has not
+/// yet; else every model consumer the daemon made.
+async fn model_consumers(
+    js: &jetstream::Context,
+    subjects: &Subjects,
+    models: &[String],
+) -> Vec<consumer::PullConsumer> {
+    let Ok(stream) = js.get_stream(subjects.attempts_stream()).await else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if models.is_empty() {
+        let prefix = subjects.model_consumer("");
+        let mut names = stream.consumer_names();
+        let mut found = Vec::new();
+        while let Some(Ok(name)) = names.next().await {
+            if name.starts_with(&prefix) {
+                found.push(name);
+            }
+        }
+        for name in found {
+            if let Ok(c) = stream.get_consumer::<consumer::pull::Config>(&name).await {
+                out.push(c);
+            }
+        }
+    } else {
+        for model in models {
+            let config = model_consumer(subjects, model);
+            let name = subjects.model_consumer(model);
+            match retry(&name, || {
+                stream.get_or_create_consumer(&name, config.clone())
+            })
+            .await
+            {
+                Ok(c) => out.push(c),
+                Err(e) => tracing::warn!(error = %e, "cannot follow a model's orders"),
+            }
+        }
+    }
+    out
+}
+
+async fn lease(client: &async_nats::Client, subjects: &Subjects, dispatch: &str, worker: &str) {
+    let lease = Lease {
+        dispatch: dispatch.to_owned(),
+        worker: worker.to_owned(),
+    };
+    let payload = serde_json::to_vec(&lease).unwrap_or_default();
+    if let Err(e) = client.publish(subjects.leases(), payload.into()).await {
+        tracing::warn!(error = %e, "cannot renew a lease");
+    }
+}
+
+/// Renews the order's lease every third of it, forever (dropped when the attempt ends).
+async fn renew_lease(
+    client: async_nats::Client,
+    subjects: Subjects,
+    order: AttemptOrder,
+    name: String,
+) {
+    let every = Duration::from_secs(order.lease_secs.max(1)) / 3;
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
+    loop {
+        tick.tick().await;
+        lease(&client, &subjects, &order.dispatch, &name).await;
+    }
+}
+
+/// Sends an attempt's end, trying again until JetStream takes it (once, by its dispatch).
+async fn send_end(
+    js: &jetstream::Context,
+    subjects: &Subjects,
+    end: &crate::domain::cluster::AttemptEnd,
+) {
+    let payload = serde_json::to_vec(end).unwrap_or_default();
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(
+        "Nats-Msg-Id",
+        format!("{}/{}", end.dispatch, end.worker).as_str(),
+    );
+    let sent = retry("sending an attempt's end", || async {
+        js.publish_with_headers(subjects.ends(), headers.clone(), payload.clone().into())
+            .await?
+            .await
+            .map_err(async_nats::Error::from)
+    })
+    .await;
+    if let Err(e) = sent {
+        tracing::error!(step = %end.step, error = %e, "cannot send an attempt's end; the daemon runs it again when the lease runs out");
+    }
+}
+
+async fn say_present(
+    client: async_nats::Client,
+    subjects: Subjects,
+    opts: WorkerOptions,
+    running: Running,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(PRESENCE);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let steps = running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|(step, _)| step.clone())
+            .collect();
+        let beat = WorkerBeat {
+            name: opts.name.clone(),
+            slots: opts.slots,
+            models: opts.models.clone(),
+            running: steps,
+        };
+        let payload = serde_json::to_vec(&beat).unwrap_or_default();
+        let _ = client.publish(subjects.workers(), payload.into()).await;
+    }
+}
+
+async fn follow_cancels(
+    client: async_nats::Client,
+    subjects: Subjects,
+    running: Running,
+    shutdown: CancellationToken,
+) {
+    let Ok(mut cancels) = client.subscribe(subjects.cancels()).await else {
+        tracing::error!("cannot follow cancels");
+        return;
+    };
+    loop {
+        let message = tokio::select! {
+            () = shutdown.cancelled() => return,
+            next = cancels.next() => match next {
+                Some(m) => m,
+                None => return,
+            },
+        };
+        let dispatch = String::from_utf8_lossy(&message.payload).into_owned();
+        if let Some((step, cancel)) = running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&dispatch)
+        {
+            tracing::info!(%step, "the daemon cancelled the attempt");
+            cancel.cancel();
+        }
+    }
+}

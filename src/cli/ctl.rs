@@ -15,7 +15,7 @@ use crate::domain::model::{JsonMap, VARS_KEY};
 use crate::protocol::{
     ApproveParams, BeadInput, BeadList, CloseParams, CommentParams, IdParams, ListParams, Method,
     PauseParams, RejectParams, ShowAnswer, ShowParams, StreamLine, Submitted, SubscribeParams,
-    UpdateParams,
+    UpdateParams, WorkersAnswer,
 };
 use crate::render::style::Paint;
 use crate::render::{compact, render_beads, render_event_with, render_show, render_status};
@@ -206,6 +206,9 @@ pub enum CtlCommand {
     Reload,
     /// Stop the daemon (running agents get the grace period).
     Shutdown,
+    /// The workers on other machines that run its agents (`[cluster]`): slots, models, what
+    /// each runs, and when it last said it was there.
+    Workers,
 }
 
 #[derive(Debug, Args)]
@@ -396,6 +399,9 @@ fn render(method: &Method, result: serde_json::Value, paint: Paint) -> Result<St
             let ids: Vec<String> = submitted.ids.iter().map(ToString::to_string).collect();
             format!("submitted {}\n", ids.join(" "))
         }
+        Method::Workers => {
+            crate::render::render_workers(&answer_as::<WorkersAnswer>(name, result)?, paint)
+        }
         _ => format!("{}\n", compact(&result)),
     })
 }
@@ -454,6 +460,7 @@ fn method_for(command: &CtlCommand) -> Result<Method, CtlError> {
         }),
         CtlCommand::Reload => Method::Reload,
         CtlCommand::Shutdown => Method::Shutdown,
+        CtlCommand::Workers => Method::Workers,
         CtlCommand::Events { .. }
         | CtlCommand::Logs { .. }
         | CtlCommand::Watch

@@ -282,11 +282,14 @@ async fn run_with(
     let beads_file = loaded.config.beads.watch.clone();
     let cluster = loaded.config.cluster.clone();
     let (mut engine, handle, rx) = Engine::new(paths.clone(), store, loaded, repo, tracker.clone());
-    if cluster.is_on() {
+    let bus = if cluster.is_on() {
         let bus = crate::daemon::cluster::bus::Bus::connect(&cluster, shutdown.clone()).await?;
         tracing::info!(nats = %cluster.nats.join(", "), "agent attempts run on the cluster's workers");
-        engine.set_remote(bus);
-    }
+        engine.set_remote(bus.clone());
+        Some(bus)
+    } else {
+        None
+    };
     let _beads_watcher = beads_file.and_then(|file| {
         crate::daemon::beads::follow::start(paths.workspace.join(file), handle.tx.clone())
     });
@@ -307,6 +310,7 @@ async fn run_with(
         paths.clone(),
         serving.clone(),
         tracker.clone(),
+        bus,
     ));
     // A `shutdown` request arrives through the server, which cancels `serving`; the engine
     // stops on `shutdown`, so pass it on.

@@ -10,6 +10,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::sync::Arc;
 
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
@@ -60,6 +61,8 @@ struct Shared {
     paths: Paths,
     shutdown: CancellationToken,
     uid: u32,
+    /// The cluster's bus when `[cluster]` is on (`workers`).
+    cluster: Option<Arc<crate::daemon::cluster::bus::Bus>>,
 }
 
 /// Accepts connections until `shutdown` fires.
@@ -69,12 +72,14 @@ pub async fn serve(
     paths: Paths,
     shutdown: CancellationToken,
     tracker: TaskTracker,
+    cluster: Option<Arc<crate::daemon::cluster::bus::Bus>>,
 ) {
     let shared = Shared {
         engine,
         paths,
         shutdown: shutdown.clone(),
         uid: nix::unistd::getuid().as_raw(),
+        cluster,
     };
     loop {
         let stream = tokio::select! {
@@ -178,6 +183,27 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
                 send(&mut conn, &Response::ok(id, answer)).await?;
                 shared.shutdown.cancel();
                 return Ok(());
+            }
+            ConnectionMethod::Workers => {
+                let workers = shared
+                    .cluster
+                    .as_ref()
+                    .map(|bus| bus.workers())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(beat, seen)| crate::protocol::WorkerView {
+                        name: beat.name,
+                        slots: beat.slots,
+                        models: beat.models,
+                        running: beat.running,
+                        seen_ms: seen.as_millis() as u64,
+                    })
+                    .collect();
+                let answer = crate::protocol::WorkersAnswer {
+                    cluster: shared.cluster.is_some(),
+                    workers,
+                };
+                send(&mut conn, &Response::ok(id, answer)).await?;
             }
             ConnectionMethod::ShowRuns(p) => {
                 let answer = crate::daemon::audit::show_with_runs(&shared.engine, &shared.paths, p)

@@ -75,6 +75,15 @@ pub enum EventBody {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
     },
+    /// A worker on another machine took an attempt (`[cluster]`): the attempt was handed out
+    /// at its `step.dispatched`, and runs on `worker` from now on.
+    #[serde(rename = "step.started")]
+    StepStarted {
+        bead: BeadId,
+        step: BeadId,
+        attempt: u32,
+        worker: String,
+    },
     /// An attempt ended: how the process ended, what it cost, the daemon's commit.
     #[serde(rename = "step.finished")]
     StepFinished {
@@ -250,7 +259,7 @@ pub enum EventBody {
 
 impl EventBody {
     /// Every event's `type` name, in the order of [`EventBody`].
-    pub const KINDS: [&'static str; 26] = [
+    pub const KINDS: [&'static str; 27] = [
         "bead.created",
         "bead.updated",
         "bead.status",
@@ -258,6 +267,7 @@ impl EventBody {
         "molecule.poured",
         "fix.created",
         "step.dispatched",
+        "step.started",
         "step.finished",
         "step.result",
         "step.retry",
@@ -289,6 +299,7 @@ impl EventBody {
             EventBody::MoleculePoured { .. } => "molecule.poured",
             EventBody::FixCreated { .. } => "fix.created",
             EventBody::StepDispatched { .. } => "step.dispatched",
+            EventBody::StepStarted { .. } => "step.started",
             EventBody::StepFinished { .. } => "step.finished",
             EventBody::StepResult { .. } => "step.result",
             EventBody::StepRetry { .. } => "step.retry",
@@ -321,6 +332,7 @@ impl EventBody {
             EventBody::MoleculePoured { bead, .. }
             | EventBody::FixCreated { bead, .. }
             | EventBody::StepDispatched { bead, .. }
+            | EventBody::StepStarted { bead, .. }
             | EventBody::StepFinished { bead, .. }
             | EventBody::StepResult { bead, .. }
             | EventBody::StepRetry { bead, .. }

@@ -43,10 +43,11 @@ pub enum Method {
     Hook(HookParams),
     Import(ImportParams),
     Export,
+    Workers,
 }
 
 /// The method names, for `unknown_method` errors and completions.
-pub const METHODS: [&str; 22] = [
+pub const METHODS: [&str; 23] = [
     "status",
     "ready",
     "list",
@@ -69,6 +70,7 @@ pub const METHODS: [&str; 22] = [
     "hook",
     "import",
     "export",
+    "workers",
 ];
 
 impl Method {
@@ -96,15 +98,19 @@ impl Method {
             Method::Hook(_) => "hook",
             Method::Import(_) => "import",
             Method::Export => "export",
+            Method::Workers => "workers",
         }
     }
 
     /// The `params` object of this method, for the client side.
     pub fn params(&self) -> Value {
         let v = match self {
-            Method::Status | Method::Ready | Method::Reload | Method::Shutdown | Method::Export => {
-                Ok(Value::Object(JsonMap::new()))
-            }
+            Method::Status
+            | Method::Ready
+            | Method::Reload
+            | Method::Shutdown
+            | Method::Export
+            | Method::Workers => Ok(Value::Object(JsonMap::new())),
             Method::List(p) => serde_json::to_value(p),
             Method::Show(p) => serde_json::to_value(p),
             Method::Submit(beads) => Ok(serde_json::json!({ "beads": beads })),
@@ -206,6 +212,7 @@ fn parse_method(method: &str, params: Value) -> Result<Method, RpcError> {
         "reload" => none(&params).map(|()| Method::Reload)?,
         "shutdown" => none(&params).map(|()| Method::Shutdown)?,
         "export" => none(&params).map(|()| Method::Export)?,
+        "workers" => none(&params).map(|()| Method::Workers)?,
         "import" => Method::Import(typed(method, params)?),
         "list" => Method::List(typed(method, params)?),
         "show" => Method::Show(typed(method, params)?),
@@ -269,6 +276,8 @@ pub enum ConnectionMethod {
     Shutdown,
     /// `show` with `runs`: the engine's `show`, then each attempt's run folder and dispatch.
     ShowRuns(IdParams),
+    /// The workers on other machines (`[cluster]`), from their presence messages.
+    Workers,
 }
 
 /// The methods the engine answers: the ones that read or change its state.
@@ -303,6 +312,7 @@ impl Method {
             Method::Subscribe(p) => return Route::Connection(ConnectionMethod::Subscribe(p)),
             Method::Logs(p) => return Route::Connection(ConnectionMethod::Logs(p)),
             Method::Shutdown => return Route::Connection(ConnectionMethod::Shutdown),
+            Method::Workers => return Route::Connection(ConnectionMethod::Workers),
             Method::Show(p) if p.runs => {
                 return Route::Connection(ConnectionMethod::ShowRuns(IdParams { id: p.id }))
             }

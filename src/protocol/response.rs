@@ -158,6 +158,9 @@ pub struct RunningStep {
     /// `None` for a gate.
     pub model: Option<String>,
     pub step: BeadId,
+    /// The worker on another machine that runs it (`[cluster]`), once one took it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
 }
 
 /// One line of `list`: a bead and its molecule's progress.
@@ -187,6 +190,28 @@ pub struct BeadSummary {
     /// done yet (a cancelled one, or one closed before its merge, is not done).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_for: Vec<BeadId>,
+}
+
+/// `workers`: whether agents run on other machines, and the workers that said they were
+/// there lately.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkersAnswer {
+    /// Whether `[cluster]` is on; without it agents run on the daemon's machine.
+    pub cluster: bool,
+    pub workers: Vec<WorkerView>,
+}
+
+/// A worker, as its last presence message said.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkerView {
+    pub name: String,
+    pub slots: usize,
+    /// Empty: every model.
+    pub models: Vec<String>,
+    /// The steps it runs.
+    pub running: Vec<BeadId>,
+    /// How long ago it last said it was there.
+    pub seen_ms: u64,
 }
 
 /// `list` and `ready`.

@@ -41,6 +41,7 @@ fn subject(body: &EventBody) -> String {
             id.to_string()
         }
         B::StepDispatched { step, .. }
+        | B::StepStarted { step, .. }
         | B::StepFinished { step, .. }
         | B::StepResult { step, .. }
         | B::StepRetry { step, .. }
@@ -88,6 +89,9 @@ fn detail(body: &EventBody) -> String {
             "attempt {attempt} model {}",
             model.as_deref().unwrap_or("-")
         ),
+        B::StepStarted {
+            attempt, worker, ..
+        } => format!("attempt {attempt} on worker {worker}"),
         B::StepFinished {
             attempt,
             exit,

@@ -10,6 +10,7 @@ mod status;
 pub mod style;
 pub mod table;
 pub mod time;
+mod workers;
 
 use serde_json::Value;
 
@@ -19,6 +20,7 @@ pub use list::{render_beads, status_label, waiting_for};
 pub use logs::{render_attempt_header, render_entry};
 pub use show::render_show;
 pub use status::render_status;
+pub use workers::render_workers;
 
 /// A small answer on one line: `key: value, …`, strings without their quotes.
 pub fn compact(v: &Value) -> String {

@@ -171,6 +171,17 @@ impl TestDaemon {
         answer["ids"][0].as_str().expect("an id").to_owned()
     }
 
+    /// Submits beads as one group and returns their ids.
+    pub async fn submit_all(&self, inputs: Vec<BeadInput>) -> Vec<String> {
+        let answer = self.call(Method::Submit(inputs)).await;
+        answer["ids"]
+            .as_array()
+            .expect("ids")
+            .iter()
+            .map(|id| id.as_str().expect("an id").to_owned())
+            .collect()
+    }
+
     pub async fn show(&self, id: &str) -> Value {
         self.call(Method::Show(ShowParams {
             id: id.into(),

@@ -7,26 +7,43 @@ use std::process::{Command, Stdio};
 use catalyst_testkit::nats::NatsCluster;
 use catalyst_testkit::{bead, TestDaemon, Workspace};
 
-/// Every bead's review rejects until the fix's file is there: decided by the worktree, not by
-/// a count, so it holds whichever worker runs it.
-pub const FIX_LOOP: &str = r#"
+/// For each of `beads`: the implementer writes `<bead>.txt`; the review rejects until the
+/// fix has written `<bead>-fixed.txt`. Decided by each bead's own files, not by a count, so it
+/// holds whichever worker runs it, and no bead's change is already on `main`.
+pub fn fix_loop(beads: &[&str]) -> String {
+    let mut scenario = String::new();
+    for b in beads {
+        scenario.push_str(&format!(
+            r#"
 [[rule]]
 role = "implement"
-responses = [{ write = { "work.txt" = "work\n" }, summary = "did the work" }]
+bead = "{b}"
+responses = [{{ write = {{ "{b}.txt" = "work of {b}\n" }}, summary = "did the work" }}]
 
 [[rule]]
 role = "review"
-unless_exists = "fixed.txt"
-responses = [{ verdict = "REJECTED", summary = "not yet", instructions = ["add fixed.txt"] }]
-
-[[rule]]
-role = "review"
-responses = [{ verdict = "APPROVED", summary = "good" }]
+bead = "{b}"
+unless_exists = "{b}-fixed.txt"
+responses = [{{ verdict = "REJECTED", summary = "not yet", instructions = ["add {b}-fixed.txt"] }}]
 
 [[rule]]
 role = "fix"
-responses = [{ write = { "fixed.txt" = "fixed\n" }, summary = "fixed" }]
-"#;
+bead = "{b}"
+responses = [{{ write = {{ "{b}-fixed.txt" = "fixed\n" }}, summary = "fixed" }}]
+"#
+        ));
+    }
+    scenario.push_str("\n[[rule]]\nrole = \"review\"\nresponses = [{ verdict = \"APPROVED\", summary = \"good\" }]\n");
+    scenario
+}
+
+/// A bead with the id `id`.
+pub fn bead_with(id: &str) -> catalyst::protocol::BeadInput {
+    catalyst::protocol::BeadInput {
+        id: Some(id.to_owned()),
+        ..bead(&format!("Work {id}"))
+    }
+}
 
 /// A bare repository holding the workspace's `main`: the remote the daemon and its workers
 /// share.
@@ -61,6 +78,45 @@ pub fn cluster_config(cluster: &NatsCluster, remote: &Path, lease_secs: u64) -> 
         urls.join(", "),
         remote.display().to_string()
     )
+}
+
+/// Waits until every bead of `ids` is closed; on a timeout, fails with what each one is
+/// doing, the last events and the workers' logs.
+pub async fn all_closed(daemon: &TestDaemon, ids: &[String], workers: &[WorkerProcess]) {
+    let closed = catalyst_testkit::poll::poll(std::time::Duration::from_millis(200), async || {
+        for id in ids {
+            if daemon.show(id).await["status"] != "closed" {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    if closed.is_none() {
+        let mut why = String::new();
+        for id in ids {
+            let shown = daemon.show(id).await;
+            why.push_str(&format!("{id}: {} {}\n", shown["status"], shown["current"]));
+        }
+        let events = daemon.events().await;
+        for e in events.iter().rev().take(40).rev() {
+            why.push_str(&format!("{e}\n"));
+        }
+        for w in workers {
+            why.push_str(&format!("--- {}\n{}\n", w.name, w.log_text()));
+        }
+        panic!("not every bead closed:\n{why}");
+    }
+}
+
+/// Adds `text` at the end of the workspace's config.
+pub fn append_config(ws: &Workspace, text: &str) {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(ws.paths.config())
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .expect("the config");
 }
 
 /// A `catalyst worker` process (killed when dropped), logging to `<root>/<name>.log`.
@@ -119,26 +175,25 @@ async fn a_bead_runs_its_agents_on_a_worker_through_its_fix_loop_and_merges() {
     let Some(cluster) = NatsCluster::start(3).await else {
         return;
     };
-    let ws = Workspace::new(FIX_LOOP, "");
+    let ws = Workspace::new(&fix_loop(&["cat-one"]), "");
     let remote = shared_remote(&ws);
-    std::fs::OpenOptions::new()
-        .append(true)
-        .open(ws.paths.config())
-        .and_then(|mut f| {
-            use std::io::Write;
-            f.write_all(cluster_config(&cluster, &remote, 10).as_bytes())
-        })
-        .expect("the cluster config");
+    append_config(&ws, &cluster_config(&cluster, &remote, 10));
     let daemon: TestDaemon = ws.start().await;
     let w1 = start_worker(&ws, &cluster, &remote, "w1", 2);
-    let id = daemon.submit(bead("Through a worker")).await;
+    let id = daemon.submit(bead_with("cat-one")).await;
     daemon.wait_status(&id, "closed").await;
     assert_eq!(
         daemon.roles_of(&id),
         ["refine", "implement", "review", "fix", "review"]
     );
-    assert_eq!(daemon.file_on_main("work.txt").as_deref(), Some("work\n"));
-    assert_eq!(daemon.file_on_main("fixed.txt").as_deref(), Some("fixed\n"));
+    assert_eq!(
+        daemon.file_on_main("cat-one.txt").as_deref(),
+        Some("work of cat-one\n")
+    );
+    assert_eq!(
+        daemon.file_on_main("cat-one-fixed.txt").as_deref(),
+        Some("fixed\n")
+    );
     // The agents ran in the worker's clone, not the daemon's worktrees.
     let cwds: Vec<String> = daemon
         .invocations()
@@ -152,4 +207,79 @@ async fn a_bead_runs_its_agents_on_a_worker_through_its_fix_loop_and_merges() {
         "{cwds:?}\n{}",
         w1.log_text()
     );
+    // Each agent attempt was taken by the worker, as the events say; gates and the merge
+    // stayed here.
+    let started: Vec<String> = daemon
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "step.started")
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["step"].as_str().unwrap_or(""),
+                e["worker"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(started.len(), 5, "{started:?}");
+    assert!(started.iter().all(|s| s.ends_with(" w1")), "{started:?}");
+    let (code, out, err) = daemon.ctl(&["workers"], "").await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("w1") && out.contains("0/2") && out.contains("all"),
+        "{out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_beads_spread_over_two_workers_each_attempt_once_within_the_caps() {
+    let Some(cluster) = NatsCluster::start(3).await else {
+        return;
+    };
+    let names: Vec<String> = (1..=20).map(|i| format!("cat-n{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let ws = Workspace::new(&fix_loop(&names), "max_agents = 3\n");
+    let remote = shared_remote(&ws);
+    append_config(&ws, &cluster_config(&cluster, &remote, 10));
+    let daemon = ws.start().await;
+    let workers = [
+        start_worker(&ws, &cluster, &remote, "w1", 2),
+        start_worker(&ws, &cluster, &remote, "w2", 2),
+    ];
+    let inputs: Vec<_> = names.iter().map(|n| bead_with(n)).collect();
+    let ids = daemon.submit_all(inputs).await;
+    all_closed(&daemon, &ids, &workers).await;
+    let invocations = daemon.invocations();
+    // Every bead went through its fix loop, each attempt run once.
+    for id in &ids {
+        assert_eq!(
+            daemon.roles_of(id),
+            ["refine", "implement", "review", "fix", "review"],
+            "{id}"
+        );
+    }
+    // Over both workers.
+    for w in &workers {
+        let theirs = ws.root.join(&w.name).display().to_string();
+        let n = invocations
+            .iter()
+            .filter(|i| i.cwd.starts_with(&theirs))
+            .count();
+        assert!(n > 0, "{} ran nothing:\n{}", w.name, w.log_text());
+    }
+    // Never more agents at once than `max_agents`, whichever machine ran them.
+    let mut moments: Vec<(u64, i32)> = Vec::new();
+    for i in &invocations {
+        moments.push((i.started_ms, 1));
+        moments.push((i.ended_ms.expect("every agent ended"), -1));
+    }
+    moments.sort();
+    let (mut now, mut most) = (0, 0);
+    for (_, change) in moments {
+        now += change;
+        most = most.max(now);
+    }
+    assert!(most <= 3, "{most} agents ran at once");
+    assert!(most >= 2, "the workers ran agents side by side ({most})");
 }

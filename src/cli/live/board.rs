@@ -531,6 +531,7 @@ mod tests {
                 elapsed_ms: 3000,
                 model: Some("haiku".into()),
                 step: id("bd-1.2.review"),
+                worker: None,
             }],
             waiting_approval: vec![id("bd-1.2.approve")],
             held_merges: vec![],

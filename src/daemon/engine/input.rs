@@ -31,6 +31,12 @@ pub enum Input {
     },
     /// A step's attempt (agent or gate) ended.
     StepDone(Box<StepDone>),
+    /// A worker on another machine took an agent attempt (`[cluster]`).
+    StepStarted {
+        step: BeadId,
+        attempt: u32,
+        worker: String,
+    },
     /// The daemon's fast-forward of the target branch ended (or could not start).
     MergeDone(Box<MergeReport>),
     /// A bead's worktree and branch were removed (or could not be).

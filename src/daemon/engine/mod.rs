@@ -64,6 +64,8 @@ struct Running {
     cancel: CancellationToken,
     /// Whether the `Stop` hook has sent this attempt's agent back once already.
     stop_blocked: bool,
+    /// The worker on another machine running it, once one took it (`[cluster]`).
+    worker: Option<String>,
 }
 
 /// A model that reported a usage limit (or a person paused).
@@ -414,6 +416,11 @@ impl Engine {
                 let result = self.step_done(&done);
                 self.keep_if_unwritten(result, Input::StepDone(done));
             }
+            Input::StepStarted {
+                step,
+                attempt,
+                worker,
+            } => self.step_started(&step, attempt, worker),
             Input::MergeDone(report) => {
                 let _ = self.merge_done(*report);
             }

@@ -230,6 +230,7 @@ impl Engine {
                 started: Instant::now(),
                 cancel: cancel.clone(),
                 stop_blocked: false,
+                worker: None,
             },
         );
         let (work, id, role) = (work.clone(), step.id.clone(), meta.role);
@@ -237,7 +238,16 @@ impl Engine {
         match (&self.remote, meta.role) {
             // A merge agent resolves conflicts where the merge happens: here.
             (Some(remote), r) if r != Role::Merge => {
-                let run = runner::run_on_worker(job, cancel, remote.clone(), model_name);
+                let tx = self.tasks.tx.clone();
+                let step = step.id.clone();
+                let started = move |worker: String| {
+                    let _ = tx.try_send(Input::StepStarted {
+                        step,
+                        attempt,
+                        worker,
+                    });
+                };
+                let run = runner::run_on_worker(job, cancel, remote.clone(), model_name, started);
                 self.tasks.attempt(run, failed);
             }
             _ => {
@@ -247,6 +257,23 @@ impl Engine {
             }
         }
         true
+    }
+
+    /// A worker took the attempt `attempt` of `step`: recorded, and shown in `status`, if
+    /// that attempt still runs.
+    pub(super) fn step_started(&mut self, step: &BeadId, attempt: u32, worker: String) {
+        let Some(running) = self.running.get_mut(step).filter(|r| r.attempt == attempt) else {
+            return;
+        };
+        running.worker = Some(worker.clone());
+        let started = EventBody::StepStarted {
+            bead: running.work.clone(),
+            step: step.clone(),
+            attempt,
+            worker,
+        };
+        // Not written: the storage error is reported; the attempt runs on.
+        let _ = self.record(vec![started]);
     }
 
     fn start_gate(&mut self, work: &BeadId, step: &Bead, meta: &StepMeta) -> bool {
@@ -290,6 +317,7 @@ impl Engine {
                 started: Instant::now(),
                 cancel: cancel.clone(),
                 stop_blocked: false,
+                worker: None,
             },
         );
         let (work, id, role) = (work.clone(), step.id.clone(), meta.role);

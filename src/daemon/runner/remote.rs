@@ -229,6 +229,7 @@ pub async fn run_on_worker(
     cancel: CancellationToken,
     remote: std::sync::Arc<dyn Remote>,
     model: String,
+    started: impl FnOnce(String) + Send,
 ) -> StepDone {
     let side = job.tree != job.work;
     let prepared = if side {
@@ -263,9 +264,16 @@ pub async fn run_on_worker(
     };
     let lease = remote.lease();
     let mut check = tokio::time::interval((lease / 3).max(Duration::from_millis(100)));
+    let mut started = Some(started);
     tokio::pin!(end);
     let end = loop {
         tokio::select! {
+            Ok(()) = leases.changed(), if started.is_some() => {
+                let taker = leases.borrow_and_update().as_ref().map(|(w, _)| w.clone());
+                if let (Some(worker), Some(tell)) = (taker, started.take()) {
+                    tell(worker);
+                }
+            }
             ended = &mut end => match ended {
                 Ok(end) => break end,
                 // The bus stopped (the daemon is stopping): interrupted.

@@ -45,6 +45,7 @@ impl State {
                 self.check_create(step, created)
             }
             EventBody::StepDispatched { bead, step, .. }
+            | EventBody::StepStarted { bead, step, .. }
             | EventBody::StepFinished { bead, step, .. }
             | EventBody::StepResult { bead, step, .. }
             | EventBody::StepRetry { bead, step, .. }

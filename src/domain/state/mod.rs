@@ -374,6 +374,7 @@ impl State {
                 });
             }
             EventBody::StepEscalated { .. }
+            | EventBody::StepStarted { .. }
             | EventBody::GatePassed { .. }
             | EventBody::GateFailed { .. }
             | EventBody::MergeConflict { step: None, .. }

@@ -180,6 +180,7 @@ impl Engine {
             elapsed_ms: r.started.elapsed().as_millis() as u64,
             model: r.model.clone(),
             step: r.step.clone(),
+            worker: r.worker.clone(),
         }
     }
 

@@ -260,8 +260,11 @@ async fn send_end(
             .map_err(async_nats::Error::from)
     })
     .await;
-    if let Err(e) = sent {
-        tracing::error!(step = %end.step, error = %e, "cannot send an attempt's end; the daemon runs it again when the lease runs out");
+    match sent {
+        Ok(_) => tracing::info!(step = %end.step, attempt = end.attempt, "sent the attempt's end"),
+        Err(e) => {
+            tracing::error!(step = %end.step, error = %e, "cannot send an attempt's end; the daemon runs it again when the lease runs out")
+        }
     }
 }
 

@@ -1,0 +1,225 @@
+//! What a cluster survives: a worker killed mid-attempt, a NATS node killed mid-run, a
+//! worker cut off past its lease that comes back, the daemon killed mid-run.
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use catalyst_testkit::nats::NatsCluster;
+use catalyst_testkit::Workspace;
+
+use super::run::{
+    all_closed, append_config, bead_with, cluster_config, fix_loop, shared_remote, start_worker,
+    WorkerProcess,
+};
+
+/// The lease of these tests: a lost worker is noticed within seconds.
+const LEASE: u64 = 3;
+
+/// `fix_loop` for `beads`, but the implementer of `slow` first waits for the stub file `go`.
+fn with_slow_implement(ws: &Workspace, beads: &[&str], slow: &str) -> String {
+    let go = ws.stub_file("go");
+    let wait = format!(
+        "[[rule]]\nrole = \"implement\"\nbead = \"{slow}\"\nresponses = [{{ wait_for = {:?}, write = {{ \"{slow}.txt\" = \"work of {slow}\\n\" }}, summary = \"did the work\" }}]\n",
+        go.display().to_string()
+    );
+    format!("{wait}{}", fix_loop(beads))
+}
+
+fn signal(worker: &WorkerProcess, signal: Signal) {
+    kill(Pid::from_raw(worker.child.id() as i32), signal).expect("signal the worker");
+}
+
+/// The events of `kind` for `step`.
+fn of(events: &[serde_json::Value], kind: &str, step: &str) -> Vec<serde_json::Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == kind && e["step"] == step)
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_attempt_loses_it_to_the_other_not_counted() {
+    let Some(cluster) = NatsCluster::start(3).await else {
+        return;
+    };
+    let ws = Workspace::new("", "");
+    ws.set_scenario(&with_slow_implement(&ws, &["cat-s"], "cat-s"));
+    let remote = shared_remote(&ws);
+    append_config(&ws, &cluster_config(&cluster, &remote, LEASE));
+    let daemon = ws.start().await;
+    let w1 = start_worker(&ws, &cluster, &remote, "w1", 1);
+    daemon.submit(bead_with("cat-s")).await;
+    daemon
+        .wait_for("w1 taking the implement attempt", |e| {
+            e["type"] == "step.started" && e["step"] == "cat-s.implement" && e["worker"] == "w1"
+        })
+        .await;
+    signal(&w1, Signal::SIGKILL);
+    let w2 = start_worker(&ws, &cluster, &remote, "w2", 1);
+    std::fs::write(ws.stub_file("go"), "").expect("release the agents");
+    all_closed(&daemon, &["cat-s".into()], &[w1, w2]).await;
+
+    let events = daemon.events().await;
+    let interrupted = of(&events, "step.interrupted", "cat-s.implement");
+    assert_eq!(interrupted.len(), 1, "{interrupted:?}");
+    assert_eq!(interrupted[0]["attempt"], 1);
+    let started = of(&events, "step.started", "cat-s.implement");
+    assert_eq!(
+        started.last().map(|e| e["worker"].clone()),
+        Some("w2".into()),
+        "{started:?}"
+    );
+    let results = of(&events, "step.result", "cat-s.implement");
+    assert_eq!(results.len(), 1, "one result, from w2: {results:?}");
+    assert_eq!(
+        results[0]["counters"]["failed_attempts"], 0,
+        "the lost attempt is not counted"
+    );
+    let merged = events
+        .iter()
+        .filter(|e| e["type"] == "merge.completed")
+        .count();
+    assert_eq!(merged, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nats_node_killed_mid_run_loses_nothing() {
+    let Some(mut cluster) = NatsCluster::start(3).await else {
+        return;
+    };
+    let names: Vec<String> = (1..=8).map(|i| format!("cat-k{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let ws = Workspace::new(&fix_loop(&names), "max_agents = 3\n");
+    let remote = shared_remote(&ws);
+    append_config(&ws, &cluster_config(&cluster, &remote, 10));
+    let daemon = ws.start().await;
+    let workers = [
+        start_worker(&ws, &cluster, &remote, "w1", 2),
+        start_worker(&ws, &cluster, &remote, "w2", 2),
+    ];
+    let ids = daemon
+        .submit_all(names.iter().map(|n| bead_with(n)).collect())
+        .await;
+    daemon
+        .wait_for("the first merge", |e| e["type"] == "merge.completed")
+        .await;
+    cluster.kill(0);
+    all_closed(&daemon, &ids, &workers).await;
+    let events = daemon.events().await;
+    for id in &ids {
+        let merges = events
+            .iter()
+            .filter(|e| e["type"] == "merge.completed" && e["bead"] == id.as_str())
+            .count();
+        assert_eq!(merges, 1, "{id}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_cut_off_past_its_lease_is_superseded_and_its_late_end_ignored() {
+    let Some(cluster) = NatsCluster::start(3).await else {
+        return;
+    };
+    let ws = Workspace::new("", "");
+    ws.set_scenario(&with_slow_implement(&ws, &["cat-c"], "cat-c"));
+    let remote = shared_remote(&ws);
+    append_config(&ws, &cluster_config(&cluster, &remote, LEASE));
+    let daemon = ws.start().await;
+    let w1 = start_worker(&ws, &cluster, &remote, "w1", 1);
+    daemon.submit(bead_with("cat-c")).await;
+    daemon
+        .wait_for("w1 taking the implement attempt", |e| {
+            e["type"] == "step.started" && e["step"] == "cat-c.implement" && e["worker"] == "w1"
+        })
+        .await;
+    // Cut off: it renews nothing and hears nothing, its agent waits on.
+    signal(&w1, Signal::SIGSTOP);
+    daemon
+        .wait_for("the lost lease", |e| {
+            e["type"] == "step.interrupted" && e["step"] == "cat-c.implement"
+        })
+        .await;
+    let w2 = start_worker(&ws, &cluster, &remote, "w2", 1);
+    std::fs::write(ws.stub_file("go"), "").expect("release the agents");
+    daemon
+        .wait_for("w2's merge", |e| {
+            e["type"] == "merge.completed" && e["bead"] == "cat-c"
+        })
+        .await;
+    // Back: w1's agent ends, and its end comes too late.
+    signal(&w1, Signal::SIGCONT);
+    catalyst_testkit::poll::eventually("w1 to send its late end", async || {
+        w1.log_text()
+            .contains("sent the attempt's end")
+            .then_some(())
+    })
+    .await;
+    // The daemon has taken every end once the ends' work queue is empty.
+    let client = async_nats::connect(cluster.url(1)).await.expect("connect");
+    let js = async_nats::jetstream::new(client);
+    catalyst_testkit::poll::eventually("the daemon to take the late end", async || {
+        let mut stream = js.get_stream("catalyst-ends").await.ok()?;
+        let info = stream.info().await.ok()?;
+        (info.state.messages == 0).then_some(())
+    })
+    .await;
+    let events = daemon.events().await;
+    let finished = of(&events, "step.finished", "cat-c.implement");
+    assert_eq!(finished.len(), 1, "only w2's end applied: {finished:?}");
+    assert_eq!(finished[0]["attempt"], 2);
+    let merged = events
+        .iter()
+        .filter(|e| e["type"] == "merge.completed")
+        .count();
+    assert_eq!(merged, 1, "one merge");
+    drop(w2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_killed_mid_run_applies_no_attempt_twice_after_its_restart() {
+    let Some(cluster) = NatsCluster::start(3).await else {
+        return;
+    };
+    let names: Vec<String> = (1..=6).map(|i| format!("cat-d{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let ws = Workspace::new(&fix_loop(&names), "max_agents = 3\n");
+    let remote = shared_remote(&ws);
+    append_config(&ws, &cluster_config(&cluster, &remote, LEASE));
+    let mut daemon = ws.spawn();
+    let workers = [
+        start_worker(&ws, &cluster, &remote, "w1", 2),
+        start_worker(&ws, &cluster, &remote, "w2", 2),
+    ];
+    let ids = daemon
+        .submit_all(names.iter().map(|n| bead_with(n)).collect())
+        .await;
+    daemon
+        .wait_for("the first fix", |e| e["type"] == "fix.created")
+        .await;
+    daemon.kill().await;
+    daemon.restart();
+    all_closed(&daemon, &ids, &workers).await;
+    let events = daemon.events().await;
+    let mut ends = std::collections::HashMap::new();
+    for e in events.iter().filter(|e| e["type"] == "step.finished") {
+        let key = format!("{} #{}", e["step"], e["attempt"]);
+        *ends.entry(key).or_insert(0) += 1;
+    }
+    assert!(
+        ends.values().all(|n| *n == 1),
+        "an attempt applied twice: {ends:?}"
+    );
+    for id in &ids {
+        let merges = events
+            .iter()
+            .filter(|e| e["type"] == "merge.completed" && e["bead"] == id.as_str())
+            .count();
+        assert_eq!(merges, 1, "{id}");
+        assert_eq!(
+            ws.file_on_main(&format!("{id}-fixed.txt")).as_deref(),
+            Some("fixed\n"),
+            "the same outcome as without the kill"
+        );
+    }
+}

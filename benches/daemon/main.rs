@@ -1,11 +1,13 @@
 //! Daemon benchmarks: the orchestrator's own cost against the floor and against pueue,
 //! dispatch latency, event fan-out, a 100,000-bead store's start-up, memory and idle CPU,
 //! what the sandbox adds to an attempt's start, what a tool call's hook costs, what each
-//! git step of a bead costs, and how fast the web dashboard's board answers on a large store.
+//! git step of a bead costs, how fast the web dashboard's board answers on a large store, and
+//! how agents on a second worker machine scale a run.
 //! Every row prints its figure, its target and its ratio to a baseline measured in this run.
 //!
 //! Run: `cargo bench --bench daemon` (all rows), `cargo bench --bench daemon -- ROW…` with
-//! ROW one of `overhead chain latency fanout scale sandbox hook git web`, and `--quick` for small
+//! ROW one of `overhead chain latency fanout scale sandbox hook git web cluster`, and `--quick`
+//! for small
 //! sizes. Workspaces are made under `TMPDIR` (README "Benchmarks" on why the file system
 //! matters).
 //! The `chain` row needs pueue 4.0.4, which `benches/pueue.sh` builds from crates.io into
@@ -15,6 +17,7 @@
 //! as in the tests.
 
 mod chain;
+mod cluster;
 mod fanout;
 mod git;
 mod hook;
@@ -50,8 +53,8 @@ role = \"merge\"
 needs = [\"work\"]
 ";
 
-const ROWS: [&str; 9] = [
-    "overhead", "chain", "latency", "fanout", "scale", "sandbox", "hook", "git", "web",
+const ROWS: [&str; 10] = [
+    "overhead", "chain", "latency", "fanout", "scale", "sandbox", "hook", "git", "web", "cluster",
 ];
 
 /// A workspace whose beads run the `one` formula (one agent step, then the merge), with
@@ -169,5 +172,8 @@ fn main() {
     }
     if want("web") {
         web::web(quick);
+    }
+    if want("cluster") {
+        cluster::cluster(quick);
     }
 }

@@ -1,7 +1,10 @@
 //! A real NATS JetStream cluster for the tests that run agents on other machines: `n`
 //! `nats-server` processes on loopback ports, each with its own JetStream folder in a
-//! temporary folder, routed to each other. A node can be killed (`SIGKILL`) and started again
+//! temporary folder, routed to each other (one node is a plain server). A node can be killed (`SIGKILL`) and started again
 //! on the same ports and folder. The servers are killed when the cluster is dropped.
+//!
+//! Also the rest of a cluster's set-up: a bare repository as the shared remote
+//! ([`shared_remote`]) and `catalyst worker` processes ([`start_worker`]).
 //!
 //! `nats-server` comes from Debian's package (`.ci/install-test-deps` installs it);
 //! [`NatsCluster::start`] gives `None`, printing why, where it is missing, so the tests skip.
@@ -13,6 +16,7 @@ use tempfile::TempDir;
 
 use crate::poll::eventually;
 use crate::web::free_port;
+use crate::Workspace;
 
 /// One server of the cluster.
 struct Node {
@@ -60,13 +64,18 @@ impl NatsCluster {
                 let name = format!("n{}", i + 1);
                 let store = dir.path().join(&name);
                 let config = dir.path().join(format!("{name}.conf"));
-                let text = format!(
+                let mut text = format!(
                     "server_name: {name}\nlisten: \"127.0.0.1:{client}\"\n\
-                     jetstream {{\n  store_dir: \"{}\"\n  max_memory_store: 64MB\n  max_file_store: 1GB\n}}\n\
-                     cluster {{\n  name: catalyst-test\n  listen: \"127.0.0.1:{route}\"\n  routes: [{}]\n}}\n",
+                     jetstream {{\n  store_dir: \"{}\"\n  max_memory_store: 64MB\n  max_file_store: 1GB\n}}\n",
                     store.display(),
-                    routes.join(", "),
                 );
+                // One node is a server of its own: a cluster of one elects no leader.
+                if n > 1 {
+                    text.push_str(&format!(
+                        "cluster {{\n  name: catalyst-test\n  listen: \"127.0.0.1:{route}\"\n  routes: [{}]\n}}\n",
+                        routes.join(", "),
+                    ));
+                }
                 std::fs::write(&config, text).expect("write a node's config");
                 Node {
                     log: dir.path().join(format!("{name}.log")),
@@ -160,6 +169,95 @@ impl NatsCluster {
     /// The folder holding the nodes' configs, logs and JetStream data.
     pub fn dir(&self) -> &Path {
         self._dir.path()
+    }
+
+    /// The `[cluster]` config of a daemon on this cluster sharing `remote`, with the lease
+    /// `lease_secs`.
+    pub fn config_for(&self, remote: &Path, lease_secs: u64) -> String {
+        let urls: Vec<String> = self.urls().iter().map(|u| format!("{u:?}")).collect();
+        format!(
+            "[cluster]\nnats = [{}]\nremote = {:?}\nlease_secs = {lease_secs}\n",
+            urls.join(", "),
+            remote.display().to_string()
+        )
+    }
+}
+
+/// A bare repository holding the workspace's `main`: the remote the daemon and its workers
+/// share.
+pub fn shared_remote(ws: &Workspace) -> PathBuf {
+    let remote = ws.root.join("remote.git");
+    let run = |dir: &Path, args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&ws.root, &["init", "--quiet", "--bare", "remote.git"]);
+    run(
+        &ws.repo,
+        &["push", "--quiet", remote.to_str().expect("utf-8"), "main"],
+    );
+    remote
+}
+
+/// A `catalyst worker` process (killed when dropped), logging to `<root>/<name>.log`.
+pub struct WorkerProcess {
+    pub name: String,
+    pub child: std::process::Child,
+    pub log: PathBuf,
+}
+
+impl WorkerProcess {
+    /// What the worker logged so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `catalyst worker` for `ws`'s daemon on `cluster`, named `name`, with `slots` slots, its
+/// work folder `<root>/<name>`.
+pub fn start_worker(
+    ws: &Workspace,
+    cluster: &NatsCluster,
+    remote: &Path,
+    name: &str,
+    slots: usize,
+) -> WorkerProcess {
+    let log = ws.root.join(format!("{name}.log"));
+    let file = std::fs::File::create(&log).expect("worker log");
+    let child = Command::new(crate::catalyst_bin())
+        .arg("worker")
+        .arg("--nats")
+        .arg(cluster.urls().join(","))
+        .arg("--repo")
+        .arg(remote)
+        .arg("--workdir")
+        .arg(ws.root.join(name))
+        .args(["--slots", &slots.to_string(), "--name", name])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .expect("start catalyst worker");
+    WorkerProcess {
+        name: name.to_owned(),
+        child,
+        log,
     }
 }
 

@@ -191,6 +191,16 @@ impl Workspace {
             .join(name)
     }
 
+    /// Adds `text` at the end of the config (a table of its own, such as `[cluster]`).
+    pub fn append_config(&self, text: &str) {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.paths.config())
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .expect("the config");
+    }
+
     /// Replaces the scenario.
     pub fn set_scenario(&self, scenario: &str) {
         std::fs::write(&self.scenario, scenario).expect("scenario");

@@ -4,13 +4,10 @@
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use catalyst_testkit::nats::NatsCluster;
+use catalyst_testkit::nats::{shared_remote, start_worker, NatsCluster, WorkerProcess};
 use catalyst_testkit::Workspace;
 
-use super::run::{
-    all_closed, append_config, bead_with, cluster_config, fix_loop, shared_remote, start_worker,
-    WorkerProcess,
-};
+use super::run::{all_closed, bead_with, fix_loop};
 
 /// The lease of these tests: a lost worker is noticed within seconds.
 const LEASE: u64 = 3;
@@ -46,7 +43,7 @@ async fn a_worker_killed_mid_attempt_loses_it_to_the_other_not_counted() {
     let ws = Workspace::new("", "");
     ws.set_scenario(&with_slow_implement(&ws, &["cat-s"], "cat-s"));
     let remote = shared_remote(&ws);
-    append_config(&ws, &cluster_config(&cluster, &remote, LEASE));
+    ws.append_config(&cluster.config_for(&remote, LEASE));
     let daemon = ws.start().await;
     let w1 = start_worker(&ws, &cluster, &remote, "w1", 1);
     daemon.submit(bead_with("cat-s")).await;
@@ -92,7 +89,7 @@ async fn a_nats_node_killed_mid_run_loses_nothing() {
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let ws = Workspace::new(&fix_loop(&names), "max_agents = 3\n");
     let remote = shared_remote(&ws);
-    append_config(&ws, &cluster_config(&cluster, &remote, 10));
+    ws.append_config(&cluster.config_for(&remote, 10));
     let daemon = ws.start().await;
     let workers = [
         start_worker(&ws, &cluster, &remote, "w1", 2),
@@ -124,7 +121,7 @@ async fn a_worker_cut_off_past_its_lease_is_superseded_and_its_late_end_ignored(
     let ws = Workspace::new("", "");
     ws.set_scenario(&with_slow_implement(&ws, &["cat-c"], "cat-c"));
     let remote = shared_remote(&ws);
-    append_config(&ws, &cluster_config(&cluster, &remote, LEASE));
+    ws.append_config(&cluster.config_for(&remote, LEASE));
     let daemon = ws.start().await;
     let w1 = start_worker(&ws, &cluster, &remote, "w1", 1);
     daemon.submit(bead_with("cat-c")).await;
@@ -185,7 +182,7 @@ async fn the_daemon_killed_mid_run_applies_no_attempt_twice_after_its_restart() 
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let ws = Workspace::new(&fix_loop(&names), "max_agents = 3\n");
     let remote = shared_remote(&ws);
-    append_config(&ws, &cluster_config(&cluster, &remote, LEASE));
+    ws.append_config(&cluster.config_for(&remote, LEASE));
     let mut daemon = ws.spawn();
     let workers = [
         start_worker(&ws, &cluster, &remote, "w1", 2),

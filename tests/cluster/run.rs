@@ -1,10 +1,7 @@
 //! Beads through a daemon whose agents run on `catalyst worker` processes: a real JetStream
 //! cluster, a bare repository as the shared remote, real worker processes.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
-use catalyst_testkit::nats::NatsCluster;
+use catalyst_testkit::nats::{shared_remote, start_worker, NatsCluster, WorkerProcess};
 use catalyst_testkit::{bead, TestDaemon, Workspace};
 
 /// For each of `beads`: the implementer writes `<bead>.txt`; the review rejects until the
@@ -45,41 +42,6 @@ pub fn bead_with(id: &str) -> catalyst::protocol::BeadInput {
     }
 }
 
-/// A bare repository holding the workspace's `main`: the remote the daemon and its workers
-/// share.
-pub fn shared_remote(ws: &Workspace) -> PathBuf {
-    let remote = ws.root.join("remote.git");
-    let run = |dir: &Path, args: &[&str]| {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .output()
-            .expect("git");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(&ws.root, &["init", "--quiet", "--bare", "remote.git"]);
-    run(
-        &ws.repo,
-        &["push", "--quiet", remote.to_str().expect("utf-8"), "main"],
-    );
-    remote
-}
-
-/// The `[cluster]` config for `cluster` and `remote`, with a short lease.
-pub fn cluster_config(cluster: &NatsCluster, remote: &Path, lease_secs: u64) -> String {
-    let urls: Vec<String> = cluster.urls().iter().map(|u| format!("{u:?}")).collect();
-    format!(
-        "[cluster]\nnats = [{}]\nremote = {:?}\nlease_secs = {lease_secs}\n",
-        urls.join(", "),
-        remote.display().to_string()
-    )
-}
-
 /// Waits until every bead of `ids` is closed; on a timeout, fails with what each one is
 /// doing, the last events and the workers' logs.
 pub async fn all_closed(daemon: &TestDaemon, ids: &[String], workers: &[WorkerProcess]) {
@@ -109,67 +71,6 @@ pub async fn all_closed(daemon: &TestDaemon, ids: &[String], workers: &[WorkerPr
     }
 }
 
-/// Adds `text` at the end of the workspace's config.
-pub fn append_config(ws: &Workspace, text: &str) {
-    use std::io::Write;
-    std::fs::OpenOptions::new()
-        .append(true)
-        .open(ws.paths.config())
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .expect("the config");
-}
-
-/// A `catalyst worker` process (killed when dropped), logging to `<root>/<name>.log`.
-pub struct WorkerProcess {
-    pub name: String,
-    pub child: std::process::Child,
-    pub log: PathBuf,
-}
-
-impl WorkerProcess {
-    /// What the worker logged so far.
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for WorkerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-pub fn start_worker(
-    ws: &Workspace,
-    cluster: &NatsCluster,
-    remote: &Path,
-    name: &str,
-    slots: usize,
-) -> WorkerProcess {
-    let log = ws.root.join(format!("{name}.log"));
-    let file = std::fs::File::create(&log).expect("worker log");
-    let child = Command::new(catalyst_testkit::catalyst_bin())
-        .arg("worker")
-        .arg("--nats")
-        .arg(cluster.urls().join(","))
-        .arg("--repo")
-        .arg(remote)
-        .arg("--workdir")
-        .arg(ws.root.join(name))
-        .args(["--slots", &slots.to_string(), "--name", name])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(file)
-        .spawn()
-        .expect("start catalyst worker");
-    WorkerProcess {
-        name: name.to_owned(),
-        child,
-        log,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bead_runs_its_agents_on_a_worker_through_its_fix_loop_and_merges() {
     let Some(cluster) = NatsCluster::start(3).await else {
@@ -177,7 +78,7 @@ async fn a_bead_runs_its_agents_on_a_worker_through_its_fix_loop_and_merges() {
     };
     let ws = Workspace::new(&fix_loop(&["cat-one"]), "");
     let remote = shared_remote(&ws);
-    append_config(&ws, &cluster_config(&cluster, &remote, 10));
+    ws.append_config(&cluster.config_for(&remote, 10));
     let daemon: TestDaemon = ws.start().await;
     let w1 = start_worker(&ws, &cluster, &remote, "w1", 2);
     let id = daemon.submit(bead_with("cat-one")).await;
@@ -241,7 +142,7 @@ async fn twenty_beads_spread_over_two_workers_each_attempt_once_within_the_caps(
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let ws = Workspace::new(&fix_loop(&names), "max_agents = 3\n");
     let remote = shared_remote(&ws);
-    append_config(&ws, &cluster_config(&cluster, &remote, 10));
+    ws.append_config(&cluster.config_for(&remote, 10));
     let daemon = ws.start().await;
     let workers = [
         start_worker(&ws, &cluster, &remote, "w1", 2),

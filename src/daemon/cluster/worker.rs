@@ -60,6 +60,8 @@ pub struct Worker {
     catalyst: PathBuf,
     settings: Value,
     launchers: Mutex<HashMap<LaunchLimits, Arc<Launcher>>>,
+    /// The target branches fetched since the worker started.
+    targets: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Worker {
@@ -105,6 +107,7 @@ impl Worker {
             catalyst,
             settings,
             launchers: Mutex::new(HashMap::new()),
+            targets: Mutex::default(),
         })
     }
 
@@ -140,14 +143,20 @@ impl Worker {
     /// branch set to the start.
     async fn fetch(&self, order: &AttemptOrder) -> Result<(), GitCommandError> {
         let base = base_ref(&order.work, &order.step_name, order.attempt);
-        let target = format!("refs/heads/{}", order.target);
         let dir = &self.paths.workspace;
-        git::fetch(
-            dir,
-            &self.remote,
-            &[format!("+{base}:{base}"), format!("+{target}:{target}")],
-        )
-        .await?;
+        let mut refspecs = vec![format!("+{base}:{base}")];
+        // The target branch only makes new branches, which the base's branch never needs:
+        // fetched once, for a worktree made from nothing.
+        let target = format!("refs/heads/{}", order.target);
+        let first = self
+            .targets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(order.target.clone());
+        if first {
+            refspecs.push(format!("+{target}:{target}"));
+        }
+        git::fetch(dir, &self.remote, &refspecs).await?;
         let branch = format!(
             "refs/heads/{}",
             crate::daemon::worktree::branch_name(&order.tree)

@@ -1,0 +1,89 @@
+//! The `cluster` row: agents on other machines. 200 one-step beads whose agent takes 200 ms,
+//! run by one `catalyst worker`, then by two (each with the same slots, `max_agents` above
+//! both): how much a second worker adds. NATS is one `nats-server` (without it the row says
+//! so and is skipped); the workers, the daemon and the agents share this machine's cores.
+
+use std::time::{Duration, Instant};
+
+use catalyst::protocol::Method;
+use catalyst_testkit::nats::{shared_remote, start_worker, NatsCluster};
+
+use crate::{beads, count_events, row, runtime, stop, workspace};
+
+/// Agents each worker runs at once.
+const SLOTS: usize = 4;
+
+pub fn cluster(quick: bool) {
+    let n = if quick { 40 } else { 200 };
+    let rt = runtime();
+    let Some((one, one_cpu)) = rt.block_on(run(n, 1)) else {
+        println!(
+            "cluster: skipped (nats-server is not installed; .ci/install-test-deps installs it)"
+        );
+        return;
+    };
+    let (two, two_cpu) = rt
+        .block_on(run(n, 2))
+        .expect("nats-server ran a moment ago");
+    row(
+        &format!("cluster: {n} one-step beads, 200 ms agent, 2 workers x {SLOTS} slots"),
+        format!("{two:.2?}"),
+        ">= 1.8x",
+        &format!("1 worker: {one:.2?}"),
+        one.as_secs_f64() / two.as_secs_f64(),
+    );
+    // Both workers, the daemon, NATS and every agent share this machine's cores: how busy
+    // they kept them says whether a second worker could have added anything here.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for (workers, wall, cpu) in [(1, one, one_cpu), (2, two, two_cpu)] {
+        println!(
+            "  {workers} worker(s): {cpu:.2?} of CPU in {wall:.2?}: {:.2} of {cores} cores busy, {:.1} ms of CPU per bead",
+            cpu.as_secs_f64() / wall.as_secs_f64(),
+            cpu.as_secs_f64() * 1000.0 / n as f64,
+        );
+    }
+}
+
+/// The CPU this process and its reaped children have used.
+fn cpu_used() -> Duration {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let time = |who| {
+        getrusage(who).map_or(Duration::ZERO, |u| {
+            let (user, system) = (u.user_time(), u.system_time());
+            let micros = |t: nix::sys::time::TimeVal| {
+                Duration::from_secs(t.tv_sec() as u64) + Duration::from_micros(t.tv_usec() as u64)
+            };
+            micros(user) + micros(system)
+        })
+    };
+    time(UsageWho::RUSAGE_SELF) + time(UsageWho::RUSAGE_CHILDREN)
+}
+
+/// `n` beads through `workers` workers: how long, and the CPU all of it used (the daemon,
+/// NATS, the workers, the agents, git); `None` without `nats-server`.
+async fn run(n: usize, workers: usize) -> Option<(Duration, Duration)> {
+    let before = cpu_used();
+    let nats = NatsCluster::start(1).await?;
+    let ws = workspace(&format!("max_agents = {}\n", SLOTS * 2));
+    ws.set_scenario("[[rule]]\nrole = \"task\"\nresponses = [{ sleep_ms = 200 }]\n");
+    let remote = shared_remote(&ws);
+    ws.append_config(&nats.config_for(&remote, 30));
+    let daemon = ws.start().await;
+    let running: Vec<_> = (0..workers)
+        .map(|i| start_worker(&ws, &nats, &remote, &format!("w{i}"), SLOTS))
+        .collect();
+    let mut client = daemon.client().await;
+    let mut done = daemon.subscribe_types(0, &["worktree.removed"]).await;
+    let start = Instant::now();
+    client
+        .call(&Method::Submit(beads("bead ", n)))
+        .await
+        .expect("submit");
+    count_events(&mut done, "every worktree removed", n, |_| true).await;
+    let took = start.elapsed();
+    stop(daemon).await;
+    // Reaped, so their CPU counts.
+    drop(running);
+    drop(nats);
+    Some((took, cpu_used() - before))
+}

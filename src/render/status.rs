@@ -39,9 +39,14 @@ pub fn render_status(s: &StatusAnswer, recent: &[Event], paint: Paint) -> String
     if !s.running.is_empty() {
         out.push_str("\nRunning:\n");
         for r in &s.running {
+            let on = r
+                .worker
+                .as_deref()
+                .map(|w| format!(" on {w}"))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "  {} attempt {} ({}) for {}s",
+                "  {} attempt {} ({}){on} for {}s",
                 r.step,
                 r.attempt,
                 r.model.as_deref().unwrap_or("gate"),
@@ -127,4 +132,31 @@ fn needs_a_person(s: &StatusAnswer) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_step_names_the_worker_that_runs_it() {
+        let status: StatusAnswer = serde_json::from_value(serde_json::json!({
+            "active": [], "beads": {}, "journal_syncs": 0, "paused": false,
+            "paused_models": [], "pid": 1, "ready": 0, "seq": 1, "steps": 1,
+            "stopping": false, "storage_error": null, "version": "0", "waiting_approval": [],
+            "workspace": "/w",
+            "running": [
+                {"attempt": 1, "elapsed_ms": 12000, "model": "sonnet",
+                 "step": "cat-3.implement", "worker": "build-7"},
+                {"attempt": 2, "elapsed_ms": 1000, "model": null, "step": "cat-4.checks"}
+            ],
+        }))
+        .expect("a status answer");
+        let text = render_status(&status, &[], Paint::OFF);
+        assert!(
+            text.contains("cat-3.implement attempt 1 (sonnet) on build-7 for 12s"),
+            "{text}"
+        );
+        assert!(text.contains("cat-4.checks attempt 2 (gate) for 1s"), "{text}");
+    }
 }

@@ -89,9 +89,12 @@ pub struct AttemptOrder {
     pub attempt: u32,
     /// The model as the config names it (caps and subjects go by it).
     pub model: String,
-    /// The starting commit, at `refs/catalyst/bases/<bead>/<step>/<attempt>` in the shared
-    /// remote.
+    /// The starting commit.
     pub base: String,
+    /// A ref of the shared remote that holds `base`: the one the daemon pushed it to
+    /// (`refs/catalyst/bases/<bead>/<step>/<attempt>`), or the ref an earlier attempt's
+    /// commit came by, when `base` is that commit.
+    pub base_ref: String,
     pub target: String,
     /// The rendered prompt, with [`Marker`]s for the worker's paths.
     pub prompt: String,

@@ -157,6 +157,9 @@ mod tests {
             text.contains("cat-3.implement attempt 1 (sonnet) on build-7 for 12s"),
             "{text}"
         );
-        assert!(text.contains("cat-4.checks attempt 2 (gate) for 1s"), "{text}");
+        assert!(
+            text.contains("cat-4.checks attempt 2 (gate) for 1s"),
+            "{text}"
+        );
     }
 }

@@ -53,6 +53,7 @@ fn order(ws: &Workspace, base: &str) -> AttemptOrder {
         attempt: 1,
         model: "sonnet".into(),
         base: base.into(),
+        base_ref: base_ref(&work, "implement", 1),
         target: "main".into(),
         prompt: format!(
             "Implement the bead in {}. Read {} first.\n",

@@ -60,7 +60,13 @@ pub struct Bus {
     waiting: Arc<Mutex<HashMap<String, Waiting>>>,
     consumers: tokio::sync::Mutex<HashSet<String>>,
     workers: Arc<Mutex<BTreeMap<String, (WorkerBeat, Instant)>>>,
+    /// Commits the shared remote holds, with a ref that holds each (see [`Remote::known`]).
+    pushed: Mutex<HashMap<String, String>>,
 }
+
+/// The most commits [`Bus`] remembers the shared remote holds; past it, it starts over (a
+/// commit forgotten is pushed again, which costs a transfer, nothing more).
+const REMEMBERED: usize = 10_000;
 
 /// The consumer the workers of `model` share: one order to one worker; an order taken but
 /// not acknowledged (the worker died at once) goes to another after `ack_wait`.
@@ -152,6 +158,7 @@ impl Bus {
             waiting: Arc::default(),
             consumers: tokio::sync::Mutex::new(HashSet::new()),
             workers: Arc::default(),
+            pushed: Mutex::default(),
         });
         tokio::spawn(take_ends(reader, bus.waiting.clone(), shutdown.clone()));
         bus.follow_leases(shutdown.clone()).await?;
@@ -305,6 +312,22 @@ impl Remote for Bus {
         order: AttemptOrder,
     ) -> Pin<Box<dyn Future<Output = Result<Pending, String>> + Send + '_>> {
         Box::pin(self.hand_out(order))
+    }
+
+    fn known(&self, commit: &str) -> Option<String> {
+        self.pushed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(commit)
+            .cloned()
+    }
+
+    fn remember(&self, commit: &str, reference: &str) {
+        let mut pushed = self.pushed.lock().unwrap_or_else(|e| e.into_inner());
+        if pushed.len() >= REMEMBERED {
+            pushed.clear();
+        }
+        pushed.insert(commit.to_owned(), reference.to_owned());
     }
 
     fn cancel(&self, dispatch: &str) {

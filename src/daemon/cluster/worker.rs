@@ -22,7 +22,7 @@ use crate::daemon::worktree::{GitError, Repo};
 use crate::daemon::Paths;
 use crate::domain::agent::attempt::ToolRecord;
 use crate::domain::agent::report::RunReport;
-use crate::domain::cluster::{attempt_ref, base_ref, AttemptEnd, AttemptOrder};
+use crate::domain::cluster::{attempt_ref, AttemptEnd, AttemptOrder};
 use crate::domain::unavailable::Unavailable;
 use crate::protocol::{HookAnswer, HookDecision, HookParams, RpcError, TOOL_USED_EVENT};
 
@@ -61,7 +61,7 @@ pub struct Worker {
     settings: Value,
     launchers: Mutex<HashMap<LaunchLimits, Arc<Launcher>>>,
     /// The target branches fetched since the worker started.
-    targets: Mutex<std::collections::HashSet<String>>,
+    targets: tokio::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl Worker {
@@ -107,7 +107,7 @@ impl Worker {
             catalyst,
             settings,
             launchers: Mutex::new(HashMap::new()),
-            targets: Mutex::default(),
+            targets: tokio::sync::Mutex::default(),
         })
     }
 
@@ -139,31 +139,30 @@ impl Worker {
         self.end(order, done)
     }
 
-    /// The order's starting commit and target branch, from the shared remote; the tree's
-    /// branch set to the start.
+    /// The order's starting commit (and, the first time, the target branch) from the shared
+    /// remote, unless the clone has it already (this worker made it, or fetched it for an
+    /// earlier attempt). The attempt's worktree is then reset to it.
     async fn fetch(&self, order: &AttemptOrder) -> Result<(), GitCommandError> {
-        let base = base_ref(&order.work, &order.step_name, order.attempt);
-        let dir = &self.paths.workspace;
-        let mut refspecs = vec![format!("+{base}:{base}")];
+        let have = crate::daemon::worktree::CommitId::parse(&order.base)
+            .is_ok_and(|c| self.repo.has_commit(&c));
+        let base = (!have).then(|| format!("+{0}:{0}", order.base_ref));
         // The target branch only makes new branches, which the base's branch never needs:
-        // fetched once, for a worktree made from nothing.
-        let target = format!("refs/heads/{}", order.target);
-        let first = self
-            .targets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(order.target.clone());
-        if first {
-            refspecs.push(format!("+{target}:{target}"));
+        // fetched once, for a worktree made from nothing, before any attempt of that target
+        // goes on (they wait for it here).
+        let mut targets = self.targets.lock().await;
+        if targets.contains(&order.target) {
+            drop(targets);
+            return match base {
+                Some(base) => git::fetch(&self.paths.workspace, &self.remote, &[base]).await,
+                None => Ok(()),
+            };
         }
-        git::fetch(dir, &self.remote, &refspecs).await?;
-        let branch = format!(
-            "refs/heads/{}",
-            crate::daemon::worktree::branch_name(&order.tree)
-        );
-        git::git(dir, &["update-ref", &branch, &order.base])
-            .await
-            .map(drop)
+        let target = format!("refs/heads/{}", order.target);
+        let mut refspecs = vec![format!("+{target}:{target}")];
+        refspecs.extend(base);
+        git::fetch(&self.paths.workspace, &self.remote, &refspecs).await?;
+        targets.insert(order.target.clone());
+        Ok(())
     }
 
     async fn run_fetched(&self, order: &AttemptOrder, cancel: CancellationToken) -> StepDone {

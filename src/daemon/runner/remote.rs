@@ -44,9 +44,10 @@ impl StepJob {
         &self,
         dispatch: String,
         model: &str,
-        base: &CommitId,
+        base: (&CommitId, &str),
         lease: Duration,
     ) -> Result<AttemptOrder, String> {
+        let (base, base_ref) = base;
         let prompt = self.prompt.render_marked().await?;
         let mut context = self.context.clone();
         for (step, run) in context.earlier_steps.iter_mut().zip(&self.earlier_runs) {
@@ -86,6 +87,7 @@ impl StepJob {
             attempt: self.attempt,
             model: model.to_owned(),
             base: base.to_string(),
+            base_ref: base_ref.to_owned(),
             target: self.target.clone(),
             prompt,
             context,
@@ -209,6 +211,10 @@ pub trait Remote: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Result<Pending, String>> + Send + '_>>;
     /// Tells whoever runs `dispatch` to stop, and stops waiting for its end.
     fn cancel(&self, dispatch: &str);
+    /// A ref of the shared remote known to hold `commit`, if one is.
+    fn known(&self, commit: &str) -> Option<String>;
+    /// Notes that the shared remote's `reference` holds `commit`.
+    fn remember(&self, commit: &str, reference: &str);
 }
 
 /// An order handed out: its end once a worker sends it, and when a worker last renewed its
@@ -246,18 +252,33 @@ pub async fn run_on_worker(
         return unavailable(&job, format!("cannot write the run folder: {e}"));
     }
     let dispatch = dispatch_id(&job);
+    // The start goes to the shared remote, unless it holds it already (the commit of an
+    // earlier attempt, or a start pushed before).
+    let reference = match remote.known(base.as_str()) {
+        Some(reference) => reference,
+        None => {
+            let reference = base_ref(&job.work, &job.step_name, job.attempt);
+            let workspace = job.repo.workspace().to_owned();
+            let pushed = transport::push(&workspace, remote.url(), base.as_str(), &reference);
+            if let Err(e) = pushed.await {
+                return unavailable(&job, format!("cannot push the starting commit: {e}"));
+            }
+            remote.remember(base.as_str(), &reference);
+            reference
+        }
+    };
     let order = match job
-        .order(dispatch.clone(), &model, &base, remote.lease())
+        .order(
+            dispatch.clone(),
+            &model,
+            (&base, &reference),
+            remote.lease(),
+        )
         .await
     {
         Ok(order) => order,
         Err(reason) => return unavailable(&job, reason),
     };
-    let workspace = job.repo.workspace().to_owned();
-    let reference = base_ref(&job.work, &job.step_name, job.attempt);
-    if let Err(e) = transport::push(&workspace, remote.url(), base.as_str(), &reference).await {
-        return unavailable(&job, format!("cannot push the starting commit: {e}"));
-    }
     let Pending { end, mut leases } = match remote.send(order).await {
         Ok(pending) => pending,
         Err(reason) => return unavailable(&job, format!("cannot hand the attempt out: {reason}")),
@@ -309,7 +330,11 @@ pub async fn run_on_worker(
     let mut commit = None;
     if let Some(theirs) = &end.commit {
         match adopt(&job, remote.url(), theirs, &base).await {
-            Ok(taken) => commit = Some(taken),
+            Ok(taken) => {
+                let reference = attempt_ref(&job.work, &job.step_name, job.attempt);
+                remote.remember(taken.as_str(), &reference);
+                commit = Some(taken);
+            }
             Err(reason) => outcome = Outcome::Failed { reason },
         }
     }

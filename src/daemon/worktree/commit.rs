@@ -133,6 +133,14 @@ impl Repo {
         Ok(())
     }
 
+    /// Whether the repository holds `commit`.
+    pub fn has_commit(&self, commit: &CommitId) -> bool {
+        let Ok(main) = self.main_repo() else {
+            return false;
+        };
+        commit.oid().is_ok_and(|oid| main.find_commit(oid).is_ok())
+    }
+
     /// The first parent of `commit` (`None` for a root commit).
     pub fn parent_of(&self, commit: &CommitId) -> Result<Option<CommitId>, GitError> {
         let main = self.main_repo()?;

@@ -86,7 +86,10 @@ pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> Result<(
     let mut consumers = Vec::new();
     let mut looked = None::<std::time::Instant>;
     loop {
-        if looked.is_none_or(|at| at.elapsed() > Duration::from_secs(5)) {
+        // Looked at again every few seconds for models the daemon starts handing out, and
+        // at once while there are none (the daemon makes a model's consumer with its first
+        // order).
+        if consumers.is_empty() || looked.is_none_or(|at| at.elapsed() > Duration::from_secs(5)) {
             consumers = model_consumers(&js, &subjects, &opts.models).await;
             looked = Some(std::time::Instant::now());
         }

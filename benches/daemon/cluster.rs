@@ -3,12 +3,11 @@
 //! both): how much a second worker adds. NATS is one `nats-server` (without it the row says
 //! so and is skipped); the workers, the daemon and the agents share this machine's cores.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use catalyst::protocol::Method;
 use catalyst_testkit::nats::{shared_remote, start_worker, NatsCluster};
 
-use crate::{beads, count_events, row, runtime, stop, workspace};
+use crate::{row, run_beads, runtime, stop, workspace};
 
 /// Agents each worker runs at once.
 const SLOTS: usize = 4;
@@ -74,13 +73,7 @@ async fn run(n: usize, workers: usize) -> Option<(Duration, Duration)> {
         .collect();
     let mut client = daemon.client().await;
     let mut done = daemon.subscribe_types(0, &["worktree.removed"]).await;
-    let start = Instant::now();
-    client
-        .call(&Method::Submit(beads("bead ", n)))
-        .await
-        .expect("submit");
-    count_events(&mut done, "every worktree removed", n, |_| true).await;
-    let took = start.elapsed();
+    let took = run_beads(&mut client, &mut done, n).await;
     stop(daemon).await;
     // Reaped, so their CPU counts.
     drop(running);

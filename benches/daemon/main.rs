@@ -75,6 +75,22 @@ fn workspace_with_default(formula: &str, extra: &str) -> Workspace {
     ws
 }
 
+/// Submits `n` beads and waits until each one's worktree is removed (its merge done): how
+/// long that took.
+async fn run_beads(
+    client: &mut catalyst::cli::client::Client,
+    done: &mut Events,
+    n: usize,
+) -> Duration {
+    let start = std::time::Instant::now();
+    client
+        .call(&catalyst::protocol::Method::Submit(beads("bead ", n)))
+        .await
+        .expect("submit");
+    count_events(done, "every worktree removed", n, |_| true).await;
+    start.elapsed()
+}
+
 /// `n` beads titled `<prefix><i>`.
 fn beads(prefix: &str, n: usize) -> Vec<BeadInput> {
     (0..n)

@@ -13,11 +13,10 @@ use catalyst::daemon::worktree::{MergeGuard, MergeOutcome, Repo};
 use catalyst::domain::id::BeadId;
 use catalyst::domain::model::Role;
 use catalyst::domain::prompt::{PromptSet, PromptVars};
-use catalyst::protocol::Method;
 use catalyst_testkit::{catalyst_bin, Workspace};
 use serde_json::Value;
 
-use crate::{beads, count_events, row, runtime, stop, target, workspace};
+use crate::{row, runtime, stop, target, workspace};
 
 pub fn overhead(quick: bool) {
     let n = if quick { 50 } else { 500 };
@@ -127,13 +126,7 @@ pub async fn catalyst_run(ws: &Workspace, n: usize, subscribers: usize) -> Durat
             while let Ok(Some(_)) = sub.next_value().await {}
         }));
     }
-    let start = Instant::now();
-    client
-        .call(&Method::Submit(beads("bead ", n)))
-        .await
-        .expect("submit");
-    count_events(&mut done, "every worktree removed", n, |_| true).await;
-    let took = start.elapsed();
+    let took = crate::run_beads(&mut client, &mut done, n).await;
     stop(daemon).await;
     for o in others {
         o.abort();

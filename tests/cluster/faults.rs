@@ -7,7 +7,7 @@ use nix::unistd::Pid;
 use catalyst_testkit::nats::{shared_remote, start_worker, NatsCluster, WorkerProcess};
 use catalyst_testkit::Workspace;
 
-use super::run::{all_closed, bead_with, fix_loop};
+use super::run::{all_closed, bead_with, fix_loop, fix_loop_workspace, two_workers};
 
 /// The lease of these tests: a lost worker is noticed within seconds.
 const LEASE: u64 = 3;
@@ -20,6 +20,34 @@ fn with_slow_implement(ws: &Workspace, beads: &[&str], slow: &str) -> String {
         go.display().to_string()
     );
     format!("{wait}{}", fix_loop(beads))
+}
+
+/// A daemon on `cluster` whose bead `bead`'s implementer waits for the stub file `go`, and
+/// the worker `w1` (one slot) once it has taken that attempt: the workspace, the shared
+/// remote, the daemon and the worker.
+async fn slow_attempt_on_w1(
+    cluster: &NatsCluster,
+    bead: &str,
+) -> (
+    Workspace,
+    std::path::PathBuf,
+    catalyst_testkit::TestDaemon,
+    WorkerProcess,
+) {
+    let ws = Workspace::new("", "");
+    ws.set_scenario(&with_slow_implement(&ws, &[bead], bead));
+    let remote = shared_remote(&ws);
+    ws.append_config(&cluster.config_for(&remote, LEASE));
+    let daemon = ws.start().await;
+    let w1 = start_worker(&ws, cluster, &remote, "w1", 1);
+    daemon.submit(bead_with(bead)).await;
+    let step = format!("{bead}.implement");
+    daemon
+        .wait_for("w1 taking the implement attempt", |e| {
+            e["type"] == "step.started" && e["step"] == step.as_str() && e["worker"] == "w1"
+        })
+        .await;
+    (ws, remote, daemon, w1)
 }
 
 fn signal(worker: &WorkerProcess, signal: Signal) {
@@ -40,18 +68,7 @@ async fn a_worker_killed_mid_attempt_loses_it_to_the_other_not_counted() {
     let Some(cluster) = NatsCluster::start(3).await else {
         return;
     };
-    let ws = Workspace::new("", "");
-    ws.set_scenario(&with_slow_implement(&ws, &["cat-s"], "cat-s"));
-    let remote = shared_remote(&ws);
-    ws.append_config(&cluster.config_for(&remote, LEASE));
-    let daemon = ws.start().await;
-    let w1 = start_worker(&ws, &cluster, &remote, "w1", 1);
-    daemon.submit(bead_with("cat-s")).await;
-    daemon
-        .wait_for("w1 taking the implement attempt", |e| {
-            e["type"] == "step.started" && e["step"] == "cat-s.implement" && e["worker"] == "w1"
-        })
-        .await;
+    let (ws, remote, daemon, w1) = slow_attempt_on_w1(&cluster, "cat-s").await;
     signal(&w1, Signal::SIGKILL);
     let w2 = start_worker(&ws, &cluster, &remote, "w2", 1);
     std::fs::write(ws.stub_file("go"), "").expect("release the agents");
@@ -85,19 +102,10 @@ async fn a_nats_node_killed_mid_run_loses_nothing() {
     let Some(mut cluster) = NatsCluster::start(3).await else {
         return;
     };
-    let names: Vec<String> = (1..=8).map(|i| format!("cat-k{i}")).collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let ws = Workspace::new(&fix_loop(&names), "max_agents = 3\n");
-    let remote = shared_remote(&ws);
-    ws.append_config(&cluster.config_for(&remote, 10));
+    let (ws, remote, inputs) = fix_loop_workspace(&cluster, "cat-k", 8, 10);
     let daemon = ws.start().await;
-    let workers = [
-        start_worker(&ws, &cluster, &remote, "w1", 2),
-        start_worker(&ws, &cluster, &remote, "w2", 2),
-    ];
-    let ids = daemon
-        .submit_all(names.iter().map(|n| bead_with(n)).collect())
-        .await;
+    let workers = two_workers(&ws, &cluster, &remote);
+    let ids = daemon.submit_all(inputs).await;
     daemon
         .wait_for("the first merge", |e| e["type"] == "merge.completed")
         .await;
@@ -118,18 +126,7 @@ async fn a_worker_cut_off_past_its_lease_is_superseded_and_its_late_end_ignored(
     let Some(cluster) = NatsCluster::start(3).await else {
         return;
     };
-    let ws = Workspace::new("", "");
-    ws.set_scenario(&with_slow_implement(&ws, &["cat-c"], "cat-c"));
-    let remote = shared_remote(&ws);
-    ws.append_config(&cluster.config_for(&remote, LEASE));
-    let daemon = ws.start().await;
-    let w1 = start_worker(&ws, &cluster, &remote, "w1", 1);
-    daemon.submit(bead_with("cat-c")).await;
-    daemon
-        .wait_for("w1 taking the implement attempt", |e| {
-            e["type"] == "step.started" && e["step"] == "cat-c.implement" && e["worker"] == "w1"
-        })
-        .await;
+    let (ws, remote, daemon, w1) = slow_attempt_on_w1(&cluster, "cat-c").await;
     // Cut off: it renews nothing and hears nothing, its agent waits on.
     signal(&w1, Signal::SIGSTOP);
     daemon
@@ -178,19 +175,10 @@ async fn the_daemon_killed_mid_run_applies_no_attempt_twice_after_its_restart() 
     let Some(cluster) = NatsCluster::start(3).await else {
         return;
     };
-    let names: Vec<String> = (1..=6).map(|i| format!("cat-d{i}")).collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let ws = Workspace::new(&fix_loop(&names), "max_agents = 3\n");
-    let remote = shared_remote(&ws);
-    ws.append_config(&cluster.config_for(&remote, LEASE));
+    let (ws, remote, inputs) = fix_loop_workspace(&cluster, "cat-d", 6, LEASE);
     let mut daemon = ws.spawn();
-    let workers = [
-        start_worker(&ws, &cluster, &remote, "w1", 2),
-        start_worker(&ws, &cluster, &remote, "w2", 2),
-    ];
-    let ids = daemon
-        .submit_all(names.iter().map(|n| bead_with(n)).collect())
-        .await;
+    let workers = two_workers(&ws, &cluster, &remote);
+    let ids = daemon.submit_all(inputs).await;
     daemon
         .wait_for("the first fix", |e| e["type"] == "fix.created")
         .await;

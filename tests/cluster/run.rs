@@ -34,6 +34,40 @@ responses = [{{ write = {{ "{b}-fixed.txt" = "fixed\n" }}, summary = "fixed" }}]
     scenario
 }
 
+/// A workspace whose `n` beads `<prefix>1`…`<prefix>n` go through their fix loops
+/// (`max_agents = 3`), on `cluster` with the lease `lease_secs`: the workspace, the shared
+/// remote, and the beads to submit.
+pub fn fix_loop_workspace(
+    cluster: &NatsCluster,
+    prefix: &str,
+    n: usize,
+    lease_secs: u64,
+) -> (
+    Workspace,
+    std::path::PathBuf,
+    Vec<catalyst::protocol::BeadInput>,
+) {
+    let names: Vec<String> = (1..=n).map(|i| format!("{prefix}{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let ws = Workspace::new(&fix_loop(&names), "max_agents = 3\n");
+    let remote = shared_remote(&ws);
+    ws.append_config(&cluster.config_for(&remote, lease_secs));
+    let inputs = names.iter().map(|n| bead_with(n)).collect();
+    (ws, remote, inputs)
+}
+
+/// Two workers, `w1` and `w2`, of two slots each.
+pub fn two_workers(
+    ws: &Workspace,
+    cluster: &NatsCluster,
+    remote: &std::path::Path,
+) -> [WorkerProcess; 2] {
+    [
+        start_worker(ws, cluster, remote, "w1", 2),
+        start_worker(ws, cluster, remote, "w2", 2),
+    ]
+}
+
 /// A bead with the id `id`.
 pub fn bead_with(id: &str) -> catalyst::protocol::BeadInput {
     catalyst::protocol::BeadInput {
@@ -138,17 +172,9 @@ async fn twenty_beads_spread_over_two_workers_each_attempt_once_within_the_caps(
     let Some(cluster) = NatsCluster::start(3).await else {
         return;
     };
-    let names: Vec<String> = (1..=20).map(|i| format!("cat-n{i}")).collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let ws = Workspace::new(&fix_loop(&names), "max_agents = 3\n");
-    let remote = shared_remote(&ws);
-    ws.append_config(&cluster.config_for(&remote, 10));
+    let (ws, remote, inputs) = fix_loop_workspace(&cluster, "cat-n", 20, 30);
     let daemon = ws.start().await;
-    let workers = [
-        start_worker(&ws, &cluster, &remote, "w1", 2),
-        start_worker(&ws, &cluster, &remote, "w2", 2),
-    ];
-    let inputs: Vec<_> = names.iter().map(|n| bead_with(n)).collect();
+    let workers = two_workers(&ws, &cluster, &remote);
     let ids = daemon.submit_all(inputs).await;
     all_closed(&daemon, &ids, &workers).await;
     let invocations = daemon.invocations();

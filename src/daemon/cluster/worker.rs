@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::daemon::agent::Launcher;
 use crate::daemon::runner::hook_socket::Ask;
-use crate::daemon::runner::{self, StepDone, StepJob, WorkerSources, REPORT_FILE};
+use crate::daemon::runner::{self, StepDone, WorkerSources, REPORT_FILE};
 use crate::daemon::worktree::transport::{self as git, GitCommandError};
 use crate::daemon::worktree::{GitError, Repo};
 use crate::daemon::Paths;
@@ -175,7 +175,7 @@ impl Worker {
             sandbox: sandbox.as_ref(),
             launcher: &launcher,
         };
-        let job = StepJob::from_order(order, sources);
+        let job = runner::job_from_order(order, sources);
         let told = Arc::new(Mutex::new(Vec::new()));
         let mut done = runner::run_agent_step(job, cancel, ask(told.clone())).await;
         let mut records = std::mem::take(&mut *told.lock().unwrap_or_else(|e| e.into_inner()));

@@ -1,8 +1,6 @@
 //! One attempt of an agent step: worktree, run folder inputs, the agent, the judgement and
 //! the daemon's commit of its work.
 
-use std::path::Path;
-
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
@@ -24,6 +22,7 @@ use crate::domain::router::Outcome;
 use crate::domain::unavailable::Unavailable;
 use crate::protocol::HookParams;
 
+use super::job::final_message;
 use super::{
     git, prepare_worktree, write_json, GitTaskError, StepDone, StepJob, BASE_FILE, REPORT_FILE,
     RESULT_FILE, SETTINGS_FILE, TARGET_FILE,
@@ -31,10 +30,10 @@ use super::{
 
 /// What `result.json` holds.
 #[derive(Serialize)]
-pub(super) struct ResultRecord<'a> {
-    pub(super) outcome: &'a Option<Outcome>,
-    pub(super) base: &'a Option<CommitId>,
-    pub(super) commit: &'a Option<CommitId>,
+struct ResultRecord<'a> {
+    outcome: &'a Option<Outcome>,
+    base: &'a Option<CommitId>,
+    commit: &'a Option<CommitId>,
 }
 
 /// One attempt of an agent step, start to end. A step that ran beside others of its bead, in
@@ -124,6 +123,12 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
     };
     done.outcome = Some(outcome);
     done.commit = commit;
+    write_result(&job, &done);
+    done
+}
+
+/// The run folder's `result.json`: the attempt's outcome, start and commit.
+pub(super) fn write_result(job: &StepJob, done: &StepDone) {
     write_json(
         &job.run_dir.join(RESULT_FILE),
         &ResultRecord {
@@ -132,7 +137,6 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
             commit: &done.commit,
         },
     );
-    done
 }
 
 /// A fresh worktree for a step that runs beside others of its bead: branch
@@ -409,12 +413,4 @@ pub(super) fn write_inputs(
     let policy = serde_json::to_vec_pretty(&job.policy).map_err(std::io::Error::other)?;
     fsutil::write_replace(&job.run_dir.join(POLICY_FILE), &policy)?;
     Ok(())
-}
-
-/// The message an earlier attempt's agent wrote before its result block.
-pub(super) fn final_message(run_dir: &Path) -> Option<String> {
-    let text = std::fs::read(run_dir.join(RESULT_FILE)).ok()?;
-    let value: serde_json::Value = serde_json::from_slice(&text).ok()?;
-    let message = value.pointer("/outcome/result/message")?.as_str()?;
-    (!message.is_empty()).then(|| message.to_owned())
 }

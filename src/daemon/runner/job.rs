@@ -20,7 +20,7 @@ use crate::domain::model::{Bead, Role, Status, StepMeta};
 use crate::domain::prompt::{PromptError, PromptSet, PromptVars};
 use crate::domain::state::State;
 
-use super::{JobError, SETTINGS_FILE};
+use super::{JobError, RESULT_FILE, SETTINGS_FILE};
 
 /// What a job is built from: the state as of its dispatch and the daemon's settings.
 #[derive(Clone, Copy, Debug)]
@@ -420,6 +420,14 @@ fn earlier(
         });
     }
     (steps, runs)
+}
+
+/// The message an earlier attempt's agent wrote before its result block.
+pub(super) fn final_message(run_dir: &Path) -> Option<String> {
+    let text = std::fs::read(run_dir.join(RESULT_FILE)).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    let message = value.pointer("/outcome/result/message")?.as_str()?;
+    (!message.is_empty()).then(|| message.to_owned())
 }
 
 /// Every rejection so far: the fix steps' texts, which are the instructions they carry.

@@ -11,6 +11,7 @@ mod error;
 mod gate;
 pub mod hook_socket;
 mod job;
+mod order;
 mod remote;
 
 use std::path::Path;
@@ -29,7 +30,8 @@ pub use agent_step::run_agent_step;
 pub use error::{GitTaskError, JobError};
 pub use gate::{run_gate_step, GateJob};
 pub use job::{sandbox_template, JobSources, StepJob};
-pub use remote::{run_on_worker, Pending, Remote, WorkerSources};
+pub use order::{job_from_order, WorkerSources};
+pub use remote::{run_on_worker, Pending, Remote};
 
 /// The starting commit of an attempt, in its run folder (crash recovery reads it back).
 pub const BASE_FILE: &str = "base";

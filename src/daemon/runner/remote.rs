@@ -1,11 +1,7 @@
-//! An agent attempt that runs on another machine: the [`AttemptOrder`] the daemon makes of a
-//! job, the job a `catalyst worker` makes of the order, which then runs exactly as a local
-//! attempt does ([`super::run_agent_step`]: same profile, hooks, sandbox, limits, judgement
-//! and commit), and the daemon's side of such an attempt ([`run_on_worker`]), which ends as
-//! a local one does, with a [`StepDone`] for the engine.
+//! The daemon's side of an agent attempt that runs on another machine ([`run_on_worker`]),
+//! which ends as a local one does, with a [`StepDone`] for the engine; the order it sends is
+//! made by [`super::order`].
 
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use std::future::Future;
@@ -14,189 +10,16 @@ use std::pin::Pin;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::daemon::agent::{Launcher, RunSpec, SandboxSpec, STDERR_FILE, STDOUT_FILE};
+use crate::daemon::agent::{STDERR_FILE, STDOUT_FILE};
 use crate::daemon::fsutil;
-use crate::daemon::worktree::{self, transport, CommitId, Repo};
-use crate::daemon::Paths;
-use crate::domain::cluster::{
-    attempt_ref, base_ref, AttemptEnd, AttemptOrder, Limits, Marker, WorkerPaths,
-};
-use crate::domain::context::{self, Change};
-use crate::domain::model::Role;
+use crate::daemon::worktree::{transport, CommitId};
+use crate::domain::cluster::{attempt_ref, base_ref, AttemptEnd, AttemptOrder};
 use crate::domain::router::Outcome;
 use crate::domain::unavailable::Unavailable;
 
-use super::agent_step::{final_message, merge_back, prepare_side, write_inputs, ResultRecord};
-use super::job::{attempt_socket, PendingPrompt};
-use super::{
-    git, prepare_worktree, write_json, StepDone, StepJob, REPORT_FILE, RESULT_FILE, SETTINGS_FILE,
-};
-
-/// The whole patch of the change under review, in a run folder (as the local runner names it).
-const CHANGE_FILE: &str = "change.diff";
-
-impl StepJob {
-    /// The order a worker runs this attempt from, starting at `base` (the daemon's side). The
-    /// prompt is rendered here, with markers for the worker's paths; the earlier steps' final
-    /// messages and the change under review are read here, where their files are. A worker
-    /// holds it for `lease` without renewing.
-    pub async fn order(
-        &self,
-        dispatch: String,
-        model: &str,
-        base: (&CommitId, &str),
-        lease: Duration,
-    ) -> Result<AttemptOrder, String> {
-        let (base, base_ref) = base;
-        let prompt = self.prompt.render_marked().await?;
-        let mut context = self.context.clone();
-        for (step, run) in context.earlier_steps.iter_mut().zip(&self.earlier_runs) {
-            step.final_message = run.as_deref().and_then(final_message);
-        }
-        let change = match self.role {
-            Role::Review | Role::Merge => {
-                let (repo, tree, target) =
-                    (self.repo.clone(), self.tree.clone(), self.target.clone());
-                let found = tokio::task::spawn_blocking(move || repo.change(&tree, &target))
-                    .await
-                    .map_err(|e| format!("reading the change failed: {e}"))?;
-                match found {
-                    Ok((files, patch)) => {
-                        let range =
-                            format!("{}...{}", self.target, worktree::branch_name(&self.tree));
-                        let full = PathBuf::from(Marker::RunDir.text()).join(CHANGE_FILE);
-                        context.change = Some(Change::new(range, files, &patch, full));
-                        Some(patch)
-                    }
-                    Err(e) => {
-                        tracing::warn!(bead = %self.work, error = %e, "cannot put the change into the order");
-                        None
-                    }
-                }
-            }
-            _ => None,
-        };
-        let spec = &self.spec;
-        Ok(AttemptOrder {
-            dispatch,
-            work: self.work.clone(),
-            step: self.step.clone(),
-            tree: self.tree.clone(),
-            step_name: self.step_name.clone(),
-            role: self.role,
-            attempt: self.attempt,
-            model: model.to_owned(),
-            base: base.to_string(),
-            base_ref: base_ref.to_owned(),
-            target: self.target.clone(),
-            prompt,
-            context,
-            change,
-            policy: self.policy.clone(),
-            profile: spec.profile.clone(),
-            model_id: spec.model.clone(),
-            limits: Limits {
-                timeout_secs: spec.timeout.as_secs(),
-                stall_timeout_secs: spec.stall_timeout.as_secs(),
-                grace_secs: spec.grace.as_secs(),
-                output_cap_bytes: spec.output_cap,
-                max_file_bytes: self.repo.max_file_bytes(),
-                max_processes: spec.max_processes,
-                nice: spec.nice,
-            },
-            lease_secs: lease.as_secs().max(1),
-        })
-    }
-
-    /// The job a worker runs `order` as, in its own workspace `from` (the worker's side).
-    pub fn from_order(order: &AttemptOrder, from: WorkerSources<'_>) -> StepJob {
-        let run_dir = from
-            .paths
-            .run_dir(&order.work, &order.step_name, order.attempt);
-        let worktree = from.repo.worktree_path(&order.tree);
-        let context_md = run_dir.join(context::CONTEXT_MD);
-        let context_json = run_dir.join(context::CONTEXT_JSON);
-        let paths = WorkerPaths {
-            worktree: &worktree,
-            run_dir: &run_dir,
-            context_md: &context_md,
-            context_json: &context_json,
-        };
-        let prompt = PendingPrompt::Rendered(paths.fill(&order.prompt));
-        let mut context = order.context.clone();
-        if let Some(change) = &mut context.change {
-            change.full_diff = run_dir.join(CHANGE_FILE);
-        }
-        let mut policy = order.policy.clone();
-        policy.worktree = worktree.clone();
-        policy.context = context_md.clone();
-        let socket = attempt_socket(&run_dir);
-        let sandbox = from.sandbox.map(|template| SandboxSpec {
-            socket: socket.clone(),
-            ..template.clone()
-        });
-        let env = vec![
-            ("CATALYST_SOCKET".to_owned(), socket.display().to_string()),
-            ("CATALYST_BEAD".to_owned(), order.work.to_string()),
-            ("CATALYST_STEP".to_owned(), order.step.to_string()),
-            ("CATALYST_ROLE".to_owned(), order.role.to_string()),
-            (
-                "CATALYST_CONTEXT".to_owned(),
-                context_md.display().to_string(),
-            ),
-        ];
-        let limits = &order.limits;
-        let spec = RunSpec {
-            profile: order.profile.clone(),
-            model: order.model_id.clone(),
-            prompt: String::new(),
-            worktree: worktree.clone(),
-            run_dir: run_dir.clone(),
-            env,
-            settings_path: Some(run_dir.join(SETTINGS_FILE)),
-            timeout: Duration::from_secs(limits.timeout_secs),
-            stall_timeout: Duration::from_secs(limits.stall_timeout_secs),
-            grace: Duration::from_secs(limits.grace_secs),
-            output_cap: limits.output_cap_bytes,
-            sandbox,
-            max_processes: limits.max_processes,
-            nice: limits.nice,
-        };
-        StepJob {
-            work: order.work.clone(),
-            step: order.step.clone(),
-            tree: order.tree.clone(),
-            step_name: order.step_name.clone(),
-            role: order.role,
-            attempt: order.attempt,
-            repo: from.repo.clone().with_max_file_bytes(limits.max_file_bytes),
-            target: order.target.clone(),
-            run_dir,
-            socket,
-            reset_to: Some(order.base.clone()),
-            context,
-            earlier_runs: Vec::new(),
-            prompt,
-            policy,
-            settings: from.settings.clone(),
-            spec,
-            launcher: from.launcher.clone(),
-            on_worker: true,
-            given_change: order.change.clone(),
-        }
-    }
-}
-
-/// What a worker builds its jobs from: its own workspace (a clone of the shared remote), the
-/// hook settings for its own binaries, the sandbox its profile asks for, and its launcher.
-#[derive(Clone, Copy)]
-pub struct WorkerSources<'a> {
-    pub paths: &'a Paths,
-    pub repo: &'a Repo,
-    pub settings: &'a serde_json::Value,
-    pub sandbox: Option<&'a SandboxSpec>,
-    pub launcher: &'a Arc<Launcher>,
-}
+use super::agent_step::{merge_back, prepare_side, write_inputs, write_result};
+use super::order::order_of;
+use super::{git, prepare_worktree, write_json, StepDone, StepJob, REPORT_FILE};
 
 /// The daemon's way to its workers (the cluster's bus implements it).
 pub trait Remote: Send + Sync {
@@ -267,15 +90,8 @@ pub async fn run_on_worker(
             reference
         }
     };
-    let order = match job
-        .order(
-            dispatch.clone(),
-            &model,
-            (&base, &reference),
-            remote.lease(),
-        )
-        .await
-    {
+    let lease = remote.lease();
+    let order = match order_of(&job, dispatch.clone(), &model, (&base, &reference), lease).await {
         Ok(order) => order,
         Err(reason) => return unavailable(&job, reason),
     };
@@ -349,14 +165,7 @@ pub async fn run_on_worker(
     }
     done.outcome = Some(outcome);
     done.commit = commit;
-    write_json(
-        &job.run_dir.join(RESULT_FILE),
-        &ResultRecord {
-            outcome: &done.outcome,
-            base: &done.base,
-            commit: &done.commit,
-        },
-    );
+    write_result(&job, &done);
     if side {
         let (repo, tree) = (job.repo.clone(), job.tree.clone());
         if let Err(e) = git(move || repo.remove(&tree)).await {

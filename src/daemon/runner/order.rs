@@ -1,0 +1,180 @@
+//! Agent attempts as they travel to another machine (see [`crate::domain::cluster`]): the
+//! order the daemon makes of a job ([`order_of`]), and the job a `catalyst worker` makes of an
+//! order ([`job_from_order`]), which then runs exactly as a local attempt does.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::daemon::agent::{Launcher, RunSpec, SandboxSpec};
+use crate::daemon::worktree::{self, CommitId, Repo};
+use crate::daemon::Paths;
+use crate::domain::cluster::{AttemptOrder, Limits, Marker, WorkerPaths};
+use crate::domain::context::{self, Change};
+use crate::domain::model::Role;
+
+use super::job::{attempt_socket, final_message, PendingPrompt};
+use super::{StepJob, SETTINGS_FILE};
+
+/// The whole patch of the change under review, in a run folder (as the local runner names it).
+const CHANGE_FILE: &str = "change.diff";
+
+/// The order a worker runs `job` from, starting at `base` (the commit and a ref of the shared
+/// remote that holds it): the daemon's side. The prompt is rendered here, with markers for the
+/// worker's paths; the earlier steps' final messages and the change under review are read
+/// here, where their files are. A worker holds it for `lease` without renewing.
+pub async fn order_of(
+    job: &StepJob,
+    dispatch: String,
+    model: &str,
+    base: (&CommitId, &str),
+    lease: Duration,
+) -> Result<AttemptOrder, String> {
+    let (base, base_ref) = base;
+    let prompt = job.prompt.render_marked().await?;
+    let mut context = job.context.clone();
+    for (step, run) in context.earlier_steps.iter_mut().zip(&job.earlier_runs) {
+        step.final_message = run.as_deref().and_then(final_message);
+    }
+    let change = match job.role {
+        Role::Review | Role::Merge => {
+            let (repo, tree, target) = (job.repo.clone(), job.tree.clone(), job.target.clone());
+            let found = tokio::task::spawn_blocking(move || repo.change(&tree, &target))
+                .await
+                .map_err(|e| format!("reading the change failed: {e}"))?;
+            match found {
+                Ok((files, patch)) => {
+                    let range = format!("{}...{}", job.target, worktree::branch_name(&job.tree));
+                    let full = PathBuf::from(Marker::RunDir.text()).join(CHANGE_FILE);
+                    context.change = Some(Change::new(range, files, &patch, full));
+                    Some(patch)
+                }
+                Err(e) => {
+                    tracing::warn!(bead = %job.work, error = %e, "cannot put the change into the order");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let spec = &job.spec;
+    Ok(AttemptOrder {
+        dispatch,
+        work: job.work.clone(),
+        step: job.step.clone(),
+        tree: job.tree.clone(),
+        step_name: job.step_name.clone(),
+        role: job.role,
+        attempt: job.attempt,
+        model: model.to_owned(),
+        base: base.to_string(),
+        base_ref: base_ref.to_owned(),
+        target: job.target.clone(),
+        prompt,
+        context,
+        change,
+        policy: job.policy.clone(),
+        profile: spec.profile.clone(),
+        model_id: spec.model.clone(),
+        limits: Limits {
+            timeout_secs: spec.timeout.as_secs(),
+            stall_timeout_secs: spec.stall_timeout.as_secs(),
+            grace_secs: spec.grace.as_secs(),
+            output_cap_bytes: spec.output_cap,
+            max_file_bytes: job.repo.max_file_bytes(),
+            max_processes: spec.max_processes,
+            nice: spec.nice,
+        },
+        lease_secs: lease.as_secs().max(1),
+    })
+}
+
+/// The job a worker runs `order` as, in its own workspace `from` (the worker's side): the
+/// same job the daemon would have built, with the worker's paths.
+pub fn job_from_order(order: &AttemptOrder, from: WorkerSources<'_>) -> StepJob {
+    let run_dir = from
+        .paths
+        .run_dir(&order.work, &order.step_name, order.attempt);
+    let worktree = from.repo.worktree_path(&order.tree);
+    let context_md = run_dir.join(context::CONTEXT_MD);
+    let context_json = run_dir.join(context::CONTEXT_JSON);
+    let paths = WorkerPaths {
+        worktree: &worktree,
+        run_dir: &run_dir,
+        context_md: &context_md,
+        context_json: &context_json,
+    };
+    let prompt = PendingPrompt::Rendered(paths.fill(&order.prompt));
+    let mut context = order.context.clone();
+    if let Some(change) = &mut context.change {
+        change.full_diff = run_dir.join(CHANGE_FILE);
+    }
+    let mut policy = order.policy.clone();
+    policy.worktree = worktree.clone();
+    policy.context = context_md.clone();
+    let socket = attempt_socket(&run_dir);
+    let sandbox = from.sandbox.map(|template| SandboxSpec {
+        socket: socket.clone(),
+        ..template.clone()
+    });
+    let env = vec![
+        ("CATALYST_SOCKET".to_owned(), socket.display().to_string()),
+        ("CATALYST_BEAD".to_owned(), order.work.to_string()),
+        ("CATALYST_STEP".to_owned(), order.step.to_string()),
+        ("CATALYST_ROLE".to_owned(), order.role.to_string()),
+        (
+            "CATALYST_CONTEXT".to_owned(),
+            context_md.display().to_string(),
+        ),
+    ];
+    let limits = &order.limits;
+    let spec = RunSpec {
+        profile: order.profile.clone(),
+        model: order.model_id.clone(),
+        prompt: String::new(),
+        worktree: worktree.clone(),
+        run_dir: run_dir.clone(),
+        env,
+        settings_path: Some(run_dir.join(SETTINGS_FILE)),
+        timeout: Duration::from_secs(limits.timeout_secs),
+        stall_timeout: Duration::from_secs(limits.stall_timeout_secs),
+        grace: Duration::from_secs(limits.grace_secs),
+        output_cap: limits.output_cap_bytes,
+        sandbox,
+        max_processes: limits.max_processes,
+        nice: limits.nice,
+    };
+    StepJob {
+        work: order.work.clone(),
+        step: order.step.clone(),
+        tree: order.tree.clone(),
+        step_name: order.step_name.clone(),
+        role: order.role,
+        attempt: order.attempt,
+        repo: from.repo.clone().with_max_file_bytes(limits.max_file_bytes),
+        target: order.target.clone(),
+        run_dir,
+        socket,
+        reset_to: Some(order.base.clone()),
+        context,
+        earlier_runs: Vec::new(),
+        prompt,
+        policy,
+        settings: from.settings.clone(),
+        spec,
+        launcher: from.launcher.clone(),
+        on_worker: true,
+        given_change: order.change.clone(),
+    }
+}
+
+/// What a worker builds its jobs from: its own workspace (a clone of the shared remote), the
+/// hook settings for its own binaries, the sandbox its profile asks for, and its launcher.
+#[derive(Clone, Copy)]
+pub struct WorkerSources<'a> {
+    pub paths: &'a Paths,
+    pub repo: &'a Repo,
+    pub settings: &'a serde_json::Value,
+    pub sandbox: Option<&'a SandboxSpec>,
+    pub launcher: &'a Arc<Launcher>,
+}

@@ -159,12 +159,14 @@ async fn a_bead_runs_its_agents_on_a_worker_through_its_fix_loop_and_merges() {
         .collect();
     assert_eq!(started.len(), 5, "{started:?}");
     assert!(started.iter().all(|s| s.ends_with(" w1")), "{started:?}");
-    let (code, out, err) = daemon.ctl(&["workers"], "").await;
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        out.contains("w1") && out.contains("0/2") && out.contains("all"),
-        "{out}"
-    );
+    // The worker says what it runs every two seconds: idle once its next word comes.
+    let out = catalyst_testkit::poll::eventually("ctl workers to show w1 idle", async || {
+        let (code, out, err) = daemon.ctl(&["workers"], "").await;
+        assert_eq!(code, 0, "{err}");
+        (out.contains("w1") && out.contains("0/2")).then_some(out)
+    })
+    .await;
+    assert!(out.contains("all"), "every model: {out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -82,6 +82,19 @@ pub fn model_consumer(subjects: &Subjects, model: &str) -> consumer::pull::Confi
     }
 }
 
+/// A client of the NATS servers `urls` (any one that answers within 5 s; it reconnects to
+/// the others when that one goes).
+pub async fn connect(urls: &[String]) -> Result<async_nats::Client, ClusterError> {
+    async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_secs(5))
+        .connect(urls.to_vec())
+        .await
+        .map_err(|e| ClusterError::Connect {
+            urls: urls.join(", "),
+            detail: e.to_string(),
+        })
+}
+
 /// Tries `call` until it succeeds or [`TRY_FOR`] has passed (JetStream answers nothing while
 /// its cluster elects a leader).
 pub async fn retry<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
@@ -114,14 +127,7 @@ impl Bus {
         config: &ClusterConfig,
         shutdown: CancellationToken,
     ) -> Result<Arc<Bus>, ClusterError> {
-        let client = async_nats::ConnectOptions::new()
-            .connection_timeout(Duration::from_secs(5))
-            .connect(config.nats.clone())
-            .await
-            .map_err(|e| ClusterError::Connect {
-                urls: config.nats.join(", "),
-                detail: e.to_string(),
-            })?;
+        let client = connect(&config.nats).await?;
         let js = jetstream::new(client.clone());
         let subjects = Subjects::new(&config.name);
         let replicas = config.replicas();
@@ -178,44 +184,48 @@ impl Bus {
     }
 
     async fn follow_leases(&self, shutdown: CancellationToken) -> Result<(), ClusterError> {
-        let mut leases = self.subscribe(self.subjects.leases()).await?;
         let waiting = self.waiting.clone();
-        tokio::spawn(async move {
-            loop {
-                let message = tokio::select! {
-                    () = shutdown.cancelled() => return,
-                    next = leases.next() => match next {
-                        Some(m) => m,
-                        None => return,
-                    },
-                };
-                let Ok(lease) = serde_json::from_slice::<Lease>(&message.payload) else {
-                    continue;
-                };
-                let waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(w) = waiting.get(&lease.dispatch) {
-                    w.leases.send_replace(Some((lease.worker, Instant::now())));
-                }
+        self.follow(self.subjects.leases(), shutdown, move |lease: Lease| {
+            let waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(w) = waiting.get(&lease.dispatch) {
+                w.leases.send_replace(Some((lease.worker, Instant::now())));
             }
-        });
-        Ok(())
+        })
+        .await
     }
 
     async fn follow_workers(&self, shutdown: CancellationToken) -> Result<(), ClusterError> {
-        let mut beats = self.subscribe(self.subjects.workers()).await?;
         let workers = self.workers.clone();
+        self.follow(
+            self.subjects.workers(),
+            shutdown,
+            move |beat: WorkerBeat| {
+                let mut workers = workers.lock().unwrap_or_else(|e| e.into_inner());
+                workers.insert(beat.name.clone(), (beat, Instant::now()));
+            },
+        )
+        .await
+    }
+
+    /// Hands each message of `subject` that parses as a `T` to `take`, until `shutdown`.
+    async fn follow<T: serde::de::DeserializeOwned>(
+        &self,
+        subject: String,
+        shutdown: CancellationToken,
+        take: impl Fn(T) + Send + 'static,
+    ) -> Result<(), ClusterError> {
+        let mut messages = self.subscribe(subject).await?;
         tokio::spawn(async move {
             loop {
                 let message = tokio::select! {
                     () = shutdown.cancelled() => return,
-                    next = beats.next() => match next {
+                    next = messages.next() => match next {
                         Some(m) => m,
                         None => return,
                     },
                 };
-                if let Ok(beat) = serde_json::from_slice::<WorkerBeat>(&message.payload) {
-                    let mut workers = workers.lock().unwrap_or_else(|e| e.into_inner());
-                    workers.insert(beat.name.clone(), (beat, Instant::now()));
+                if let Ok(value) = serde_json::from_slice::<T>(&message.payload) {
+                    take(value);
                 }
             }
         });

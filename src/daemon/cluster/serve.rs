@@ -55,14 +55,7 @@ type Running = Arc<Mutex<HashMap<String, (BeadId, CancellationToken)>>>;
 /// Serves until `shutdown`; running attempts are then stopped and their ends sent (without
 /// an outcome: they run again elsewhere).
 pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> Result<(), ServeError> {
-    let client = async_nats::ConnectOptions::new()
-        .connection_timeout(Duration::from_secs(5))
-        .connect(opts.nats.clone())
-        .await
-        .map_err(|e| ClusterError::Connect {
-            urls: opts.nats.join(", "),
-            detail: e.to_string(),
-        })?;
+    let client = super::bus::connect(&opts.nats).await?;
     let js = jetstream::new(client.clone());
     let subjects = Subjects::new(&opts.cluster);
     let worker =

@@ -54,6 +54,15 @@ fn signal(worker: &WorkerProcess, signal: Signal) {
     kill(Pid::from_raw(worker.child.id() as i32), signal).expect("signal the worker");
 }
 
+/// How many merges the events record, of `bead` or of any bead.
+fn merges(events: &[serde_json::Value], bead: Option<&str>) -> usize {
+    events
+        .iter()
+        .filter(|e| e["type"] == "merge.completed")
+        .filter(|e| bead.is_none_or(|b| e["bead"] == b))
+        .count()
+}
+
 /// The events of `kind` for `step`.
 fn of(events: &[serde_json::Value], kind: &str, step: &str) -> Vec<serde_json::Value> {
     events
@@ -90,10 +99,7 @@ async fn a_worker_killed_mid_attempt_loses_it_to_the_other_not_counted() {
         results[0]["counters"]["failed_attempts"], 0,
         "the lost attempt is not counted"
     );
-    let merged = events
-        .iter()
-        .filter(|e| e["type"] == "merge.completed")
-        .count();
+    let merged = merges(&events, None);
     assert_eq!(merged, 1);
 }
 
@@ -113,11 +119,7 @@ async fn a_nats_node_killed_mid_run_loses_nothing() {
     all_closed(&daemon, &ids, &workers).await;
     let events = daemon.events().await;
     for id in &ids {
-        let merges = events
-            .iter()
-            .filter(|e| e["type"] == "merge.completed" && e["bead"] == id.as_str())
-            .count();
-        assert_eq!(merges, 1, "{id}");
+        assert_eq!(merges(&events, Some(id)), 1, "{id}");
     }
 }
 
@@ -162,10 +164,7 @@ async fn a_worker_cut_off_past_its_lease_is_superseded_and_its_late_end_ignored(
     let finished = of(&events, "step.finished", "cat-c.implement");
     assert_eq!(finished.len(), 1, "only w2's end applied: {finished:?}");
     assert_eq!(finished[0]["attempt"], 2);
-    let merged = events
-        .iter()
-        .filter(|e| e["type"] == "merge.completed")
-        .count();
+    let merged = merges(&events, None);
     assert_eq!(merged, 1, "one merge");
     drop(w2);
 }
@@ -196,11 +195,7 @@ async fn the_daemon_killed_mid_run_applies_no_attempt_twice_after_its_restart() 
         "an attempt applied twice: {ends:?}"
     );
     for id in &ids {
-        let merges = events
-            .iter()
-            .filter(|e| e["type"] == "merge.completed" && e["bead"] == id.as_str())
-            .count();
-        assert_eq!(merges, 1, "{id}");
+        assert_eq!(merges(&events, Some(id)), 1, "{id}");
         assert_eq!(
             ws.file_on_main(&format!("{id}-fixed.txt")).as_deref(),
             Some("fixed\n"),

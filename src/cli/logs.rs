@@ -20,15 +20,15 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::cli::client::{Client, ClientError};
 use crate::cli::ctl::CtlError;
-use crate::domain::agent::transcript::{Entry, Transcript};
 use crate::domain::event::{Event, EventBody};
 use crate::domain::id::BeadId;
 use crate::domain::model::{Role, Status};
 use crate::protocol::{
     ErrorCode, LogLine, LogsParams, ShowAnswer, ShowParams, StreamLine, SubscribeParams,
 };
+use crate::render::logs::TranscriptView;
+use crate::render::render_attempt_header;
 use crate::render::style::{Paint, DIM};
-use crate::render::{render_attempt_header, render_entry};
 
 /// What `ctl logs` was asked.
 #[derive(Clone, Debug)]
@@ -426,64 +426,30 @@ impl Dispatches {
     }
 }
 
-/// One attempt's output on its way to the screen: cut into lines, read as a transcript
-/// (or passed through for `--raw`, and as text for `--stderr`).
+/// One attempt's output on its way to the screen: read as a transcript (or passed through
+/// for `--raw`, and as text for `--stderr`).
 struct View {
     raw: bool,
-    text: bool,
     paint: Paint,
-    partial: String,
-    transcript: Transcript,
-    last_message: Option<String>,
-    ended: bool,
+    lines: TranscriptView,
 }
 
 impl View {
     fn new(req: &LogsRequest, paint: Paint) -> View {
         View {
             raw: req.raw,
-            text: req.stderr,
             paint,
-            partial: String::new(),
-            transcript: Transcript::new(),
-            last_message: None,
-            ended: false,
+            lines: TranscriptView::new(req.stderr, paint),
         }
     }
 
     fn feed(&mut self, data: &str, out: &mut impl Write) -> Result<(), CtlError> {
         if self.raw {
             out.write_all(data.as_bytes())?;
-            out.flush()?;
-            return Ok(());
-        }
-        self.partial.push_str(data);
-        while let Some(end) = self.partial.find('\n') {
-            let line: String = self.partial.drain(..=end).collect();
-            self.line(line.trim_end_matches(['\n', '\r']), out)?;
+        } else {
+            out.write_all(self.lines.feed(data).as_bytes())?;
         }
         out.flush()?;
-        Ok(())
-    }
-
-    fn line(&mut self, line: &str, out: &mut impl Write) -> Result<(), CtlError> {
-        if self.text {
-            writeln!(out, "{line}")?;
-            return Ok(());
-        }
-        for entry in self.transcript.line(line) {
-            self.entry(&entry, out)?;
-        }
-        Ok(())
-    }
-
-    fn entry(&mut self, entry: &Entry, out: &mut impl Write) -> Result<(), CtlError> {
-        out.write_all(render_entry(entry, self.last_message.as_deref(), self.paint).as_bytes())?;
-        match entry {
-            Entry::Message(m) => self.last_message = Some(m.clone()),
-            Entry::End(_) => self.ended = true,
-            _ => {}
-        }
         Ok(())
     }
 
@@ -501,19 +467,9 @@ impl View {
         if self.raw {
             return Ok(());
         }
-        let rest = std::mem::take(&mut self.partial);
-        if !rest.is_empty() {
-            self.line(&rest, out)?;
-        }
-        if self.text {
-            return Ok(());
-        }
-        if still_running {
+        out.write_all(self.lines.finish(!still_running).as_bytes())?;
+        if still_running && !self.lines.is_plain() {
             return self.note("still running: `-f` follows it", out);
-        }
-        let transcript = std::mem::take(&mut self.transcript);
-        if let Some(end) = transcript.finish().filter(|_| !self.ended) {
-            self.entry(&end, out)?;
         }
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! `ctl logs` for people: which attempt, then what the agent did, one entry at a time.
 
 use super::style::{Paint, BOLD, CYAN, DIM, GREEN, RED, YELLOW};
-use crate::domain::agent::transcript::Entry;
+use crate::domain::agent::transcript::{Entry, Transcript};
 
 /// The lines of a tool result shown; the rest is counted.
 const RESULT_LINES: usize = 4;
@@ -20,6 +20,87 @@ pub fn render_attempt_header(
         model.unwrap_or("gate")
     );
     format!("{}\n", paint.paint(BOLD, &header))
+}
+
+/// An attempt's output as people read it, fed as it comes (`ctl logs`, the dashboard's live
+/// output): cut into whole lines, each read as a transcript entry and rendered (or, `plain`,
+/// shown as it is: stderr).
+#[derive(Default)]
+pub struct TranscriptView {
+    plain: bool,
+    paint: Paint,
+    partial: String,
+    transcript: Transcript,
+    last_message: Option<String>,
+    ended: bool,
+}
+
+impl TranscriptView {
+    /// A view of stdout (`plain = false`) or of text such as stderr.
+    pub fn new(plain: bool, paint: Paint) -> TranscriptView {
+        TranscriptView {
+            plain,
+            paint,
+            ..TranscriptView::default()
+        }
+    }
+
+    /// Whether it shows text as it is (stderr).
+    pub fn is_plain(&self) -> bool {
+        self.plain
+    }
+
+    /// What the whole lines of `data` (with what was left of the last feed) show.
+    pub fn feed(&mut self, data: &str) -> String {
+        self.partial.push_str(data);
+        let mut out = String::new();
+        while let Some(end) = self.partial.find('\n') {
+            let line: String = self.partial.drain(..=end).collect();
+            self.line(line.trim_end_matches(['\n', '\r']), &mut out);
+        }
+        out
+    }
+
+    /// The rest: a last line without its newline, then, when the run is `over` and its
+    /// output did not say how it ended, how the daemon read its end.
+    pub fn finish(&mut self, over: bool) -> String {
+        let mut out = String::new();
+        let rest = std::mem::take(&mut self.partial);
+        if !rest.is_empty() {
+            self.line(&rest, &mut out);
+        }
+        if over && !self.plain {
+            let transcript = std::mem::take(&mut self.transcript);
+            if let Some(end) = transcript.finish().filter(|_| !self.ended) {
+                self.entry(&end, &mut out);
+            }
+        }
+        out
+    }
+
+    fn line(&mut self, line: &str, out: &mut String) {
+        if self.plain {
+            out.push_str(line);
+            out.push('\n');
+            return;
+        }
+        for entry in self.transcript.line(line) {
+            self.entry(&entry, out);
+        }
+    }
+
+    fn entry(&mut self, entry: &Entry, out: &mut String) {
+        out.push_str(&render_entry(
+            entry,
+            self.last_message.as_deref(),
+            self.paint,
+        ));
+        match entry {
+            Entry::Message(m) => self.last_message = Some(m.clone()),
+            Entry::End(_) => self.ended = true,
+            _ => {}
+        }
+    }
 }
 
 /// One entry as lines ending in a newline. `last_message` is the agent's last message shown,
@@ -137,6 +218,23 @@ fn tool_result(text: &str, is_error: bool, paint: Paint) -> String {
 mod tests {
     use super::*;
     use crate::domain::agent::stream::Parsed;
+
+    #[test]
+    fn a_view_shows_whole_lines_as_they_come_and_the_rest_at_the_end() {
+        let mut view = TranscriptView::new(false, Paint::OFF);
+        let init = r#"{"type":"system","subtype":"init","model":"sonnet"}"#;
+        assert_eq!(view.feed(&init[..10]), "", "half a line waits");
+        let started = view.feed(&format!("{}\n", &init[10..]));
+        assert_eq!(started, "session started (sonnet)\n");
+        let rest = view.finish(true);
+        assert!(
+            rest.contains("no result"),
+            "how it ended, when it did not say: {rest}"
+        );
+        let mut stderr = TranscriptView::new(true, Paint::OFF);
+        assert_eq!(stderr.feed("a\r\nb"), "a\n");
+        assert_eq!(stderr.finish(true), "b\n", "text as it is, no end added");
+    }
 
     #[test]
     fn tool_calls_and_results_read_short() {

@@ -4,7 +4,7 @@
 mod diff;
 mod event;
 mod list;
-mod logs;
+pub mod logs;
 mod show;
 mod status;
 pub mod style;

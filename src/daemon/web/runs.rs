@@ -13,8 +13,7 @@ use axum::response::{IntoResponse, Response};
 use tokio_util::sync::CancellationToken;
 
 use crate::daemon::runlog::{self, OutputTail, Piece};
-use crate::domain::agent::transcript::{Entry, Transcript};
-use crate::render::render_entry;
+use crate::render::logs::TranscriptView;
 use crate::render::style::Paint;
 
 use crate::daemon::agent::{PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
@@ -169,47 +168,14 @@ async fn open(path: &std::path::Path, stopping: &CancellationToken) -> Option<Re
     tail.skip_to_last(BACKLOG).await.ok()?;
     Some(Reading {
         tail,
-        partial: String::new(),
-        transcript: Transcript::new(),
-        last_message: None,
+        view: TranscriptView::new(false, Paint::OFF),
     })
 }
 
-/// The output being read: the tail, the end of a line not written whole yet, and what reads
-/// the lines.
+/// The output being read: the tail, and what reads its lines as `ctl logs` does.
 struct Reading {
     tail: OutputTail,
-    partial: String,
-    transcript: Transcript,
-    last_message: Option<String>,
-}
-
-impl Reading {
-    /// The whole lines of `text` (with what was left of the last read), as people read them.
-    fn lines(&mut self, text: &str, last: bool) -> String {
-        self.partial.push_str(text);
-        let cut = if last {
-            self.partial.len()
-        } else {
-            self.partial.rfind('\n').map_or(0, |i| i + 1)
-        };
-        let whole: String = self.partial.drain(..cut).collect();
-        let mut shown = String::new();
-        for line in whole.lines() {
-            for entry in self.transcript.line(line) {
-                let text = render_entry(&entry, self.last_message.as_deref(), Paint::OFF);
-                if let Entry::Message(m) = &entry {
-                    self.last_message = Some(m.clone());
-                }
-                shown.push_str(&text);
-            }
-        }
-        let mut out = String::new();
-        if !shown.is_empty() {
-            push_lines(&mut out, &shown);
-        }
-        out
-    }
+    view: TranscriptView,
 }
 
 /// The next piece of the stream: new lines, a keep-alive, or the end (and no more reading).
@@ -217,7 +183,7 @@ async fn next(mut r: Reading, stopping: &CancellationToken) -> (Bytes, Option<Re
     loop {
         match r.tail.read().await {
             Ok(Piece::Text(text)) => {
-                let out = r.lines(&text, false);
+                let out = output_event(&r.view.feed(&text));
                 if !out.is_empty() {
                     return (Bytes::from(out), Some(r));
                 }
@@ -232,7 +198,7 @@ async fn next(mut r: Reading, stopping: &CancellationToken) -> (Bytes, Option<Re
                 }
             },
             Ok(Piece::End) => {
-                let mut out = r.lines("", true);
+                let mut out = output_event(&r.view.finish(true));
                 out.push_str("event: end\ndata: the attempt ended\n\n");
                 return (Bytes::from(out), None);
             }
@@ -249,16 +215,20 @@ fn end(why: &str) -> Result<Bytes, Infallible> {
     Ok(end_bytes(why))
 }
 
-/// One `output` event with a `data:` line per line of `text` (a `\r` dropped: SSE would read
-/// it as a line break).
-fn push_lines(out: &mut String, text: &str) {
-    out.push_str("event: output\n");
+/// `text` as one `output` event, a `data:` line per line (a `\r` dropped: SSE would read it
+/// as a line break); nothing for no text.
+fn output_event(text: &str) -> String {
+    if text.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("event: output\n");
     for line in text.strip_suffix('\n').unwrap_or(text).split('\n') {
         out.push_str("data: ");
         out.push_str(&line.replace('\r', ""));
         out.push('\n');
     }
     out.push('\n');
+    out
 }
 
 #[cfg(test)]
@@ -284,8 +254,8 @@ mod tests {
 
     #[test]
     fn each_line_is_a_data_line_of_one_event() {
-        let mut out = String::new();
-        push_lines(&mut out, "one\r\ntwo <script>\n");
+        let out = output_event("one\r\ntwo <script>\n");
         assert_eq!(out, "event: output\ndata: one\ndata: two <script>\n\n");
+        assert_eq!(output_event(""), "");
     }
 }

@@ -23,8 +23,10 @@ async fn a_replicated_work_queue_loses_nothing_when_a_node_is_killed() {
         .await
         .expect("connect to n1");
     let js = jetstream::new(first);
-    let stream = js
-        .create_stream(stream::Config {
+    // A new cluster may not place three replicas at its first try (a peer still catching
+    // up): tried again, as the daemon does.
+    let stream = catalyst_testkit::poll::eventually("a stream on three nodes", async || {
+        js.create_stream(stream::Config {
             name: "WORK".into(),
             subjects: vec!["work.>".into()],
             retention: stream::RetentionPolicy::WorkQueue,
@@ -32,7 +34,9 @@ async fn a_replicated_work_queue_loses_nothing_when_a_node_is_killed() {
             ..Default::default()
         })
         .await
-        .expect("a stream on three nodes");
+        .ok()
+    })
+    .await;
     for i in 0..10 {
         js.publish(format!("work.{i}"), i.to_string().into())
             .await

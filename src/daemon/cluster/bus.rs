@@ -45,7 +45,7 @@ pub enum ClusterError {
 
 /// An attempt the daemon waits for.
 struct Waiting {
-    end: Option<oneshot::Sender<AttemptEnd>>,
+    end: oneshot::Sender<AttemptEnd>,
     leases: watch::Sender<Option<(String, Instant)>>,
 }
 
@@ -278,7 +278,7 @@ impl Bus {
             .insert(
                 order.dispatch.clone(),
                 Waiting {
-                    end: Some(end_tx),
+                    end: end_tx,
                     leases: lease_tx,
                 },
             );
@@ -404,7 +404,7 @@ async fn take_ends(
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .remove(&end.dispatch)
-                        .and_then(|mut w| w.end.take());
+                        .map(|w| w.end);
                     match taker {
                         Some(taker) => {
                             let _ = taker.send(end);

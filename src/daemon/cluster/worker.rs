@@ -14,13 +14,14 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::daemon::agent::Launcher;
+use crate::daemon::agent::{Launcher, SandboxSpec};
 use crate::daemon::runner::hook_socket::Ask;
 use crate::daemon::runner::{self, StepDone, WorkerSources, REPORT_FILE};
 use crate::daemon::worktree::transport::{self as git, GitCommandError};
 use crate::daemon::worktree::{GitError, Repo};
 use crate::daemon::Paths;
 use crate::domain::agent::attempt::ToolRecord;
+use crate::domain::agent::profile::AgentProfile;
 use crate::domain::agent::report::RunReport;
 use crate::domain::cluster::{attempt_ref, AttemptEnd, AttemptOrder};
 use crate::domain::unavailable::Unavailable;
@@ -60,6 +61,10 @@ pub struct Worker {
     catalyst: PathBuf,
     settings: Value,
     launchers: Mutex<HashMap<LaunchLimits, Arc<Launcher>>>,
+    /// What the launchers start: `catalyst-hook` beside `catalyst` when it is there.
+    shim: PathBuf,
+    /// The last profile's sandbox (orders of one daemon share one profile).
+    sandbox: Mutex<Option<(AgentProfile, Option<SandboxSpec>)>>,
     /// The target branches fetched since the worker started.
     targets: tokio::sync::Mutex<std::collections::HashSet<String>>,
 }
@@ -99,6 +104,7 @@ impl Worker {
         let catalyst = catalyst.to_owned();
         let hook = crate::daemon::load::hook_bin(&catalyst);
         let settings = crate::domain::agent::settings::settings(&catalyst, hook.as_deref());
+        let shim = hook.unwrap_or_else(|| catalyst.clone());
         Ok(Worker {
             name: name.to_owned(),
             remote: remote.to_owned(),
@@ -107,6 +113,8 @@ impl Worker {
             catalyst,
             settings,
             launchers: Mutex::new(HashMap::new()),
+            shim,
+            sandbox: Mutex::default(),
             targets: tokio::sync::Mutex::default(),
         })
     }
@@ -118,11 +126,10 @@ impl Worker {
 
     /// Runs `order` until it ends or `cancel` fires (an end without an outcome).
     pub async fn run(&self, order: &AttemptOrder, cancel: CancellationToken) -> AttemptEnd {
-        let done = match self.fetch(order).await {
+        let mut done = match self.fetch(order).await {
             Ok(()) => self.run_fetched(order, cancel).await,
             Err(e) => unavailable(order, format!("cannot fetch the starting commit: {e}")),
         };
-        let mut done = done;
         if let Some(commit) = &done.commit {
             let reference = attempt_ref(&order.work, &order.step_name, order.attempt);
             let pushed = git::push(
@@ -166,7 +173,7 @@ impl Worker {
     }
 
     async fn run_fetched(&self, order: &AttemptOrder, cancel: CancellationToken) -> StepDone {
-        let sandbox = runner::sandbox_template(&order.profile, &self.paths, &self.catalyst);
+        let sandbox = self.sandbox(&order.profile);
         let launcher = self.launcher(order.limits.nice, order.limits.max_processes);
         let sources = WorkerSources {
             paths: &self.paths,
@@ -187,12 +194,24 @@ impl Worker {
     /// A launcher for the order's niceness and process limit (one per pair, reused).
     fn launcher(&self, nice: u32, max_processes: Option<u32>) -> Arc<Launcher> {
         let mut launchers = self.launchers.lock().unwrap_or_else(|e| e.into_inner());
-        let shim =
-            crate::daemon::load::hook_bin(&self.catalyst).unwrap_or_else(|| self.catalyst.clone());
         launchers
             .entry((nice, max_processes))
-            .or_insert_with(|| Arc::new(Launcher::new(shim, nice, max_processes)))
+            .or_insert_with(|| Arc::new(Launcher::new(self.shim.clone(), nice, max_processes)))
             .clone()
+    }
+
+    /// The sandbox `profile` asks for on this machine, worked out once per profile (it reads
+    /// the environment and looks programs up on `PATH`), as the daemon does at load.
+    fn sandbox(&self, profile: &AgentProfile) -> Option<SandboxSpec> {
+        let mut last = self.sandbox.lock().unwrap_or_else(|e| e.into_inner());
+        match &*last {
+            Some((known, spec)) if known == profile => spec.clone(),
+            _ => {
+                let spec = runner::sandbox_template(profile, &self.paths, &self.catalyst);
+                *last = Some((profile.clone(), spec.clone()));
+                spec
+            }
+        }
     }
 
     /// The attempt's end as the daemon gets it.

@@ -1,6 +1,8 @@
 //! One attempt of an agent step: worktree, run folder inputs, the agent, the judgement and
 //! the daemon's commit of its work.
 
+use std::path::PathBuf;
+
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
@@ -22,7 +24,7 @@ use crate::domain::router::Outcome;
 use crate::domain::unavailable::Unavailable;
 use crate::protocol::HookParams;
 
-use super::job::final_message;
+use super::job::fill_final_messages;
 use super::{
     git, prepare_worktree, write_json, GitTaskError, StepDone, StepJob, BASE_FILE, REPORT_FILE,
     RESULT_FILE, SETTINGS_FILE, TARGET_FILE,
@@ -184,7 +186,7 @@ fn failed(job: &StepJob, reason: String) -> StepDone {
 }
 
 /// The attempt's end when the daemon could not prepare it: not the agent's failure.
-fn unprepared(job: &StepJob, reason: String) -> StepDone {
+pub(super) fn unprepared(job: &StepJob, reason: String) -> StepDone {
     let (work, step) = (&job.work, &job.step);
     StepDone::unavailable(
         work,
@@ -260,12 +262,20 @@ fn tell_refused(step: BeadId, ask: Ask) -> OnRefused {
 }
 
 /// The whole patch of the bead's branch, in the run folder of a step that judges it.
-const CHANGE_FILE: &str = "change.diff";
+pub(super) const CHANGE_FILE: &str = "change.diff";
 
 /// For the steps that judge the work (review, merge): what the bead's branch changes against
 /// the target, put into the context; returns the whole patch for the run folder. A git
 /// failure leaves the context without it (the agent can still run `git diff`).
 async fn change(job: &mut StepJob) -> Option<String> {
+    let (change, patch) = read_change(job, job.run_dir.join(CHANGE_FILE)).await?;
+    job.context.change = Some(change);
+    Some(patch)
+}
+
+/// For a step that judges the work (review, merge): the change of its tree against the
+/// target, for its context (the whole patch said to be at `full`), and the whole patch.
+pub(super) async fn read_change(job: &StepJob, full: PathBuf) -> Option<(Change, String)> {
     if !matches!(job.role, Role::Review | Role::Merge) {
         return None;
     }
@@ -273,9 +283,7 @@ async fn change(job: &mut StepJob) -> Option<String> {
     match git(move || repo.change(&work, &target)).await {
         Ok((files, patch)) => {
             let range = format!("{}...{}", job.target, worktree::branch_name(&job.tree));
-            let full = job.run_dir.join(CHANGE_FILE);
-            job.context.change = Some(Change::new(range, files, &patch, full));
-            Some(patch)
+            Some((Change::new(range, files, &patch, full), patch))
         }
         Err(e) => {
             tracing::warn!(bead = %job.work, error = %e, "cannot put the change into the context");
@@ -404,9 +412,7 @@ pub(super) fn write_inputs(
     if job.tree == job.work {
         fsutil::write_replace(&job.run_dir.join(BASE_FILE), base.as_str().as_bytes())?;
     }
-    for (step, run) in job.context.earlier_steps.iter_mut().zip(&job.earlier_runs) {
-        step.final_message = run.as_deref().and_then(final_message);
-    }
+    fill_final_messages(&mut job.context.earlier_steps, &job.earlier_runs);
     crate::daemon::rundir::write_context(&job.run_dir, &job.context)?;
     let settings = serde_json::to_vec_pretty(&job.settings).map_err(std::io::Error::other)?;
     fsutil::write_replace(&job.run_dir.join(SETTINGS_FILE), &settings)?;

@@ -256,20 +256,9 @@ fn run_spec(
     if let Some(tools) = config.role_policy(meta.role).tools_for(meta.tools.as_ref()) {
         profile = profile.with_tools(tools);
     }
-    let env = vec![
-        ("CATALYST_SOCKET".to_owned(), socket.display().to_string()),
-        ("CATALYST_BEAD".to_owned(), bead.id.to_string()),
-        ("CATALYST_STEP".to_owned(), step.to_string()),
-        ("CATALYST_ROLE".to_owned(), meta.role.to_string()),
-        (
-            "CATALYST_CONTEXT".to_owned(),
-            run_dir.join(context::CONTEXT_MD).display().to_string(),
-        ),
-    ];
-    let sandbox = from.sandbox.map(|template| SandboxSpec {
-        socket: socket.to_owned(),
-        ..template.clone()
-    });
+    let context_md = run_dir.join(context::CONTEXT_MD);
+    let env = attempt_env(socket, &bead.id, step, meta.role, &context_md);
+    let sandbox = with_socket(from.sandbox, socket);
     Ok(RunSpec {
         profile,
         model: config.model_id(model).to_owned(),
@@ -285,6 +274,35 @@ fn run_spec(
         sandbox,
         max_processes: config.process_limit(),
         nice: config.agent_nice,
+    })
+}
+
+/// The `CATALYST_*` variables an attempt's agent gets: its socket, bead, step, role and
+/// context file.
+pub(super) fn attempt_env(
+    socket: &Path,
+    bead: &BeadId,
+    step: &BeadId,
+    role: Role,
+    context_md: &Path,
+) -> Vec<(String, String)> {
+    vec![
+        ("CATALYST_SOCKET".to_owned(), socket.display().to_string()),
+        ("CATALYST_BEAD".to_owned(), bead.to_string()),
+        ("CATALYST_STEP".to_owned(), step.to_string()),
+        ("CATALYST_ROLE".to_owned(), role.to_string()),
+        (
+            "CATALYST_CONTEXT".to_owned(),
+            context_md.display().to_string(),
+        ),
+    ]
+}
+
+/// The profile's sandbox (see [`sandbox_template`]) for an attempt with the socket `socket`.
+pub(super) fn with_socket(template: Option<&SandboxSpec>, socket: &Path) -> Option<SandboxSpec> {
+    template.map(|template| SandboxSpec {
+        socket: socket.to_owned(),
+        ..template.clone()
     })
 }
 
@@ -422,8 +440,15 @@ fn earlier(
     (steps, runs)
 }
 
+/// Each earlier step's final message, from the run folder of its last attempt.
+pub(super) fn fill_final_messages(steps: &mut [EarlierStep], runs: &[Option<PathBuf>]) {
+    for (step, run) in steps.iter_mut().zip(runs) {
+        step.final_message = run.as_deref().and_then(final_message);
+    }
+}
+
 /// The message an earlier attempt's agent wrote before its result block.
-pub(super) fn final_message(run_dir: &Path) -> Option<String> {
+fn final_message(run_dir: &Path) -> Option<String> {
     let text = std::fs::read(run_dir.join(RESULT_FILE)).ok()?;
     let value: serde_json::Value = serde_json::from_slice(&text).ok()?;
     let message = value.pointer("/outcome/result/message")?.as_str()?;

@@ -7,17 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::daemon::agent::{Launcher, RunSpec, SandboxSpec};
-use crate::daemon::worktree::{self, CommitId, Repo};
+use crate::daemon::worktree::{CommitId, Repo};
 use crate::daemon::Paths;
 use crate::domain::cluster::{AttemptOrder, Limits, Marker, WorkerPaths};
-use crate::domain::context::{self, Change};
-use crate::domain::model::Role;
+use crate::domain::context;
 
-use super::job::{attempt_socket, final_message, PendingPrompt};
+use super::agent_step::{read_change, CHANGE_FILE};
+use super::job::{attempt_env, attempt_socket, fill_final_messages, with_socket, PendingPrompt};
 use super::{StepJob, SETTINGS_FILE};
-
-/// The whole patch of the change under review, in a run folder (as the local runner names it).
-const CHANGE_FILE: &str = "change.diff";
 
 /// The order a worker runs `job` from, starting at `base` (the commit and a ref of the shared
 /// remote that holds it): the daemon's side. The prompt is rendered here, with markers for the
@@ -33,30 +30,12 @@ pub async fn order_of(
     let (base, base_ref) = base;
     let prompt = job.prompt.render_marked().await?;
     let mut context = job.context.clone();
-    for (step, run) in context.earlier_steps.iter_mut().zip(&job.earlier_runs) {
-        step.final_message = run.as_deref().and_then(final_message);
-    }
-    let change = match job.role {
-        Role::Review | Role::Merge => {
-            let (repo, tree, target) = (job.repo.clone(), job.tree.clone(), job.target.clone());
-            let found = tokio::task::spawn_blocking(move || repo.change(&tree, &target))
-                .await
-                .map_err(|e| format!("reading the change failed: {e}"))?;
-            match found {
-                Ok((files, patch)) => {
-                    let range = format!("{}...{}", job.target, worktree::branch_name(&job.tree));
-                    let full = PathBuf::from(Marker::RunDir.text()).join(CHANGE_FILE);
-                    context.change = Some(Change::new(range, files, &patch, full));
-                    Some(patch)
-                }
-                Err(e) => {
-                    tracing::warn!(bead = %job.work, error = %e, "cannot put the change into the order");
-                    None
-                }
-            }
-        }
-        _ => None,
-    };
+    fill_final_messages(&mut context.earlier_steps, &job.earlier_runs);
+    let full = PathBuf::from(Marker::RunDir.text()).join(CHANGE_FILE);
+    let change = read_change(job, full).await.map(|(change, patch)| {
+        context.change = Some(change);
+        patch
+    });
     let spec = &job.spec;
     Ok(AttemptOrder {
         dispatch,
@@ -113,20 +92,8 @@ pub fn job_from_order(order: &AttemptOrder, from: WorkerSources<'_>) -> StepJob 
     policy.worktree = worktree.clone();
     policy.context = context_md.clone();
     let socket = attempt_socket(&run_dir);
-    let sandbox = from.sandbox.map(|template| SandboxSpec {
-        socket: socket.clone(),
-        ..template.clone()
-    });
-    let env = vec![
-        ("CATALYST_SOCKET".to_owned(), socket.display().to_string()),
-        ("CATALYST_BEAD".to_owned(), order.work.to_string()),
-        ("CATALYST_STEP".to_owned(), order.step.to_string()),
-        ("CATALYST_ROLE".to_owned(), order.role.to_string()),
-        (
-            "CATALYST_CONTEXT".to_owned(),
-            context_md.display().to_string(),
-        ),
-    ];
+    let sandbox = with_socket(from.sandbox, &socket);
+    let env = attempt_env(&socket, &order.work, &order.step, order.role, &context_md);
     let limits = &order.limits;
     let spec = RunSpec {
         profile: order.profile.clone(),

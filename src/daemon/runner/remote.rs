@@ -15,9 +15,8 @@ use crate::daemon::fsutil;
 use crate::daemon::worktree::{transport, CommitId};
 use crate::domain::cluster::{attempt_ref, base_ref, AttemptEnd, AttemptOrder};
 use crate::domain::router::Outcome;
-use crate::domain::unavailable::Unavailable;
 
-use super::agent_step::{merge_back, prepare_side, write_inputs, write_result};
+use super::agent_step::{merge_back, prepare_side, unprepared, write_inputs, write_result};
 use super::order::order_of;
 use super::{git, prepare_worktree, write_json, StepDone, StepJob, REPORT_FILE};
 
@@ -54,6 +53,27 @@ pub struct Pending {
 /// records written from what the worker sent. An attempt whose worker stops renewing its
 /// lease, or that is cancelled, ends as interrupted (not counted).
 pub async fn run_on_worker(
+    job: StepJob,
+    cancel: CancellationToken,
+    remote: std::sync::Arc<dyn Remote>,
+    model: String,
+    started: impl FnOnce(String) + Send,
+) -> StepDone {
+    if job.tree == job.work {
+        return run_remote(job, cancel, remote, model, started).await;
+    }
+    // As a local step beside others of its bead (see `run_agent_step`): its worktree goes
+    // however it ended, and it starts again from the bead's branch.
+    let (repo, tree) = (job.repo.clone(), job.tree.clone());
+    let mut done = run_remote(job, cancel, remote, model, started).await;
+    done.base = None;
+    if let Err(e) = git(move || repo.remove(&tree)).await {
+        tracing::warn!(step = %done.step, error = %e, "cannot remove the step's own worktree");
+    }
+    done
+}
+
+async fn run_remote(
     mut job: StepJob,
     cancel: CancellationToken,
     remote: std::sync::Arc<dyn Remote>,
@@ -68,11 +88,11 @@ pub async fn run_on_worker(
     };
     let base = match prepared {
         Ok(base) => base,
-        Err(e) => return unavailable(&job, format!("cannot prepare the worktree: {e}")),
+        Err(e) => return unprepared(&job, format!("cannot prepare the worktree: {e}")),
     };
     let mut done = end_without_outcome(&job, &base);
     if let Err(e) = write_inputs(&mut job, &base, None) {
-        return unavailable(&job, format!("cannot write the run folder: {e}"));
+        return unprepared(&job, format!("cannot write the run folder: {e}"));
     }
     let dispatch = dispatch_id(&job);
     // The start goes to the shared remote, unless it holds it already (the commit of an
@@ -84,7 +104,7 @@ pub async fn run_on_worker(
             let workspace = job.repo.workspace().to_owned();
             let pushed = transport::push(&workspace, remote.url(), base.as_str(), &reference);
             if let Err(e) = pushed.await {
-                return unavailable(&job, format!("cannot push the starting commit: {e}"));
+                return unprepared(&job, format!("cannot push the starting commit: {e}"));
             }
             remote.remember(base.as_str(), &reference);
             reference
@@ -93,13 +113,12 @@ pub async fn run_on_worker(
     let lease = remote.lease();
     let order = match order_of(&job, dispatch.clone(), &model, (&base, &reference), lease).await {
         Ok(order) => order,
-        Err(reason) => return unavailable(&job, reason),
+        Err(reason) => return unprepared(&job, reason),
     };
     let Pending { end, mut leases } = match remote.send(order).await {
         Ok(pending) => pending,
-        Err(reason) => return unavailable(&job, format!("cannot hand the attempt out: {reason}")),
+        Err(reason) => return unprepared(&job, format!("cannot hand the attempt out: {reason}")),
     };
-    let lease = remote.lease();
     let mut check = tokio::time::interval((lease / 3).max(Duration::from_millis(100)));
     let mut started = Some(started);
     tokio::pin!(end);
@@ -166,13 +185,6 @@ pub async fn run_on_worker(
     done.outcome = Some(outcome);
     done.commit = commit;
     write_result(&job, &done);
-    if side {
-        let (repo, tree) = (job.repo.clone(), job.tree.clone());
-        if let Err(e) = git(move || repo.remove(&tree)).await {
-            tracing::warn!(step = %done.step, error = %e, "cannot remove the step's own worktree");
-        }
-        done.base = None;
-    }
     done
 }
 
@@ -226,18 +238,6 @@ fn end_without_outcome(job: &StepJob, base: &CommitId) -> StepDone {
         base: Some(base.clone()),
         ..StepDone::failed(&job.work, &job.step, job.role, job.attempt, String::new())
     }
-}
-
-/// The attempt's end when the daemon could not hand it out: not the agent's failure.
-fn unavailable(job: &StepJob, reason: String) -> StepDone {
-    StepDone::unavailable(
-        &job.work,
-        &job.step,
-        job.role,
-        job.attempt,
-        Unavailable::Preparation,
-        reason,
-    )
 }
 
 /// A name for this hand-out of the attempt, unique across the daemon's restarts.

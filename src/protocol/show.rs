@@ -197,6 +197,9 @@ pub struct RunRecord {
     /// How the process ended: `exit code 0`, `killed by SIGKILL`, …
     pub exit: Option<String>,
     pub files: RunFiles,
+    /// What a rejecting review asked to be fixed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instructions: Vec<String>,
     /// The model the attempt was dispatched with (`null` for a gate), from the journal.
     #[serde(
         default,

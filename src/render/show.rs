@@ -167,6 +167,7 @@ mod tests {
             duration_ms: None,
             exit: None,
             files: RunFiles::default(),
+            instructions: Vec::new(),
             model: None,
             outcome: None,
             reason: None,

@@ -6,7 +6,7 @@ use axum::extract::{Form, Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Extension;
-use minijinja::{AutoEscape, Environment, UndefinedBehavior};
+use minijinja::{AutoEscape, Environment};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -27,9 +27,6 @@ impl Pages {
     pub fn new() -> Pages {
         let mut env = Environment::new();
         env.set_auto_escape_callback(|_| AutoEscape::Html);
-        // A record's optional fields (`r.result.outcome.result.instructions`) may be missing
-        // at any level.
-        env.set_undefined_behavior(UndefinedBehavior::Chainable);
         env.add_template("board.html", include_str!("assets/board.html"))
             .expect("the board template parses");
         env.add_template("bead.html", include_str!("assets/bead.html"))

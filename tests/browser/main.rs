@@ -127,6 +127,10 @@ async fn the_board_follows_the_daemon_live_and_its_button_pauses_it() {
     wait_for_text(page, "#feed li", &format!("bead.created {id}")).await;
     daemon.wait_status(&id, "closed").await;
     wait_for_text(page, "#feed li", &format!("bead.status {id} closed")).await;
+    // The counters and the bead's row follow too.
+    wait_for_text(page, "span.n[data-status=\"closed\"]", "1").await;
+    let row = wait_for_text(page, "tr.bead", &id).await;
+    assert!(row.contains("closed") && row.contains("4/4"), "{row}");
     let same = page
         .execute("return window.__same_page || null;", vec![])
         .await
@@ -267,14 +271,7 @@ async fn a_bead_is_submitted_through_the_form_and_an_approval_passed_with_its_bu
         .strip_prefix("/beads/")
         .expect("the bead's page")
         .to_owned();
-    let shown = daemon
-        .call(catalyst::protocol::Method::Show(
-            catalyst::protocol::ShowParams {
-                id: id.clone(),
-                runs: false,
-            },
-        ))
-        .await;
+    let shown = daemon.show(&id).await;
     assert_eq!(shown["title"], "Typed into the form");
     // The page follows the bead without a reload: its molecule runs, it merges, and the
     // diff of what it merged appears.

@@ -68,6 +68,22 @@ pub fn two_workers(
     ]
 }
 
+/// The most of `invocations` that ran at the same time.
+fn most_at_once<'a>(invocations: impl Iterator<Item = &'a stub_claude::Invocation>) -> i32 {
+    let mut moments: Vec<(u64, i32)> = Vec::new();
+    for i in invocations {
+        moments.push((i.started_ms, 1));
+        moments.push((i.ended_ms.expect("every agent ended"), -1));
+    }
+    moments.sort();
+    let (mut now, mut most) = (0, 0);
+    for (_, change) in moments {
+        now += change;
+        most = most.max(now);
+    }
+    most
+}
+
 /// A bead with the id `id`.
 pub fn bead_with(id: &str) -> catalyst::protocol::BeadInput {
     catalyst::protocol::BeadInput {
@@ -175,6 +191,7 @@ async fn twenty_beads_spread_over_two_workers_each_attempt_once_within_the_caps(
         return;
     };
     let (ws, remote, inputs) = fix_loop_workspace(&cluster, "cat-n", 20, 30);
+    ws.append_config("[models.sonnet]\nmax_concurrent = 1\n");
     let daemon = ws.start().await;
     let workers = two_workers(&ws, &cluster, &remote);
     let ids = daemon.submit_all(inputs).await;
@@ -197,18 +214,15 @@ async fn twenty_beads_spread_over_two_workers_each_attempt_once_within_the_caps(
             .count();
         assert!(n > 0, "{} ran nothing:\n{}", w.name, w.log_text());
     }
-    // Never more agents at once than `max_agents`, whichever machine ran them.
-    let mut moments: Vec<(u64, i32)> = Vec::new();
-    for i in &invocations {
-        moments.push((i.started_ms, 1));
-        moments.push((i.ended_ms.expect("every agent ended"), -1));
-    }
-    moments.sort();
-    let (mut now, mut most) = (0, 0);
-    for (_, change) in moments {
-        now += change;
-        most = most.max(now);
-    }
+    // Never more agents at once than `max_agents`, nor more of `sonnet` than its own cap,
+    // whichever machine ran them.
+    let most = most_at_once(invocations.iter());
     assert!(most <= 3, "{most} agents ran at once");
+    let sonnet = most_at_once(
+        invocations
+            .iter()
+            .filter(|i| i.model.as_deref() == Some("sonnet")),
+    );
+    assert_eq!(sonnet, 1, "`sonnet` ran {sonnet} at once; its cap is 1");
     assert!(most >= 2, "the workers ran agents side by side ({most})");
 }

@@ -9,11 +9,8 @@ use reqwest::header::{AUTHORIZATION, COOKIE, LOCATION, ORIGIN, SET_COOKIE};
 use reqwest::redirect::Policy;
 use reqwest::StatusCode;
 
-const QUICK: &str = r#"
-[[rule]]
-role = "implement"
-responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
-"#;
+/// The implementer writes `hello.txt`, so the bead merges.
+const QUICK: &str = catalyst_testkit::scenario::IMPLEMENT_WRITES_HELLO;
 
 fn client() -> reqwest::Client {
     reqwest::Client::builder()
@@ -442,14 +439,7 @@ async fn the_pages_forms_submit_comment_approve_and_show_refusals() {
         .strip_prefix("/beads/")
         .expect("the bead's page")
         .to_owned();
-    let shown = daemon
-        .call(catalyst::protocol::Method::Show(
-            catalyst::protocol::ShowParams {
-                id: id.clone(),
-                runs: false,
-            },
-        ))
-        .await;
+    let shown = daemon.show(&id).await;
     assert_eq!(shown["title"], "From the form");
     assert_eq!(shown["priority"], 1);
     let (bad, _, page) = post("/actions/submit", &[("title", "x"), ("priority", "high")]).await;

@@ -9,28 +9,53 @@ use catalyst::cli::client::Client;
 use catalyst::protocol::{Method, PauseParams};
 
 use crate::overhead::catalyst_run;
-use crate::{beads, percentile, row, runtime, stop, workspace, WAIT};
+use crate::{beads, percentile, row, runtime, stop, target, workspace, WAIT};
 
 pub fn fanout(quick: bool) {
     let (subscribers, events) = if quick { (20, 1_000) } else { (100, 10_000) };
     let rt = runtime();
-    rt.block_on(delivery(subscribers, events));
-    rt.block_on(sse_delivery(subscribers, events));
+    rt.block_on(delivery(Via::Socket, subscribers, events));
+    rt.block_on(delivery(Via::Sse, subscribers, events));
     let n = if quick { 20 } else { 100 };
-    let alone = rt.block_on(catalyst_run(&workspace("max_agents = 2"), n, 0));
-    let watched = rt.block_on(catalyst_run(&workspace("max_agents = 2"), n, subscribers));
+    // Three runs each way, interleaved, and the median of each: one run of a couple of
+    // seconds on this machine varies by as much as the 10% the target allows.
+    let (mut alone, mut watched) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        alone.push(rt.block_on(catalyst_run(&workspace("max_agents = 2"), n, 0)));
+        watched.push(rt.block_on(catalyst_run(&workspace("max_agents = 2"), n, subscribers)));
+    }
+    alone.sort();
+    watched.sort();
+    let (alone, watched) = (alone[1], watched[1]);
     row(
-        &format!("fan-out: {n} beads dispatched with {subscribers} subscribers"),
+        &format!("fan-out: {n} beads dispatched with {subscribers} subscribers, median of 3"),
         format!("{watched:.2?}"),
-        "<= 1.1x",
+        &target(
+            "<= 1.1x",
+            watched.as_secs_f64() <= alone.as_secs_f64() * 1.1,
+        ),
         &format!("without subscribers: {alone:.2?}"),
         watched.as_secs_f64() / alone.as_secs_f64(),
     );
 }
 
-/// `events` events (beads submitted while paused) delivered to `subscribers` subscribers.
-async fn delivery(subscribers: usize, events: usize) {
-    let ws = workspace("max_agents = 2");
+/// How the subscribers follow the events.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// The control socket's `subscribe`.
+    Socket,
+    /// The web dashboard's `GET /events` (Server-Sent Events).
+    Sse,
+}
+
+/// `events` events (beads submitted while paused) delivered to `subscribers` subscribers
+/// following them `via` the socket or the dashboard.
+async fn delivery(via: Via, subscribers: usize, events: usize) {
+    let port = catalyst_testkit::web::free_port();
+    let ws = workspace(&match via {
+        Via::Socket => "max_agents = 2\n".to_owned(),
+        Via::Sse => format!("max_agents = 2\n[web]\nlisten = \"127.0.0.1:{port}\"\n"),
+    });
     let daemon = ws.spawn();
     daemon.call(Method::Status).await;
     let mut client = daemon.client().await;
@@ -41,15 +66,31 @@ async fn delivery(subscribers: usize, events: usize) {
     let seq = client.call(&Method::Status).await.expect("status")["seq"]
         .as_u64()
         .unwrap_or(0);
+    // Lean readers (raw lines, the `ts` field cut out by hand): a hundred clients share the
+    // bench machine's two cores with the daemon, so the clients' own JSON parsing would
+    // otherwise be what is measured.
     let mut tasks = Vec::new();
-    for _ in 0..subscribers {
-        // A lean reader (raw lines, the `ts` field cut out by hand): a hundred clients share
-        // the bench machine's two cores with the daemon, so the clients' own JSON parsing
-        // would otherwise be what is measured.
-        let sub = daemon.subscribe(seq).await.into_client();
-        tasks.push(tokio::spawn(
-            async move { lean_latencies(sub, events).await },
-        ));
+    match via {
+        Via::Socket => {
+            for _ in 0..subscribers {
+                let sub = daemon.subscribe(seq).await.into_client();
+                tasks.push(tokio::spawn(lean_latencies(sub, events)));
+            }
+        }
+        Via::Sse => {
+            let token = catalyst_testkit::web::token(&daemon).await;
+            let http = reqwest::Client::new();
+            for _ in 0..subscribers {
+                let response = http
+                    .get(format!("http://127.0.0.1:{port}/events?since={seq}"))
+                    .bearer_auth(&token)
+                    .send()
+                    .await
+                    .expect("GET /events");
+                assert!(response.status().is_success(), "{}", response.status());
+                tasks.push(tokio::spawn(sse_latencies(response, events)));
+            }
+        }
     }
     for batch in 0..events / 100 {
         let prefix = format!("fan {batch}-");
@@ -68,95 +109,45 @@ async fn delivery(subscribers: usize, events: usize) {
         );
     }
     all.sort();
-    let base = percentile(&all, 50);
+    let (base, p99) = (percentile(&all, 50), percentile(&all, 99));
+    let who = match via {
+        Via::Socket => "subscribers",
+        Via::Sse => "SSE clients (GET /events)",
+    };
     row(
-        &format!("fan-out: {subscribers} subscribers x {events} events, p99"),
-        format!("{:.2?}", percentile(&all, 99)),
-        "<= 10ms",
+        &format!("fan-out: {subscribers} {who} x {events} events, p99"),
+        format!("{p99:.2?}"),
+        &target("<= 10ms", p99 <= Duration::from_millis(10)),
         &format!("p50: {base:.2?}"),
-        percentile(&all, 99).as_secs_f64() / base.as_secs_f64(),
+        p99.as_secs_f64() / base.as_secs_f64(),
     );
     stop(daemon).await;
 }
 
-/// Receive delays of the next `events` events on a subscription, from their `ts` to now.
+/// How late an event's line (a socket line, or an SSE `data:` line) arrived `now`: from its
+/// `ts` field, cut out by hand.
+fn delay(line: &str, now: chrono::DateTime<chrono::Utc>) -> Duration {
+    let ts = line
+        .split_once("\"ts\":\"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(ts, _)| ts)
+        .expect("ts");
+    let ts = catalyst::domain::time::Timestamp::parse(ts).expect("ts");
+    (now - ts.to_utc()).to_std().unwrap_or_default()
+}
+
+/// Receive delays of the next `events` events on a subscription.
 async fn lean_latencies(sub: Client, events: usize) -> Vec<Duration> {
     let (mut lines, _hang_up_on_drop) = sub.into_lines();
     let mut lat = Vec::with_capacity(events);
     while lat.len() < events {
         let line = lines.next_line().await.expect("event").expect("open");
-        let now = chrono::Utc::now();
-        let ts = line
-            .split_once("\"ts\":\"")
-            .and_then(|(_, rest)| rest.split_once('"'))
-            .map(|(ts, _)| ts)
-            .expect("ts");
-        let ts = catalyst::domain::time::Timestamp::parse(ts).expect("ts");
-        lat.push((now - ts.to_utc()).to_std().unwrap_or_default());
+        lat.push(delay(&line, chrono::Utc::now()));
     }
     lat
 }
 
-/// The same through the web dashboard: `subscribers` clients following `GET /events`
-/// (Server-Sent Events) while `events` events are produced.
-async fn sse_delivery(subscribers: usize, events: usize) {
-    let port = catalyst_testkit::web::free_port();
-    let ws = workspace(&format!(
-        "max_agents = 2\n[web]\nlisten = \"127.0.0.1:{port}\"\n"
-    ));
-    let daemon = ws.spawn();
-    daemon.call(Method::Status).await;
-    let token = catalyst_testkit::web::token(&daemon).await;
-    let mut client = daemon.client().await;
-    client
-        .call(&Method::Pause(PauseParams { model: None }))
-        .await
-        .expect("pause");
-    let seq = client.call(&Method::Status).await.expect("status")["seq"]
-        .as_u64()
-        .unwrap_or(0);
-    let http = reqwest::Client::new();
-    let mut tasks = Vec::new();
-    for _ in 0..subscribers {
-        let response = http
-            .get(format!("http://127.0.0.1:{port}/events?since={seq}"))
-            .header("Authorization", format!("Bearer {}", token.trim()))
-            .send()
-            .await
-            .expect("GET /events");
-        assert!(response.status().is_success(), "{}", response.status());
-        tasks.push(tokio::spawn(sse_latencies(response, events)));
-    }
-    for batch in 0..events / 100 {
-        let prefix = format!("sse {batch}-");
-        client
-            .call(&Method::Submit(beads(&prefix, 100)))
-            .await
-            .expect("submit");
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(
-            tokio::time::timeout(WAIT, t)
-                .await
-                .expect("delivered")
-                .expect("task"),
-        );
-    }
-    all.sort();
-    let base = percentile(&all, 50);
-    row(
-        &format!("fan-out: {subscribers} SSE clients (GET /events) x {events} events, p99"),
-        format!("{:.2?}", percentile(&all, 99)),
-        "<= 10ms",
-        &format!("p50: {base:.2?}"),
-        percentile(&all, 99).as_secs_f64() / base.as_secs_f64(),
-    );
-    stop(daemon).await;
-}
-
-/// Receive delays of the next `events` Server-Sent Events, from their `ts` to now (the data
-/// lines read as raw text, as [`lean_latencies`] does).
+/// Receive delays of the next `events` Server-Sent Events.
 async fn sse_latencies(response: reqwest::Response, events: usize) -> Vec<Duration> {
     use futures::StreamExt;
     let mut body = response.bytes_stream();
@@ -170,16 +161,9 @@ async fn sse_latencies(response: reqwest::Response, events: usize) -> Vec<Durati
         while let Some(end) = rest.find('\n') {
             let line = &rest[..end];
             rest = &rest[end + 1..];
-            let Some(data) = line.strip_prefix("data:") else {
-                continue;
-            };
-            let ts = data
-                .split_once("\"ts\":\"")
-                .and_then(|(_, rest)| rest.split_once('"'))
-                .map(|(ts, _)| ts)
-                .expect("ts");
-            let ts = catalyst::domain::time::Timestamp::parse(ts).expect("ts");
-            lat.push((now - ts.to_utc()).to_std().unwrap_or_default());
+            if let Some(data) = line.strip_prefix("data:") {
+                lat.push(delay(data, now));
+            }
         }
         pending = rest.to_owned();
     }

@@ -147,6 +147,8 @@ fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
+    // The daemon in-process runs as `catalystd` runs.
+    catalyst::daemon::without_transparent_huge_pages();
     let rows: Vec<&str> = args
         .iter()
         .map(String::as_str)

@@ -121,9 +121,12 @@ pub async fn catalyst_run(ws: &Workspace, n: usize, subscribers: usize) -> Durat
     let mut done = daemon.subscribe_types(0, &["worktree.removed"]).await;
     let mut others = Vec::new();
     for _ in 0..subscribers {
-        let mut sub = daemon.subscribe(0).await.into_client();
+        // Lean readers, as in the delivery rows: what is measured is the daemon serving
+        // them, not a hundred clients parsing JSON on the same two cores.
+        let (mut lines, _hang_up) = daemon.subscribe(0).await.into_client().into_lines();
         others.push(tokio::spawn(async move {
-            while let Ok(Some(_)) = sub.next_value().await {}
+            let _hang_up = _hang_up;
+            while let Ok(Some(_)) = lines.next_line().await {}
         }));
     }
     let took = crate::run_beads(&mut client, &mut done, n).await;

@@ -22,22 +22,8 @@ fn release_freed_memory() {
     unsafe { libmimalloc_sys::mi_collect(true) };
 }
 
-/// Turns transparent huge pages off for the daemon (and so for the agents it starts, which
-/// inherit the setting). mimalloc asks for huge pages for its segments; where the kernel
-/// gives them (`madvise` or `always`), each first touch zeroes 2 MiB at once, and on a
-/// virtual machine whose memory the host backs lazily that stalls the daemon for
-/// milliseconds at a time: whole batches of events reached followers more than 10 ms late.
-/// `MIMALLOC_ALLOW_THP=0` does the same from the environment.
-fn no_transparent_huge_pages() {
-    #[cfg(target_os = "linux")]
-    if let Err(e) = nix::sys::prctl::set_thp_disable(true) {
-        eprintln!("catalystd: cannot turn transparent huge pages off: {e}");
-    }
-}
-
 fn main() -> ExitCode {
     daemon::release_freed_memory_with(release_freed_memory);
-    no_transparent_huge_pages();
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log_level));
@@ -49,6 +35,8 @@ fn main() -> ExitCode {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+    // Before the store is loaded, which is most of what the daemon ever allocates.
+    daemon::without_transparent_huge_pages();
     let workspace = match std::fs::canonicalize(&args.workspace) {
         Ok(w) => w,
         Err(e) => {

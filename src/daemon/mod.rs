@@ -210,6 +210,20 @@ pub fn release_freed_memory_with(release: fn()) {
     let _ = RELEASE_FREED_MEMORY.set(release);
 }
 
+/// Turns transparent huge pages off for this process (and so for the agents it starts, which
+/// inherit the setting); `catalystd` calls it first thing, and so do the benchmarks that run
+/// the daemon in-process. mimalloc asks for huge pages for its segments; where the kernel gives
+/// them (`madvise` or `always`), each first touch zeroes 2 MiB at once, and on a virtual
+/// machine whose memory the host backs lazily that stalled the daemon for milliseconds at a
+/// time: whole batches of events reached followers more than 10 ms late.
+/// `MIMALLOC_ALLOW_THP=0` does the same from the environment.
+pub fn without_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = nix::sys::prctl::set_thp_disable(true) {
+        tracing::warn!(error = %e, "cannot turn transparent huge pages off");
+    }
+}
+
 fn release_freed_memory() {
     if let Some(release) = RELEASE_FREED_MEMORY.get() {
         release();

@@ -1,10 +1,11 @@
 //! The `cluster` row: agents on other machines. 200 one-step beads whose agent takes 200 ms,
 //! run by one `catalyst worker`, then by two (each with the same slots, `max_agents` above
-//! both): how much a second worker adds. NATS is one `nats-server` (without it the row says
+//! both): how much a second worker adds, timed from when every worker is there. NATS is one `nats-server` (without it the row says
 //! so and is skipped); the workers, the daemon and the agents share this machine's cores.
 
 use std::time::Duration;
 
+use catalyst::protocol::{Method, WorkersAnswer};
 use catalyst_testkit::nats::{shared_remote, start_worker, NatsCluster};
 
 use crate::{row, run_beads, runtime, stop, target, workspace};
@@ -72,6 +73,13 @@ async fn run(n: usize, workers: usize) -> Option<(Duration, Duration)> {
         .map(|i| start_worker(&ws, &nats, &remote, &format!("w{i}"), SLOTS))
         .collect();
     let mut client = daemon.client().await;
+    // Workers are long-running services: the clock starts once each has cloned the shared
+    // remote and said it is there, as it would have long before a real run.
+    catalyst_testkit::poll::eventually("every worker to say it is there", async || {
+        let answer: WorkersAnswer = client.request(&Method::Workers).await.ok()?;
+        (answer.workers.len() == workers).then_some(())
+    })
+    .await;
     let mut done = daemon.subscribe_types(0, &["worktree.removed"]).await;
     let took = run_beads(&mut client, &mut done, n).await;
     stop(daemon).await;

@@ -225,4 +225,12 @@ async fn twenty_beads_spread_over_two_workers_each_attempt_once_within_the_caps(
     );
     assert_eq!(sonnet, 1, "`sonnet` ran {sonnet} at once; its cap is 1");
     assert!(most >= 2, "the workers ran agents side by side ({most})");
+    // Each attempt says which worker took it, even one whose end came before its lease.
+    let started = daemon
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "step.started" && e["worker"].as_str().is_some())
+        .count();
+    assert_eq!(started, invocations.len(), "one step.started per attempt");
 }

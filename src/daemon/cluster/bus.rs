@@ -122,9 +122,12 @@ pub async fn retry<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
 impl Bus {
     /// Connects to `config.nats`, makes the streams and the daemon's consumer, drops the
     /// orders a previous run of the daemon left (their attempts were interrupted and run
-    /// again), and follows ends, leases and workers until `shutdown`.
+    /// again), makes the consumer of each of `models` (so a worker finds them when it
+    /// starts, not after the first order), and follows ends, leases and workers until
+    /// `shutdown`.
     pub async fn connect(
         config: &ClusterConfig,
+        models: impl IntoIterator<Item = String>,
         shutdown: CancellationToken,
     ) -> Result<Arc<Bus>, ClusterError> {
         let client = connect(&config.nats).await?;
@@ -166,6 +169,14 @@ impl Bus {
             workers: Arc::default(),
             pushed: Mutex::default(),
         });
+        for model in models {
+            bus.model_consumer(&model)
+                .await
+                .map_err(|detail| ClusterError::Setup {
+                    what: format!("the consumer of {model}'s orders"),
+                    detail,
+                })?;
+        }
         tokio::spawn(take_ends(reader, bus.waiting.clone(), shutdown.clone()));
         bus.follow_leases(shutdown.clone()).await?;
         bus.follow_workers(shutdown).await?;

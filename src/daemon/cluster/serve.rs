@@ -2,14 +2,14 @@
 //! its workspace ([`Worker`]) and sends its end back; says it is there every few seconds;
 //! holds each attempt by renewing its lease while it runs, and stops one the daemon cancels.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer};
 use futures::StreamExt;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::bus::{model_consumer, retry, ClusterError};
@@ -20,8 +20,15 @@ use crate::domain::id::BeadId;
 /// How often a worker says it is there.
 const PRESENCE: Duration = Duration::from_secs(2);
 
-/// How long a worker waits for an order of one model before it looks at the next.
-const FETCH_WAIT: Duration = Duration::from_millis(500);
+/// How long one request for an order stays open (an order that comes meanwhile is delivered
+/// at once; the request is then made again).
+const FETCH_WAIT: Duration = Duration::from_secs(2);
+
+/// How often a worker looks for consumers of models it does not follow yet.
+const LOOK_AGAIN: Duration = Duration::from_secs(5);
+
+/// How long a worker waits before asking again after JetStream did not answer.
+const RETRY_AFTER: Duration = Duration::from_millis(250);
 
 /// A worker's settings (`catalyst worker`'s flags).
 #[derive(Clone, Debug)]
@@ -76,88 +83,34 @@ pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> Result<(
     ));
     tracing::info!(name = %opts.name, slots = opts.slots, "worker serving");
     let slots = Arc::new(Semaphore::new(opts.slots.max(1)));
-    let mut consumers = Vec::new();
-    let mut looked = None::<std::time::Instant>;
+    let taker = Arc::new(Taker {
+        client,
+        js: js.clone(),
+        subjects: subjects.clone(),
+        worker,
+        running,
+        slots: slots.clone(),
+        name: opts.name.clone(),
+        shutdown: shutdown.clone(),
+    });
+    // One taker per model's consumer, so an idle model never delays another's orders. New
+    // consumers are looked for every few seconds (a formula may name a model the daemon did
+    // not know at its start), and often while there are none yet.
+    let mut following = HashSet::new();
     loop {
-        // Looked at again every few seconds for models the daemon starts handing out, and
-        // at once while there are none (the daemon makes a model's consumer with its first
-        // order).
-        if consumers.is_empty() || looked.is_none_or(|at| at.elapsed() > Duration::from_secs(5)) {
-            consumers = model_consumers(&js, &subjects, &opts.models).await;
-            looked = Some(std::time::Instant::now());
-        }
-        if consumers.is_empty() {
-            tokio::select! {
-                () = shutdown.cancelled() => break,
-                () = tokio::time::sleep(FETCH_WAIT) => continue,
+        for (name, consumer) in model_consumers(&js, &subjects, &opts.models).await {
+            if following.insert(name) {
+                tokio::spawn(take_orders(taker.clone(), consumer));
             }
         }
-        for consumer in &consumers {
-            let permit = tokio::select! {
-                () = shutdown.cancelled() => break,
-                permit = slots.clone().acquire_owned() => match permit {
-                    Ok(permit) => permit,
-                    Err(_) => break,
-                },
-            };
-            let fetched = consumer
-                .fetch()
-                .max_messages(1)
-                .expires(FETCH_WAIT)
-                .messages()
-                .await;
-            let Ok(mut messages) = fetched else {
-                continue;
-            };
-            let message = tokio::select! {
-                () = shutdown.cancelled() => break,
-                next = messages.next() => match next {
-                    Some(Ok(message)) => message,
-                    _ => continue,
-                },
-            };
-            let order: AttemptOrder = match serde_json::from_slice(&message.payload) {
-                Ok(order) => order,
-                Err(e) => {
-                    tracing::warn!(error = %e, "an order that does not parse: dropped");
-                    let _ = message.ack_with(jetstream::AckKind::Term).await;
-                    continue;
-                }
-            };
-            // Held before it is taken off the queue: the daemon knows who runs it.
-            lease(&client, &subjects, &order.dispatch, &opts.name).await;
-            if let Err(e) = message.ack().await {
-                tracing::warn!(error = %e, "cannot take the order off the queue");
-            }
-            let cancel = shutdown.child_token();
-            running
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(order.dispatch.clone(), (order.step.clone(), cancel.clone()));
-            let (client, js, subjects, worker, running, name) = (
-                client.clone(),
-                js.clone(),
-                subjects.clone(),
-                worker.clone(),
-                running.clone(),
-                opts.name.clone(),
-            );
-            tokio::spawn(async move {
-                let renew = renew_lease(client, subjects.clone(), order.clone(), name);
-                let end = tokio::select! {
-                    end = worker.run(&order, cancel) => end,
-                    () = renew => unreachable!("renewing never ends"),
-                };
-                running
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&order.dispatch);
-                send_end(&js, &subjects, &end).await;
-                drop(permit);
-            });
-        }
-        if shutdown.is_cancelled() {
-            break;
+        let again = if following.is_empty() {
+            FETCH_WAIT / 4
+        } else {
+            LOOK_AGAIN
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            () = tokio::time::sleep(again) => {}
         }
     }
     // Let the attempts that were stopped send their ends.
@@ -169,13 +122,117 @@ pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> Result<(
     Ok(())
 }
 
+/// What a worker's takers share: where orders come from and ends go, the workspace that runs
+/// them, the attempts running and the slots left.
+struct Taker {
+    client: async_nats::Client,
+    js: jetstream::Context,
+    subjects: Subjects,
+    worker: Arc<Worker>,
+    running: Running,
+    slots: Arc<Semaphore>,
+    name: String,
+    shutdown: CancellationToken,
+}
+
+/// Takes the orders of one model's consumer while a slot is free, until shutdown. An order
+/// that arrives once every slot has been taken (by another model's order meanwhile) goes back
+/// to the queue, for another worker or for later.
+async fn take_orders(taker: Arc<Taker>, consumer: consumer::PullConsumer) {
+    loop {
+        // A slot free before asking: the request is not sent while every slot is busy.
+        tokio::select! {
+            () = taker.shutdown.cancelled() => return,
+            free = taker.slots.acquire() => match free {
+                Ok(free) => drop(free),
+                Err(_) => return,
+            },
+        }
+        let fetched = consumer
+            .fetch()
+            .max_messages(1)
+            .expires(FETCH_WAIT)
+            .messages()
+            .await;
+        let mut messages = match fetched {
+            Ok(messages) => messages,
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot ask for an order; asking again");
+                tokio::select! {
+                    () = taker.shutdown.cancelled() => return,
+                    () = tokio::time::sleep(RETRY_AFTER) => continue,
+                }
+            }
+        };
+        let message = tokio::select! {
+            () = taker.shutdown.cancelled() => return,
+            next = messages.next() => match next {
+                Some(Ok(message)) => message,
+                _ => continue,
+            },
+        };
+        let Ok(permit) = taker.slots.clone().try_acquire_owned() else {
+            if let Err(e) = message.ack_with(jetstream::AckKind::Nak(None)).await {
+                tracing::warn!(error = %e, "cannot give an order back; it comes back after its wait");
+            }
+            continue;
+        };
+        taker.start(message, permit).await;
+    }
+}
+
+impl Taker {
+    /// Runs the order of `message` in the slot `permit` holds, and sends its end.
+    async fn start(&self, message: jetstream::Message, permit: OwnedSemaphorePermit) {
+        let order: AttemptOrder = match serde_json::from_slice(&message.payload) {
+            Ok(order) => order,
+            Err(e) => {
+                tracing::warn!(error = %e, "an order that does not parse: dropped");
+                let _ = message.ack_with(jetstream::AckKind::Term).await;
+                return;
+            }
+        };
+        // Held before it is taken off the queue: the daemon knows who runs it.
+        lease(&self.client, &self.subjects, &order.dispatch, &self.name).await;
+        if let Err(e) = message.ack().await {
+            tracing::warn!(error = %e, "cannot take the order off the queue");
+        }
+        let cancel = self.shutdown.child_token();
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(order.dispatch.clone(), (order.step.clone(), cancel.clone()));
+        let (client, js, subjects, worker, running, name) = (
+            self.client.clone(),
+            self.js.clone(),
+            self.subjects.clone(),
+            self.worker.clone(),
+            self.running.clone(),
+            self.name.clone(),
+        );
+        tokio::spawn(async move {
+            let renew = renew_lease(client, subjects.clone(), order.clone(), name);
+            let end = tokio::select! {
+                end = worker.run(&order, cancel) => end,
+                () = renew => unreachable!("renewing never ends"),
+            };
+            running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&order.dispatch);
+            send_end(&js, &subjects, &end).await;
+            drop(permit);
+        });
+    }
+}
+
 /// The consumers of the models this worker takes: those named, made if the daemon has not
 /// yet; else every model consumer the daemon made.
 async fn model_consumers(
     js: &jetstream::Context,
     subjects: &Subjects,
     models: &[String],
-) -> Vec<consumer::PullConsumer> {
+) -> Vec<(String, consumer::PullConsumer)> {
     let Ok(stream) = js.get_stream(subjects.attempts_stream()).await else {
         return Vec::new();
     };
@@ -191,7 +248,7 @@ async fn model_consumers(
         }
         for name in found {
             if let Ok(c) = stream.get_consumer::<consumer::pull::Config>(&name).await {
-                out.push(c);
+                out.push((name, c));
             }
         }
     } else {
@@ -203,7 +260,7 @@ async fn model_consumers(
             })
             .await
             {
-                Ok(c) => out.push(c),
+                Ok(c) => out.push((name, c)),
                 Err(e) => tracing::warn!(error = %e, "cannot follow a model's orders"),
             }
         }

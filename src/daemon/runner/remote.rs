@@ -153,6 +153,10 @@ async fn run_remote(
             }
         }
     };
+    // An end that came before its first lease was seen still says who ran it.
+    if let Some(tell) = started.take() {
+        tell(end.worker.clone());
+    }
     record_end(&job, &end);
     done.exit = end.exit.clone();
     done.duration_ms = end.duration_ms;

@@ -10,7 +10,7 @@ pub mod cluster;
 pub mod template;
 pub mod web;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -353,6 +353,19 @@ impl Config {
             .get(&role)
             .cloned()
             .or_else(|| role.default_model().map(str::to_owned))
+    }
+
+    /// The models agents run with unless a formula names others: each agent role's, the
+    /// escalation model, and every model configured.
+    pub fn known_models(&self) -> BTreeSet<String> {
+        let roles = Role::ALL
+            .into_iter()
+            .filter_map(|role| self.role_model(role));
+        let escalation = Some(self.router.escalation_model.clone()).filter(|m| !m.is_empty());
+        roles
+            .chain(escalation)
+            .chain(self.models.keys().cloned())
+            .collect()
     }
 
     /// The id passed to the agent CLI for a model name.

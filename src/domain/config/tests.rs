@@ -370,3 +370,15 @@ fn every_key_is_in_the_operations_reference() {
         );
     }
 }
+
+#[test]
+fn known_models_are_the_roles_the_escalation_and_the_configured_ones() {
+    let names = |c: &Config| c.known_models().into_iter().collect::<Vec<_>>();
+    assert_eq!(names(&Config::default()), ["haiku", "opus", "sonnet"]);
+    let config = Config::parse(
+        "[role_models]\nreview = \"sonnet\"\nmerge = \"sonnet\"\n[router]\nescalation_model = \"big\"\n[models.local]\nmax_concurrent = 1\n",
+        "c.toml",
+    )
+    .unwrap();
+    assert_eq!(names(&config), ["big", "local", "sonnet"]);
+}

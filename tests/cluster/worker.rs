@@ -128,6 +128,7 @@ async fn a_worker_runs_an_order_in_its_own_clone_and_pushes_the_commit_back() {
         &remote_url,
         &workdir,
         &catalyst_testkit::catalyst_bin(),
+        1,
     )
     .await
     .expect("the worker's workspace");
@@ -168,4 +169,23 @@ async fn a_worker_runs_an_order_in_its_own_clone_and_pushes_the_commit_back() {
     let worktree = worker.paths().worktrees().join("cat-1");
     assert!(prompt.contains(&worktree.display().to_string()), "{prompt}");
     assert!(!prompt.contains('\u{27e6}'), "no marker left: {prompt}");
+
+    // Once its end is sent, the attempt leaves nothing behind on the worker but a spare
+    // worktree: not its run folder, not the bead's worktree or branch.
+    worker.finish(&order).await;
+    assert!(!run_dir.exists(), "the run folder went");
+    assert!(
+        !worker.paths().runs().join("cat-1").exists(),
+        "the bead's folder of runs went"
+    );
+    assert!(!worktree.exists(), "the bead's worktree went");
+    let clone = worker.paths().workspace.clone();
+    let branches = git(&clone, &["branch", "--list", "catalyst/*"]);
+    assert_eq!(branches, "", "the bead's branch went");
+    let spares: Vec<_> = std::fs::read_dir(worker.paths().worktrees())
+        .expect("the worktrees folder")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(spares.len(), 1, "kept as the one spare: {spares:?}");
 }

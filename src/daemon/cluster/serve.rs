@@ -65,8 +65,18 @@ pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> Result<(
     let client = super::bus::connect(&opts.nats).await?;
     let js = jetstream::new(client.clone());
     let subjects = Subjects::new(&opts.cluster);
-    let worker =
-        Arc::new(Worker::open(&opts.name, &opts.remote, &opts.workdir, &opts.catalyst).await?);
+    // A spare worktree per slot, up to four, as the daemon keeps per agent.
+    let spares = opts.slots.clamp(1, 4);
+    let worker = Arc::new(
+        Worker::open(
+            &opts.name,
+            &opts.remote,
+            &opts.workdir,
+            &opts.catalyst,
+            spares,
+        )
+        .await?,
+    );
     let running: Running = Arc::default();
     tokio::spawn(say_present(
         client.clone(),
@@ -221,6 +231,7 @@ impl Taker {
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&order.dispatch);
             send_end(&js, &subjects, &end).await;
+            worker.finish(&order).await;
             drop(permit);
         });
     }

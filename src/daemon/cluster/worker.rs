@@ -24,6 +24,7 @@ use crate::domain::agent::attempt::ToolRecord;
 use crate::domain::agent::profile::AgentProfile;
 use crate::domain::agent::report::RunReport;
 use crate::domain::cluster::{attempt_ref, AttemptEnd, AttemptOrder};
+use crate::domain::id::BeadId;
 use crate::domain::unavailable::Unavailable;
 use crate::protocol::{HookAnswer, HookDecision, HookParams, RpcError, TOOL_USED_EVENT};
 
@@ -67,18 +68,22 @@ pub struct Worker {
     sandbox: Mutex<Option<(AgentProfile, Option<SandboxSpec>)>>,
     /// The target branches fetched since the worker started.
     targets: tokio::sync::Mutex<std::collections::HashSet<String>>,
+    /// Attempts running, by bead: a bead's worktree goes once none of its attempts runs here.
+    active: tokio::sync::Mutex<HashMap<BeadId, usize>>,
 }
 
 impl Worker {
     /// Opens the workspace in `workdir`, cloning `remote` the first time. Its own HEAD is a
     /// branch that is never made, so fetches may move every other one. `catalyst` is the
     /// binary the hooks, the process shim and the sandbox's network run (`catalyst worker`
-    /// passes itself).
+    /// passes itself). Up to `spares` finished worktrees are kept to make the next ones from
+    /// (see [`Repo::with_spares`]).
     pub async fn open(
         name: &str,
         remote: &str,
         workdir: &Path,
         catalyst: &Path,
+        spares: usize,
     ) -> Result<Worker, WorkerError> {
         let folder = |source| WorkerError::Folder {
             path: workdir.to_owned(),
@@ -100,7 +105,7 @@ impl Worker {
         std::fs::create_dir_all(&paths.state).map_err(folder)?;
         let exclude = clone.join(".git").join("info").join("exclude");
         crate::daemon::paths::exclude_state_dir(&exclude).map_err(folder)?;
-        let repo = Repo::open(&paths.workspace, &paths.worktrees())?;
+        let repo = Repo::open(&paths.workspace, &paths.worktrees())?.with_spares(spares);
         let catalyst = catalyst.to_owned();
         let hook = crate::daemon::load::hook_bin(&catalyst);
         let settings = crate::domain::agent::settings::settings(&catalyst, hook.as_deref());
@@ -116,6 +121,7 @@ impl Worker {
             shim,
             sandbox: Mutex::default(),
             targets: tokio::sync::Mutex::default(),
+            active: tokio::sync::Mutex::default(),
         })
     }
 
@@ -124,8 +130,15 @@ impl Worker {
         &self.paths
     }
 
-    /// Runs `order` until it ends or `cancel` fires (an end without an outcome).
+    /// Runs `order` until it ends or `cancel` fires (an end without an outcome). Its worktree
+    /// and run folder stay until [`Worker::finish`].
     pub async fn run(&self, order: &AttemptOrder, cancel: CancellationToken) -> AttemptEnd {
+        *self
+            .active
+            .lock()
+            .await
+            .entry(order.work.clone())
+            .or_default() += 1;
         let mut done = match self.fetch(order).await {
             Ok(()) => self.run_fetched(order, cancel).await,
             Err(e) => unavailable(order, format!("cannot fetch the starting commit: {e}")),
@@ -144,6 +157,48 @@ impl Worker {
             }
         }
         self.end(order, done)
+    }
+
+    /// Forgets a run of `order` once its end is sent: its run folder goes, and the bead's
+    /// worktree and branch too unless another of its attempts runs here (the daemon holds
+    /// every record, and the worker would otherwise keep a worktree per bead it ever ran, each
+    /// making the next worktree slower to add). A bead's next step here starts again from
+    /// its start commit, as on any other worker.
+    pub async fn finish(&self, order: &AttemptOrder) {
+        let run_dir = self
+            .paths
+            .run_dir(&order.work, &order.step_name, order.attempt);
+        if let Err(e) = std::fs::remove_dir_all(&run_dir) {
+            tracing::warn!(path = %run_dir.display(), error = %e, "cannot remove an attempt's run folder");
+        }
+        // Held while the worktree goes, so no attempt of the bead starts in it meanwhile.
+        let mut active = self.active.lock().await;
+        let left = active.get_mut(&order.work).map(|n| {
+            *n = n.saturating_sub(1);
+            *n
+        });
+        if left.is_some_and(|n| n > 0) {
+            return;
+        }
+        active.remove(&order.work);
+        let (repo, work) = (self.repo.clone(), order.work.clone());
+        let removed = tokio::task::spawn_blocking(move || repo.remove(&work)).await;
+        match removed {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(bead = %order.work, error = %e, "cannot remove the bead's worktree")
+            }
+            Err(e) => {
+                tracing::warn!(bead = %order.work, error = %e, "cannot remove the bead's worktree")
+            }
+        }
+        // The bead's folders of run folders, once empty.
+        let bead_runs = self.paths.runs().join(order.work.as_str());
+        for dir in run_dir.ancestors().skip(1) {
+            if !dir.starts_with(&bead_runs) || std::fs::remove_dir(dir).is_err() {
+                break;
+            }
+        }
     }
 
     /// The order's starting commit (and, the first time, the target branch) from the shared

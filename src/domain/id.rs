@@ -10,6 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use smol_str::SmolStr;
 
 /// The longest id accepted, in bytes.
 pub const MAX_ID_LEN: usize = 64;
@@ -30,15 +31,16 @@ pub struct IdError {
 /// Upper-case letters are allowed because beads allows them (its prefixes are the user's, e.g.
 /// `API-12`) and an import keeps ids as they are; git and the file system take them as they
 /// are too. The store refuses two ids that differ only in case (a case-insensitive file system
-/// would give them one worktree and one branch). Cloning is cheap (shared string).
+/// would give them one worktree and one branch). Cloning is cheap, and an id of up to 23 bytes
+/// is held inline, so the store's tables compare ids without following a pointer.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct BeadId(Arc<str>);
+pub struct BeadId(SmolStr);
 
 impl BeadId {
     /// Validates `s` and wraps it.
     pub fn new(s: &str) -> Result<BeadId, IdError> {
         validate(s)?;
-        Ok(BeadId(Arc::from(s)))
+        Ok(BeadId(SmolStr::new(s)))
     }
 
     pub fn as_str(&self) -> &str {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use catalyst::cli::client::Client;
 use catalyst::protocol::{Method, PauseParams};
+use catalyst_testkit::TestDaemon;
 
 use crate::overhead::catalyst_run;
 use crate::{beads, percentile, row, runtime, stop, target, workspace, WAIT};
@@ -24,8 +25,8 @@ pub fn fanout(quick: bool) {
     // seconds on this machine varies by as much as the 10% the target allows.
     let (mut alone, mut watched) = (Vec::new(), Vec::new());
     for _ in 0..RUNS {
-        alone.push(rt.block_on(catalyst_run(&workspace("max_agents = 2"), n, 0)));
-        watched.push(rt.block_on(catalyst_run(&workspace("max_agents = 2"), n, subscribers)));
+        alone.push(rt.block_on(async { catalyst_run(deployed().await, n, 0).await }));
+        watched.push(rt.block_on(async { catalyst_run(deployed().await, n, subscribers).await }));
     }
     alone.sort();
     watched.sort();
@@ -40,6 +41,14 @@ pub fn fanout(quick: bool) {
         &format!("without subscribers: {alone:.2?}"),
         watched.as_secs_f64() / alone.as_secs_f64(),
     );
+}
+
+/// `catalystd` as its own process on a new workspace, as it is deployed and as the delivery
+/// rows run it: the subscribers do not share its runtime.
+async fn deployed() -> TestDaemon {
+    let daemon = workspace("max_agents = 2").spawn();
+    daemon.call(Method::Status).await;
+    daemon
 }
 
 /// How the subscribers follow the events.

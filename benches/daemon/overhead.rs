@@ -13,7 +13,7 @@ use catalyst::daemon::worktree::{MergeGuard, MergeOutcome, Repo};
 use catalyst::domain::id::BeadId;
 use catalyst::domain::model::Role;
 use catalyst::domain::prompt::{PromptSet, PromptVars};
-use catalyst_testkit::{catalyst_bin, Workspace};
+use catalyst_testkit::{catalyst_bin, TestDaemon, Workspace};
 use serde_json::Value;
 
 use crate::{row, runtime, stop, target, workspace};
@@ -50,7 +50,7 @@ pub fn overhead(quick: bool) {
             unconfine(&ws);
         }
         let cpu = Cpu::now();
-        let ours = rt.block_on(catalyst_run(&ws, n, 0));
+        let ours = rt.block_on(async { catalyst_run(ws.start().await, n, 0).await });
         let ours_cpu = cpu.since();
         let ratio = ours.as_secs_f64() / floor.as_secs_f64();
         let (how, goal) = if sandbox {
@@ -113,10 +113,9 @@ pub fn unconfine(ws: &Workspace) {
     std::fs::write(ws.paths.config(), catalyst::cli::demo::unconfined(&config)).expect("config");
 }
 
-/// Submits `n` beads through the socket, with `subscribers` clients following every event,
-/// and waits until every worktree is removed.
-pub async fn catalyst_run(ws: &Workspace, n: usize, subscribers: usize) -> Duration {
-    let daemon = ws.start().await;
+/// Submits `n` beads to `daemon` through the socket, with `subscribers` clients following
+/// every event, waits until every worktree is removed, and stops it.
+pub async fn catalyst_run(daemon: TestDaemon, n: usize, subscribers: usize) -> Duration {
     let mut client = daemon.client().await;
     let mut done = daemon.subscribe_types(0, &["worktree.removed"]).await;
     let mut others = Vec::new();

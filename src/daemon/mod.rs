@@ -298,8 +298,13 @@ async fn run_with(
     let models = loaded.config.known_models();
     let (mut engine, handle, rx) = Engine::new(paths.clone(), store, loaded, repo, tracker.clone());
     let bus = if cluster.is_on() {
-        let bus =
-            crate::daemon::cluster::bus::Bus::connect(&cluster, models, shutdown.clone()).await?;
+        let bus = crate::daemon::cluster::bus::Bus::connect(
+            &cluster,
+            models,
+            &paths.workspace,
+            shutdown.clone(),
+        )
+        .await?;
         tracing::info!(nats = %cluster.nats.join(", "), "agent attempts run on the cluster's workers");
         engine.set_remote(bus.clone());
         Some(bus)

@@ -254,9 +254,30 @@ pub fn base_ref(work: &BeadId, step_name: &str, attempt: u32) -> String {
     format!("refs/catalyst/bases/{work}/{step_name}/{attempt}")
 }
 
+/// The bead whose attempt or start `reference` holds (see [`attempt_ref`], [`base_ref`]), for
+/// a ref catalyst made in the shared remote.
+pub fn bead_of_ref(reference: &str) -> Option<&str> {
+    let rest = reference
+        .strip_prefix("refs/catalyst/attempts/")
+        .or_else(|| reference.strip_prefix("refs/catalyst/bases/"))?;
+    rest.split('/').next().filter(|bead| !bead.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bead_of_a_ref_is_read_back_from_attempt_and_start_refs_only() {
+        let work = BeadId::new("cat-7").unwrap();
+        assert_eq!(
+            bead_of_ref(&attempt_ref(&work, "implement", 2)),
+            Some("cat-7")
+        );
+        assert_eq!(bead_of_ref(&base_ref(&work, "review", 1)), Some("cat-7"));
+        assert_eq!(bead_of_ref("refs/heads/main"), None);
+        assert_eq!(bead_of_ref("refs/catalyst/attempts/"), None);
+    }
     use std::path::PathBuf;
 
     #[test]

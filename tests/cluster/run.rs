@@ -128,11 +128,30 @@ async fn a_bead_runs_its_agents_on_a_worker_through_its_fix_loop_and_merges() {
     };
     let ws = Workspace::new(&fix_loop(&["cat-one"]), "");
     let remote = shared_remote(&ws);
-    ws.append_config(&cluster.config_for(&remote, 10));
+    ws.append_config(&format!(
+        "{}keep_refs_secs = 0\n",
+        cluster.config_for(&remote, 10)
+    ));
     let daemon: TestDaemon = ws.start().await;
     let w1 = start_worker(&ws, &cluster, &remote, "w1", 2);
     let id = daemon.submit(bead_with("cat-one")).await;
     daemon.wait_status(&id, "closed").await;
+    // Its attempts' refs were in the shared remote; once its worktree went here, they go
+    // there too (`keep_refs_secs = 0`).
+    daemon
+        .wait_for("its worktree removed", |e| e["type"] == "worktree.removed")
+        .await;
+    catalyst_testkit::poll::eventually("the bead's refs gone from the shared remote", async || {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&remote)
+            .args(["for-each-ref", "--format=%(refname)", "refs/catalyst/"])
+            .output()
+            .expect("git for-each-ref");
+        let refs = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.success() && !refs.contains("cat-one")).then_some(())
+    })
+    .await;
     assert_eq!(
         daemon.roles_of(&id),
         ["refine", "implement", "review", "fix", "review"]

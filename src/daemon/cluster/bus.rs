@@ -12,20 +12,23 @@
 //! - Leases, cancels and presence are plain NATS messages: losing one only delays a decision
 //!   the next one makes.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer, stream};
 use futures::StreamExt;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{oneshot, watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::daemon::runner::{Pending, Remote};
-use crate::domain::cluster::{AttemptEnd, AttemptOrder, Lease, Subjects, WorkerBeat};
+use crate::daemon::worktree::transport;
+use crate::domain::cluster::{bead_of_ref, AttemptEnd, AttemptOrder, Lease, Subjects, WorkerBeat};
 use crate::domain::config::cluster::ClusterConfig;
+use crate::domain::id::BeadId;
 
 /// How long a JetStream call may take before it is tried again (a leader election takes a
 /// few seconds).
@@ -62,6 +65,13 @@ pub struct Bus {
     workers: Arc<Mutex<BTreeMap<String, (WorkerBeat, Instant)>>>,
     /// Commits the shared remote holds, with a ref that holds each (see [`Remote::known`]).
     pushed: Mutex<HashMap<String, String>>,
+    /// The daemon's repository, where `git` runs to reach the shared remote.
+    workspace: PathBuf,
+    /// Beads whose refs in the shared remote are to go ([`Remote::retire`]), with when, in
+    /// that order, and a wake-up for the task that deletes them `keep_refs` later.
+    retired: Mutex<VecDeque<(BeadId, Instant)>>,
+    retiring: Notify,
+    keep_refs: Duration,
 }
 
 /// The most commits [`Bus`] remembers the shared remote holds; past it, it starts over (a
@@ -128,6 +138,7 @@ impl Bus {
     pub async fn connect(
         config: &ClusterConfig,
         models: impl IntoIterator<Item = String>,
+        workspace: &Path,
         shutdown: CancellationToken,
     ) -> Result<Arc<Bus>, ClusterError> {
         let client = connect(&config.nats).await?;
@@ -168,6 +179,10 @@ impl Bus {
             consumers: tokio::sync::Mutex::new(HashSet::new()),
             workers: Arc::default(),
             pushed: Mutex::default(),
+            workspace: workspace.to_owned(),
+            retired: Mutex::default(),
+            retiring: Notify::new(),
+            keep_refs: Duration::from_secs(config.keep_refs_secs),
         });
         for model in models {
             bus.model_consumer(&model)
@@ -178,6 +193,7 @@ impl Bus {
                 })?;
         }
         tokio::spawn(take_ends(reader, bus.waiting.clone(), shutdown.clone()));
+        tokio::spawn(prune_refs(bus.clone(), shutdown.clone()));
         bus.follow_leases(shutdown.clone()).await?;
         bus.follow_workers(shutdown).await?;
         Ok(bus)
@@ -351,6 +367,14 @@ impl Remote for Bus {
         pushed.insert(commit.to_owned(), reference.to_owned());
     }
 
+    fn retire(&self, work: &BeadId) {
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back((work.clone(), Instant::now()));
+        self.retiring.notify_one();
+    }
+
     fn cancel(&self, dispatch: &str) {
         self.forget(dispatch);
         let (client, subject, dispatch) = (
@@ -365,6 +389,77 @@ impl Remote for Bus {
         });
     }
 }
+
+/// Deletes the refs of retired beads from the shared remote `keep_refs` after they retired,
+/// those of every bead due at once (one listing and one push), until `shutdown`. The refs of
+/// a bead not yet due when the daemon stops stay; they hold nothing the daemon needs.
+async fn prune_refs(bus: Arc<Bus>, shutdown: CancellationToken) {
+    loop {
+        let next = bus
+            .retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .front()
+            .map(|(_, at)| *at + bus.keep_refs);
+        let due = async {
+            match next {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => bus.retiring.notified().await,
+            }
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = due => {}
+        }
+        let beads: HashSet<BeadId> = {
+            let mut retired = bus.retired.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
+            let mut beads = HashSet::new();
+            while retired
+                .front()
+                .is_some_and(|(_, at)| *at + bus.keep_refs <= now)
+            {
+                beads.extend(retired.pop_front().map(|(bead, _)| bead));
+            }
+            beads
+        };
+        if beads.is_empty() {
+            continue;
+        }
+        if let Err(e) = bus.prune(&beads).await {
+            tracing::warn!(error = %e, beads = beads.len(), "cannot delete finished beads' refs from the shared remote");
+        }
+    }
+}
+
+impl Bus {
+    /// Deletes the shared remote's refs of `beads`, and forgets the commits they held.
+    async fn prune(&self, beads: &HashSet<BeadId>) -> Result<(), transport::GitCommandError> {
+        let all = transport::remote_refs(&self.workspace, &self.remote, REFS_PREFIX).await?;
+        let names: HashSet<&str> = beads.iter().map(BeadId::as_str).collect();
+        let theirs: Vec<String> = all
+            .into_iter()
+            .filter(|r| bead_of_ref(r).is_some_and(|b| names.contains(b)))
+            .collect();
+        if theirs.is_empty() {
+            return Ok(());
+        }
+        transport::delete_refs(&self.workspace, &self.remote, &theirs).await?;
+        let gone: HashSet<&String> = theirs.iter().collect();
+        self.pushed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, reference| !gone.contains(reference));
+        tracing::debug!(
+            refs = theirs.len(),
+            "deleted finished beads' refs from the shared remote"
+        );
+        Ok(())
+    }
+}
+
+/// Where catalyst's refs live in the shared remote.
+const REFS_PREFIX: &str = "refs/catalyst/";
 
 /// A work-queue stream named `name` over `subjects`, kept on `replicas` nodes.
 fn stream_config(name: String, subjects: String, replicas: usize) -> stream::Config {

@@ -466,6 +466,9 @@ impl Engine {
         match result {
             Ok(()) if self.store.state().contains(work.as_str()) => {
                 self.record(vec![EventBody::WorktreeRemoved { bead: work.clone() }])?;
+                if let Some(remote) = &self.remote {
+                    remote.retire(work);
+                }
             }
             Ok(()) => {}
             Err(e) => {

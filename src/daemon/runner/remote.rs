@@ -14,6 +14,7 @@ use crate::daemon::agent::{STDERR_FILE, STDOUT_FILE};
 use crate::daemon::fsutil;
 use crate::daemon::worktree::{transport, CommitId};
 use crate::domain::cluster::{attempt_ref, base_ref, AttemptEnd, AttemptOrder};
+use crate::domain::id::BeadId;
 use crate::domain::router::Outcome;
 
 use super::agent_step::{merge_back, prepare_side, unprepared, write_inputs, write_result};
@@ -37,6 +38,8 @@ pub trait Remote: Send + Sync {
     fn known(&self, commit: &str) -> Option<String>;
     /// Notes that the shared remote's `reference` holds `commit`.
     fn remember(&self, commit: &str, reference: &str);
+    /// The bead's worktree is gone here: its refs in the shared remote may go too.
+    fn retire(&self, work: &BeadId);
 }
 
 /// An order handed out: its end once a worker sends it, and when a worker last renewed its

@@ -59,3 +59,29 @@ pub async fn push(
         .await
         .map(drop)
 }
+
+/// The refs of `remote` whose names start with `prefix`.
+pub async fn remote_refs(
+    dir: &Path,
+    remote: &str,
+    prefix: &str,
+) -> Result<Vec<String>, GitCommandError> {
+    let pattern = format!("{prefix}*");
+    let listed = git(dir, &["ls-remote", "--refs", remote, &pattern]).await?;
+    Ok(listed
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .map(|(_, name)| name.to_owned())
+        .filter(|name| name.starts_with(prefix))
+        .collect())
+}
+
+/// Deletes `refs` from `remote`, a few hundred to a push.
+pub async fn delete_refs(dir: &Path, remote: &str, refs: &[String]) -> Result<(), GitCommandError> {
+    for some in refs.chunks(256) {
+        let mut args = vec!["push", "--quiet", remote, "--delete"];
+        args.extend(some.iter().map(String::as_str));
+        git(dir, &args).await?;
+    }
+    Ok(())
+}

@@ -27,6 +27,10 @@ pub struct ClusterConfig {
     pub lease_secs: u64,
     /// Copies of each JetStream stream; None: 3, or the number of `nats` servers if fewer.
     pub replicas: Option<usize>,
+    /// Seconds a finished bead's refs stay in the shared remote after its worktree goes
+    /// here; a bead that starts from one of its commits meanwhile (the target's new tip)
+    /// needs no push.
+    pub keep_refs_secs: u64,
 }
 
 impl Default for ClusterConfig {
@@ -37,6 +41,7 @@ impl Default for ClusterConfig {
             name: "catalyst".into(),
             lease_secs: 30,
             replicas: None,
+            keep_refs_secs: 300,
         }
     }
 }
@@ -64,6 +69,12 @@ impl ClusterConfig {
             return Err(format!(
                 "`cluster.lease_secs` must be from {MIN_LEASE_SECS} to 86400, not {}",
                 self.lease_secs
+            ));
+        }
+        if self.keep_refs_secs > 7 * 24 * 60 * 60 {
+            return Err(format!(
+                "`cluster.keep_refs_secs` must be from 0 to 604800, not {}",
+                self.keep_refs_secs
             ));
         }
         if self.replicas.is_some_and(|r| !(1..=5).contains(&r)) {
@@ -141,5 +152,13 @@ mod tests {
             ..ClusterConfig::default()
         };
         assert!(lease.check().unwrap_err().contains("`cluster.lease_secs`"));
+        let keep = ClusterConfig {
+            keep_refs_secs: 8 * 24 * 60 * 60,
+            ..ClusterConfig::default()
+        };
+        assert!(keep
+            .check()
+            .unwrap_err()
+            .contains("`cluster.keep_refs_secs`"));
     }
 }

@@ -225,6 +225,10 @@ pub const KEYS: &[Key] = &[
         "a worker silent this long on an attempt loses it: recorded as interrupted (not \
          counted) and handed out again",
     ),
+    key(
+        "cluster.keep_refs_secs",
+        "a finished bead's refs stay this long in the shared remote, so a bead starting from          its commit needs no push (0: deleted at once)",
+    ),
     Key {
         key: "cluster.replicas",
         note: "copies of each JetStream stream; unset: 3, or the number of `nats` servers if \

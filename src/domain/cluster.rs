@@ -244,28 +244,34 @@ pub fn token(text: &str) -> String {
         .collect()
 }
 
+/// Where catalyst's refs live in the shared remote.
+pub const REFS: &str = "refs/catalyst/";
+const ATTEMPT_REFS: &str = "refs/catalyst/attempts/";
+const BASE_REFS: &str = "refs/catalyst/bases/";
+
 /// The ref a worker pushes an attempt's commit to.
 pub fn attempt_ref(work: &BeadId, step_name: &str, attempt: u32) -> String {
-    format!("refs/catalyst/attempts/{work}/{step_name}/{attempt}")
+    format!("{ATTEMPT_REFS}{work}/{step_name}/{attempt}")
 }
 
 /// The ref the daemon pushes an attempt's starting commit to.
 pub fn base_ref(work: &BeadId, step_name: &str, attempt: u32) -> String {
-    format!("refs/catalyst/bases/{work}/{step_name}/{attempt}")
+    format!("{BASE_REFS}{work}/{step_name}/{attempt}")
 }
 
 /// The bead whose attempt or start `reference` holds (see [`attempt_ref`], [`base_ref`]), for
 /// a ref catalyst made in the shared remote.
 pub fn bead_of_ref(reference: &str) -> Option<&str> {
     let rest = reference
-        .strip_prefix("refs/catalyst/attempts/")
-        .or_else(|| reference.strip_prefix("refs/catalyst/bases/"))?;
+        .strip_prefix(ATTEMPT_REFS)
+        .or_else(|| reference.strip_prefix(BASE_REFS))?;
     rest.split('/').next().filter(|bead| !bead.is_empty())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn the_bead_of_a_ref_is_read_back_from_attempt_and_start_refs_only() {
@@ -278,7 +284,6 @@ mod tests {
         assert_eq!(bead_of_ref("refs/heads/main"), None);
         assert_eq!(bead_of_ref("refs/catalyst/attempts/"), None);
     }
-    use std::path::PathBuf;
 
     #[test]
     fn markers_become_the_workers_paths() {

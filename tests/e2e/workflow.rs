@@ -38,6 +38,23 @@ async fn happy_path_runs_three_agents_and_the_daemon_merges() {
     assert!(shown["bead"]["closed_at"].is_string());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plan_a_refiner_wrote_reaches_the_implementers_context() {
+    let scenario = format!(
+        "[[rule]]\nrole = \"refine\"\nresponses = [{{ text = \"Split parse() into lex() and read().\", summary = \"planned\" }}]\n{IMPLEMENT_WRITES_HELLO}"
+    );
+    let daemon = TestDaemon::start(&scenario, "").await;
+    let id = daemon.submit(bead("Say hello")).await;
+    daemon.wait_status(&id, "closed").await;
+    let context = std::fs::read_to_string(daemon.run_dir(&id, "implement", 1).join("context.md"))
+        .expect("the implementer's context");
+    assert!(
+        context.contains("The plan (final message)")
+            && context.contains("Split parse() into lex() and read()."),
+        "{context}"
+    );
+}
+
 const REJECT_ONCE: &str = r#"
 [[rule]]
 role = "implement"

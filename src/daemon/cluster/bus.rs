@@ -26,7 +26,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::daemon::runner::{Pending, Remote};
 use crate::daemon::worktree::transport;
-use crate::domain::cluster::{bead_of_ref, AttemptEnd, AttemptOrder, Lease, Subjects, WorkerBeat};
+use crate::domain::cluster::{
+    bead_of_ref, AttemptEnd, AttemptOrder, Lease, Subjects, WorkerBeat, REFS,
+};
 use crate::domain::config::cluster::ClusterConfig;
 use crate::domain::id::BeadId;
 
@@ -269,6 +271,30 @@ impl Bus {
             })
     }
 
+    /// Deletes the shared remote's refs of `beads`, and forgets the commits they held.
+    async fn prune(&self, beads: &HashSet<BeadId>) -> Result<(), transport::GitCommandError> {
+        let all = transport::remote_refs(&self.workspace, &self.remote, REFS).await?;
+        let names: HashSet<&str> = beads.iter().map(BeadId::as_str).collect();
+        let theirs: Vec<String> = all
+            .into_iter()
+            .filter(|r| bead_of_ref(r).is_some_and(|b| names.contains(b)))
+            .collect();
+        if theirs.is_empty() {
+            return Ok(());
+        }
+        transport::delete_refs(&self.workspace, &self.remote, &theirs).await?;
+        let gone: HashSet<&String> = theirs.iter().collect();
+        self.pushed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, reference| !gone.contains(reference));
+        tracing::debug!(
+            refs = theirs.len(),
+            "deleted finished beads' refs from the shared remote"
+        );
+        Ok(())
+    }
+
     /// The consumer of `model`'s orders, made the first time.
     async fn model_consumer(&self, model: &str) -> Result<(), String> {
         let name = self.subjects.model_consumer(model);
@@ -431,35 +457,6 @@ async fn prune_refs(bus: Arc<Bus>, shutdown: CancellationToken) {
         }
     }
 }
-
-impl Bus {
-    /// Deletes the shared remote's refs of `beads`, and forgets the commits they held.
-    async fn prune(&self, beads: &HashSet<BeadId>) -> Result<(), transport::GitCommandError> {
-        let all = transport::remote_refs(&self.workspace, &self.remote, REFS_PREFIX).await?;
-        let names: HashSet<&str> = beads.iter().map(BeadId::as_str).collect();
-        let theirs: Vec<String> = all
-            .into_iter()
-            .filter(|r| bead_of_ref(r).is_some_and(|b| names.contains(b)))
-            .collect();
-        if theirs.is_empty() {
-            return Ok(());
-        }
-        transport::delete_refs(&self.workspace, &self.remote, &theirs).await?;
-        let gone: HashSet<&String> = theirs.iter().collect();
-        self.pushed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|_, reference| !gone.contains(reference));
-        tracing::debug!(
-            refs = theirs.len(),
-            "deleted finished beads' refs from the shared remote"
-        );
-        Ok(())
-    }
-}
-
-/// Where catalyst's refs live in the shared remote.
-const REFS_PREFIX: &str = "refs/catalyst/";
 
 /// A work-queue stream named `name` over `subjects`, kept on `replicas` nodes.
 fn stream_config(name: String, subjects: String, replicas: usize) -> stream::Config {

@@ -27,6 +27,10 @@ const FETCH_WAIT: Duration = Duration::from_secs(2);
 /// How often a worker looks for consumers of models it does not follow yet.
 const LOOK_AGAIN: Duration = Duration::from_secs(5);
 
+/// How soon a worker that follows no model yet looks again (the daemon makes its models'
+/// consumers when it starts).
+const LOOK_SOON: Duration = Duration::from_millis(500);
+
 /// How long a worker waits before asking again after JetStream did not answer.
 const RETRY_AFTER: Duration = Duration::from_millis(250);
 
@@ -108,13 +112,17 @@ pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> Result<(
     // not know at its start), and often while there are none yet.
     let mut following = HashSet::new();
     loop {
-        for (name, consumer) in model_consumers(&js, &subjects, &opts.models).await {
-            if following.insert(name) {
-                tokio::spawn(take_orders(taker.clone(), consumer));
-            }
+        for (name, consumer) in model_consumers(&js, &subjects, &opts.models, &following).await {
+            following.insert(name);
+            tokio::spawn(take_orders(taker.clone(), consumer));
+        }
+        // Models named on the command line are all followed once: nothing new can come.
+        if !opts.models.is_empty() && following.len() == opts.models.len() {
+            shutdown.cancelled().await;
+            break;
         }
         let again = if following.is_empty() {
-            FETCH_WAIT / 4
+            LOOK_SOON
         } else {
             LOOK_AGAIN
         };
@@ -187,13 +195,13 @@ async fn take_orders(taker: Arc<Taker>, consumer: consumer::PullConsumer) {
             }
             continue;
         };
-        taker.start(message, permit).await;
+        taker.clone().start(message, permit).await;
     }
 }
 
 impl Taker {
     /// Runs the order of `message` in the slot `permit` holds, and sends its end.
-    async fn start(&self, message: jetstream::Message, permit: OwnedSemaphorePermit) {
+    async fn start(self: Arc<Self>, message: jetstream::Message, permit: OwnedSemaphorePermit) {
         let order: AttemptOrder = match serde_json::from_slice(&message.payload) {
             Ok(order) => order,
             Err(e) => {
@@ -212,37 +220,30 @@ impl Taker {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(order.dispatch.clone(), (order.step.clone(), cancel.clone()));
-        let (client, js, subjects, worker, running, name) = (
-            self.client.clone(),
-            self.js.clone(),
-            self.subjects.clone(),
-            self.worker.clone(),
-            self.running.clone(),
-            self.name.clone(),
-        );
         tokio::spawn(async move {
-            let renew = renew_lease(client, subjects.clone(), order.clone(), name);
+            let renew = renew_lease(&self.client, &self.subjects, &order, &self.name);
             let end = tokio::select! {
-                end = worker.run(&order, cancel) => end,
+                end = self.worker.run(&order, cancel) => end,
                 () = renew => unreachable!("renewing never ends"),
             };
-            running
+            self.running
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&order.dispatch);
-            send_end(&js, &subjects, &end).await;
-            worker.finish(&order).await;
+            send_end(&self.js, &self.subjects, &end).await;
+            self.worker.finish(&order).await;
             drop(permit);
         });
     }
 }
 
-/// The consumers of the models this worker takes: those named, made if the daemon has not
-/// yet; else every model consumer the daemon made.
+/// The consumers of the models this worker takes that it does not follow yet: those named,
+/// made if the daemon has not yet; else every model consumer the daemon made.
 async fn model_consumers(
     js: &jetstream::Context,
     subjects: &Subjects,
     models: &[String],
+    following: &HashSet<String>,
 ) -> Vec<(String, consumer::PullConsumer)> {
     let Ok(stream) = js.get_stream(subjects.attempts_stream()).await else {
         return Vec::new();
@@ -253,7 +254,7 @@ async fn model_consumers(
         let mut names = stream.consumer_names();
         let mut found = Vec::new();
         while let Some(Ok(name)) = names.next().await {
-            if name.starts_with(&prefix) {
+            if name.starts_with(&prefix) && !following.contains(&name) {
                 found.push(name);
             }
         }
@@ -264,8 +265,11 @@ async fn model_consumers(
         }
     } else {
         for model in models {
-            let config = model_consumer(subjects, model);
             let name = subjects.model_consumer(model);
+            if following.contains(&name) {
+                continue;
+            }
+            let config = model_consumer(subjects, model);
             match retry(&name, || {
                 stream.get_or_create_consumer(&name, config.clone())
             })
@@ -292,16 +296,16 @@ async fn lease(client: &async_nats::Client, subjects: &Subjects, dispatch: &str,
 
 /// Renews the order's lease every third of it, forever (dropped when the attempt ends).
 async fn renew_lease(
-    client: async_nats::Client,
-    subjects: Subjects,
-    order: AttemptOrder,
-    name: String,
+    client: &async_nats::Client,
+    subjects: &Subjects,
+    order: &AttemptOrder,
+    name: &str,
 ) {
     let every = Duration::from_secs(order.lease_secs.max(1)) / 3;
     let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
     loop {
         tick.tick().await;
-        lease(&client, &subjects, &order.dispatch, &name).await;
+        lease(client, subjects, &order.dispatch, name).await;
     }
 }
 

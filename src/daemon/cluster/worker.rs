@@ -182,15 +182,8 @@ impl Worker {
         }
         active.remove(&order.work);
         let (repo, work) = (self.repo.clone(), order.work.clone());
-        let removed = tokio::task::spawn_blocking(move || repo.remove(&work)).await;
-        match removed {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(bead = %order.work, error = %e, "cannot remove the bead's worktree")
-            }
-            Err(e) => {
-                tracing::warn!(bead = %order.work, error = %e, "cannot remove the bead's worktree")
-            }
+        if let Err(e) = runner::git(move || repo.remove(&work)).await {
+            tracing::warn!(bead = %order.work, error = %e, "cannot remove the bead's worktree");
         }
         // The bead's folders of run folders, once empty.
         let bead_runs = self.paths.runs().join(order.work.as_str());

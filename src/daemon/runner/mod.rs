@@ -128,7 +128,7 @@ impl StepDone {
 }
 
 /// Runs the git side in a blocking thread.
-async fn git<T: Send + 'static>(
+pub(crate) async fn git<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, worktree::GitError> + Send + 'static,
 ) -> Result<T, GitTaskError> {
     tokio::task::spawn_blocking(f).await?.map_err(Into::into)

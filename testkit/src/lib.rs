@@ -101,6 +101,26 @@ pub fn bead_with_id(id: &str) -> BeadInput {
     }
 }
 
+/// The most of `invocations` (agents the stub ran) that ran at the same time.
+pub fn most_at_once<'a>(invocations: impl IntoIterator<Item = &'a stub_claude::Invocation>) -> i32 {
+    let mut edges: Vec<(u64, i32)> = invocations
+        .into_iter()
+        .flat_map(|i| {
+            [
+                (i.started_ms, 1),
+                (i.ended_ms.expect("every agent ended"), -1),
+            ]
+        })
+        .collect();
+    edges.sort();
+    let (mut alive, mut most) = (0, 0);
+    for (_, change) in edges {
+        alive += change;
+        most = most.max(alive);
+    }
+    most
+}
+
 /// A bead `id` of the shipped `gated` formula whose check command is `test_command`.
 pub fn gated_bead(id: &str, test_command: &str) -> BeadInput {
     let metadata = serde_json::json!({"formula_vars": {"test_command": test_command}});

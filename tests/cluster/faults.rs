@@ -5,9 +5,9 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use catalyst_testkit::nats::{shared_remote, start_worker, NatsCluster, WorkerProcess};
-use catalyst_testkit::Workspace;
+use catalyst_testkit::{bead_with_id, Workspace};
 
-use super::run::{all_closed, bead_with, fix_loop, fix_loop_workspace, two_workers};
+use super::run::{all_closed, fix_loop, fix_loop_workspace, two_workers};
 
 /// The lease of these tests: a lost worker is noticed within seconds.
 const LEASE: u64 = 3;
@@ -40,7 +40,7 @@ async fn slow_attempt_on_w1(
     ws.append_config(&cluster.config_for(&remote, LEASE));
     let daemon = ws.start().await;
     let w1 = start_worker(&ws, cluster, &remote, "w1", 1);
-    daemon.submit(bead_with(bead)).await;
+    daemon.submit(bead_with_id(bead)).await;
     let step = format!("{bead}.implement");
     daemon
         .wait_for("w1 taking the implement attempt", |e| {

@@ -2,7 +2,7 @@
 //! cluster, a bare repository as the shared remote, real worker processes.
 
 use catalyst_testkit::nats::{shared_remote, start_worker, NatsCluster, WorkerProcess};
-use catalyst_testkit::{bead, TestDaemon, Workspace};
+use catalyst_testkit::{bead_with_id, most_at_once, TestDaemon, Workspace};
 
 /// For each of `beads`: the implementer writes `<bead>.txt`; the review rejects until the
 /// fix has written `<bead>-fixed.txt`. Decided by each bead's own files, not by a count, so it
@@ -52,7 +52,7 @@ pub fn fix_loop_workspace(
     let ws = Workspace::new(&fix_loop(&names), "max_agents = 3\n");
     let remote = shared_remote(&ws);
     ws.append_config(&cluster.config_for(&remote, lease_secs));
-    let inputs = names.iter().map(|n| bead_with(n)).collect();
+    let inputs = names.iter().map(|n| bead_with_id(n)).collect();
     (ws, remote, inputs)
 }
 
@@ -66,30 +66,6 @@ pub fn two_workers(
         start_worker(ws, cluster, remote, "w1", 2),
         start_worker(ws, cluster, remote, "w2", 2),
     ]
-}
-
-/// The most of `invocations` that ran at the same time.
-fn most_at_once<'a>(invocations: impl Iterator<Item = &'a stub_claude::Invocation>) -> i32 {
-    let mut moments: Vec<(u64, i32)> = Vec::new();
-    for i in invocations {
-        moments.push((i.started_ms, 1));
-        moments.push((i.ended_ms.expect("every agent ended"), -1));
-    }
-    moments.sort();
-    let (mut now, mut most) = (0, 0);
-    for (_, change) in moments {
-        now += change;
-        most = most.max(now);
-    }
-    most
-}
-
-/// A bead with the id `id`.
-pub fn bead_with(id: &str) -> catalyst::protocol::BeadInput {
-    catalyst::protocol::BeadInput {
-        id: Some(id.to_owned()),
-        ..bead(&format!("Work {id}"))
-    }
 }
 
 /// Waits until every bead of `ids` is closed; on a timeout, fails with what each one is
@@ -134,7 +110,7 @@ async fn a_bead_runs_its_agents_on_a_worker_through_its_fix_loop_and_merges() {
     ));
     let daemon: TestDaemon = ws.start().await;
     let w1 = start_worker(&ws, &cluster, &remote, "w1", 2);
-    let id = daemon.submit(bead_with("cat-one")).await;
+    let id = daemon.submit(bead_with_id("cat-one")).await;
     daemon.wait_status(&id, "closed").await;
     // Its attempts' refs were in the shared remote; once its worktree went here, they go
     // there too (`keep_refs_secs = 0`).

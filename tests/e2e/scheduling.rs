@@ -5,24 +5,12 @@ use std::os::unix::fs::PermissionsExt;
 
 use catalyst::protocol::{BeadInput, Method, PauseParams};
 use catalyst_testkit::scenario::EACH_BEAD_WRITES_ITS_FILE;
-use catalyst_testkit::{bead, TestDaemon};
+use catalyst_testkit::{bead, most_at_once, TestDaemon};
 use serde_json::Value;
 
 /// Each bead writes its own file; the daemon merges `main` into each branch as others merge.
 fn writes() -> String {
     EACH_BEAD_WRITES_ITS_FILE.to_owned()
-}
-
-/// Peak number of overlapping `[start, end]` intervals.
-fn peak(intervals: impl Iterator<Item = (u64, u64)>) -> i32 {
-    let mut edges: Vec<(u64, i32)> = intervals.flat_map(|(s, e)| [(s, 1), (e, -1)]).collect();
-    edges.sort();
-    let (mut alive, mut peak) = (0, 0);
-    for (_, d) in edges {
-        alive += d;
-        peak = peak.max(alive);
-    }
-    peak
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,11 +73,7 @@ async fn a_model_limit_holds_even_with_free_agent_slots() {
         daemon.wait_status(id, "closed").await;
     }
     let runs = daemon.invocations();
-    let sonnet = peak(
-        runs.iter()
-            .filter(|r| r.model.as_deref() == Some("sonnet"))
-            .map(|r| (r.started_ms, r.ended_ms.expect("ended"))),
-    );
+    let sonnet = most_at_once(runs.iter().filter(|r| r.model.as_deref() == Some("sonnet")));
     assert_eq!(sonnet, 1, "sonnet agents at once");
 }
 

@@ -3,7 +3,7 @@
 
 use catalyst::protocol::BeadInput;
 use catalyst_testkit::scenario::IMPLEMENT_WRITES_HELLO;
-use catalyst_testkit::{bead, bead_of, TestDaemon, Workspace};
+use catalyst_testkit::{bead, bead_of, most_at_once, TestDaemon, Workspace};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn happy_path_runs_three_agents_and_the_daemon_merges() {
@@ -302,18 +302,7 @@ responses = [{ summary = "a merge agent ran though git could merge" }]
     for id in &ids {
         daemon.wait_status(id, "closed").await;
     }
-    let runs = daemon.invocations();
-    let mut edges: Vec<(u64, i32)> = Vec::new();
-    for run in &runs {
-        edges.push((run.started_ms, 1));
-        edges.push((run.ended_ms.expect("every agent ended"), -1));
-    }
-    edges.sort();
-    let (mut alive, mut peak) = (0, 0);
-    for (_, delta) in edges {
-        alive += delta;
-        peak = peak.max(alive);
-    }
+    let peak = most_at_once(&daemon.invocations());
     assert!(peak <= 2, "{peak} agents alive at once");
     // No merge agent runs: every bead's own files merge cleanly.
     for id in &ids {

@@ -1,14 +1,15 @@
 //! The `cluster` row: agents on other machines. 200 one-step beads whose agent takes 200 ms,
 //! run by one `catalyst worker`, then by two (each with the same slots, `max_agents` above
-//! both): how much a second worker adds, timed from when every worker is there. NATS is one `nats-server` (without it the row says
-//! so and is skipped); the workers, the daemon and the agents share this machine's cores.
+//! both): how much a second worker adds, timed from when every worker is there. NATS is one
+//! `nats-server` (without it the row says so and is skipped); the workers, the daemon and the
+//! agents share this machine's cores.
 
 use std::time::Duration;
 
 use catalyst::protocol::{Method, WorkersAnswer};
 use catalyst_testkit::nats::{shared_remote, start_worker, NatsCluster};
 
-use crate::{row, run_beads, runtime, stop, target, workspace};
+use crate::{median, row, run_beads, runtime, stop, target, workspace};
 
 /// Agents each worker runs at once.
 const SLOTS: usize = 4;
@@ -32,9 +33,7 @@ pub fn cluster(quick: bool) {
                 .expect("nats-server ran a moment ago"),
         );
     }
-    ones.sort();
-    twos.sort();
-    let ((one, one_cpu), (two, two_cpu)) = (ones[1], twos[1]);
+    let ((one, one_cpu), (two, two_cpu)) = (median(&ones), median(&twos));
     let runs = |all: &[(Duration, Duration)]| {
         all.iter()
             .map(|(wall, _)| format!("{wall:.2?}"))

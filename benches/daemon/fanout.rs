@@ -10,7 +10,7 @@ use catalyst::protocol::{Method, PauseParams};
 use catalyst_testkit::TestDaemon;
 
 use crate::overhead::catalyst_run;
-use crate::{beads, percentile, row, runtime, stop, target, workspace, WAIT};
+use crate::{beads, median, percentile, row, runtime, stop, target, workspace, WAIT};
 
 /// Runs each way of the dispatch row.
 const RUNS: usize = 5;
@@ -28,9 +28,7 @@ pub fn fanout(quick: bool) {
         alone.push(rt.block_on(async { catalyst_run(deployed().await, n, 0).await }));
         watched.push(rt.block_on(async { catalyst_run(deployed().await, n, subscribers).await }));
     }
-    alone.sort();
-    watched.sort();
-    let (alone, watched) = (alone[RUNS / 2], watched[RUNS / 2]);
+    let (alone, watched) = (median(&alone), median(&watched));
     row(
         &format!("fan-out: {n} beads dispatched with {subscribers} subscribers, median of {RUNS}"),
         format!("{watched:.2?}"),

@@ -115,6 +115,13 @@ async fn stop(mut daemon: TestDaemon) {
     daemon.stop().await;
 }
 
+/// The middle of `runs` (of an odd number of runs, the median).
+fn median<T: Ord + Copy>(runs: &[T]) -> T {
+    let mut sorted = runs.to_vec();
+    sorted.sort();
+    sorted[sorted.len() / 2]
+}
+
 fn percentile(sorted: &[Duration], p: usize) -> Duration {
     sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
 }

@@ -8,7 +8,7 @@ use catalyst::protocol::Method;
 use catalyst_testkit::procfs::vm_kb;
 use catalyst_testkit::workload;
 
-use crate::{row, runtime, target, workspace_with_default};
+use crate::{median, row, runtime, target, workspace_with_default};
 
 /// Starts on the snapshot, of which the row takes the median.
 const STARTS: usize = 5;
@@ -53,8 +53,7 @@ pub fn scale(quick: bool) {
         .map(|t| format!("{t:.2?}"))
         .collect::<Vec<_>>()
         .join(", ");
-    starts.sort();
-    let startup = starts[STARTS / 2];
+    let startup = median(&starts);
     let rss = vm_kb(daemon.pid(), "VmRSS").unwrap_or(0);
     let before = cpu_secs(daemon.pid());
     std::thread::sleep(Duration::from_secs(idle_secs));

@@ -156,9 +156,8 @@ fn run(dir: &Path, attempt: u32) -> RunRecord {
             .and_then(|e| serde_json::from_value::<Exit>(e.clone()).ok())
             .map(|e| e.to_string()),
         files: files(dir),
-        instructions: result
-            .pointer("/outcome/result/instructions")
-            .and_then(|i| serde_json::from_value(i.clone()).ok())
+        instructions: crate::daemon::rundir::finished_result(&result)
+            .map(|r| r.instructions)
             .unwrap_or_default(),
         model: None,
         outcome: text(&result, &["outcome", "type"]),

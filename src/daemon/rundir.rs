@@ -3,8 +3,12 @@
 use std::io;
 use std::path::Path;
 
+use serde::Deserialize;
+
 use crate::daemon::fsutil::write_replace;
 use crate::domain::context::Context;
+use crate::domain::result::StepResult;
+use crate::domain::router::Outcome;
 
 /// Writes `context.md` and `context.json` into `run_dir`, which must exist, each by a rename
 /// (not fsynced: run-folder records, see [`write_replace`]).
@@ -13,4 +17,17 @@ pub fn write_context(run_dir: &Path, ctx: &Context) -> io::Result<()> {
         write_replace(&run_dir.join(name), &bytes)?;
     }
     Ok(())
+}
+
+/// The result block an attempt's `result.json` (`written`, as read from it) records, when
+/// its agent finished with one.
+pub fn finished_result(written: &serde_json::Value) -> Option<StepResult> {
+    #[derive(Deserialize)]
+    struct Written {
+        outcome: Option<Outcome>,
+    }
+    match Written::deserialize(written).ok()?.outcome? {
+        Outcome::Finished { result, .. } => Some(result),
+        _ => None,
+    }
 }

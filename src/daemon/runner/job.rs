@@ -18,7 +18,6 @@ use crate::domain::context::{self, Context, EarlierStep, Feedback, FeedbackKind,
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Role, Status, StepMeta};
 use crate::domain::prompt::{PromptError, PromptSet, PromptVars};
-use crate::domain::router::Outcome;
 use crate::domain::state::State;
 
 use super::{JobError, RESULT_FILE, SETTINGS_FILE};
@@ -448,20 +447,12 @@ pub(super) fn fill_final_messages(steps: &mut [EarlierStep], runs: &[Option<Path
     }
 }
 
-/// The part of an attempt's `result.json` a later step reads back.
-#[derive(serde::Deserialize)]
-struct WrittenOutcome {
-    outcome: Option<Outcome>,
-}
-
 /// The message an earlier attempt's agent wrote before its result block.
 fn final_message(run_dir: &Path) -> Option<String> {
     let text = std::fs::read(run_dir.join(RESULT_FILE)).ok()?;
-    let written: WrittenOutcome = serde_json::from_slice(&text).ok()?;
-    match written.outcome? {
-        Outcome::Finished { result, .. } if !result.message.is_empty() => Some(result.message),
-        _ => None,
-    }
+    let written = serde_json::from_slice(&text).ok()?;
+    let message = crate::daemon::rundir::finished_result(&written)?.message;
+    (!message.is_empty()).then_some(message)
 }
 
 /// Every rejection so far: the fix steps' texts, which are the instructions they carry.

@@ -19,6 +19,7 @@
 mod chain;
 mod cluster;
 mod fanout;
+mod fs;
 mod git;
 mod hook;
 mod latency;
@@ -171,6 +172,7 @@ fn main() {
         "catalyst daemon benchmarks{}",
         if quick { " (quick)" } else { "" }
     );
+    println!("{}", fs::header());
     if want("overhead") {
         overhead::overhead(quick);
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use catalyst::protocol::{Method, WorkersAnswer};
 use catalyst_testkit::nats::{shared_remote, start_worker, NatsCluster};
 
-use crate::{median, row, run_beads, runtime, stop, target, workspace};
+use crate::{alternated, listed, median, row, run_beads, runtime, stop, target, workspace};
 
 /// Agents each worker runs at once.
 const SLOTS: usize = 4;
@@ -17,29 +17,21 @@ const SLOTS: usize = 4;
 pub fn cluster(quick: bool) {
     let n = if quick { 40 } else { 200 };
     let rt = runtime();
-    // Three runs each way, interleaved, and the median of each: two runs of the same code
-    // on this machine differ by as much as a tenth.
-    let (mut ones, mut twos) = (Vec::new(), Vec::new());
-    for _ in 0..3 {
-        let Some(one) = rt.block_on(run(n, 1)) else {
-            println!(
-                "cluster: skipped (nats-server is not installed; .ci/install-test-deps installs it)"
-            );
-            return;
-        };
-        ones.push(one);
-        twos.push(
-            rt.block_on(run(n, 2))
-                .expect("nats-server ran a moment ago"),
+    if !catalyst_testkit::nats::available() {
+        println!(
+            "cluster: skipped (nats-server is not installed; .ci/install-test-deps installs it)"
         );
+        return;
     }
-    let ((one, one_cpu), (two, two_cpu)) = (median(&ones), median(&twos));
-    let runs = |all: &[(Duration, Duration)]| {
-        all.iter()
-            .map(|(wall, _)| format!("{wall:.2?}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+    // Three runs each way, alternated, and the median of each: two runs of the same code
+    // on this machine differ by as much as a tenth.
+    let started = |workers| {
+        rt.block_on(run(n, workers))
+            .expect("nats-server is installed")
     };
+    let (ones, twos) = alternated(3, || started(1), || started(2));
+    let ((one, one_cpu), (two, two_cpu)) = (median(&ones), median(&twos));
+    let runs = |all: &[(Duration, Duration)]| listed(all.iter().map(|(wall, _)| *wall));
     row(
         &format!(
             "cluster: {n} one-step beads, 200 ms agent, 2 workers x {SLOTS} slots, median of 3"

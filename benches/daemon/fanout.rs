@@ -10,7 +10,9 @@ use catalyst::protocol::{Method, PauseParams};
 use catalyst_testkit::TestDaemon;
 
 use crate::overhead::catalyst_run;
-use crate::{beads, median, percentile, row, runtime, stop, target, workspace, WAIT};
+use crate::{
+    alternated, beads, listed, median, percentile, row, runtime, stop, target, workspace, WAIT,
+};
 
 /// Runs each way of the dispatch row.
 const RUNS: usize = 5;
@@ -21,13 +23,18 @@ pub fn fanout(quick: bool) {
     rt.block_on(delivery(Via::Socket, subscribers, events));
     rt.block_on(delivery(Via::Sse, subscribers, events));
     let n = if quick { 20 } else { 100 };
-    // Five runs each way, interleaved, and the median of each: one run of a couple of
+    // Five runs each way, alternated, and the median of each: one run of a couple of
     // seconds on this machine varies by as much as the 10% the target allows.
-    let (mut alone, mut watched) = (Vec::new(), Vec::new());
-    for _ in 0..RUNS {
-        alone.push(rt.block_on(async { catalyst_run(deployed().await, n, 0).await }));
-        watched.push(rt.block_on(async { catalyst_run(deployed().await, n, subscribers).await }));
-    }
+    let (alone, watched) = alternated(
+        RUNS,
+        || rt.block_on(async { catalyst_run(deployed().await, n, 0).await }),
+        || rt.block_on(async { catalyst_run(deployed().await, n, subscribers).await }),
+    );
+    let runs = format!(
+        "  runs: without {}; with {}",
+        listed(alone.clone()),
+        listed(watched.clone())
+    );
     let (alone, watched) = (median(&alone), median(&watched));
     row(
         &format!("fan-out: {n} beads dispatched with {subscribers} subscribers, median of {RUNS}"),
@@ -39,6 +46,7 @@ pub fn fanout(quick: bool) {
         &format!("without subscribers: {alone:.2?}"),
         watched.as_secs_f64() / alone.as_secs_f64(),
     );
+    println!("{runs}");
 }
 
 /// `catalystd` as its own process on a new workspace, as it is deployed and as the delivery

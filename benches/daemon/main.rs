@@ -123,6 +123,35 @@ fn median<T: Ord + Copy>(runs: &[T]) -> T {
     sorted[sorted.len() / 2]
 }
 
+/// Runs `a` and `b` `rounds` times each, alternating which goes first (a b, b a, a b, …), so
+/// that neither always runs on what the other left behind: on a file system that slows as
+/// files are freed (see [`fs`]), the one that always ran second was always the slower.
+fn alternated<T>(
+    rounds: usize,
+    mut a: impl FnMut() -> T,
+    mut b: impl FnMut() -> T,
+) -> (Vec<T>, Vec<T>) {
+    let (mut firsts, mut seconds) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        if round % 2 == 0 {
+            firsts.push(a());
+            seconds.push(b());
+        } else {
+            seconds.push(b());
+            firsts.push(a());
+        }
+    }
+    (firsts, seconds)
+}
+
+/// Each run's time, as a row's detail line lists them: `1.20s, 1.31s, 1.25s`.
+fn listed(runs: impl IntoIterator<Item = Duration>) -> String {
+    runs.into_iter()
+        .map(|d| format!("{d:.2?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn percentile(sorted: &[Duration], p: usize) -> Duration {
     sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
 }

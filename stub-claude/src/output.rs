@@ -104,8 +104,10 @@ impl Emitter {
             "sessionId": self.session_id,
             "cwd": self.cwd,
         });
-        // The transcript is a courtesy to hooks; losing a line must not fail the step.
-        let _ = writeln!(file, "{entry}");
+        // One write per line: the file is not buffered, and `Value`'s `Display` writes
+        // token by token (hundreds of system calls a line). The transcript is a courtesy to
+        // hooks; losing a line must not fail the step.
+        let _ = file.write_all(format!("{entry}\n").as_bytes());
     }
 
     /// The prompt, as the first transcript entry.

@@ -43,6 +43,12 @@ fn nats_server() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Whether `nats-server` is installed, for a caller that skips without it before starting
+/// anything.
+pub fn available() -> bool {
+    nats_server().is_some()
+}
+
 impl NatsCluster {
     /// Starts `n` nodes and waits until JetStream answers on every one (its meta leader
     /// elected). `None`, saying why, when `nats-server` is not installed.

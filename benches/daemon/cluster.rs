@@ -82,8 +82,8 @@ fn cpu_used() -> Duration {
     time(UsageWho::RUSAGE_SELF) + time(UsageWho::RUSAGE_CHILDREN)
 }
 
-/// `n` beads through `workers` workers of `slots` slots each: how long, and the CPU all of it used (the daemon,
-/// NATS, the workers, the agents, git); `None` without `nats-server`.
+/// `n` beads through `workers` workers of `slots` slots each: how long, and the CPU all of it
+/// used (the daemon, NATS, the workers, the agents, git); `None` without `nats-server`.
 async fn run(n: usize, workers: usize, slots: usize) -> Option<(Duration, Duration)> {
     let before = cpu_used();
     let nats = NatsCluster::start(1).await?;

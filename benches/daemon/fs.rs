@@ -41,8 +41,9 @@ impl Kind {
 }
 
 /// Whether the ext4 file system holding `dir` keeps a journal: its device has a `jbd2`
-/// journal thread's entry under `/proc/fs/jbd2/` (named `<device>-<inode>`). Unknown counts
-/// as journaled, the usual case.
+/// journal thread's entry under `/proc/fs/jbd2/` (named `<device>-<inode>`; the folder is
+/// missing where no file system has one). A device whose name cannot be found counts as
+/// journaled, the usual case.
 fn ext4_has_journal(dir: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     let Ok(meta) = std::fs::metadata(dir) else {

@@ -131,17 +131,17 @@ fn alternated<T>(
     mut a: impl FnMut() -> T,
     mut b: impl FnMut() -> T,
 ) -> (Vec<T>, Vec<T>) {
-    let (mut firsts, mut seconds) = (Vec::new(), Vec::new());
+    let (mut of_a, mut of_b) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         if round % 2 == 0 {
-            firsts.push(a());
-            seconds.push(b());
+            of_a.push(a());
+            of_b.push(b());
         } else {
-            seconds.push(b());
-            firsts.push(a());
+            of_b.push(b());
+            of_a.push(a());
         }
     }
-    (firsts, seconds)
+    (of_a, of_b)
 }
 
 /// Each run's time, as a row's detail line lists them: `1.20s, 1.31s, 1.25s`.

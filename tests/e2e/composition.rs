@@ -222,26 +222,34 @@ responses = [{{ tools = [{{ name = "Bash", input = {{ command = {barrier:?} }} }
         .iter()
         .map(|l| (l.started_ms, l.ended_ms.expect("ended")))
         .collect();
-    let mut edges: Vec<(u64, i32)> = spans.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
-    edges.sort();
-    let peak = edges
-        .iter()
-        .scan(0, |alive, (_, d)| {
-            *alive += d;
-            Some(*alive)
-        })
-        .max();
-    assert_eq!(peak, Some(2), "two legs at once, never more: {spans:?}");
+    assert_eq!(
+        catalyst_testkit::most_at_once(legs.iter().copied()),
+        2,
+        "two legs at once, never more: {spans:?}"
+    );
     let last_leg = spans.iter().map(|s| s.1).max().expect("ended");
     assert!(
         synthesis.started_ms >= last_leg,
         "synthesis waited for every leg"
     );
+    // Legs that run at the same time each have a worktree of their own. A leg that starts
+    // once the others are done and merged runs in the bead's worktree, as any lone step.
+    let own = |l: &stub_claude::Invocation| l.step.as_deref().is_some_and(|s| l.cwd.ends_with(s));
+    let cwds = legs.iter().map(|l| &l.cwd).collect::<Vec<_>>();
+    for (i, a) in legs.iter().enumerate() {
+        let alone = legs.iter().enumerate().all(|(j, b)| {
+            i == j
+                || b.ended_ms.expect("ended") <= a.started_ms
+                || a.ended_ms.expect("ended") <= b.started_ms
+        });
+        assert!(
+            own(a) || (alone && a.cwd.ends_with(id.as_str())),
+            "each leg in a worktree of its own while others run: {cwds:?}"
+        );
+    }
     assert!(
-        legs.iter()
-            .all(|l| l.step.as_deref().is_some_and(|s| l.cwd.ends_with(s))),
-        "each leg in a worktree of its own: {:?}",
-        legs.iter().map(|l| &l.cwd).collect::<Vec<_>>()
+        legs.iter().filter(|l| own(l)).count() >= 2,
+        "the legs that ran at once in worktrees of their own: {cwds:?}"
     );
     assert!(
         legs[0].prompt.contains("The problem: slow start.")

@@ -67,7 +67,9 @@ impl Repo {
     }
 
     /// The bead's branch against `target` while it has one ([`Self::branch_diff`]), else,
-    /// once it was merged, what its merge brought ([`Self::merged_diff`]).
+    /// once it was merged, what its merge brought ([`Self::merged_diff`]). A merged bead's
+    /// branch changes nothing against the target it went into until the daemon deletes it (a
+    /// moment after the merge): the merge's diff is shown then too.
     pub fn work_diff(
         &self,
         bead: &BeadId,
@@ -77,6 +79,7 @@ impl Repo {
     ) -> Result<BranchDiff, GitError> {
         match (self.branch_diff(bead, target, width), merged) {
             (Err(GitError::NoBranch { .. }), Some(m)) => self.merged_diff(&m.from, &m.to, width),
+            (Ok(diff), Some(m)) if diff.patch.is_empty() => self.merged_diff(&m.from, &m.to, width),
             (diff, _) => diff,
         }
     }

@@ -68,3 +68,28 @@ fn a_merged_beads_diff_is_what_its_merge_brought_after_its_branch_is_gone() {
     let gone = f.repo.work_diff(&b, None, "main", 80).unwrap_err();
     assert!(matches!(gone, GitError::NoBranch { .. }), "{gone}");
 }
+
+#[test]
+fn a_merged_beads_diff_is_what_its_merge_brought_while_its_branch_lingers() {
+    let (f, b, wt) = Fixture::with_bead();
+    write(&wt.path.join("new.txt"), "new\n");
+    f.commit(&b, "cat-1 implement: a file");
+    let before = f.repo.branch_diff(&b, "main", 80).expect("diff");
+    let MergeOutcome::Merged { from, to } = f.merge(&b, "main").expect("merge") else {
+        panic!("not merged");
+    };
+    // The branch is still there (the daemon deletes it a moment later) and, merged, changes
+    // nothing against the target.
+    let lingering = f.repo.branch_diff(&b, "main", 80).expect("diff");
+    assert_eq!(lingering.patch, "");
+    let merged = Merged {
+        target: "main".into(),
+        from: from.to_string(),
+        to: to.to_string(),
+    };
+    let shown = f
+        .repo
+        .work_diff(&b, Some(&merged), "main", 80)
+        .expect("diff");
+    assert_eq!(shown, before, "the merge's change, not an empty one");
+}

@@ -197,6 +197,7 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
                         models: beat.models,
                         running: beat.running,
                         seen_ms: seen.as_millis() as u64,
+                        trouble: beat.trouble,
                     })
                     .collect();
                 let answer = crate::protocol::WorkersAnswer {

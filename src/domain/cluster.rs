@@ -164,6 +164,10 @@ pub struct WorkerBeat {
     pub models: Vec<String>,
     /// The steps it runs now.
     pub running: Vec<BeadId>,
+    /// Why it takes no orders for now: the last attempt it could not prepare (its fetch, its
+    /// worktree, its run folder or its sandbox failed here), while it waits to try again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trouble: Option<String>,
 }
 
 /// The names of a daemon's streams, consumers and subjects in NATS, all under its

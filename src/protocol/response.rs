@@ -212,6 +212,9 @@ pub struct WorkerView {
     pub running: Vec<BeadId>,
     /// How long ago it last said it was there.
     pub seen_ms: u64,
+    /// Why it takes no orders for now (it could not prepare its last attempt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trouble: Option<String>,
 }
 
 /// `list` and `ready`.

@@ -34,7 +34,13 @@ pub fn render_workers(answer: &WorkersAnswer, paint: Paint) -> String {
             Cell::new(format!("{:.1}s ago", w.seen_ms as f64 / 1000.0), DIM),
         ]);
     }
-    table.render(paint)
+    let mut text = table.render(paint);
+    for w in &answer.workers {
+        if let Some(trouble) = &w.trouble {
+            text.push_str(&format!("{}: takes no orders for now: {trouble}\n", w.name));
+        }
+    }
+    text
 }
 
 #[cfg(test)]
@@ -53,9 +59,11 @@ mod tests {
                 models: vec![],
                 running: vec![BeadId::new("cat-1.implement").expect("id")],
                 seen_ms: 1500,
+                trouble: None,
             }],
         };
         let text = render_workers(&answer, Paint::OFF);
+        assert!(!text.contains("no orders"), "{text}");
         assert!(text.contains("w1"), "{text}");
         assert!(text.contains("1/2") && text.contains("all"), "{text}");
         assert!(
@@ -67,5 +75,25 @@ mod tests {
             workers: vec![],
         };
         assert!(render_workers(&off, Paint::OFF).contains("[cluster]"));
+    }
+
+    #[test]
+    fn a_worker_that_cannot_prepare_attempts_says_why() {
+        let answer = WorkersAnswer {
+            cluster: true,
+            workers: vec![WorkerView {
+                name: "w2".into(),
+                slots: 1,
+                models: vec![],
+                running: vec![],
+                seen_ms: 200,
+                trouble: Some("cannot prepare the worktree: disk full".into()),
+            }],
+        };
+        let text = render_workers(&answer, Paint::OFF);
+        assert!(
+            text.contains("w2: takes no orders for now: cannot prepare the worktree: disk full"),
+            "{text}"
+        );
     }
 }

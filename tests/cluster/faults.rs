@@ -203,3 +203,74 @@ async fn the_daemon_killed_mid_run_applies_no_attempt_twice_after_its_restart() 
         );
     }
 }
+
+/// A worker that cannot prepare attempts on its machine (here its worktrees' folder became a
+/// file) hands each one back without pausing the daemon: the attempt runs again, not counted,
+/// on the other worker; the broken worker waits before it takes more, and `ctl workers` says
+/// why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_cannot_prepare_attempts_hands_them_back_without_pausing_the_daemon() {
+    let Some(cluster) = NatsCluster::start(1).await else {
+        return;
+    };
+    let implement = "[[rule]]\nrole = \"implement\"\nresponses = [{ write = { \"work.txt\" = \"work\\n\" }, summary = \"did the work\" }]\n";
+    let ws = Workspace::new(implement, "max_agents = 2\n");
+    let remote = shared_remote(&ws);
+    ws.append_config(&cluster.config_for(&remote, LEASE));
+    let daemon = ws.start().await;
+    let broken = start_worker(&ws, &cluster, &remote, "w1", 1);
+    let trouble_of_w1 = async || {
+        let answer = daemon.call(catalyst::protocol::Method::Workers).await;
+        let workers: catalyst::protocol::WorkersAnswer =
+            serde_json::from_value(answer).expect("a workers answer");
+        workers.workers.into_iter().find(|w| w.name == "w1")
+    };
+    catalyst_testkit::poll::eventually("w1 to say it is there", async || {
+        trouble_of_w1().await.map(drop)
+    })
+    .await;
+    let trees = ws.root.join("w1/repo/.catalyst/worktrees");
+    std::fs::remove_dir_all(&trees).expect("remove w1's worktrees");
+    std::fs::write(&trees, "").expect("a file in their place");
+
+    let ids: Vec<String> = vec!["cat-p1".into(), "cat-p2".into()];
+    for id in &ids {
+        daemon.submit(bead_with_id(id)).await;
+    }
+    daemon
+        .wait_for("w1 handing an attempt back", |e| {
+            e["type"] == "step.interrupted"
+        })
+        .await;
+    let said = catalyst_testkit::poll::eventually("w1 to say why it takes no orders", async || {
+        trouble_of_w1().await?.trouble
+    })
+    .await;
+    assert!(said.contains("worktree"), "{said}");
+    let healthy = start_worker(&ws, &cluster, &remote, "w2", 1);
+    all_closed(&daemon, &ids, &[broken, healthy]).await;
+
+    let events = daemon.events().await;
+    let paused: Vec<_> = events
+        .iter()
+        .filter(|e| e["type"] == "dispatch.paused")
+        .collect();
+    assert!(paused.is_empty(), "the daemon went on: {paused:?}");
+    for id in &ids {
+        assert_eq!(merges(&events, Some(id)), 1, "{id}");
+    }
+    assert!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "step.result")
+            .all(|e| e["counters"]["failed_attempts"] == 0),
+        "the attempts handed back are not counted"
+    );
+    assert!(
+        events.iter().any(|e| e["type"] == "bead.comment"
+            && e["comment"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("worker `w1` could not prepare"))),
+        "the bead says which worker handed it back and why"
+    );
+}

@@ -5,8 +5,10 @@
 //! - [`bus`]: the daemon's side of NATS: orders out, ends back, leases, cancels, workers;
 //! - [`serve`]: `catalyst worker`: orders taken, run, ended, leases held;
 //! - [`worker`]: a worker's side: an order run in the worker's own workspace, its commit
-//!   pushed back.
+//!   pushed back;
+//! - [`trouble`]: a worker that cannot prepare attempts takes no orders for a while.
 
 pub mod bus;
 pub mod serve;
+pub mod trouble;
 pub mod worker;

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer};
 use futures::StreamExt;
@@ -13,9 +13,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::bus::{model_consumer, retry, ClusterError};
+use super::trouble::Trouble;
 use super::worker::{Worker, WorkerError};
 use crate::domain::cluster::{AttemptOrder, Lease, Subjects, WorkerBeat};
 use crate::domain::id::BeadId;
+use crate::domain::router::Outcome;
 
 /// How often a worker says it is there.
 const PRESENCE: Duration = Duration::from_secs(2);
@@ -82,11 +84,12 @@ pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> Result<(
         .await?,
     );
     let running: Running = Arc::default();
+    let trouble = Arc::new(Mutex::new(Trouble::default()));
     tokio::spawn(say_present(
         client.clone(),
         subjects.clone(),
         opts.clone(),
-        running.clone(),
+        (running.clone(), trouble.clone()),
         shutdown.clone(),
     ));
     tokio::spawn(follow_cancels(
@@ -106,6 +109,7 @@ pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> Result<(
         slots: slots.clone(),
         name: opts.name.clone(),
         shutdown: shutdown.clone(),
+        trouble,
     });
     // One taker per model's consumer, so an idle model never delays another's orders. New
     // consumers are looked for every few seconds (a formula may name a model the daemon did
@@ -151,6 +155,17 @@ struct Taker {
     slots: Arc<Semaphore>,
     name: String,
     shutdown: CancellationToken,
+    trouble: Arc<Mutex<Trouble>>,
+}
+
+impl Taker {
+    /// How long the worker still takes no orders after an attempt it could not prepare.
+    fn waits(&self) -> Option<Duration> {
+        self.trouble
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .wait(Instant::now())
+    }
 }
 
 /// Takes the orders of one model's consumer while a slot is free, until shutdown. An order
@@ -158,6 +173,13 @@ struct Taker {
 /// to the queue, for another worker or for later.
 async fn take_orders(taker: Arc<Taker>, consumer: consumer::PullConsumer) {
     loop {
+        // Nothing is asked for while the worker waits after an attempt it could not prepare.
+        if let Some(wait) = taker.waits() {
+            tokio::select! {
+                () = taker.shutdown.cancelled() => return,
+                () = tokio::time::sleep(wait) => continue,
+            }
+        }
         // A slot free before asking: the request is not sent while every slot is busy.
         tokio::select! {
             () = taker.shutdown.cancelled() => return,
@@ -189,11 +211,14 @@ async fn take_orders(taker: Arc<Taker>, consumer: consumer::PullConsumer) {
                 _ => continue,
             },
         };
-        let Ok(permit) = taker.slots.clone().try_acquire_owned() else {
-            if let Err(e) = message.ack_with(jetstream::AckKind::Nak(None)).await {
-                tracing::warn!(error = %e, "cannot give an order back; it comes back after its wait");
+        let permit = match taker.slots.clone().try_acquire_owned() {
+            Ok(permit) if taker.waits().is_none() => permit,
+            _ => {
+                if let Err(e) = message.ack_with(jetstream::AckKind::Nak(None)).await {
+                    tracing::warn!(error = %e, "cannot give an order back; it comes back after its wait");
+                }
+                continue;
             }
-            continue;
         };
         taker.clone().start(message, permit).await;
     }
@@ -230,6 +255,13 @@ impl Taker {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&order.dispatch);
+            if let Some(Outcome::Unavailable { reason, .. }) = &end.outcome {
+                tracing::warn!(step = %order.step, %reason, "cannot prepare the attempt here; it runs again elsewhere");
+            }
+            self.trouble
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .note(end.outcome.as_ref(), Instant::now());
             send_end(&self.js, &self.subjects, &end).await;
             self.worker.finish(&order).await;
             drop(permit);
@@ -340,7 +372,7 @@ async fn say_present(
     client: async_nats::Client,
     subjects: Subjects,
     opts: WorkerOptions,
-    running: Running,
+    (running, trouble): (Running, Arc<Mutex<Trouble>>),
     shutdown: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(PRESENCE);
@@ -360,6 +392,10 @@ async fn say_present(
             slots: opts.slots,
             models: opts.models.clone(),
             running: steps,
+            trouble: trouble
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .reason(Instant::now()),
         };
         let payload = serde_json::to_vec(&beat).unwrap_or_default();
         let _ = client.publish(subjects.workers(), payload.into()).await;

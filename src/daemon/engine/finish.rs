@@ -55,9 +55,13 @@ impl Engine {
             return Ok(());
         }
         let Some(outcome) = &done.outcome else {
-            // Interrupted by shutdown: not an attempt. It runs again from its starting commit.
+            // Interrupted (by shutdown, a lost lease, a worker that could not prepare it): not
+            // an attempt. It runs again from its starting commit.
             let mut events = tool_events(done);
             events.extend(interrupted_events(done));
+            if let Some(text) = &done.comment {
+                events.push(self.comment(&work, text.clone()));
+            }
             self.record(events)?;
             return Ok(());
         };

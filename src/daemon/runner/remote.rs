@@ -16,6 +16,7 @@ use crate::daemon::worktree::{transport, CommitId};
 use crate::domain::cluster::{attempt_ref, base_ref, AttemptEnd, AttemptOrder};
 use crate::domain::id::BeadId;
 use crate::domain::router::Outcome;
+use crate::domain::unavailable::Unavailable;
 
 use super::agent_step::{merge_back, prepare_side, unprepared, write_inputs, write_result};
 use super::order::order_of;
@@ -166,6 +167,21 @@ async fn run_remote(
     done.cost_usd = end.cost_usd;
     done.comment = end.comment.clone();
     done.tool_records = end.tool_records.clone();
+    if let Some(Outcome::Unavailable {
+        cause: Unavailable::Preparation,
+        reason,
+    }) = &end.outcome
+    {
+        // Its fetch, worktree, run folder or sandbox failed on the worker's machine: the
+        // worker's trouble, not the attempt's, nor the daemon's to pause for. It runs again,
+        // not counted, on whichever worker takes it next (this one waits a while first).
+        tracing::warn!(step = %job.step, attempt = job.attempt, worker = %end.worker, %reason, "a worker could not prepare the attempt; it runs again");
+        done.comment = Some(format!(
+            "worker `{}` could not prepare attempt {} of `{}`: {reason}; it runs again",
+            end.worker, job.attempt, job.step_name
+        ));
+        return done;
+    }
     let Some(mut outcome) = end.outcome.clone() else {
         return done;
     };

@@ -93,7 +93,7 @@ pub fn run(dir: &Path, with_prompts: bool, out: &mut impl Write) -> Result<(), I
     }
 
     for cli in AGENT_CLIS {
-        match find_on_path(cli) {
+        match crate::daemon::fsutil::find_on_path(cli) {
             Some(path) => say(out, format!("found `{cli}` at {}", path.display()))?,
             None => say(out, format!("`{cli}` is not on PATH"))?,
         }
@@ -105,7 +105,9 @@ pub fn run(dir: &Path, with_prompts: bool, out: &mut impl Write) -> Result<(), I
                 Ok(fine) => say(out, fine)?,
                 Err(problem) => say(out, problem)?,
             }
-            match missing_agent(&config, &|program| find_program(program).is_some()) {
+            match missing_agent(&config, &|program| {
+                crate::daemon::fsutil::find_program(program).is_some()
+            }) {
                 Some(line) => say(out, line)?,
                 None => {
                     if let Ok(profile) = config.profile() {
@@ -164,28 +166,6 @@ fn missing_agent(config: &Config, found: &dyn Fn(&str) -> bool) -> Option<String
         "the agent profile `{}` runs `{program}`, which is not {place}: install it, or set `agent` in .catalyst/config.toml",
         config.agent
     ))
-}
-
-/// `program` as the agent's command names it: a path as it is, a bare name looked up on PATH.
-fn find_program(program: &str) -> Option<PathBuf> {
-    if program.contains('/') {
-        let path = PathBuf::from(program);
-        return is_executable(&path).then_some(path);
-    }
-    find_on_path(program)
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// The first executable file called `name` in a PATH folder.
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| is_executable(p))
 }
 
 #[cfg(test)]

@@ -57,6 +57,29 @@ pub fn create_dir_durable(dir: &Path) -> io::Result<()> {
     sync_dir(parent(dir))
 }
 
+/// `program` as a command names it: a path as it is, a bare name looked up on `PATH`; `None`
+/// when that is not an executable file.
+pub fn find_program(program: &str) -> Option<std::path::PathBuf> {
+    if program.contains('/') {
+        let path = std::path::PathBuf::from(program);
+        return is_executable(&path).then_some(path);
+    }
+    find_on_path(program)
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The first executable file called `name` in a `PATH` folder.
+pub fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| is_executable(p))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

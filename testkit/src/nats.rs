@@ -244,9 +244,24 @@ pub fn start_worker(
     name: &str,
     slots: usize,
 ) -> WorkerProcess {
+    start_worker_with_path(ws, cluster, remote, (name, slots), None)
+}
+
+/// [`start_worker`] with its `PATH` set to `path` (a machine without some program).
+pub fn start_worker_with_path(
+    ws: &Workspace,
+    cluster: &NatsCluster,
+    remote: &Path,
+    (name, slots): (&str, usize),
+    path: Option<&Path>,
+) -> WorkerProcess {
     let log = ws.root.join(format!("{name}.log"));
     let file = std::fs::File::create(&log).expect("worker log");
-    let child = Command::new(crate::catalyst_bin())
+    let mut command = Command::new(crate::catalyst_bin());
+    if let Some(path) = path {
+        command.env("PATH", path);
+    }
+    let child = command
         .arg("worker")
         .arg("--nats")
         .arg(cluster.urls().join(","))

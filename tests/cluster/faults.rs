@@ -4,7 +4,9 @@
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use catalyst_testkit::nats::{shared_remote, start_worker, NatsCluster, WorkerProcess};
+use catalyst_testkit::nats::{
+    shared_remote, start_worker, start_worker_with_path, NatsCluster, WorkerProcess,
+};
 use catalyst_testkit::{bead_with_id, Workspace};
 
 use super::run::{all_closed, fix_loop, fix_loop_workspace, two_workers};
@@ -204,12 +206,15 @@ async fn the_daemon_killed_mid_run_applies_no_attempt_twice_after_its_restart() 
     }
 }
 
-/// A worker that cannot prepare attempts on its machine (here its worktrees' folder became a
-/// file) hands each one back without pausing the daemon: the attempt runs again, not counted,
-/// on the other worker; the broken worker waits before it takes more, and `ctl workers` says
-/// why.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_that_cannot_prepare_attempts_hands_them_back_without_pausing_the_daemon() {
+/// Two beads on a daemon with the worker `w1` that `broken` starts (and `breaks` once it is
+/// there) and a healthy `w2` started once `w1` has handed an attempt back: the attempts `w1`
+/// cannot prepare run again, not counted, on `w2`; the daemon never pauses; `w1` says why it
+/// takes no orders (its reason contains `said`), and the bead says which worker handed it back.
+async fn a_broken_worker_hands_attempts_back(
+    broken: impl FnOnce(&Workspace, &NatsCluster, &std::path::Path) -> WorkerProcess,
+    breaks: impl FnOnce(&Workspace),
+    said: &str,
+) {
     let Some(cluster) = NatsCluster::start(1).await else {
         return;
     };
@@ -218,20 +223,18 @@ async fn a_worker_that_cannot_prepare_attempts_hands_them_back_without_pausing_t
     let remote = shared_remote(&ws);
     ws.append_config(&cluster.config_for(&remote, LEASE));
     let daemon = ws.start().await;
-    let broken = start_worker(&ws, &cluster, &remote, "w1", 1);
-    let trouble_of_w1 = async || {
+    let w1 = broken(&ws, &cluster, &remote);
+    let w1_as_listed = async || {
         let answer = daemon.call(catalyst::protocol::Method::Workers).await;
         let workers: catalyst::protocol::WorkersAnswer =
             serde_json::from_value(answer).expect("a workers answer");
         workers.workers.into_iter().find(|w| w.name == "w1")
     };
     catalyst_testkit::poll::eventually("w1 to say it is there", async || {
-        trouble_of_w1().await.map(drop)
+        w1_as_listed().await.map(drop)
     })
     .await;
-    let trees = ws.root.join("w1/repo/.catalyst/worktrees");
-    std::fs::remove_dir_all(&trees).expect("remove w1's worktrees");
-    std::fs::write(&trees, "").expect("a file in their place");
+    breaks(&ws);
 
     let ids: Vec<String> = vec!["cat-p1".into(), "cat-p2".into()];
     for id in &ids {
@@ -242,18 +245,19 @@ async fn a_worker_that_cannot_prepare_attempts_hands_them_back_without_pausing_t
             e["type"] == "step.interrupted"
         })
         .await;
-    let said = catalyst_testkit::poll::eventually("w1 to say why it takes no orders", async || {
-        trouble_of_w1().await?.trouble
-    })
-    .await;
-    assert!(said.contains("worktree"), "{said}");
+    let trouble =
+        catalyst_testkit::poll::eventually("w1 to say why it takes no orders", async || {
+            w1_as_listed().await?.trouble
+        })
+        .await;
+    assert!(trouble.contains(said), "{trouble}");
     let healthy = start_worker(&ws, &cluster, &remote, "w2", 1);
-    all_closed(&daemon, &ids, &[broken, healthy]).await;
+    all_closed(&daemon, &ids, &[w1, healthy]).await;
 
     let events = daemon.events().await;
     let paused: Vec<_> = events
         .iter()
-        .filter(|e| e["type"] == "dispatch.paused")
+        .filter(|e| e["type"] == "dispatch.paused" || e["type"] == "model.paused")
         .collect();
     assert!(paused.is_empty(), "the daemon went on: {paused:?}");
     for id in &ids {
@@ -270,7 +274,41 @@ async fn a_worker_that_cannot_prepare_attempts_hands_them_back_without_pausing_t
         events.iter().any(|e| e["type"] == "bead.comment"
             && e["comment"]["text"]
                 .as_str()
-                .is_some_and(|t| t.contains("worker `w1` could not prepare"))),
+                .is_some_and(|t| t.contains("worker `w1` could not prepare") && t.contains(said))),
         "the bead says which worker handed it back and why"
     );
+}
+
+/// A worker whose worktrees' folder became a file cannot make an attempt's worktree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_cannot_prepare_attempts_hands_them_back_without_pausing_the_daemon() {
+    a_broken_worker_hands_attempts_back(
+        |ws, cluster, remote| start_worker(ws, cluster, remote, "w1", 1),
+        |ws| {
+            let trees = ws.root.join("w1/repo/.catalyst/worktrees");
+            std::fs::remove_dir_all(&trees).expect("remove w1's worktrees");
+            std::fs::write(&trees, "").expect("a file in their place");
+        },
+        "worktree",
+    )
+    .await;
+}
+
+/// A worker on a machine without `bwrap` (the default sandbox's program) runs none of the
+/// daemon's attempts, unconfined or otherwise: it hands them back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_without_bwrap_hands_attempts_back_without_pausing_the_daemon() {
+    a_broken_worker_hands_attempts_back(
+        |ws, cluster, remote| {
+            // A PATH with git (the worker clones and fetches with it), and no bwrap.
+            let bin = ws.root.join("w1-bin");
+            std::fs::create_dir_all(&bin).expect("a bin folder");
+            let git = catalyst::daemon::fsutil::find_on_path("git").expect("git is installed");
+            std::os::unix::fs::symlink(git, bin.join("git")).expect("link git");
+            start_worker_with_path(ws, cluster, remote, ("w1", 1), Some(&bin))
+        },
+        |_| {},
+        "`bwrap` is not installed on this worker",
+    )
+    .await;
 }

@@ -210,7 +210,7 @@ fn find_catalystd() -> Option<PathBuf> {
         .map(|d| d.join("catalystd"));
     sibling
         .filter(|p| p.is_file())
-        .or_else(|| crate::cli::init::find_on_path("catalystd"))
+        .or_else(|| crate::daemon::fsutil::find_on_path("catalystd"))
 }
 
 /// Writes the service file and says how to enable it.

@@ -23,6 +23,7 @@ use crate::daemon::Paths;
 use crate::domain::agent::attempt::ToolRecord;
 use crate::domain::agent::profile::AgentProfile;
 use crate::domain::agent::report::RunReport;
+use crate::domain::agent::sandbox::SandboxKind;
 use crate::domain::cluster::{attempt_ref, AttemptEnd, AttemptOrder};
 use crate::domain::id::BeadId;
 use crate::domain::unavailable::Unavailable;
@@ -139,9 +140,16 @@ impl Worker {
             .await
             .entry(order.work.clone())
             .or_default() += 1;
-        let mut done = match self.fetch(order).await {
-            Ok(()) => self.run_fetched(order, cancel).await,
-            Err(e) => unavailable(order, format!("cannot fetch the starting commit: {e}")),
+        let mut done = if let Some(program) = missing_program(&order.profile) {
+            unavailable(
+                order,
+                format!("`{program}` is not installed on this worker (not found on its PATH)"),
+            )
+        } else {
+            match self.fetch(order).await {
+                Ok(()) => self.run_fetched(order, cancel).await,
+                Err(e) => unavailable(order, format!("cannot fetch the starting commit: {e}")),
+            }
         };
         if let Some(commit) = &done.commit {
             let reference = attempt_ref(&order.work, &order.step_name, order.attempt);
@@ -287,6 +295,19 @@ impl Worker {
             stderr: tail(&run_dir.join(crate::daemon::agent::STDERR_FILE)),
         }
     }
+}
+
+/// A program the order's attempt needs that this machine does not have: the agent's command,
+/// and `bwrap` when its profile sandboxes it. Missing, the attempt could not start here; it is
+/// this worker's trouble (the daemon hands the attempt to another), where a daemon whose own
+/// agent CLI is missing pauses its agents instead.
+fn missing_program(profile: &AgentProfile) -> Option<String> {
+    let agent = profile.command.first()?;
+    let sandboxed = profile.sandbox != SandboxKind::None;
+    std::iter::once(agent.as_str())
+        .chain(sandboxed.then_some(crate::daemon::sandbox::BWRAP))
+        .find(|program| crate::daemon::fsutil::find_program(program).is_none())
+        .map(str::to_owned)
 }
 
 /// The attempt failed before its agent ran, for a reason of the worker's (not counted).

@@ -60,11 +60,19 @@ pub fn create_dir_durable(dir: &Path) -> io::Result<()> {
 /// `program` as a command names it: a path as it is, a bare name looked up on `PATH`; `None`
 /// when that is not an executable file.
 pub fn find_program(program: &str) -> Option<std::path::PathBuf> {
+    find_program_in(program, std::env::var_os("PATH").as_deref())
+}
+
+/// [`find_program`] with `path` as the `PATH` (a command's own environment may set one).
+pub fn find_program_in(
+    program: &str,
+    path: Option<&std::ffi::OsStr>,
+) -> Option<std::path::PathBuf> {
     if program.contains('/') {
         let path = std::path::PathBuf::from(program);
         return is_executable(&path).then_some(path);
     }
-    find_on_path(program)
+    find_in(program, path?)
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -74,8 +82,12 @@ fn is_executable(path: &Path) -> bool {
 
 /// The first executable file called `name` in a `PATH` folder.
 pub fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
+    find_in(name, &std::env::var_os("PATH")?)
+}
+
+/// The first executable file called `name` in the folders of `path` (as `PATH` lists them).
+fn find_in(name: &str, path: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
+    std::env::split_paths(path)
         .map(|dir| dir.join(name))
         .find(|p| is_executable(p))
 }
@@ -103,5 +115,26 @@ mod tests {
         let err = write_atomic_with(&path, |_| Err(io::Error::other("disk full"))).unwrap_err();
         assert_eq!(err.to_string(), "disk full");
         assert_eq!(fs::read(&path).unwrap(), b"old");
+    }
+
+    #[test]
+    fn a_program_is_found_on_the_path_given_or_at_its_own_path_if_executable() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let tool = dir.path().join("tool");
+        fs::write(&tool, "#!/bin/sh\n").unwrap();
+        let path = std::env::join_paths([Path::new("/nonexistent"), dir.path()]).unwrap();
+        // Not executable yet: not a program.
+        assert_eq!(find_program_in("tool", Some(&path)), None);
+        fs::set_permissions(&tool, fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(find_program_in("tool", Some(&path)), Some(tool.clone()));
+        assert_eq!(find_program_in("tool", Some("/nonexistent".as_ref())), None);
+        assert_eq!(find_program_in("tool", None), None, "no PATH");
+        let named = tool.to_str().unwrap();
+        assert_eq!(
+            find_program_in(named, None),
+            Some(tool.clone()),
+            "a path as it is"
+        );
     }
 }

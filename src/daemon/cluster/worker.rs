@@ -302,12 +302,20 @@ impl Worker {
 /// this worker's trouble (the daemon hands the attempt to another), where a daemon whose own
 /// agent CLI is missing pauses its agents instead.
 fn missing_program(profile: &AgentProfile) -> Option<String> {
+    use crate::daemon::fsutil::{find_program, find_program_in};
     let agent = profile.command.first()?;
+    // The agent is looked up on its profile's `PATH` when it sets one, as its start does.
+    let agent_path = profile.env.get("PATH").map(std::ffi::OsStr::new);
+    let agent_found = match agent_path {
+        Some(path) => find_program_in(agent, Some(path)).is_some(),
+        None => find_program(agent).is_some(),
+    };
+    if !agent_found {
+        return Some(agent.clone());
+    }
     let sandboxed = profile.sandbox != SandboxKind::None;
-    std::iter::once(agent.as_str())
-        .chain(sandboxed.then_some(crate::daemon::sandbox::BWRAP))
-        .find(|program| crate::daemon::fsutil::find_program(program).is_none())
-        .map(str::to_owned)
+    let bwrap = crate::daemon::sandbox::BWRAP;
+    (sandboxed && find_program(bwrap).is_none()).then(|| bwrap.to_owned())
 }
 
 /// The attempt failed before its agent ran, for a reason of the worker's (not counted).

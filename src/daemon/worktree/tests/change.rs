@@ -42,23 +42,12 @@ fn a_bead_without_a_branch_is_named() {
 
 #[test]
 fn a_merged_beads_diff_is_what_its_merge_brought_after_its_branch_is_gone() {
-    let (f, b, wt) = Fixture::with_bead();
-    write(&wt.path.join("new.txt"), "new\n");
-    f.commit(&b, "cat-1 implement: a file");
-    let before = f.repo.branch_diff(&b, "main", 80).expect("diff");
-    let MergeOutcome::Merged { from, to } = f.merge(&b, "main").expect("merge") else {
-        panic!("not merged");
-    };
+    let (f, b, before, merged) = merged_bead();
     f.repo.remove(&b).expect("remove");
     // The target moves on after the merge: not part of what the merge brought.
     write(&f.ws.join("later.txt"), "later\n");
     commit_everything(&f.ws, "a person's commit on main");
 
-    let merged = Merged {
-        target: "main".into(),
-        from: from.to_string(),
-        to: to.to_string(),
-    };
     let after = f
         .repo
         .work_diff(&b, Some(&merged), "main", 80)
@@ -71,6 +60,21 @@ fn a_merged_beads_diff_is_what_its_merge_brought_after_its_branch_is_gone() {
 
 #[test]
 fn a_merged_beads_diff_is_what_its_merge_brought_while_its_branch_lingers() {
+    let (f, b, before, merged) = merged_bead();
+    // The branch is still there (the daemon deletes it a moment later) and, merged, changes
+    // nothing against the target.
+    let lingering = f.repo.branch_diff(&b, "main", 80).expect("diff");
+    assert_eq!(lingering.patch, "");
+    let shown = f
+        .repo
+        .work_diff(&b, Some(&merged), "main", 80)
+        .expect("diff");
+    assert_eq!(shown, before, "the merge's change, not an empty one");
+}
+
+/// A bead that added a file, merged into `main`: its diff just before the merge, and the
+/// merge's record.
+fn merged_bead() -> (Fixture, BeadId, BranchDiff, Merged) {
     let (f, b, wt) = Fixture::with_bead();
     write(&wt.path.join("new.txt"), "new\n");
     f.commit(&b, "cat-1 implement: a file");
@@ -78,18 +82,10 @@ fn a_merged_beads_diff_is_what_its_merge_brought_while_its_branch_lingers() {
     let MergeOutcome::Merged { from, to } = f.merge(&b, "main").expect("merge") else {
         panic!("not merged");
     };
-    // The branch is still there (the daemon deletes it a moment later) and, merged, changes
-    // nothing against the target.
-    let lingering = f.repo.branch_diff(&b, "main", 80).expect("diff");
-    assert_eq!(lingering.patch, "");
     let merged = Merged {
         target: "main".into(),
         from: from.to_string(),
         to: to.to_string(),
     };
-    let shown = f
-        .repo
-        .work_diff(&b, Some(&merged), "main", 80)
-        .expect("diff");
-    assert_eq!(shown, before, "the merge's change, not an empty one");
+    (f, b, before, merged)
 }

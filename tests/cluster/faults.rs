@@ -260,6 +260,16 @@ async fn a_broken_worker_hands_attempts_back(
         .filter(|e| e["type"] == "dispatch.paused" || e["type"] == "model.paused")
         .collect();
     assert!(paused.is_empty(), "the daemon went on: {paused:?}");
+    // w1 waits 5 s after its first failure, then 10 s: it hands back an attempt or two, not
+    // one each time the daemon hands it out again.
+    let handed_back = events
+        .iter()
+        .filter(|e| e["type"] == "step.interrupted")
+        .count();
+    assert!(
+        (1..=3).contains(&handed_back),
+        "w1 held back between attempts: {handed_back} handed back"
+    );
     for id in &ids {
         assert_eq!(merges(&events, Some(id)), 1, "{id}");
     }

@@ -89,7 +89,8 @@ pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> Result<(
         client.clone(),
         subjects.clone(),
         opts.clone(),
-        (running.clone(), trouble.clone()),
+        running.clone(),
+        trouble.clone(),
         shutdown.clone(),
     ));
     tokio::spawn(follow_cancels(
@@ -158,16 +159,6 @@ struct Taker {
     trouble: Arc<Mutex<Trouble>>,
 }
 
-impl Taker {
-    /// How long the worker still takes no orders after an attempt it could not prepare.
-    fn waits(&self) -> Option<Duration> {
-        self.trouble
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .wait(Instant::now())
-    }
-}
-
 /// Takes the orders of one model's consumer while a slot is free, until shutdown. An order
 /// that arrives once every slot has been taken (by another model's order meanwhile) goes back
 /// to the queue, for another worker or for later.
@@ -225,6 +216,14 @@ async fn take_orders(taker: Arc<Taker>, consumer: consumer::PullConsumer) {
 }
 
 impl Taker {
+    /// How long the worker still takes no orders after an attempt it could not prepare.
+    fn waits(&self) -> Option<Duration> {
+        self.trouble
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .wait(Instant::now())
+    }
+
     /// Runs the order of `message` in the slot `permit` holds, and sends its end.
     async fn start(self: Arc<Self>, message: jetstream::Message, permit: OwnedSemaphorePermit) {
         let order: AttemptOrder = match serde_json::from_slice(&message.payload) {
@@ -372,7 +371,8 @@ async fn say_present(
     client: async_nats::Client,
     subjects: Subjects,
     opts: WorkerOptions,
-    (running, trouble): (Running, Arc<Mutex<Trouble>>),
+    running: Running,
+    trouble: Arc<Mutex<Trouble>>,
     shutdown: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(PRESENCE);

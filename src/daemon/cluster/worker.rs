@@ -305,12 +305,9 @@ fn missing_program(profile: &AgentProfile) -> Option<String> {
     use crate::daemon::fsutil::{find_program, find_program_in};
     let agent = profile.command.first()?;
     // The agent is looked up on its profile's `PATH` when it sets one, as its start does.
-    let agent_path = profile.env.get("PATH").map(std::ffi::OsStr::new);
-    let agent_found = match agent_path {
-        Some(path) => find_program_in(agent, Some(path)).is_some(),
-        None => find_program(agent).is_some(),
-    };
-    if !agent_found {
+    let path = (profile.env.get("PATH").map(std::ffi::OsString::from))
+        .or_else(|| std::env::var_os("PATH"));
+    if find_program_in(agent, path.as_deref()).is_none() {
         return Some(agent.clone());
     }
     let sandboxed = profile.sandbox != SandboxKind::None;

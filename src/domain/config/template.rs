@@ -227,7 +227,8 @@ pub const KEYS: &[Key] = &[
     ),
     key(
         "cluster.keep_refs_secs",
-        "a finished bead's refs stay this long in the shared remote, so a bead starting from          its commit needs no push (0: deleted at once)",
+        "a finished bead's refs stay this long in the shared remote, so a bead starting from \
+         its commit needs no push (0: deleted at once)",
     ),
     Key {
         key: "cluster.replicas",

@@ -41,7 +41,7 @@ fn confined(dir: &Path, network: Network) -> SandboxSpec {
         readable: Vec::new(),
         network,
         net: (network == Network::ModelOnly).then(|| NetPlan {
-            catalyst: catalyst_testkit::catalyst_bin(),
+            forwarder: catalyst::daemon::load::forwarder(&catalyst_testkit::catalyst_bin()),
             forwards: Vec::new(),
             hosts: vec!["api.anthropic.com:443".into()],
             refused: None,

@@ -3,19 +3,24 @@
 //! ([`catalyst::cli::hook::run_local`]); when there is none (the attempt is over) it hands
 //! the call to `catalyst hook <event>` next to it, which asks the daemon. Exit codes and
 //! output are Claude Code's (docs/agents.md#hooks).
+//!
+//! The two other programs an attempt starts are here too, for the same reason: the shim that
+//! becomes the agent (`__exec`) and the forwarder of a `model-only` network (`__sandbox-net`).
 
 use std::io::{self, Read, Write};
 use std::process::{ExitCode, Stdio};
 
 use catalyst::cli::hook::{run_local, HookEnv, HookEvent};
 use catalyst::daemon::agent::shim;
+use catalyst::domain::agent::sandbox::SANDBOX_NET_COMMAND;
 
 fn main() -> ExitCode {
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a == shim::EXEC_COMMAND)
-    {
+    let first = std::env::args_os().nth(1);
+    if first.as_ref().is_some_and(|a| a == shim::EXEC_COMMAND) {
         return shim::main(&std::env::args_os().skip(2).collect::<Vec<_>>());
+    }
+    if first.is_some_and(|a| a == SANDBOX_NET_COMMAND) {
+        return catalyst::cli::sandbox_net::main(&std::env::args().skip(2).collect::<Vec<_>>());
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let event = match args.as_slice() {

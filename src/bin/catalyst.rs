@@ -249,18 +249,6 @@ enum Outcome {
 /// The hidden subcommand that makes this binary a stand-in `claude` for the demo and tests.
 const STUB_CLAUDE: &str = "__stub-claude";
 
-fn sandbox_net(args: &[String]) -> ExitCode {
-    use catalyst::cli::sandbox_net;
-    match sandbox_net::parse(args)
-        .and_then(|(forwards, command)| sandbox_net::run(&forwards, &command))
-    {
-        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
-        Err(e) => {
-            eprintln!("catalyst: {e}");
-            ExitCode::from(127)
-        }
-    }
-}
 
 fn main() -> ExitCode {
     let mut args = std::env::args();
@@ -269,7 +257,9 @@ fn main() -> ExitCode {
             let code = stub_claude::run(args.collect());
             return ExitCode::from(u8::try_from(code).unwrap_or(1));
         }
-        Some(SANDBOX_NET_COMMAND) => return sandbox_net(&args.collect::<Vec<_>>()),
+        Some(SANDBOX_NET_COMMAND) => {
+            return catalyst::cli::sandbox_net::main(&args.collect::<Vec<_>>())
+        }
         Some(shim::EXEC_COMMAND) => {
             return shim::main(&std::env::args_os().skip(2).collect::<Vec<_>>())
         }

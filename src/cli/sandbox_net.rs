@@ -1,4 +1,5 @@
-//! `catalyst __sandbox-net`: the first process inside an attempt's network namespace. It
+//! `catalyst-hook __sandbox-net` (or `catalyst __sandbox-net`): the first process inside an
+//! attempt's network namespace. It
 //! listens on the loopback ports the agent is told to use (its model API's, and the HTTPS
 //! proxy's), carries each connection to a Unix socket the daemon serves from outside the
 //! namespace, and runs the agent as its child, exiting as it exits.
@@ -10,7 +11,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, ExitCode};
 
 /// Why the forwarder could not start the agent.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +29,18 @@ pub enum SandboxNetError {
 pub struct Forward {
     pub listen: SocketAddr,
     pub socket: PathBuf,
+}
+
+/// The whole subcommand, given the arguments after its name: exits as the agent does, or 127
+/// (said on stderr) when it could not start it.
+pub fn main(args: &[String]) -> ExitCode {
+    match parse(args).and_then(|(forwards, command)| run(&forwards, &command)) {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("catalyst: {e}");
+            ExitCode::from(127)
+        }
+    }
 }
 
 /// Reads the arguments: the forwards and the command.

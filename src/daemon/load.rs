@@ -87,6 +87,12 @@ pub fn hook_bin(catalyst: &Path) -> Option<PathBuf> {
     Some(catalyst.parent()?.join("catalyst-hook")).filter(|p| p.is_file())
 }
 
+/// The program whose `__sandbox-net` is the first process of a `model-only` network:
+/// `catalyst-hook` beside `catalyst` when it is there, else `catalyst` itself.
+pub fn forwarder(catalyst: &Path) -> PathBuf {
+    hook_bin(catalyst).unwrap_or_else(|| catalyst.to_owned())
+}
+
 /// The `catalyst` binary for hook commands: `catalyst_bin`, else a `catalyst` next to the
 /// running executable (`catalystd` and `catalyst` are installed together; the demo runs
 /// inside `catalyst` itself), else the first `catalyst` on `PATH`, else the bare name.

@@ -1,5 +1,5 @@
 //! The outside end of a sandboxed attempt's network (docs/agents.md#network): Unix sockets in
-//! the attempt's run folder, which `catalyst __sandbox-net` inside the namespace connects
+//! the attempt's run folder, which the forwarder (`__sandbox-net`) inside the namespace connects
 //! loopback ports to.
 //!
 //! - A **forward** carries a connection to one fixed address: the model API when its base URL

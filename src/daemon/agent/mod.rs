@@ -108,8 +108,9 @@ pub struct SandboxSpec {
 /// [`crate::daemon::netproxy`]).
 #[derive(Clone, Debug)]
 pub struct NetPlan {
-    /// The `catalyst` binary, whose `__sandbox-net` runs inside the namespace.
-    pub catalyst: PathBuf,
+    /// The program whose `__sandbox-net` runs inside the namespace
+    /// ([`crate::daemon::load::forwarder`]).
+    pub forwarder: PathBuf,
     /// Loopback model APIs, reached at the same address inside.
     pub forwards: Vec<std::net::SocketAddr>,
     /// The `host:port`s the HTTPS proxy connects to.

@@ -210,7 +210,7 @@ fn proxy_env() -> [(&'static str, String); 5] {
 }
 
 /// Starts the outside end of a `model-only` network and returns it with `argv` run through
-/// `catalyst __sandbox-net`, which carries the loopback ports inside to it.
+/// the forwarder's `__sandbox-net`, which carries the loopback ports inside to it.
 fn network(
     plan: &NetPlan,
     run_dir: &Path,
@@ -228,7 +228,7 @@ fn network(
         })?;
     let listens = std::iter::once(PROXY_INSIDE.to_owned())
         .chain(plan.forwards.iter().map(ToString::to_string));
-    let mut through: Vec<OsString> = vec![plan.catalyst.clone().into(), SANDBOX_NET_COMMAND.into()];
+    let mut through: Vec<OsString> = vec![plan.forwarder.clone().into(), SANDBOX_NET_COMMAND.into()];
     for (listen, socket) in listens.zip(&sockets) {
         through.push("--listen".into());
         let mut spec = OsString::from(format!("{listen}="));

@@ -370,7 +370,7 @@ pub fn sandbox_template(
         .collect();
     let net = (profile.network == Network::ModelOnly).then(|| {
         let mut plan = NetPlan {
-            catalyst: catalyst.to_owned(),
+            forwarder: crate::daemon::load::forwarder(catalyst),
             forwards: Vec::new(),
             hosts: profile.model_hosts.clone(),
             refused: None,

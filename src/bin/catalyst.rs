@@ -249,7 +249,6 @@ enum Outcome {
 /// The hidden subcommand that makes this binary a stand-in `claude` for the demo and tests.
 const STUB_CLAUDE: &str = "__stub-claude";
 
-
 fn main() -> ExitCode {
     let mut args = std::env::args();
     match args.nth(1).as_deref() {

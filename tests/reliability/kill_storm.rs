@@ -125,6 +125,8 @@ struct RunEnd {
     fixes: BTreeMap<String, usize>,
     /// Per bead: counted retries and escalations, as the `[daemon] RETRY` comments count them.
     retries: BTreeMap<String, usize>,
+    /// Per bead: each of those as `<step>: <reason>`, for the message when runs differ.
+    retry_reasons: BTreeMap<String, Vec<String>>,
     interrupted: usize,
     kills: usize,
     agent_runs: usize,
@@ -323,6 +325,7 @@ fn check_run(
     let mut merges = BTreeMap::new();
     let mut fixes = BTreeMap::new();
     let mut retries = BTreeMap::new();
+    let mut retry_reasons = BTreeMap::new();
     for (id, _, _) in BEADS {
         let prefix = format!("{id} implement");
         implement_commits.insert(
@@ -337,20 +340,20 @@ fn check_run(
         };
         merges.insert(id.to_owned(), count("merge.completed"));
         fixes.insert(id.to_owned(), count("fix.created"));
-        retries.insert(
-            id.to_owned(),
-            events
-                .iter()
-                .filter(|e| {
-                    e["bead"] == id
-                        && ((e["type"] == "step.retry" && e["counted"] == true)
-                            || e["type"] == "step.escalated")
-                })
-                // A merge agent runs again when another bead's merge moved `main` after it
-                // merged it in: a race between beads, not a property of the run.
-                .filter(|e| !e["step"].as_str().is_some_and(|s| s.ends_with(".merge")))
-                .count(),
-        );
+        let counted: Vec<String> = events
+            .iter()
+            .filter(|e| {
+                e["bead"] == id
+                    && ((e["type"] == "step.retry" && e["counted"] == true)
+                        || e["type"] == "step.escalated")
+            })
+            // A merge agent runs again when another bead's merge moved `main` after it
+            // merged it in: a race between beads, not a property of the run.
+            .filter(|e| !e["step"].as_str().is_some_and(|s| s.ends_with(".merge")))
+            .map(|e| format!("{}: {}", e["step"], e["reason"]))
+            .collect();
+        retries.insert(id.to_owned(), counted.len());
+        retry_reasons.insert(id.to_owned(), counted);
     }
     for (id, status) in statuses {
         let expected = usize::from(status == "closed");
@@ -372,6 +375,7 @@ fn check_run(
         merges,
         fixes,
         retries,
+        retry_reasons,
         interrupted: events
             .iter()
             .filter(|e| e["type"] == "step.interrupted")
@@ -433,7 +437,8 @@ async fn storm(kills: usize) {
         if matches!(kind, Kind::NeverValid | Kind::Plain | Kind::FixOnce) {
             assert_eq!(
                 stormy.retries[id], calm.retries[id],
-                "{id}: counted retries differ"
+                "{id}: counted retries differ: with kills {:?}, without {:?}",
+                stormy.retry_reasons[id], calm.retry_reasons[id]
             );
         }
     }

@@ -228,7 +228,8 @@ fn network(
         })?;
     let listens = std::iter::once(PROXY_INSIDE.to_owned())
         .chain(plan.forwards.iter().map(ToString::to_string));
-    let mut through: Vec<OsString> = vec![plan.forwarder.clone().into(), SANDBOX_NET_COMMAND.into()];
+    let mut through: Vec<OsString> =
+        vec![plan.forwarder.clone().into(), SANDBOX_NET_COMMAND.into()];
     for (listen, socket) in listens.zip(&sockets) {
         through.push("--listen".into());
         let mut spec = OsString::from(format!("{listen}="));

@@ -21,6 +21,7 @@
 //!   branch only ever moves forward to a descendant.
 //! - **`.catalyst/` is never staged or cleaned** inside a worktree: it holds daemon state.
 
+mod add;
 mod change;
 mod commit;
 mod error;
@@ -36,7 +37,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use git2::{BranchType, Commit, ErrorCode, Repository, WorktreeAddOptions, WorktreePruneOptions};
+use git2::{BranchType, Commit, ErrorCode, Repository, WorktreePruneOptions};
 use tracing::{info, warn};
 
 use crate::domain::id::BeadId;
@@ -469,18 +470,7 @@ impl Repo {
         if self.adopt_spare(repo, bead) {
             return Ok((path, true));
         }
-        let refname = branch_ref(bead);
-        let reference = repo
-            .find_reference(&refname)
-            .ctx(|| format!("looking up `{refname}`"))?;
-        let mut opts = WorktreeAddOptions::new();
-        opts.reference(Some(&reference));
-        repo.worktree(bead.as_str(), &path, Some(&opts)).ctx(|| {
-            format!(
-                "adding a worktree for bead `{bead}` at `{}`",
-                path.display()
-            )
-        })?;
+        add::add_worktree(repo, bead, &path)?;
         info!(%bead, path = %path.display(), "created bead worktree");
         Ok((path, true))
     }
@@ -609,31 +599,17 @@ fn find_worktree(repo: &Repository, bead: &BeadId) -> Result<Option<git2::Worktr
 }
 
 /// Deletes a bead's branch unless a worktree has it checked out: the main repository's HEAD,
-/// or a worktree someone made of it. The check reads each worktree's `HEAD` file in the main
-/// repository's records; libgit2's own checked delete opens every worktree as a repository.
+/// or a worktree someone made of it ([`add::checked_out`]; libgit2's own checked delete opens
+/// every worktree as a repository).
 fn delete_branch(repo: &Repository, branch: git2::Branch<'_>) -> Result<(), git2::Error> {
-    let reference = branch.into_reference();
+    let mut reference = branch.into_reference();
     let name = reference.name().unwrap_or_default().to_owned();
-    let wanted = format!("ref: {name}");
-    let records = repo.commondir().join("worktrees");
-    let names = repo.worktrees()?;
-    let in_a_worktree = names.iter().filter_map(|n| n.ok().flatten()).any(|wt| {
-        fs::read_to_string(records.join(wt).join("HEAD")).is_ok_and(|head| head.trim() == wanted)
-    });
-    if in_a_worktree || repo_head_is(repo, &name) {
+    if add::checked_out(repo, &name) {
         return Err(git2::Error::from_str(&format!(
             "`{name}` is checked out in a worktree"
         )));
     }
-    let mut reference = reference;
     reference.delete()
-}
-
-/// Whether the main repository's HEAD points at `name`.
-fn repo_head_is(repo: &Repository, name: &str) -> bool {
-    repo.find_reference("HEAD")
-        .ok()
-        .is_some_and(|h| matches!(h.symbolic_target(), Ok(Some(t)) if t == name))
 }
 
 /// libgit2 writes the worktree's index only once its checkout is complete, so a missing index

@@ -249,3 +249,74 @@ fn remove_keeps_a_branch_that_a_person_has_checked_out() {
     f.repo.remove(&b).expect("remove");
     assert!(matches!(f.repo.head(&b), Err(GitError::NoBranch { .. })));
 }
+
+#[test]
+fn a_worktree_checked_out_afresh_is_one_git_itself_reads_as_whole() {
+    // No spares: the worktree is made file for file, not by libgit2's add.
+    let (f, b, wt) = Fixture::with_bead();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&wt.path)
+            .output()
+            .expect("run git");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let listed = git(&["worktree", "list", "--porcelain"]);
+    let ours = fs::canonicalize(&wt.path).expect("the worktree's path");
+    assert!(
+        listed.contains(&format!(
+            "worktree {}\nHEAD {}\nbranch refs/heads/{}\n",
+            ours.display(),
+            wt.head,
+            branch_name(&b)
+        )),
+        "{listed}"
+    );
+    assert_eq!(
+        git(&["status", "--porcelain"]),
+        "",
+        "nothing to commit, nothing untracked"
+    );
+    assert_eq!(
+        git(&["worktree", "prune", "--dry-run", "-v"]),
+        "",
+        "nothing stale"
+    );
+    assert_eq!(
+        git(&["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
+        branch_name(&b)
+    );
+    // And the daemon's own view of it: complete, on the branch, committable.
+    write(&wt.path.join("new.txt"), "new\n");
+    let committed = f.commit(&b, "cat-1 implement: new");
+    assert_eq!(f.repo.head(&b).expect("head"), committed);
+}
+
+#[test]
+fn create_refuses_a_branch_a_person_has_checked_out_and_leaves_nothing_behind() {
+    let (f, b, wt) = Fixture::with_bead();
+    let git = f.git();
+    fs::remove_dir_all(&wt.path).expect("the bead's worktree folder goes");
+    git.find_worktree(b.as_str())
+        .expect("record")
+        .prune(None)
+        .expect("prune");
+    let branch = git
+        .find_reference(&format!("refs/heads/{}", branch_name(&b)))
+        .expect("the bead's branch");
+    let theirs = f.tmp.path().join("inspect");
+    let mut opts = git2::WorktreeAddOptions::new();
+    opts.reference(Some(&branch));
+    git.worktree("inspect", &theirs, Some(&opts))
+        .expect("a person's worktree of the branch");
+
+    let err = f.repo.create(&b, "main").expect_err("the branch is in use");
+    assert!(err.to_string().contains("checked out"), "{err}");
+    assert!(!wt.path.exists(), "no folder made");
+    assert!(
+        !git.commondir().join("worktrees").join(b.as_str()).exists(),
+        "no record made"
+    );
+}

@@ -81,12 +81,17 @@ impl Repo {
         Ok(Some(id.into()))
     }
 
-    /// Whether the bead's work differs from `base`: the branch tip's tree differs from
-    /// `base`'s, or the worktree has uncommitted changes (staged, unstaged, or untracked files
-    /// that are not ignored; `.catalyst/` does not count). Commits that change nothing do not
-    /// count either, so an agent cannot pass for having worked by committing an empty commit.
+    /// Whether the bead's work differs from `base`: the worktree is not on the bead's branch
+    /// (an agent switched it away, or a daemon killed while making it from a spare left the
+    /// spare's detached HEAD), the branch tip's tree differs from `base`'s, or the worktree has
+    /// uncommitted changes (staged, unstaged, or untracked files that are not ignored;
+    /// `.catalyst/` does not count). Commits that change nothing do not count either, so an
+    /// agent cannot pass for having worked by committing an empty commit.
     pub fn changed_since(&self, bead: &BeadId, base: &CommitId) -> Result<bool, GitError> {
         let repo = self.open_worktree(bead)?;
+        if self.expect_on_branch(&repo, bead).is_err() {
+            return Ok(true);
+        }
         let base_tree = repo
             .find_commit(base.oid()?)
             .ctx(|| format!("looking up commit `{base}` for bead `{bead}`"))?
@@ -153,7 +158,6 @@ impl Repo {
             .and_then(|p| CommitId::parse(&p.to_string()).ok()))
     }
 
-    /// Fails unless the worktree's HEAD is the bead's branch.
     /// Refuses a worktree whose new or changed files include one larger than
     /// `max_file_bytes`: staging reads every file it adds, and git's later reads of the blob
     /// (a diff, a checkout) take it whole into memory. Only the files' sizes are looked at.
@@ -182,6 +186,7 @@ impl Repo {
         })
     }
 
+    /// Fails unless the worktree's HEAD is the bead's branch.
     fn expect_on_branch(&self, repo: &Repository, bead: &BeadId) -> Result<(), GitError> {
         let head = repo
             .find_reference("HEAD")

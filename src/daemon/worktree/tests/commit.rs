@@ -163,26 +163,6 @@ fn changed_since_sees_commits_edits_and_untracked_files_but_not_ignored_or_empty
 }
 
 #[test]
-fn a_worktree_off_its_branch_differs_from_the_beads_work_even_at_the_same_commit() {
-    // What a daemon killed while making the worktree from a spare leaves: the folder and
-    // record renamed to the bead's, HEAD still the spare's, detached, here at the very commit
-    // of the branch's tip. The next attempt's preparation resets only a worktree that
-    // differs; this one must, or the daemon's commit after the attempt is refused.
-    let (f, b, wt) = Fixture::with_bead();
-    let record = f.git().commondir().join("worktrees").join(b.as_str());
-    fs::write(record.join("HEAD"), format!("{}\n", wt.head)).expect("detach the record");
-    assert!(f.repo.changed_since(&b, &wt.head).expect("check"));
-    f.repo.reset_to(&b, &wt.head).expect("reset");
-    assert!(!f.repo.changed_since(&b, &wt.head).expect("check"));
-    write(&wt.path.join("x.txt"), "x\n");
-    assert!(f
-        .repo
-        .commit_all(&b, "msg")
-        .expect("on the branch again")
-        .is_some());
-}
-
-#[test]
 fn reset_to_restores_content_and_removes_untracked_files() {
     let (f, b, wt) = Fixture::with_bead();
     write(&wt.path.join(".gitignore"), "cache/\n");
@@ -219,7 +199,12 @@ fn reset_to_repairs_a_detached_head_and_a_deleted_worktree() {
     let git = Repository::open(&wt.path).expect("open worktree");
     git.set_head_detached(wt.head.oid().expect("oid"))
         .expect("detach");
+    // Also what a daemon killed while making the worktree from a spare leaves (the spare's
+    // HEAD, detached), even at the branch tip's very commit: it differs from the bead's work,
+    // so the next attempt's preparation resets it, and the daemon's commit is not refused.
+    assert!(f.repo.changed_since(&b, &wt.head).expect("check"));
     f.repo.reset_to(&b, &wt.head).expect("reset");
+    assert!(!f.repo.changed_since(&b, &wt.head).expect("check"));
     write(&wt.path.join("x.txt"), "x\n");
     assert!(f
         .repo

@@ -215,18 +215,11 @@ fn a_store_builds_only_on_branches_it_made() {
 fn remove_keeps_a_branch_that_a_person_has_checked_out() {
     let (f, b, wt) = Fixture::with_bead();
     let git = f.git();
-    let branch = git
-        .find_reference(&format!("refs/heads/{}", branch_name(&b)))
-        .expect("the bead's branch");
     // The bead's own worktree lets go of the branch; a person's worktree takes it.
     let own = Repository::open(&wt.path).expect("open the bead's worktree");
     own.set_head_detached(wt.head.oid().expect("oid"))
         .expect("detach");
-    let theirs = f.tmp.path().join("inspect");
-    let mut opts = git2::WorktreeAddOptions::new();
-    opts.reference(Some(&branch));
-    git.worktree("inspect", &theirs, Some(&opts))
-        .expect("a person's worktree of the branch");
+    let theirs = f.person_checks_out(&b);
     let err = f.repo.remove(&b).expect_err("the branch is in use");
     assert!(err.to_string().contains("checked out"), "{err}");
     assert_eq!(f.repo.head(&b).expect("the branch is still there"), wt.head);
@@ -238,7 +231,7 @@ fn remove_keeps_a_branch_that_a_person_has_checked_out() {
         .expect("record")
         .prune(None)
         .expect("prune");
-    git.set_head(branch.name().expect("name"))
+    git.set_head(&format!("refs/heads/{}", branch_name(&b)))
         .expect("check the branch out in main");
     let err = f
         .repo
@@ -303,14 +296,7 @@ fn create_refuses_a_branch_a_person_has_checked_out_and_leaves_nothing_behind() 
         .expect("record")
         .prune(None)
         .expect("prune");
-    let branch = git
-        .find_reference(&format!("refs/heads/{}", branch_name(&b)))
-        .expect("the bead's branch");
-    let theirs = f.tmp.path().join("inspect");
-    let mut opts = git2::WorktreeAddOptions::new();
-    opts.reference(Some(&branch));
-    git.worktree("inspect", &theirs, Some(&opts))
-        .expect("a person's worktree of the branch");
+    f.person_checks_out(&b);
 
     let err = f.repo.create(&b, "main").expect_err("the branch is in use");
     assert!(err.to_string().contains("checked out"), "{err}");

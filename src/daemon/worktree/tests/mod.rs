@@ -58,6 +58,20 @@ impl Fixture {
         Repository::open(&self.ws).expect("open")
     }
 
+    /// A person's worktree of the bead's branch, `inspect` beside the workspace: where it is.
+    fn person_checks_out(&self, b: &BeadId) -> PathBuf {
+        let git = self.git();
+        let branch = git
+            .find_reference(&format!("refs/heads/{}", branch_name(b)))
+            .expect("the bead's branch");
+        let theirs = self.tmp.path().join("inspect");
+        let mut opts = git2::WorktreeAddOptions::new();
+        opts.reference(Some(&branch));
+        git.worktree("inspect", &theirs, Some(&opts))
+            .expect("a person's worktree of the branch");
+        theirs
+    }
+
     /// The tip of a branch of the workspace repository.
     fn tip(&self, branch: &str) -> Oid {
         tip(&self.ws, branch)

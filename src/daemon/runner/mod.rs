@@ -158,7 +158,12 @@ async fn prepare_worktree(
         };
         match base {
             Some(base) => {
-                repo.reset_to(&work, &base)?;
+                // A worktree made just now (checked out, or a cleaned spare reset) at the
+                // starting commit is already there, with nothing else in it: a worker's usual
+                // case, whose every attempt names its start.
+                if !(tree.fresh && tree.head == base) {
+                    repo.reset_to(&work, &base)?;
+                }
                 Ok(base)
             }
             // The usual case: the worktree is clean at the tip after the daemon's last commit

@@ -11,10 +11,23 @@ use catalyst_testkit::web::{dashboard, free_port};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
-/// A headless Chromium session; chromedriver is killed when it is dropped.
+/// A headless Chromium session. chromedriver runs in a process group of its own with the
+/// browsers it starts; the whole group is killed when the session is dropped, even by a
+/// failed test (killing chromedriver alone left its Chromium running, orphaned).
 struct Browser {
     client: Client,
-    _driver: tokio::process::Child,
+    driver: tokio::process::Child,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if let Some(pid) = self.driver.id().and_then(|id| i32::try_from(id).ok()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
 }
 
 fn on_path(program: &str) -> Option<PathBuf> {
@@ -37,6 +50,7 @@ async fn browser() -> Option<Browser> {
         .arg(format!("--port={port}"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
+        .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .expect("start chromedriver");
@@ -59,10 +73,7 @@ async fn browser() -> Option<Browser> {
             .ok()
     })
     .await;
-    Some(Browser {
-        client,
-        _driver: driver,
-    })
+    Some(Browser { client, driver })
 }
 
 /// The texts of the elements `css` finds.
@@ -394,4 +405,35 @@ async fn a_beads_page_shows_the_running_agents_output_as_it_is_written() {
     std::fs::write(&go, "").expect("release the agent");
     wait_for_text(page, "#output", "<i>wrote</i> a.txt").await;
     wait_for_text(page, "header .state", "closed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_browser_leaves_no_chromium_behind() {
+    use nix::errno::Errno;
+    use nix::sys::signal::killpg;
+    let Some(browser) = browser().await else {
+        return;
+    };
+    browser
+        .client
+        .goto("about:blank")
+        .await
+        .expect("the browser runs");
+    let group = nix::unistd::Pid::from_raw(
+        browser
+            .driver
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .expect("chromedriver runs"),
+    );
+    assert_eq!(
+        killpg(group, None),
+        Ok(()),
+        "chromedriver leads a group of its own"
+    );
+    drop(browser);
+    eventually("chromedriver and its Chromium to be gone", async || {
+        (killpg(group, None) == Err(Errno::ESRCH)).then_some(())
+    })
+    .await;
 }

@@ -60,15 +60,17 @@ pub fn create_dir_durable(dir: &Path) -> io::Result<()> {
 /// `program` as a command names it: a path as it is, a bare name looked up on `PATH`; `None`
 /// when that is not an executable file.
 pub fn find_program(program: &str) -> Option<std::path::PathBuf> {
-    find_program_in(program, std::env::var_os("PATH").as_deref())
+    find_program_in(program.as_ref(), std::env::var_os("PATH").as_deref())
 }
 
-/// [`find_program`] with `path` as the `PATH` (a command's own environment may set one).
+/// [`find_program`] with `path` as the `PATH` (a command's own environment may set one): where
+/// `execvp` would run it from, `None` where it would fail.
 pub fn find_program_in(
-    program: &str,
+    program: &std::ffi::OsStr,
     path: Option<&std::ffi::OsStr>,
 ) -> Option<std::path::PathBuf> {
-    if program.contains('/') {
+    use std::os::unix::ffi::OsStrExt;
+    if program.as_bytes().contains(&b'/') {
         let path = std::path::PathBuf::from(program);
         return is_executable(&path).then_some(path);
     }
@@ -86,9 +88,9 @@ pub fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
 }
 
 /// The first executable file called `name` in the folders of `path` (as `PATH` lists them).
-fn find_in(name: &str, path: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
+fn find_in(name: impl AsRef<Path>, path: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
     std::env::split_paths(path)
-        .map(|dir| dir.join(name))
+        .map(|dir| dir.join(&name))
         .find(|p| is_executable(p))
 }
 
@@ -124,15 +126,19 @@ mod tests {
         let tool = dir.path().join("tool");
         fs::write(&tool, "#!/bin/sh\n").unwrap();
         let path = std::env::join_paths([Path::new("/nonexistent"), dir.path()]).unwrap();
+        let tool_name = std::ffi::OsStr::new("tool");
         // Not executable yet: not a program.
-        assert_eq!(find_program_in("tool", Some(&path)), None);
+        assert_eq!(find_program_in(tool_name, Some(&path)), None);
         fs::set_permissions(&tool, fs::Permissions::from_mode(0o755)).unwrap();
-        assert_eq!(find_program_in("tool", Some(&path)), Some(tool.clone()));
-        assert_eq!(find_program_in("tool", Some("/nonexistent".as_ref())), None);
-        assert_eq!(find_program_in("tool", None), None, "no PATH");
-        let named = tool.to_str().unwrap();
+        assert_eq!(find_program_in(tool_name, Some(&path)), Some(tool.clone()));
         assert_eq!(
-            find_program_in(named, None),
+            find_program_in(tool_name, Some("/nonexistent".as_ref())),
+            None
+        );
+        assert_eq!(find_program_in("missing".as_ref(), Some(&path)), None);
+        assert_eq!(find_program_in(tool_name, None), None, "no PATH");
+        assert_eq!(
+            find_program_in(tool.as_os_str(), None),
             Some(tool.clone()),
             "a path as it is"
         );

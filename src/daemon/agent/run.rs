@@ -189,7 +189,7 @@ fn resolve(program: &OsStr, env: &[(OsString, OsString)]) -> Option<PathBuf> {
     let path = set
         .map(|(_, v)| v.clone())
         .or_else(|| std::env::var_os("PATH"));
-    shim::resolve(program, path.as_deref())
+    crate::daemon::fsutil::find_program_in(program, path.as_deref())
 }
 
 /// Where the HTTPS proxy listens inside an attempt's network namespace.

@@ -22,7 +22,7 @@ use std::ffi::{OsStr, OsString};
 use std::io::{self, Read};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
 /// The hidden subcommand of `catalyst` and `catalyst-hook` that runs [`main`].
@@ -250,23 +250,6 @@ impl Read for RawStdin {
     }
 }
 
-/// Where `program` is run from: itself when it names a path, else the first executable file
-/// of that name in `path` (a `PATH` value); `None` when there is none, as `execvp` would fail.
-pub fn resolve(program: &OsStr, path: Option<&OsStr>) -> Option<PathBuf> {
-    let executable = |p: &Path| {
-        use std::os::unix::fs::PermissionsExt;
-        p.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if program.as_bytes().contains(&b'/') {
-        let p = PathBuf::from(program);
-        return executable(&p).then_some(p);
-    }
-    std::env::split_paths(path?)
-        .map(|dir| dir.join(program))
-        .find(|p| executable(p))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,24 +325,5 @@ mod tests {
         assert!(Setup::parse(&["--parent".into(), "-1".into()]).is_err());
         assert!(Setup::parse(&["--niceness".into(), "4294967297".into()]).is_err());
         assert!(Setup::parse(&["--other".into(), "1".into()]).is_err());
-    }
-
-    #[test]
-    fn programs_resolve_through_path_or_as_paths() {
-        let dir = tempfile::tempdir().unwrap();
-        let tool = dir.path().join("tool");
-        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
-        let path = std::env::join_paths(["/nonexistent", dir.path().to_str().unwrap()]).unwrap();
-        assert_eq!(
-            resolve(OsStr::new("tool"), Some(&path)),
-            None,
-            "not executable"
-        );
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert_eq!(resolve(OsStr::new("tool"), Some(&path)), Some(tool.clone()));
-        assert_eq!(resolve(tool.as_os_str(), None), Some(tool.clone()));
-        assert_eq!(resolve(OsStr::new("missing"), Some(&path)), None);
-        assert_eq!(resolve(OsStr::new("tool"), None), None);
     }
 }

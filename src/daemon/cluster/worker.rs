@@ -307,7 +307,7 @@ fn missing_program(profile: &AgentProfile) -> Option<String> {
     // The agent is looked up on its profile's `PATH` when it sets one, as its start does.
     let path = (profile.env.get("PATH").map(std::ffi::OsString::from))
         .or_else(|| std::env::var_os("PATH"));
-    if find_program_in(agent, path.as_deref()).is_none() {
+    if find_program_in(agent.as_ref(), path.as_deref()).is_none() {
         return Some(agent.clone());
     }
     let sandboxed = profile.sandbox != SandboxKind::None;

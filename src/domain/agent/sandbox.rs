@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// The hidden subcommand of `catalyst-hook` and `catalyst` that is the first process of a `model-only` network
-/// namespace (see `cli::sandbox_net`).
+/// The hidden subcommand of `catalyst-hook` and `catalyst` that is the first process of a
+/// `model-only` network namespace (see `cli::sandbox_net`).
 pub const SANDBOX_NET_COMMAND: &str = "__sandbox-net";
 
 /// How a profile's agent is confined.

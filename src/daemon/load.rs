@@ -122,6 +122,17 @@ mod tests {
     use crate::domain::prompt::PromptSet;
 
     #[test]
+    fn the_forwarder_is_catalyst_hook_beside_catalyst_else_catalyst() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let catalyst = dir.path().join("catalyst");
+        std::fs::write(&catalyst, "").expect("catalyst");
+        assert_eq!(forwarder(&catalyst), catalyst, "no catalyst-hook installed");
+        let hook = dir.path().join("catalyst-hook");
+        std::fs::write(&hook, "").expect("catalyst-hook");
+        assert_eq!(forwarder(&catalyst), hook);
+    }
+
+    #[test]
     fn workspace_folders_add_and_override_and_report_broken_files() {
         let prompts = PromptSet::builtin();
         let dir = tempfile::tempdir().expect("tempdir");

@@ -465,7 +465,9 @@ impl Engine {
         self.git.removing.remove(work);
         match result {
             Ok(()) if self.store.state().contains(work.as_str()) => {
-                self.record(vec![EventBody::WorktreeRemoved { bead: work.clone() }])?;
+                // Nothing follows from it, and the start-up sweep finds a worktree whose
+                // removal a crash lost.
+                self.record_lazily(vec![EventBody::WorktreeRemoved { bead: work.clone() }])?;
                 if let Some(remote) = &self.remote {
                     remote.retire(work);
                 }
@@ -537,6 +539,7 @@ impl Engine {
             self.stop_deadline,
             defer,
             self.storage.wake(),
+            self.storage.lazy_until(),
             self.holds.earliest(),
         ]
         .into_iter()

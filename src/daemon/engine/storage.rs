@@ -18,6 +18,10 @@ use super::{Engine, Handled, Input};
 const STORAGE_RETRY_FIRST: Duration = Duration::from_secs(1);
 const STORAGE_RETRY_MAX: Duration = Duration::from_secs(15);
 
+/// The longest a group recorded with [`Engine::record_lazily`] waits for a batch that syncs
+/// anyway before one is made for it.
+pub(super) const LAZY_SYNC: Duration = Duration::from_millis(10);
+
 /// The journal's health, and what waits for it.
 #[derive(Debug, Default)]
 pub(super) struct Storage {
@@ -29,6 +33,11 @@ pub(super) struct Storage {
     probing: bool,
     /// Work whose events could not be written, handled again once the journal is writable.
     deferred: Vec<Deferred>,
+    /// The batch being handled recorded a group that must be durable and published at its
+    /// end (any group but one recorded lazily).
+    urgent: bool,
+    /// Groups recorded lazily are written but not yet synced: the latest they may stay so.
+    lazy_until: Option<Instant>,
 }
 
 /// Work the engine could not record because the journal could not be written.
@@ -49,6 +58,11 @@ impl Storage {
     pub(super) fn wake(&self) -> Option<Instant> {
         self.retry.map(|(at, _)| at)
     }
+
+    /// When the groups recorded lazily must be synced, if any wait.
+    pub(super) fn lazy_until(&self) -> Option<Instant> {
+        self.lazy_until
+    }
 }
 
 impl Engine {
@@ -57,17 +71,32 @@ impl Engine {
     pub(super) fn begin_batch(&mut self) {
         self.store.defer_sync(true);
         self.tasks.held.get_or_insert_with(Default::default);
+        self.storage.urgent = false;
     }
 
     /// Ends a batch: one fsync makes its events durable, then the seq is published and the
     /// held effects start. A journal that cannot be synced has lost writes the state already
     /// holds (and the kernel may have dropped them): the daemon stops at once, and the next
     /// start recovers from what the disk has.
+    ///
+    /// A batch that recorded only lazy groups ([`Engine::record_lazily`]) and holds no effect
+    /// leaves them unsynced and unpublished until a later batch syncs, at most [`LAZY_SYNC`]
+    /// later.
     pub(super) fn end_batch(&mut self) {
         let Some(held) = self.tasks.held.take() else {
             return;
         };
         self.store.defer_sync(false);
+        let urgent = std::mem::take(&mut self.storage.urgent) || !held.0.is_empty();
+        if !urgent
+            && self
+                .storage
+                .lazy_until
+                .is_some_and(|until| Instant::now() < until)
+        {
+            return;
+        }
+        self.storage.lazy_until = None;
         if let Err(e) = self.store.sync() {
             tracing::error!(error = %e, "cannot make the journal durable; stopping now, the next start recovers from what is on disk");
             std::process::abort();
@@ -95,6 +124,25 @@ impl Engine {
         if bodies.is_empty() {
             return Ok(Vec::new());
         }
+        self.storage.urgent = true;
+        self.commit(bodies)
+    }
+
+    /// Records a group that nothing waits for and a crash may lose (a fact the next start
+    /// finds again on disk, such as a removed worktree): within a batch it is written, but
+    /// synced and published with the next batch that syncs anyway, or [`LAZY_SYNC`] later.
+    /// A daemon under load so spares an fsync and a wake-up of every subscriber per group.
+    pub(super) fn record_lazily(&mut self, bodies: Vec<EventBody>) -> Result<(), EngineError> {
+        if bodies.is_empty() {
+            return Ok(());
+        }
+        if self.tasks.held.is_some() && self.storage.lazy_until.is_none() {
+            self.storage.lazy_until = Some(Instant::now() + LAZY_SYNC);
+        }
+        self.commit(bodies).map(drop)
+    }
+
+    fn commit(&mut self, bodies: Vec<EventBody>) -> Result<Vec<Event>, EngineError> {
         match self.store.commit(bodies) {
             Ok(events) => {
                 if self.storage.error.take().is_some() {
@@ -200,5 +248,135 @@ impl Engine {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::id::BeadId;
+    use crate::domain::model::Bead;
+
+    /// An engine over a new workspace (a repository with one commit on `main`) that holds
+    /// bead `cat-1`, its creation synced.
+    fn engine(dir: &std::path::Path) -> Engine {
+        let git = git2::Repository::init(dir).expect("git init");
+        git.set_head("refs/heads/main").expect("HEAD");
+        let sig = git2::Signature::now("person", "person@example.com").expect("signature");
+        let tree = git.treebuilder(None).and_then(|t| t.write()).expect("tree");
+        let tree = git.find_tree(tree).expect("tree");
+        git.commit(Some("HEAD"), &sig, &sig, "initial", &tree, &[])
+            .expect("commit");
+        let paths = crate::daemon::paths::Paths::new(dir);
+        let (store, _) = Store::open(&paths.state).expect("store");
+        let loaded = super::super::loaded::Loaded::load(&paths).expect("config");
+        let repo = crate::daemon::worktree::Repo::open(dir, &paths.worktrees()).expect("repo");
+        let tracker = tokio_util::task::TaskTracker::new();
+        let (mut engine, _handle, _rx) = Engine::new(paths, store, loaded, repo, tracker);
+        let bead = Bead::new(bead_id(), "a bead", crate::daemon::clock::now());
+        engine
+            .record(vec![EventBody::BeadCreated {
+                bead: Box::new(bead),
+            }])
+            .expect("created");
+        engine
+    }
+
+    fn bead_id() -> BeadId {
+        BeadId::new("cat-1").expect("id")
+    }
+
+    fn removed() -> Vec<EventBody> {
+        vec![EventBody::WorktreeRemoved { bead: bead_id() }]
+    }
+
+    /// The seq subscribers may read up to.
+    fn published(engine: &Engine) -> u64 {
+        *engine.seq.borrow()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lazy_group_waits_for_the_next_batch_that_syncs_and_shares_its_fsync() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut engine = engine(dir.path());
+        let (syncs, seq) = (engine.store.syncs(), engine.store.state().seq());
+        assert_eq!(published(&engine), seq);
+
+        engine.begin_batch();
+        engine.record_lazily(removed()).expect("recorded");
+        engine.end_batch();
+        assert_eq!(
+            engine.store.syncs(),
+            syncs,
+            "a batch of only a lazy group syncs nothing"
+        );
+        assert_eq!(published(&engine), seq, "nor publishes what is not durable");
+        assert_eq!(
+            engine.store.state().seq(),
+            seq + 1,
+            "it is written and applied"
+        );
+
+        engine.begin_batch();
+        engine.record(removed()).expect("recorded");
+        engine.end_batch();
+        assert_eq!(
+            engine.store.syncs(),
+            syncs + 1,
+            "the next batch syncs both groups"
+        );
+        assert_eq!(published(&engine), seq + 2);
+        assert_eq!(engine.storage.lazy_until(), None, "no timer left armed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lazy_group_alone_is_synced_once_its_wait_is_over() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut engine = engine(dir.path());
+        let (syncs, seq) = (engine.store.syncs(), engine.store.state().seq());
+
+        engine.begin_batch();
+        engine.record_lazily(removed()).expect("recorded");
+        engine.end_batch();
+        let until = engine.storage.lazy_until().expect("a timer armed");
+        assert_eq!(engine.next_wake(), Some(until), "the engine wakes for it");
+        assert!(until <= Instant::now() + LAZY_SYNC);
+
+        // A batch that records nothing before the wait is over keeps waiting.
+        engine.begin_batch();
+        engine.end_batch();
+        assert_eq!(engine.store.syncs(), syncs);
+
+        tokio::time::advance(LAZY_SYNC).await;
+        engine.begin_batch();
+        engine.on_timer();
+        engine.end_batch();
+        assert_eq!(
+            engine.store.syncs(),
+            syncs + 1,
+            "synced when the wait is over"
+        );
+        assert_eq!(published(&engine), seq + 1);
+        assert_eq!(engine.storage.lazy_until(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_effect_held_in_a_batch_syncs_the_lazy_groups_before_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut engine = engine(dir.path());
+        let (syncs, seq) = (engine.store.syncs(), engine.store.state().seq());
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+
+        engine.begin_batch();
+        engine.record_lazily(removed()).expect("recorded");
+        // An answer (such as `status`, which reports the seq) waits for what was written.
+        engine.tasks.after_sync(move || {
+            let _ = tx.send(());
+        });
+        assert!(rx.try_recv().is_err(), "held until the batch ends");
+        engine.end_batch();
+        assert_eq!(engine.store.syncs(), syncs + 1);
+        assert_eq!(published(&engine), seq + 1);
+        assert!(rx.try_recv().is_ok(), "the answer went once synced");
     }
 }

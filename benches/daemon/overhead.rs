@@ -120,12 +120,15 @@ pub async fn catalyst_run(daemon: TestDaemon, n: usize, subscribers: usize) -> D
     let mut done = daemon.subscribe_types(0, &["worktree.removed"]).await;
     let mut others = Vec::new();
     for _ in 0..subscribers {
-        // Lean readers, as in the delivery rows: what is measured is the daemon serving
-        // them, not a hundred clients parsing JSON on the same two cores.
-        let (mut lines, _hang_up) = daemon.subscribe(0).await.into_client().into_lines();
+        // Lean readers: each receives every byte and does nothing with it, so what is
+        // measured is the daemon serving them, not a hundred clients splitting and parsing
+        // lines on the same two cores.
+        let (lines, _hang_up) = daemon.subscribe(0).await.into_client().into_lines();
         others.push(tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
             let _hang_up = _hang_up;
-            while let Ok(Some(_)) = lines.next_line().await {}
+            let (mut reader, mut buf) = (lines.into_inner(), vec![0u8; 1 << 16]);
+            while reader.read(&mut buf).await.is_ok_and(|n| n > 0) {}
         }));
     }
     let took = crate::run_beads(&mut client, &mut done, n).await;

@@ -243,10 +243,12 @@ async fn subscribe(
             // Buffered: one write per batch of lines rather than one per event, which is
             // what lets many subscribers keep up with a burst.
             for (_, line) in lines {
-                conn.feed(line.to_string()).await.map_err(codec_io)?;
+                conn.feed(line).await.map_err(codec_io)?;
             }
         }
-        conn.flush().await.map_err(codec_io)?;
+        SinkExt::<Arc<str>>::flush(&mut conn)
+            .await
+            .map_err(codec_io)?;
         if !p.follow {
             return send(&mut conn, &StreamEnd::new(follower.last())).await;
         }

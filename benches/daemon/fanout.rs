@@ -154,13 +154,29 @@ fn delay(line: &str, now: chrono::DateTime<chrono::Utc>) -> Duration {
     (now - ts.to_utc()).to_std().unwrap_or_default()
 }
 
-/// Receive delays of the next `events` events on a subscription.
+/// Receive delays of the next `events` events on a subscription. Each read's lines arrived
+/// together, when the read returned: the time is taken then, once, as for the SSE clients, so
+/// that a line's delay does not include the reader's own work on the lines before it.
 async fn lean_latencies(sub: Client, events: usize) -> Vec<Duration> {
-    let (mut lines, _hang_up_on_drop) = sub.into_lines();
+    use tokio::io::AsyncReadExt;
+    let (lines, _hang_up_on_drop) = sub.into_lines();
+    let (mut reader, mut buf) = (lines.into_inner(), vec![0u8; 1 << 16]);
+    let mut pending = Vec::new();
     let mut lat = Vec::with_capacity(events);
     while lat.len() < events {
-        let line = lines.next_line().await.expect("event").expect("open");
-        lat.push(delay(&line, chrono::Utc::now()));
+        let n = reader.read(&mut buf).await.expect("events");
+        assert!(n > 0, "the daemon closed the subscription");
+        let now = chrono::Utc::now();
+        pending.extend_from_slice(&buf[..n]);
+        let mut rest = pending.as_slice();
+        while let Some(end) = rest.iter().position(|&b| b == b'\n') {
+            lat.push(delay(
+                std::str::from_utf8(&rest[..end]).expect("utf-8"),
+                now,
+            ));
+            rest = &rest[end + 1..];
+        }
+        pending = rest.to_vec();
     }
     lat
 }

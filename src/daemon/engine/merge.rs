@@ -109,6 +109,7 @@ impl Engine {
             workflow_files: self.loaded.workflow_files.clone(),
         };
         self.git.merging = job.candidates.iter().map(|c| c.work.clone()).collect();
+        self.hold_publication();
         self.tasks.blocking(
             move || Input::MergeDone(Box::new(run_merge(job))),
             |e| Input::MergeDone(Box::new(MergeReport::Failed(e.into()))),

@@ -406,6 +406,7 @@ impl Engine {
                 reply,
             } if !self.stopping => self.start_reload(Some(reply)),
             Input::Request { method, reply } => {
+                self.answers_client();
                 let answer = self.request(method);
                 // A client that hung up does not need its answer.
                 self.tasks.after_sync(move || {
@@ -442,6 +443,7 @@ impl Engine {
             Input::Reload => self.start_reload(None),
             Input::Reloaded { loaded, reply } => self.reloaded(loaded, reply),
             Input::Summary(reply) => {
+                self.answers_client();
                 let counts = self.counts();
                 self.tasks.after_sync(move || {
                     let _ = reply.send(counts);
@@ -513,6 +515,7 @@ impl Engine {
             }
         };
         if let Some(reply) = reply {
+            self.answers_client();
             self.tasks.after_sync(move || {
                 let _ = reply.send(answer);
             });

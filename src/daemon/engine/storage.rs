@@ -22,6 +22,10 @@ const STORAGE_RETRY_MAX: Duration = Duration::from_secs(15);
 /// anyway before one is made for it.
 pub(super) const LAZY_SYNC: Duration = Duration::from_millis(10);
 
+/// The longest the events of a batch that started the daemon's merge wait, durable, for the
+/// merge's own batch before subscribers are told of them ([`Engine::hold_publication`]).
+pub(super) const PUBLISH_HOLD: Duration = Duration::from_millis(5);
+
 /// The journal's health, and what waits for it.
 #[derive(Debug, Default)]
 pub(super) struct Storage {
@@ -38,6 +42,13 @@ pub(super) struct Storage {
     urgent: bool,
     /// Groups recorded lazily are written but not yet synced: the latest they may stay so.
     lazy_until: Option<Instant>,
+    /// The batch being handled started the daemon's merge, whose own batch follows within
+    /// milliseconds: its events may wait for that one to be published with it.
+    hold: bool,
+    /// The batch being handled answers a client, who may read the events next.
+    answers: bool,
+    /// A batch's durable events wait, unpublished, for the next batch: the latest they may.
+    publish_by: Option<Instant>,
 }
 
 /// Work the engine could not record because the journal could not be written.
@@ -59,9 +70,9 @@ impl Storage {
         self.retry.map(|(at, _)| at)
     }
 
-    /// When the groups recorded lazily must be synced, if any wait.
+    /// When the groups recorded lazily must be synced, or held events published, if any wait.
     pub(super) fn lazy_until(&self) -> Option<Instant> {
-        self.lazy_until
+        self.lazy_until.into_iter().chain(self.publish_by).min()
     }
 }
 
@@ -72,6 +83,22 @@ impl Engine {
         self.store.defer_sync(true);
         self.tasks.held.get_or_insert_with(Default::default);
         self.storage.urgent = false;
+        self.storage.hold = false;
+        self.storage.answers = false;
+    }
+
+    /// The batch being handled started the daemon's merge: unless it answers a client, its
+    /// events are published with the merge's batch, which follows as soon as the merge is
+    /// done, or [`PUBLISH_HOLD`] later. A bead's end and its merge so reach each subscriber in
+    /// one write instead of two.
+    pub(super) fn hold_publication(&mut self) {
+        self.storage.hold = true;
+    }
+
+    /// The batch being handled answers a client: its events are published when it ends, so a
+    /// client that reads the journal after the answer finds them.
+    pub(super) fn answers_client(&mut self) {
+        self.storage.answers = true;
     }
 
     /// Ends a batch: one fsync makes its events durable, then the seq is published and the
@@ -87,13 +114,10 @@ impl Engine {
             return;
         };
         self.store.defer_sync(false);
+        let now = Instant::now();
         let urgent = std::mem::take(&mut self.storage.urgent) || !held.0.is_empty();
-        if !urgent
-            && self
-                .storage
-                .lazy_until
-                .is_some_and(|until| Instant::now() < until)
-        {
+        let publish_due = self.storage.publish_by.is_some_and(|by| by <= now);
+        if !urgent && !publish_due && self.storage.lazy_until.is_some_and(|until| now < until) {
             return;
         }
         self.storage.lazy_until = None;
@@ -101,7 +125,13 @@ impl Engine {
             tracing::error!(error = %e, "cannot make the journal durable; stopping now, the next start recovers from what is on disk");
             std::process::abort();
         }
-        self.publish_seq();
+        let hold = std::mem::take(&mut self.storage.hold) && !self.storage.answers;
+        if hold && self.storage.publish_by.is_none() {
+            self.storage.publish_by = Some(now + PUBLISH_HOLD);
+        } else if urgent || publish_due || self.storage.publish_by.is_none() {
+            self.storage.publish_by = None;
+            self.publish_seq();
+        }
         for effect in held.0 {
             effect();
         }
@@ -378,5 +408,92 @@ mod tests {
         assert_eq!(engine.store.syncs(), syncs + 1);
         assert_eq!(published(&engine), seq + 1);
         assert!(rx.try_recv().is_ok(), "the answer went once synced");
+    }
+
+    /// A group recorded as every group but a lazy one is: durable at its batch's end.
+    fn urgent() -> Vec<EventBody> {
+        removed()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_that_starts_the_merge_is_published_with_the_merges_batch() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut engine = engine(dir.path());
+        let (syncs, seq) = (engine.store.syncs(), engine.store.state().seq());
+
+        engine.begin_batch();
+        engine.record(urgent()).expect("recorded");
+        engine.hold_publication();
+        engine.end_batch();
+        assert_eq!(engine.store.syncs(), syncs + 1, "durable at once");
+        assert_eq!(published(&engine), seq, "but not yet published");
+        let by = engine.storage.lazy_until().expect("a deadline");
+        assert!(by <= Instant::now() + PUBLISH_HOLD);
+
+        // The merge's batch, which starts the next merge too: both are published now.
+        engine.begin_batch();
+        engine.record(urgent()).expect("recorded");
+        engine.hold_publication();
+        engine.end_batch();
+        assert_eq!(engine.store.syncs(), syncs + 2);
+        assert_eq!(
+            published(&engine),
+            seq + 2,
+            "one publication for both batches"
+        );
+        assert_eq!(
+            engine.storage.lazy_until(),
+            None,
+            "nothing is held after it"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn held_events_are_published_once_the_hold_is_over() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut engine = engine(dir.path());
+        let seq = engine.store.state().seq();
+
+        engine.begin_batch();
+        engine.record(urgent()).expect("recorded");
+        engine.hold_publication();
+        engine.end_batch();
+        let by = engine.storage.lazy_until().expect("a deadline");
+        assert_eq!(engine.next_wake(), Some(by), "the engine wakes for it");
+
+        // A batch with nothing to say before then keeps them held.
+        engine.begin_batch();
+        engine.end_batch();
+        assert_eq!(published(&engine), seq);
+
+        tokio::time::advance(PUBLISH_HOLD).await;
+        engine.begin_batch();
+        engine.on_timer();
+        engine.end_batch();
+        assert_eq!(
+            published(&engine),
+            seq + 1,
+            "published when the hold is over"
+        );
+        assert_eq!(engine.storage.lazy_until(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_that_answers_a_client_is_published_at_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut engine = engine(dir.path());
+        let seq = engine.store.state().seq();
+
+        engine.begin_batch();
+        engine.record(urgent()).expect("recorded");
+        engine.hold_publication();
+        engine.answers_client();
+        engine.end_batch();
+        assert_eq!(
+            published(&engine),
+            seq + 1,
+            "a client reading the journal after its answer finds the events"
+        );
+        assert_eq!(engine.storage.lazy_until(), None);
     }
 }

@@ -118,25 +118,44 @@ pub fn unconfine(ws: &Workspace) {
 pub async fn catalyst_run(daemon: TestDaemon, n: usize, subscribers: usize) -> Duration {
     let mut client = daemon.client().await;
     let mut done = daemon.subscribe_types(0, &["worktree.removed"]).await;
-    let mut others = Vec::new();
+    let mut streams = Vec::new();
     for _ in 0..subscribers {
-        // Lean readers: each receives every byte and does nothing with it, so what is
-        // measured is the daemon serving them, not a hundred clients splitting and parsing
-        // lines on the same two cores.
-        let (lines, _hang_up) = daemon.subscribe(0).await.into_client().into_lines();
-        others.push(tokio::spawn(async move {
-            use tokio::io::AsyncReadExt;
-            let _hang_up = _hang_up;
-            let (mut reader, mut buf) = (lines.into_inner(), vec![0u8; 1 << 16]);
-            while reader.read(&mut buf).await.is_ok_and(|n| n > 0) {}
-        }));
+        let (lines, write) = daemon.subscribe(0).await.into_client().into_lines();
+        let read = lines.into_inner().into_inner();
+        let stream = read.reunite(write).expect("one stream").into_std();
+        streams.push(stream.expect("a socket"));
     }
+    let readers = (!streams.is_empty()).then(|| std::thread::spawn(move || lean_readers(streams)));
     let took = crate::run_beads(&mut client, &mut done, n).await;
     stop(daemon).await;
-    for o in others {
-        o.abort();
+    if let Some(readers) = readers {
+        readers.join().expect("the readers ended with the daemon");
     }
     took
+}
+
+/// Reads every subscription to its end and does nothing with the bytes, so that what is
+/// measured is the daemon serving them, not a hundred clients splitting and parsing lines on
+/// the same two cores. One thread follows them all, as one client program following many
+/// streams would: a burst of writes to every subscriber is one wake-up of it, not one of a
+/// runtime's worker per subscriber.
+fn lean_readers(streams: Vec<std::os::unix::net::UnixStream>) {
+    use tokio::io::AsyncReadExt;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let mut readers = tokio::task::JoinSet::new();
+        for stream in streams {
+            let mut stream = tokio::net::UnixStream::from_std(stream).expect("a socket");
+            readers.spawn(async move {
+                let mut buf = vec![0u8; 1 << 16];
+                while stream.read(&mut buf).await.is_ok_and(|n| n > 0) {}
+            });
+        }
+        while readers.join_next().await.is_some() {}
+    });
 }
 
 /// The hooks the floor's agent runs.

@@ -12,7 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
 use serde_json::Value;
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::codec::Framed;
@@ -22,6 +22,7 @@ use tokio_util::task::TaskTracker;
 use crate::daemon::engine::EngineHandle;
 use crate::daemon::follow::{Filter, Follower};
 use crate::daemon::runlog;
+use crate::daemon::store::feed::Line as JournalLine;
 use crate::daemon::wire::{codec_io, send, Conn, Line, RequestLines};
 use crate::daemon::Paths;
 use crate::protocol::{
@@ -216,6 +217,33 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
     }
 }
 
+/// The most buffers one `writev` takes (Linux's `IOV_MAX`).
+const MAX_SLICES: usize = 1024;
+
+/// Writes journal lines, each followed by a newline, with as few `writev`s as the socket
+/// takes: one for a batch of events, rather than one per event, which is what lets many
+/// subscribers keep up with a burst. The lines go from the feed every subscriber shares
+/// straight to the socket, without a copy of their own.
+async fn write_lines(stream: &mut UnixStream, lines: &[JournalLine]) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let mut slices = Vec::with_capacity(lines.len() * 2);
+    for (_, line) in lines {
+        slices.push(std::io::IoSlice::new(line.as_bytes()));
+        slices.push(std::io::IoSlice::new(b"\n"));
+    }
+    let mut rest = slices.as_mut_slice();
+    while !rest.is_empty() {
+        let written = stream
+            .write_vectored(&rest[..rest.len().min(MAX_SLICES)])
+            .await?;
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        std::io::IoSlice::advance_slices(&mut rest, written);
+    }
+    Ok(())
+}
+
 /// Streams journal events: those after `since`, then (with `follow`) each new one as the
 /// engine publishes it ([`Follower`]: recent events from memory, older ones from the files).
 async fn subscribe(
@@ -240,15 +268,9 @@ async fn subscribe(
             if lines.is_empty() {
                 break;
             }
-            // Buffered: one write per batch of lines rather than one per event, which is
-            // what lets many subscribers keep up with a burst.
-            for (_, line) in lines {
-                conn.feed(line).await.map_err(codec_io)?;
-            }
+            // The connection's own buffer is empty (answers are flushed as they are sent).
+            write_lines(conn.get_mut(), &lines).await?;
         }
-        SinkExt::<Arc<str>>::flush(&mut conn)
-            .await
-            .map_err(codec_io)?;
         if !p.follow {
             return send(&mut conn, &StreamEnd::new(follower.last())).await;
         }

@@ -163,12 +163,10 @@ impl Drop for RequestLines {
     }
 }
 
-/// Any text is written as a line: an answer made for it (`String`) or a journal line shared by
-/// every subscriber (`Arc<str>`), which is copied once, into the connection's buffer.
-impl<T: AsRef<str>> Encoder<T> for RequestLines {
+impl Encoder<String> for RequestLines {
     type Error = LinesCodecError;
 
-    fn encode(&mut self, line: T, buf: &mut BytesMut) -> Result<(), LinesCodecError> {
+    fn encode(&mut self, line: String, buf: &mut BytesMut) -> Result<(), LinesCodecError> {
         self.lines.encode(line, buf)
     }
 }

@@ -142,16 +142,32 @@ async fn delivery(via: Via, subscribers: usize, events: usize) {
     stop(daemon).await;
 }
 
-/// How late an event's line (a socket line, or an SSE `data:` line) arrived `now`: from its
-/// `ts` field, cut out by hand.
-fn delay(line: &str, now: chrono::DateTime<chrono::Utc>) -> Duration {
-    let ts = line
-        .split_once("\"ts\":\"")
-        .and_then(|(_, rest)| rest.split_once('"'))
-        .map(|(ts, _)| ts)
-        .expect("ts");
-    let ts = catalyst::domain::time::Timestamp::parse(ts).expect("ts");
-    (now - ts.to_utc()).to_std().unwrap_or_default()
+/// How late events' lines (socket lines, or SSE `data:` lines) arrived, from their `ts` field,
+/// cut out by hand. The events of one group share their `ts`, so the last one parsed is kept:
+/// a hundred clients parsing each line's time on the daemon's two cores would delay the
+/// deliveries they measure.
+#[derive(Default)]
+struct Delays {
+    ts: String,
+    at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl Delays {
+    /// How late the event `line` arrived `now`.
+    fn of(&mut self, line: &str, now: chrono::DateTime<chrono::Utc>) -> Duration {
+        let ts = line
+            .split_once("\"ts\":\"")
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(ts, _)| ts)
+            .expect("ts");
+        if self.at.is_none() || self.ts != ts {
+            let parsed = catalyst::domain::time::Timestamp::parse(ts).expect("ts");
+            self.at = Some(parsed.to_utc());
+            ts.clone_into(&mut self.ts);
+        }
+        let at = self.at.expect("parsed above");
+        (now - at).to_std().unwrap_or_default()
+    }
 }
 
 /// Receive delays of the next `events` events on a subscription. Each read's lines arrived
@@ -162,6 +178,7 @@ async fn lean_latencies(sub: Client, events: usize) -> Vec<Duration> {
     let (lines, _hang_up_on_drop) = sub.into_lines();
     let (mut reader, mut buf) = (lines.into_inner(), vec![0u8; 1 << 16]);
     let mut pending = Vec::new();
+    let mut delays = Delays::default();
     let mut lat = Vec::with_capacity(events);
     while lat.len() < events {
         let n = reader.read(&mut buf).await.expect("events");
@@ -170,10 +187,8 @@ async fn lean_latencies(sub: Client, events: usize) -> Vec<Duration> {
         pending.extend_from_slice(&buf[..n]);
         let mut rest = pending.as_slice();
         while let Some(end) = rest.iter().position(|&b| b == b'\n') {
-            lat.push(delay(
-                std::str::from_utf8(&rest[..end]).expect("utf-8"),
-                now,
-            ));
+            let line = std::str::from_utf8(&rest[..end]).expect("utf-8");
+            lat.push(delays.of(line, now));
             rest = &rest[end + 1..];
         }
         pending = rest.to_vec();
@@ -186,6 +201,7 @@ async fn sse_latencies(response: reqwest::Response, events: usize) -> Vec<Durati
     use futures::StreamExt;
     let mut body = response.bytes_stream();
     let mut pending = String::new();
+    let mut delays = Delays::default();
     let mut lat = Vec::with_capacity(events);
     while lat.len() < events {
         let chunk = body.next().await.expect("more events").expect("bytes");
@@ -196,7 +212,7 @@ async fn sse_latencies(response: reqwest::Response, events: usize) -> Vec<Durati
             let line = &rest[..end];
             rest = &rest[end + 1..];
             if let Some(data) = line.strip_prefix("data:") {
-                lat.push(delay(data, now));
+                lat.push(delays.of(data, now));
             }
         }
         pending = rest.to_owned();

@@ -1,6 +1,7 @@
 //! The `web` row: the dashboard's board on a 100,000-bead store, time to its first byte
 //! (headers and page come together: the page is rendered before it is sent), against a static
-//! file of the same server in the same run.
+//! file of the same server in the same run. `catalystd` runs as its own process, as it is
+//! deployed (its allocator, without transparent huge pages), not in the benchmark's.
 
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,8 @@ pub fn web(quick: bool) {
     workload::write_journal(&ws.paths.state.join("journal.jsonl"), n);
     let rt = runtime();
     rt.block_on(async {
-        let daemon = ws.start().await;
+        let daemon = ws.spawn();
+        daemon.call(catalyst::protocol::Method::Status).await;
         let token = catalyst_testkit::web::token(&daemon).await;
         let http = reqwest::Client::new();
         let auth = format!("Bearer {}", token.trim());

@@ -542,7 +542,7 @@ impl Engine {
             self.stop_deadline,
             defer,
             self.storage.wake(),
-            self.storage.lazy_until(),
+            self.storage.deadline(),
             self.holds.earliest(),
         ]
         .into_iter()

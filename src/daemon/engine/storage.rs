@@ -70,8 +70,9 @@ impl Storage {
         self.retry.map(|(at, _)| at)
     }
 
-    /// When the groups recorded lazily must be synced, or held events published, if any wait.
-    pub(super) fn lazy_until(&self) -> Option<Instant> {
+    /// When the engine must end a batch again: to sync groups recorded lazily, or to publish
+    /// events held back; `None` when nothing waits.
+    pub(super) fn deadline(&self) -> Option<Instant> {
         self.lazy_until.into_iter().chain(self.publish_by).min()
     }
 }
@@ -108,7 +109,9 @@ impl Engine {
     ///
     /// A batch that recorded only lazy groups ([`Engine::record_lazily`]) and holds no effect
     /// leaves them unsynced and unpublished until a later batch syncs, at most [`LAZY_SYNC`]
-    /// later.
+    /// later. A batch that started the daemon's merge ([`Engine::hold_publication`]) is
+    /// synced and its effects start, but its seq is published by the next batch, at most
+    /// [`PUBLISH_HOLD`] later.
     pub(super) fn end_batch(&mut self) {
         let Some(held) = self.tasks.held.take() else {
             return;
@@ -356,7 +359,7 @@ mod tests {
             "the next batch syncs both groups"
         );
         assert_eq!(published(&engine), seq + 2);
-        assert_eq!(engine.storage.lazy_until(), None, "no timer left armed");
+        assert_eq!(engine.storage.deadline(), None, "no timer left armed");
     }
 
     #[tokio::test(start_paused = true)]
@@ -368,7 +371,7 @@ mod tests {
         engine.begin_batch();
         engine.record_lazily(removed()).expect("recorded");
         engine.end_batch();
-        let until = engine.storage.lazy_until().expect("a timer armed");
+        let until = engine.storage.deadline().expect("a timer armed");
         assert_eq!(engine.next_wake(), Some(until), "the engine wakes for it");
         assert!(until <= Instant::now() + LAZY_SYNC);
 
@@ -387,7 +390,7 @@ mod tests {
             "synced when the wait is over"
         );
         assert_eq!(published(&engine), seq + 1);
-        assert_eq!(engine.storage.lazy_until(), None);
+        assert_eq!(engine.storage.deadline(), None);
     }
 
     #[tokio::test(start_paused = true)]
@@ -427,7 +430,7 @@ mod tests {
         engine.end_batch();
         assert_eq!(engine.store.syncs(), syncs + 1, "durable at once");
         assert_eq!(published(&engine), seq, "but not yet published");
-        let by = engine.storage.lazy_until().expect("a deadline");
+        let by = engine.storage.deadline().expect("a deadline");
         assert!(by <= Instant::now() + PUBLISH_HOLD);
 
         // The merge's batch, which starts the next merge too: both are published now.
@@ -441,11 +444,7 @@ mod tests {
             seq + 2,
             "one publication for both batches"
         );
-        assert_eq!(
-            engine.storage.lazy_until(),
-            None,
-            "nothing is held after it"
-        );
+        assert_eq!(engine.storage.deadline(), None, "nothing is held after it");
     }
 
     #[tokio::test(start_paused = true)]
@@ -458,7 +457,7 @@ mod tests {
         engine.record(urgent()).expect("recorded");
         engine.hold_publication();
         engine.end_batch();
-        let by = engine.storage.lazy_until().expect("a deadline");
+        let by = engine.storage.deadline().expect("a deadline");
         assert_eq!(engine.next_wake(), Some(by), "the engine wakes for it");
 
         // A batch with nothing to say before then keeps them held.
@@ -475,7 +474,7 @@ mod tests {
             seq + 1,
             "published when the hold is over"
         );
-        assert_eq!(engine.storage.lazy_until(), None);
+        assert_eq!(engine.storage.deadline(), None);
     }
 
     #[tokio::test(start_paused = true)]
@@ -494,6 +493,6 @@ mod tests {
             seq + 1,
             "a client reading the journal after its answer finds the events"
         );
-        assert_eq!(engine.storage.lazy_until(), None);
+        assert_eq!(engine.storage.deadline(), None);
     }
 }

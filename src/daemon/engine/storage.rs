@@ -335,9 +335,7 @@ mod tests {
         let (syncs, seq) = (engine.store.syncs(), engine.store.state().seq());
         assert_eq!(published(&engine), seq);
 
-        engine.begin_batch();
-        engine.record_lazily(removed()).expect("recorded");
-        engine.end_batch();
+        lazy_batch(&mut engine);
         assert_eq!(
             engine.store.syncs(),
             syncs,
@@ -368,9 +366,7 @@ mod tests {
         let mut engine = engine(dir.path());
         let (syncs, seq) = (engine.store.syncs(), engine.store.state().seq());
 
-        engine.begin_batch();
-        engine.record_lazily(removed()).expect("recorded");
-        engine.end_batch();
+        lazy_batch(&mut engine);
         let until = engine.storage.deadline().expect("a timer armed");
         assert_eq!(engine.next_wake(), Some(until), "the engine wakes for it");
         assert!(until <= Instant::now() + LAZY_SYNC);
@@ -418,26 +414,35 @@ mod tests {
         removed()
     }
 
+    /// A batch that records a group and starts the daemon's merge.
+    fn held_batch(engine: &mut Engine) {
+        engine.begin_batch();
+        engine.record(urgent()).expect("recorded");
+        engine.hold_publication();
+        engine.end_batch();
+    }
+
+    /// A batch that records only a lazy group.
+    fn lazy_batch(engine: &mut Engine) {
+        engine.begin_batch();
+        engine.record_lazily(removed()).expect("recorded");
+        engine.end_batch();
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_batch_that_starts_the_merge_is_published_with_the_merges_batch() {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut engine = engine(dir.path());
         let (syncs, seq) = (engine.store.syncs(), engine.store.state().seq());
 
-        engine.begin_batch();
-        engine.record(urgent()).expect("recorded");
-        engine.hold_publication();
-        engine.end_batch();
+        held_batch(&mut engine);
         assert_eq!(engine.store.syncs(), syncs + 1, "durable at once");
         assert_eq!(published(&engine), seq, "but not yet published");
         let by = engine.storage.deadline().expect("a deadline");
         assert!(by <= Instant::now() + PUBLISH_HOLD);
 
         // The merge's batch, which starts the next merge too: both are published now.
-        engine.begin_batch();
-        engine.record(urgent()).expect("recorded");
-        engine.hold_publication();
-        engine.end_batch();
+        held_batch(&mut engine);
         assert_eq!(engine.store.syncs(), syncs + 2);
         assert_eq!(
             published(&engine),
@@ -453,10 +458,7 @@ mod tests {
         let mut engine = engine(dir.path());
         let seq = engine.store.state().seq();
 
-        engine.begin_batch();
-        engine.record(urgent()).expect("recorded");
-        engine.hold_publication();
-        engine.end_batch();
+        held_batch(&mut engine);
         let by = engine.storage.deadline().expect("a deadline");
         assert_eq!(engine.next_wake(), Some(by), "the engine wakes for it");
 

@@ -290,8 +290,11 @@ mod tests {
     use crate::domain::id::BeadId;
     use crate::domain::model::Bead;
 
+    /// A formula of one step, the daemon's merge: poured, it starts the merge at once.
+    const MERGE_ONLY: &str = "formula = \"merge-only\"\n\n[[steps]]\nid = \"merge\"\ntitle = \"Merge\"\nrole = \"merge\"\n";
+
     /// An engine over a new workspace (a repository with one commit on `main`) that holds
-    /// bead `cat-1`, its creation synced.
+    /// bead `cat-1` of the formula [`MERGE_ONLY`], its creation synced.
     fn engine(dir: &std::path::Path) -> Engine {
         let git = git2::Repository::init(dir).expect("git init");
         git.set_head("refs/heads/main").expect("HEAD");
@@ -301,12 +304,16 @@ mod tests {
         git.commit(Some("HEAD"), &sig, &sig, "initial", &tree, &[])
             .expect("commit");
         let paths = crate::daemon::paths::Paths::new(dir);
+        let formulas = paths.state.join("formulas");
+        std::fs::create_dir_all(&formulas).expect("formulas folder");
+        std::fs::write(formulas.join("merge-only.formula.toml"), MERGE_ONLY).expect("formula");
         let (store, _) = Store::open(&paths.state).expect("store");
         let loaded = super::super::loaded::Loaded::load(&paths).expect("config");
         let repo = crate::daemon::worktree::Repo::open(dir, &paths.worktrees()).expect("repo");
         let tracker = tokio_util::task::TaskTracker::new();
         let (mut engine, _handle, _rx) = Engine::new(paths, store, loaded, repo, tracker);
-        let bead = Bead::new(bead_id(), "a bead", crate::daemon::clock::now());
+        let mut bead = Bead::new(bead_id(), "a bead", crate::daemon::clock::now());
+        bead.labels.push("formula:merge-only".into());
         engine
             .record(vec![EventBody::BeadCreated {
                 bead: Box::new(bead),
@@ -453,6 +460,27 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn the_batch_that_starts_the_daemons_merge_holds_its_publication() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut engine = engine(dir.path());
+        let (syncs, seq) = (engine.store.syncs(), engine.store.state().seq());
+
+        // The bead is poured and its only step, the merge, is taken by the daemon.
+        engine.begin_batch();
+        engine.schedule();
+        engine.end_batch();
+        assert!(!engine.git.merging.is_empty(), "the daemon's merge started");
+        assert!(engine.store.state().seq() > seq, "its events are recorded");
+        assert_eq!(engine.store.syncs(), syncs + 1, "and durable");
+        assert_eq!(
+            published(&engine),
+            seq,
+            "but held for the merge's own batch"
+        );
+        assert!(engine.storage.deadline().is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn held_events_are_published_once_the_hold_is_over() {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut engine = engine(dir.path());
@@ -483,16 +511,21 @@ mod tests {
     async fn a_batch_that_answers_a_client_is_published_at_once() {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut engine = engine(dir.path());
-        let seq = engine.store.state().seq();
+        let (reply, mut answer) = tokio::sync::oneshot::channel();
 
+        // A batch that starts the daemon's merge and answers a request.
         engine.begin_batch();
-        engine.record(urgent()).expect("recorded");
-        engine.hold_publication();
-        engine.answers_client();
+        engine.schedule();
+        engine.handle(Input::Request {
+            method: crate::daemon::engine::EngineRequest::Status,
+            reply,
+        });
         engine.end_batch();
+        assert!(!engine.git.merging.is_empty(), "the daemon's merge started");
+        assert!(answer.try_recv().is_ok(), "the client got its answer");
         assert_eq!(
             published(&engine),
-            seq + 1,
+            engine.store.state().seq(),
             "a client reading the journal after its answer finds the events"
         );
         assert_eq!(engine.storage.deadline(), None);

@@ -82,8 +82,8 @@ pub(super) fn checked_out(repo: &Repository, refname: &str) -> bool {
             .is_some_and(|h| matches!(h.symbolic_target(), Ok(Some(t)) if t == refname))
 }
 
-/// Writes a file that must not exist yet, as git writes a new worktree's files.
-fn write_new(path: &Path, text: &str) -> std::io::Result<()> {
+/// Writes a file that must not exist yet, as git writes a new worktree's files and its locks.
+pub(super) fn write_new(path: &Path, text: &str) -> std::io::Result<()> {
     fs::OpenOptions::new()
         .write(true)
         .create_new(true)

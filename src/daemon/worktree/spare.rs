@@ -270,15 +270,9 @@ impl Repo {
 /// every worktree of the repository to check that no other has the branch checked out; the
 /// branches here are the bead's own.
 fn write_head(repo: &Repository, name: &str, target: &str) -> Result<(), GitError> {
-    use std::io::Write;
     let record = repo.commondir().join("worktrees").join(name);
     let (lock, head) = (record.join("HEAD.lock"), record.join("HEAD"));
-    let written = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&lock)
-        .and_then(|mut f| f.write_all(format!("{target}\n").as_bytes()));
-    if let Err(e) = written {
+    if let Err(e) = super::add::write_new(&lock, &format!("{target}\n")) {
         if e.kind() != std::io::ErrorKind::AlreadyExists {
             let _ = fs::remove_file(&lock);
         }

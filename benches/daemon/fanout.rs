@@ -49,12 +49,9 @@ pub fn fanout(quick: bool) {
     println!("{runs}");
 }
 
-/// `catalystd` as its own process on a new workspace, as it is deployed and as the delivery
-/// rows run it: the subscribers do not share its runtime.
+/// `catalystd` as its own process on a new workspace, as the delivery rows run it.
 async fn deployed() -> TestDaemon {
-    let daemon = workspace("max_agents = 2").spawn();
-    daemon.call(Method::Status).await;
-    daemon
+    crate::deployed(&workspace("max_agents = 2")).await
 }
 
 /// How the subscribers follow the events.
@@ -74,8 +71,7 @@ async fn delivery(via: Via, subscribers: usize, events: usize) {
         Via::Socket => "max_agents = 2\n".to_owned(),
         Via::Sse => format!("max_agents = 2\n[web]\nlisten = \"127.0.0.1:{port}\"\n"),
     });
-    let daemon = ws.spawn();
-    daemon.call(Method::Status).await;
+    let daemon = crate::deployed(&ws).await;
     let mut client = daemon.client().await;
     client
         .call(&Method::Pause(PauseParams { model: None }))
@@ -170,6 +166,24 @@ impl Delays {
     }
 }
 
+/// Lines that arrive in pieces: each complete one is handed on, the rest kept for the next
+/// piece.
+#[derive(Default)]
+struct Pieces(Vec<u8>);
+
+impl Pieces {
+    fn feed(&mut self, piece: &[u8], mut line: impl FnMut(&str)) {
+        self.0.extend_from_slice(piece);
+        let mut rest = self.0.as_slice();
+        while let Some(end) = rest.iter().position(|&b| b == b'\n') {
+            line(std::str::from_utf8(&rest[..end]).expect("utf-8"));
+            rest = &rest[end + 1..];
+        }
+        let done = self.0.len() - rest.len();
+        self.0.drain(..done);
+    }
+}
+
 /// Receive delays of the next `events` events on a subscription. Each read's lines arrived
 /// together, when the read returned: the time is taken then, once, as for the SSE clients, so
 /// that a line's delay does not include the reader's own work on the lines before it.
@@ -177,21 +191,13 @@ async fn lean_latencies(sub: Client, events: usize) -> Vec<Duration> {
     use tokio::io::AsyncReadExt;
     let (lines, _hang_up_on_drop) = sub.into_lines();
     let (mut reader, mut buf) = (lines.into_inner(), vec![0u8; 1 << 16]);
-    let mut pending = Vec::new();
-    let mut delays = Delays::default();
+    let (mut pieces, mut delays) = (Pieces::default(), Delays::default());
     let mut lat = Vec::with_capacity(events);
     while lat.len() < events {
         let n = reader.read(&mut buf).await.expect("events");
         assert!(n > 0, "the daemon closed the subscription");
         let now = chrono::Utc::now();
-        pending.extend_from_slice(&buf[..n]);
-        let mut rest = pending.as_slice();
-        while let Some(end) = rest.iter().position(|&b| b == b'\n') {
-            let line = std::str::from_utf8(&rest[..end]).expect("utf-8");
-            lat.push(delays.of(line, now));
-            rest = &rest[end + 1..];
-        }
-        pending = rest.to_vec();
+        pieces.feed(&buf[..n], |line| lat.push(delays.of(line, now)));
     }
     lat
 }
@@ -200,22 +206,16 @@ async fn lean_latencies(sub: Client, events: usize) -> Vec<Duration> {
 async fn sse_latencies(response: reqwest::Response, events: usize) -> Vec<Duration> {
     use futures::StreamExt;
     let mut body = response.bytes_stream();
-    let mut pending = String::new();
-    let mut delays = Delays::default();
+    let (mut pieces, mut delays) = (Pieces::default(), Delays::default());
     let mut lat = Vec::with_capacity(events);
     while lat.len() < events {
         let chunk = body.next().await.expect("more events").expect("bytes");
         let now = chrono::Utc::now();
-        pending.push_str(std::str::from_utf8(&chunk).expect("utf-8"));
-        let mut rest = pending.as_str();
-        while let Some(end) = rest.find('\n') {
-            let line = &rest[..end];
-            rest = &rest[end + 1..];
+        pieces.feed(&chunk, |line| {
             if let Some(data) = line.strip_prefix("data:") {
                 lat.push(delays.of(data, now));
             }
-        }
-        pending = rest.to_owned();
+        });
     }
     lat
 }

@@ -64,6 +64,15 @@ fn workspace(extra: &str) -> Workspace {
     workspace_with_default("one", extra)
 }
 
+/// `catalystd` as its own process on `ws`, as it is deployed (its allocator, without
+/// transparent huge pages), once it answers: its clients share the machine with it, not its
+/// threads or its allocator.
+async fn deployed(ws: &Workspace) -> TestDaemon {
+    let daemon = ws.spawn();
+    daemon.call(catalyst::protocol::Method::Status).await;
+    daemon
+}
+
 /// A workspace with the `one` formula installed, `default_formula` for beads without a
 /// formula label, and `extra` config keys. Kept after the run when `BENCH_KEEP` is set, for a
 /// look at the journal.

@@ -17,8 +17,7 @@ pub fn web(quick: bool) {
     workload::write_journal(&ws.paths.state.join("journal.jsonl"), n);
     let rt = runtime();
     rt.block_on(async {
-        let daemon = ws.spawn();
-        daemon.call(catalyst::protocol::Method::Status).await;
+        let daemon = crate::deployed(&ws).await;
         let token = catalyst_testkit::web::token(&daemon).await;
         let http = reqwest::Client::new();
         let auth = format!("Bearer {}", token.trim());

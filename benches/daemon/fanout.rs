@@ -172,15 +172,18 @@ impl Delays {
 struct Pieces(Vec<u8>);
 
 impl Pieces {
-    fn feed(&mut self, piece: &[u8], mut line: impl FnMut(&str)) {
+    fn feed(&mut self, piece: &[u8], line: impl FnMut(&str)) {
         self.0.extend_from_slice(piece);
-        let mut rest = self.0.as_slice();
-        while let Some(end) = rest.iter().position(|&b| b == b'\n') {
-            line(std::str::from_utf8(&rest[..end]).expect("utf-8"));
-            rest = &rest[end + 1..];
-        }
-        let done = self.0.len() - rest.len();
-        self.0.drain(..done);
+        // A piece mostly ends a line: the last newline is found from the end, and the lines
+        // before it are split with `str`'s searcher (a `memchr`).
+        let Some(last) = self.0.iter().rposition(|&b| b == b'\n') else {
+            return;
+        };
+        std::str::from_utf8(&self.0[..last])
+            .expect("utf-8")
+            .split('\n')
+            .for_each(line);
+        self.0.drain(..=last);
     }
 }
 

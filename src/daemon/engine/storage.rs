@@ -293,6 +293,26 @@ mod tests {
     /// A formula of one step, the daemon's merge: poured, it starts the merge at once.
     const MERGE_ONLY: &str = "formula = \"merge-only\"\n\n[[steps]]\nid = \"merge\"\ntitle = \"Merge\"\nrole = \"merge\"\n";
 
+    /// An engine over a new workspace, and its fsyncs and seq when the test starts.
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        engine: Engine,
+        syncs: u64,
+        seq: u64,
+    }
+
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let engine = engine(dir.path());
+        let (syncs, seq) = (engine.store.syncs(), engine.store.state().seq());
+        Fixture {
+            _dir: dir,
+            engine,
+            syncs,
+            seq,
+        }
+    }
+
     /// An engine over a new workspace (a repository with one commit on `main`) that holds
     /// bead `cat-1` of the formula [`MERGE_ONLY`], its creation synced.
     fn engine(dir: &std::path::Path) -> Engine {
@@ -337,82 +357,80 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_lazy_group_waits_for_the_next_batch_that_syncs_and_shares_its_fsync() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut engine = engine(dir.path());
-        let (syncs, seq) = (engine.store.syncs(), engine.store.state().seq());
-        assert_eq!(published(&engine), seq);
+        let mut f = fixture();
+        assert_eq!(published(&f.engine), f.seq);
 
-        lazy_batch(&mut engine);
+        lazy_batch(&mut f.engine);
         assert_eq!(
-            engine.store.syncs(),
-            syncs,
+            f.engine.store.syncs(),
+            f.syncs,
             "a batch of only a lazy group syncs nothing"
         );
-        assert_eq!(published(&engine), seq, "nor publishes what is not durable");
         assert_eq!(
-            engine.store.state().seq(),
-            seq + 1,
+            published(&f.engine),
+            f.seq,
+            "nor publishes what is not durable"
+        );
+        assert_eq!(
+            f.engine.store.state().seq(),
+            f.seq + 1,
             "it is written and applied"
         );
 
-        engine.begin_batch();
-        engine.record(removed()).expect("recorded");
-        engine.end_batch();
+        f.engine.begin_batch();
+        f.engine.record(removed()).expect("recorded");
+        f.engine.end_batch();
         assert_eq!(
-            engine.store.syncs(),
-            syncs + 1,
+            f.engine.store.syncs(),
+            f.syncs + 1,
             "the next batch syncs both groups"
         );
-        assert_eq!(published(&engine), seq + 2);
-        assert_eq!(engine.storage.deadline(), None, "no timer left armed");
+        assert_eq!(published(&f.engine), f.seq + 2);
+        assert_eq!(f.engine.storage.deadline(), None, "no timer left armed");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_lazy_group_alone_is_synced_once_its_wait_is_over() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut engine = engine(dir.path());
-        let (syncs, seq) = (engine.store.syncs(), engine.store.state().seq());
+        let mut f = fixture();
 
-        lazy_batch(&mut engine);
-        let until = engine.storage.deadline().expect("a timer armed");
-        assert_eq!(engine.next_wake(), Some(until), "the engine wakes for it");
+        lazy_batch(&mut f.engine);
+        let until = f.engine.storage.deadline().expect("a timer armed");
+        assert_eq!(f.engine.next_wake(), Some(until), "the engine wakes for it");
         assert!(until <= Instant::now() + LAZY_SYNC);
 
         // A batch that records nothing before the wait is over keeps waiting.
-        engine.begin_batch();
-        engine.end_batch();
-        assert_eq!(engine.store.syncs(), syncs);
+        f.engine.begin_batch();
+        f.engine.end_batch();
+        assert_eq!(f.engine.store.syncs(), f.syncs);
 
         tokio::time::advance(LAZY_SYNC).await;
-        engine.begin_batch();
-        engine.on_timer();
-        engine.end_batch();
+        f.engine.begin_batch();
+        f.engine.on_timer();
+        f.engine.end_batch();
         assert_eq!(
-            engine.store.syncs(),
-            syncs + 1,
+            f.engine.store.syncs(),
+            f.syncs + 1,
             "synced when the wait is over"
         );
-        assert_eq!(published(&engine), seq + 1);
-        assert_eq!(engine.storage.deadline(), None);
+        assert_eq!(published(&f.engine), f.seq + 1);
+        assert_eq!(f.engine.storage.deadline(), None);
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_effect_held_in_a_batch_syncs_the_lazy_groups_before_it() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut engine = engine(dir.path());
-        let (syncs, seq) = (engine.store.syncs(), engine.store.state().seq());
+        let mut f = fixture();
         let (tx, mut rx) = tokio::sync::oneshot::channel();
 
-        engine.begin_batch();
-        engine.record_lazily(removed()).expect("recorded");
-        // An answer (such as `status`, which reports the seq) waits for what was written.
-        engine.tasks.after_sync(move || {
+        f.engine.begin_batch();
+        f.engine.record_lazily(removed()).expect("recorded");
+        // An answer (such as `status`, which reports the f.seq) waits for what was written.
+        f.engine.tasks.after_sync(move || {
             let _ = tx.send(());
         });
         assert!(rx.try_recv().is_err(), "held until the batch ends");
-        engine.end_batch();
-        assert_eq!(engine.store.syncs(), syncs + 1);
-        assert_eq!(published(&engine), seq + 1);
+        f.engine.end_batch();
+        assert_eq!(f.engine.store.syncs(), f.syncs + 1);
+        assert_eq!(published(&f.engine), f.seq + 1);
         assert!(rx.try_recv().is_ok(), "the answer went once synced");
     }
 
@@ -438,96 +456,102 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_batch_that_starts_the_merge_is_published_with_the_merges_batch() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut engine = engine(dir.path());
-        let (syncs, seq) = (engine.store.syncs(), engine.store.state().seq());
+        let mut f = fixture();
 
-        held_batch(&mut engine);
-        assert_eq!(engine.store.syncs(), syncs + 1, "durable at once");
-        assert_eq!(published(&engine), seq, "but not yet published");
-        let by = engine.storage.deadline().expect("a deadline");
+        held_batch(&mut f.engine);
+        assert_eq!(f.engine.store.syncs(), f.syncs + 1, "durable at once");
+        assert_eq!(published(&f.engine), f.seq, "but not yet published");
+        let by = f.engine.storage.deadline().expect("a deadline");
         assert!(by <= Instant::now() + PUBLISH_HOLD);
 
         // The merge's batch, which starts the next merge too: both are published now.
-        held_batch(&mut engine);
-        assert_eq!(engine.store.syncs(), syncs + 2);
+        held_batch(&mut f.engine);
+        assert_eq!(f.engine.store.syncs(), f.syncs + 2);
         assert_eq!(
-            published(&engine),
-            seq + 2,
+            published(&f.engine),
+            f.seq + 2,
             "one publication for both batches"
         );
-        assert_eq!(engine.storage.deadline(), None, "nothing is held after it");
+        assert_eq!(
+            f.engine.storage.deadline(),
+            None,
+            "nothing is held after it"
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_batch_that_starts_the_daemons_merge_holds_its_publication() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut engine = engine(dir.path());
-        let (syncs, seq) = (engine.store.syncs(), engine.store.state().seq());
+        let mut f = fixture();
 
         // The bead is poured and its only step, the merge, is taken by the daemon.
-        engine.begin_batch();
-        engine.schedule();
-        engine.end_batch();
-        assert!(!engine.git.merging.is_empty(), "the daemon's merge started");
-        assert!(engine.store.state().seq() > seq, "its events are recorded");
-        assert_eq!(engine.store.syncs(), syncs + 1, "and durable");
+        f.engine.begin_batch();
+        f.engine.schedule();
+        f.engine.end_batch();
+        assert!(
+            !f.engine.git.merging.is_empty(),
+            "the daemon's merge started"
+        );
+        assert!(
+            f.engine.store.state().seq() > f.seq,
+            "its events are recorded"
+        );
+        assert_eq!(f.engine.store.syncs(), f.syncs + 1, "and durable");
         assert_eq!(
-            published(&engine),
-            seq,
+            published(&f.engine),
+            f.seq,
             "but held for the merge's own batch"
         );
-        assert!(engine.storage.deadline().is_some());
+        assert!(f.engine.storage.deadline().is_some());
     }
 
     #[tokio::test(start_paused = true)]
     async fn held_events_are_published_once_the_hold_is_over() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut engine = engine(dir.path());
-        let seq = engine.store.state().seq();
+        let mut f = fixture();
 
-        held_batch(&mut engine);
-        let by = engine.storage.deadline().expect("a deadline");
-        assert_eq!(engine.next_wake(), Some(by), "the engine wakes for it");
+        held_batch(&mut f.engine);
+        let by = f.engine.storage.deadline().expect("a deadline");
+        assert_eq!(f.engine.next_wake(), Some(by), "the engine wakes for it");
 
         // A batch with nothing to say before then keeps them held.
-        engine.begin_batch();
-        engine.end_batch();
-        assert_eq!(published(&engine), seq);
+        f.engine.begin_batch();
+        f.engine.end_batch();
+        assert_eq!(published(&f.engine), f.seq);
 
         tokio::time::advance(PUBLISH_HOLD).await;
-        engine.begin_batch();
-        engine.on_timer();
-        engine.end_batch();
+        f.engine.begin_batch();
+        f.engine.on_timer();
+        f.engine.end_batch();
         assert_eq!(
-            published(&engine),
-            seq + 1,
+            published(&f.engine),
+            f.seq + 1,
             "published when the hold is over"
         );
-        assert_eq!(engine.storage.deadline(), None);
+        assert_eq!(f.engine.storage.deadline(), None);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_batch_that_answers_a_client_is_published_at_once() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut engine = engine(dir.path());
+        let mut f = fixture();
         let (reply, mut answer) = tokio::sync::oneshot::channel();
 
         // A batch that starts the daemon's merge and answers a request.
-        engine.begin_batch();
-        engine.schedule();
-        engine.handle(Input::Request {
+        f.engine.begin_batch();
+        f.engine.schedule();
+        f.engine.handle(Input::Request {
             method: crate::daemon::engine::EngineRequest::Status,
             reply,
         });
-        engine.end_batch();
-        assert!(!engine.git.merging.is_empty(), "the daemon's merge started");
+        f.engine.end_batch();
+        assert!(
+            !f.engine.git.merging.is_empty(),
+            "the daemon's merge started"
+        );
         assert!(answer.try_recv().is_ok(), "the client got its answer");
         assert_eq!(
-            published(&engine),
-            engine.store.state().seq(),
+            published(&f.engine),
+            f.engine.store.state().seq(),
             "a client reading the journal after its answer finds the events"
         );
-        assert_eq!(engine.storage.deadline(), None);
+        assert_eq!(f.engine.storage.deadline(), None);
     }
 }

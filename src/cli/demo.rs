@@ -130,8 +130,11 @@ pub fn init_repo(dir: &Path) -> Result<(), DemoError> {
 }
 
 /// `config` (from [`stub_config`]) with its stub profile unconfined, for a machine without
-/// bubblewrap; whoever calls it says so.
+/// bubblewrap; whoever calls it says so. A profile already unconfined is left as it is.
 pub fn unconfined(config: &str) -> String {
+    if config.contains("sandbox = \"none\"") {
+        return config.to_owned();
+    }
     config.replacen(
         "format = \"claude-stream-json\", ",
         "format = \"claude-stream-json\", sandbox = \"none\", ",
@@ -379,5 +382,19 @@ mod tests {
         let demo = Config::parse(&demo, "demo").expect("the demo's profile");
         assert_eq!(readme.agent, demo.agent);
         assert_eq!(readme.profile(), demo.profile());
+    }
+
+    /// Unconfining twice (a bench on a machine without bubblewrap) still parses.
+    #[test]
+    fn unconfining_an_unconfined_config_changes_nothing() {
+        let config = stub_config(
+            &["catalyst".into(), "__stub-claude".into()],
+            Path::new("/s/scenario.toml"),
+            Path::new("/s/agents.log"),
+        );
+        let once = unconfined(&config);
+        assert_ne!(once, config);
+        assert_eq!(unconfined(&once), once);
+        Config::parse(&unconfined(&once), "twice").expect("an unconfined config parses");
     }
 }

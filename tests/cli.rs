@@ -1,9 +1,10 @@
 //! The `catalyst` command line as a user runs it: `formula check`, `result parse` and `man`;
-//! and `__exec`, which the daemon runs.
+//! and `__exec`, which the daemon runs, in `catalyst` and in `catalyst-hook`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use catalyst_testkit::cli::catalyst_with_stdin;
+use catalyst_testkit::cli::{catalyst_with_stdin, program_with_stdin};
+use catalyst_testkit::{catalyst_bin, catalyst_hook_bin};
 
 /// What one run of `catalyst` gave: its exit code (-1 if a signal ended it) and output.
 struct Run {
@@ -695,14 +696,38 @@ needs = ["inline"]
     assert_ne!(out.code, 0, "an int var refuses text: {}", out.stdout);
 }
 
-/// `catalyst __exec` with its message for `program args…` in `cwd` with `GREETING=hi`, then
+/// The two programs whose `__exec` is the shim: `catalyst`, and `catalyst-hook`, which the
+/// daemon starts when it is installed.
+fn shims() -> [PathBuf; 2] {
+    [catalyst_bin(), catalyst_hook_bin()]
+}
+
+/// `shim args…` in the package's folder with `stdin`.
+fn run(shim: &Path, args: &[&str], stdin: &str) -> Run {
+    let (code, stdout, stderr) =
+        program_with_stdin(shim, Path::new(env!("CARGO_MANIFEST_DIR")), args, stdin);
+    Run {
+        code,
+        stdout,
+        stderr,
+    }
+}
+
+/// `shim __exec` with its message for `program args…` in `cwd` with `GREETING=hi`, then
 /// `rest` on stdin.
-fn exec_shim(cwd: &Path, program: &str, args: &[&str], rest: &str) -> Run {
-    exec_shim_with(&[], cwd, program, args, rest)
+fn exec_shim(shim: &Path, cwd: &Path, program: &str, args: &[&str], rest: &str) -> Run {
+    exec_shim_with(shim, &[], cwd, program, args, rest)
 }
 
 /// [`exec_shim`] with `setup` arguments after `__exec`.
-fn exec_shim_with(setup: &[&str], cwd: &Path, program: &str, args: &[&str], rest: &str) -> Run {
+fn exec_shim_with(
+    shim: &Path,
+    setup: &[&str],
+    cwd: &Path,
+    program: &str,
+    args: &[&str],
+    rest: &str,
+) -> Run {
     let exec = catalyst::daemon::agent::shim::Exec {
         cwd: cwd.to_owned(),
         stdin_null: false,
@@ -714,7 +739,7 @@ fn exec_shim_with(setup: &[&str], cwd: &Path, program: &str, args: &[&str], rest
     stdin.push_str(rest);
     let mut argv = vec!["__exec"];
     argv.extend(setup);
-    catalyst(&argv, &stdin)
+    run(shim, &argv, &stdin)
 }
 
 #[test]
@@ -729,59 +754,160 @@ fn exec_shim_sets_its_niceness_and_checks_its_parent_before_it_runs_the_program(
         .expect("niceness");
     let nice = (own + 5).min(19).to_string();
     let stat = "cut -d')' -f2 /proc/self/stat | cut -d' ' -f18";
-    let run = exec_shim_with(
-        &["--parent", &parent, "--niceness", &nice],
-        dir.path(),
-        "/bin/sh",
-        &["-c", stat],
-        "",
-    );
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(
-        run.stdout.trim(),
-        nice,
-        "the program runs at the niceness asked"
-    );
-    // These exit before reading stdin: nothing is written to it, which would race their exit.
-    let orphan = catalyst(&["__exec", "--parent", "1"], "");
-    assert_eq!(orphan.code, 126);
-    assert!(
-        orphan.stderr.contains("the daemon is gone"),
-        "{}",
-        orphan.stderr
-    );
-    let bad = catalyst(&["__exec", "--cgroup"], "");
-    assert_eq!(bad.code, 126, "{}", bad.stderr);
+    for shim in shims() {
+        let run = exec_shim_with(
+            &shim,
+            &["--parent", &parent, "--niceness", &nice],
+            dir.path(),
+            "/bin/sh",
+            &["-c", stat],
+            "",
+        );
+        assert_eq!(run.code, 0, "{}: {}", shim.display(), run.stderr);
+        assert_eq!(
+            run.stdout.trim(),
+            nice,
+            "{}: the program runs at the niceness asked",
+            shim.display()
+        );
+        // These exit before reading stdin: nothing is written to it, which would race their
+        // exit.
+        let orphan = self::run(&shim, &["__exec", "--parent", "1"], "");
+        assert_eq!(orphan.code, 126, "{}", shim.display());
+        assert!(
+            orphan.stderr.contains("the daemon is gone"),
+            "{}: {}",
+            shim.display(),
+            orphan.stderr
+        );
+        let bad = self::run(&shim, &["__exec", "--cgroup"], "");
+        assert_eq!(bad.code, 126, "{}: {}", shim.display(), bad.stderr);
+    }
 }
 
 #[test]
 fn exec_shim_leaves_what_follows_its_message_to_the_program() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path().canonicalize().expect("canonical");
-    let run = exec_shim(
-        &cwd,
-        "/bin/sh",
-        &["-c", "pwd; echo $GREETING; cat"],
-        "the prompt",
-    );
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.stdout, format!("{}\nhi\nthe prompt", cwd.display()));
+    for shim in shims() {
+        let run = exec_shim(
+            &shim,
+            &cwd,
+            "/bin/sh",
+            &["-c", "pwd; echo $GREETING; cat"],
+            "the prompt",
+        );
+        assert_eq!(run.code, 0, "{}: {}", shim.display(), run.stderr);
+        assert_eq!(
+            run.stdout,
+            format!("{}\nhi\nthe prompt", cwd.display()),
+            "{}",
+            shim.display()
+        );
+    }
+}
+
+/// The shims ignore `SIGPIPE` for themselves, as Rust programs do; the agent they become must
+/// not inherit that (a program killed by a closed pipe, as `yes | head` expects, would spin).
+#[test]
+fn exec_shim_gives_the_program_the_default_sigpipe() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    const SIGPIPE_BIT: u64 = 1 << (13 - 1);
+    for shim in shims() {
+        let run = exec_shim(
+            &shim,
+            dir.path(),
+            "/bin/sh",
+            &["-c", "grep '^SigIgn:' /proc/self/status"],
+            "",
+        );
+        assert_eq!(run.code, 0, "{}: {}", shim.display(), run.stderr);
+        let mask = run
+            .stdout
+            .trim()
+            .strip_prefix("SigIgn:")
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .unwrap_or_else(|| panic!("{}: {}", shim.display(), run.stdout));
+        assert_eq!(mask & SIGPIPE_BIT, 0, "{}: SigIgn {mask:x}", shim.display());
+    }
 }
 
 #[test]
 fn exec_shim_says_which_program_it_cannot_run() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let run = exec_shim(dir.path(), "/nonexistent/agent", &[], "");
-    assert_eq!(run.code, 127);
-    assert!(
-        run.stderr.contains("cannot run `/nonexistent/agent`"),
-        "{}",
-        run.stderr
-    );
-    let closed = catalyst(&["__exec"], "");
+    for shim in shims() {
+        let run = exec_shim(&shim, dir.path(), "/nonexistent/agent", &[], "");
+        assert_eq!(run.code, 127, "{}", shim.display());
+        assert!(
+            run.stderr.contains("cannot run `/nonexistent/agent`"),
+            "{}: {}",
+            shim.display(),
+            run.stderr
+        );
+        let closed = self::run(&shim, &["__exec"], "");
+        assert_eq!(
+            (closed.code, closed.stderr.as_str()),
+            (1, ""),
+            "{}: stdin closed early",
+            shim.display()
+        );
+    }
+}
+
+/// `catalyst-hook`, which skips the standard library's start-up (it has a C `main`), reads its
+/// event from the arguments and its environment, and answers whole on stdout.
+#[test]
+fn the_hook_binary_answers_on_stdout() {
+    use catalyst::domain::agent::attempt::{AttemptPolicy, POLICY_FILE};
+    use catalyst::domain::id::BeadId;
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bead = BeadId::new("cli-1").expect("id");
+    let policy = AttemptPolicy {
+        step: bead.step("implement").expect("step"),
+        bead,
+        role: catalyst::domain::model::Role::Implement,
+        attempt: 1,
+        access: catalyst::domain::policy::Access::Worktree,
+        tools: None,
+        worktree: dir.path().to_owned(),
+        target_branch: "main".into(),
+        context: dir.path().join("context.md"),
+        contract: "the contract".into(),
+    };
+    std::fs::write(
+        dir.path().join(POLICY_FILE),
+        serde_json::to_vec(&policy).expect("json"),
+    )
+    .expect("policy");
+    let mut child = Command::new(catalyst_hook_bin())
+        .arg("session-start")
+        .env("CATALYST_CONTEXT", dir.path().join("context.md"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("catalyst-hook");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(br#"{"hook_event_name":"SessionStart","session_id":"s"}"#)
+        .expect("input");
+    let out = child.wait_with_output().expect("output");
     assert_eq!(
-        (closed.code, closed.stderr.as_str()),
-        (1, ""),
-        "stdin closed early"
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {:?}", String::from_utf8_lossy(&out.stdout));
+    });
+    assert_eq!(
+        answer["hookSpecificOutput"]["additionalContext"].as_str(),
+        Some(policy.session_text().as_str()),
+        "{answer}"
     );
 }

@@ -257,10 +257,10 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(code).unwrap_or(1));
         }
         Some(SANDBOX_NET_COMMAND) => {
-            return catalyst::cli::sandbox_net::main(&args.collect::<Vec<_>>())
+            return ExitCode::from(catalyst::cli::sandbox_net::main(&args.collect::<Vec<_>>()))
         }
         Some(shim::EXEC_COMMAND) => {
-            return shim::main(&std::env::args_os().skip(2).collect::<Vec<_>>())
+            return ExitCode::from(shim::main(&std::env::args_os().skip(2).collect::<Vec<_>>()))
         }
         // Run on every tool call of every agent: answered before the command line parser
         // and the async runtime are built (a malformed call falls through to clap's error).

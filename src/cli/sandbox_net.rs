@@ -11,7 +11,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::Command;
 
 /// Why the forwarder could not start the agent.
 #[derive(Debug, thiserror::Error)]
@@ -33,12 +33,12 @@ pub struct Forward {
 
 /// The whole subcommand, given the arguments after its name: exits as the agent does, or 127
 /// (said on stderr) when it could not start it.
-pub fn main(args: &[String]) -> ExitCode {
+pub fn main(args: &[String]) -> u8 {
     match parse(args).and_then(|(forwards, command)| run(&forwards, &command)) {
-        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Ok(code) => u8::try_from(code).unwrap_or(1),
         Err(e) => {
             eprintln!("catalyst: {e}");
-            ExitCode::from(127)
+            127
         }
     }
 }

@@ -12,7 +12,17 @@ pub fn catalyst(cwd: &Path, args: &[&str]) -> (i32, String, String) {
 
 /// [`catalyst`] with `stdin` as its standard input.
 pub fn catalyst_with_stdin(cwd: &Path, args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = Command::new(crate::catalyst_bin())
+    program_with_stdin(&crate::catalyst_bin(), cwd, args, stdin)
+}
+
+/// Runs `program args…` in `cwd` with `stdin`, as [`catalyst_with_stdin`] runs `catalyst`.
+pub fn program_with_stdin(
+    program: &Path,
+    cwd: &Path,
+    args: &[&str],
+    stdin: &str,
+) -> (i32, String, String) {
+    let mut child = Command::new(program)
         .args(args)
         .current_dir(cwd)
         .env_remove("RUST_LOG")
@@ -20,7 +30,7 @@ pub fn catalyst_with_stdin(cwd: &Path, args: &[&str], stdin: &str) -> (i32, Stri
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("run catalyst");
+        .unwrap_or_else(|e| panic!("run `{}`: {e}", program.display()));
     child
         .stdin
         .take()

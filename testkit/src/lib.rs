@@ -50,6 +50,11 @@ pub fn catalyst_bin() -> PathBuf {
     built_bin("catalyst")
 }
 
+/// The `catalyst-hook` binary of this build: the hooks, and the shim agents start as.
+pub fn catalyst_hook_bin() -> PathBuf {
+    built_bin("catalyst-hook")
+}
+
 /// The `catalystd` binary of this build.
 pub fn catalystd_bin() -> PathBuf {
     built_bin("catalystd")

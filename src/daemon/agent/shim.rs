@@ -23,7 +23,7 @@ use std::io::{self, Read};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, Stdio};
 
 /// The hidden subcommand of `catalyst` and `catalyst-hook` that runs [`main`].
 pub const EXEC_COMMAND: &str = "__exec";
@@ -214,17 +214,17 @@ impl Setup {
 /// 126 for the setup, 127 for the rest, the reason on stderr, which is the agent's stderr
 /// file); a daemon that gave up on the attempt closes stdin, and the shim exits 1 without a
 /// word.
-pub fn main(args: &[OsString]) -> ExitCode {
+pub fn main(args: &[OsString]) -> u8 {
     if let Err(e) = Setup::parse(args).and_then(|setup| setup.apply()) {
         eprintln!("catalyst: {e}");
-        return ExitCode::from(126);
+        return 126;
     }
     let exec = match decode(&mut RawStdin) {
         Ok(exec) => exec,
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return ExitCode::from(1),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return 1,
         Err(e) => {
             eprintln!("catalyst: cannot read the agent's command line: {e}");
-            return ExitCode::from(127);
+            return 127;
         }
     };
     let mut command = Command::new(&exec.program);
@@ -237,7 +237,7 @@ pub fn main(args: &[OsString]) -> ExitCode {
     }
     let e = command.exec();
     eprintln!("catalyst: cannot run `{}`: {e}", exec.program.display());
-    ExitCode::from(127)
+    127
 }
 
 /// The shim's stdin read without a buffer (`io::stdin` has one): what follows the message is

@@ -25,6 +25,7 @@ mod add;
 mod change;
 mod commit;
 mod error;
+mod handles;
 mod merge;
 mod sandbox;
 mod spare;
@@ -94,8 +95,9 @@ pub struct Worktree {
 
 /// The workspace's repository and catalyst's worktrees folder.
 ///
-/// Holds paths only and opens libgit2 handles per call, so it is `Send + Sync` and never sees
-/// stale repository state written by agents or people in between calls.
+/// Opens libgit2 handles of worktrees per call, so it never sees stale state that agents or
+/// people wrote in between; handles of the main repository are kept open for a few seconds
+/// and used again ([`handles`] says why that is safe).
 #[derive(Debug, Clone)]
 pub struct Repo {
     /// The main repository's working directory.
@@ -118,6 +120,8 @@ pub struct Repo {
     /// Finished beads' worktrees kept for the next beads ([`Repo::with_spares`]).
     spares: Arc<Mutex<spare::Spares>>,
     spare_limit: usize,
+    /// Idle handles of the main repository ([`Repo::main_repo`]).
+    handles: Arc<handles::Handles>,
 }
 
 impl Repo {
@@ -152,6 +156,7 @@ impl Repo {
             max_file_bytes: u64::MAX,
             spares: Arc::default(),
             spare_limit: 0,
+            handles: Arc::default(),
         })
     }
 
@@ -394,8 +399,9 @@ impl Repo {
         Ok(beads.into_iter().collect())
     }
 
-    fn main_repo(&self) -> Result<Repository, GitError> {
-        Repository::open(&self.workspace).ctx(|| {
+    /// A handle of the main repository: an idle one when there is one ([`handles`]).
+    fn main_repo(&self) -> Result<handles::Kept<'_>, GitError> {
+        self.handles.take(&self.workspace).ctx(|| {
             format!(
                 "opening the git repository at `{}`",
                 self.workspace.display()

@@ -1,0 +1,153 @@
+//! Open libgit2 handles of the main repository, kept between calls.
+//!
+//! Opening a repository is not free: libgit2 looks for its git folder and common folder,
+//! reads git's config files (the system's, the person's and the repository's) and sets up its
+//! object database, a dozen path lookups and several file reads. A bead's life opens the main
+//! repository four times (its worktree made, its merge, the target's tip read, its removal),
+//! which was most of the 7% of the daemon's CPU that `Repository::open` took in the overhead
+//! benchmark.
+//!
+//! What a kept handle could see stale, and why that is safe here:
+//! - refs, `packed-refs`, config files and packs: libgit2 reads loose refs on each lookup and
+//!   checks the other files' stamps (or looks again on a miss) before it uses them;
+//! - the main checkout's index: never used through these handles (the fast-forward opens the
+//!   checkout it updates afresh, see `merge.rs`);
+//! - config values libgit2 caches per handle (`core.*`): a handle is reused only for
+//!   [`MAX_AGE`] after it was opened, so a person's `git config` is seen within that.
+
+use std::ops::Deref;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use git2::Repository;
+
+/// How long after it was opened a handle may be used again.
+const MAX_AGE: Duration = Duration::from_secs(5);
+
+/// How many idle handles are kept: one for each thread that can work on git at once in the
+/// benchmarks' runs; a burst beyond it opens more, and they are closed when done.
+const MAX_IDLE: usize = 4;
+
+/// The idle handles, each with when it was opened.
+#[derive(Default)]
+pub(super) struct Handles(Mutex<Vec<(Instant, Repository)>>);
+
+impl std::fmt::Debug for Handles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let idle = self.0.lock().map(|h| h.len()).unwrap_or_default();
+        f.debug_struct("Handles").field("idle", &idle).finish()
+    }
+}
+
+impl Handles {
+    /// An idle handle young enough to use, else one opened now at `workspace`.
+    pub(super) fn take(&self, workspace: &Path) -> Result<Kept<'_>, git2::Error> {
+        let idle = {
+            let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            idle.retain(|(opened, _)| opened.elapsed() < MAX_AGE);
+            idle.pop()
+        };
+        let (opened, repo) = match idle {
+            Some(kept) => kept,
+            None => (Instant::now(), Repository::open(workspace)?),
+        };
+        Ok(Kept {
+            handles: self,
+            opened,
+            repo: Some(repo),
+        })
+    }
+}
+
+/// A handle of the main repository, given back to [`Handles`] when dropped.
+pub(super) struct Kept<'a> {
+    handles: &'a Handles,
+    opened: Instant,
+    /// Always `Some` until dropped.
+    repo: Option<Repository>,
+}
+
+impl Deref for Kept<'_> {
+    type Target = Repository;
+
+    fn deref(&self) -> &Repository {
+        self.repo
+            .as_ref()
+            .expect("a kept handle holds its repository")
+    }
+}
+
+impl Drop for Kept<'_> {
+    fn drop(&mut self) {
+        let Some(repo) = self.repo.take() else {
+            return;
+        };
+        if self.opened.elapsed() >= MAX_AGE {
+            return;
+        }
+        let mut idle = self.handles.0.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push((self.opened, repo));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repository() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        Repository::init(dir.path()).expect("init");
+        dir
+    }
+
+    /// The point of the pool: a handle given back is the one the next call gets.
+    #[test]
+    fn a_handle_given_back_is_used_again() {
+        let dir = repository();
+        let handles = Handles::default();
+        let first = handles.take(dir.path()).expect("open");
+        let opened = first.opened;
+        drop(first);
+        let again = handles.take(dir.path()).expect("reuse");
+        assert_eq!(again.opened, opened, "the same handle");
+        assert!(handles.0.lock().expect("lock").is_empty(), "it is in use");
+    }
+
+    /// Handles in use at once are each their own, and no more than [`MAX_IDLE`] are kept.
+    #[test]
+    fn a_burst_opens_more_handles_and_keeps_few() {
+        let dir = repository();
+        let handles = Handles::default();
+        let held: Vec<_> = (0..MAX_IDLE + 2)
+            .map(|_| handles.take(dir.path()).expect("open"))
+            .collect();
+        assert!(handles.0.lock().expect("lock").is_empty());
+        drop(held);
+        assert_eq!(handles.0.lock().expect("lock").len(), MAX_IDLE);
+    }
+
+    /// A handle past [`MAX_AGE`] is closed instead of used, so what libgit2 caches in it
+    /// (config values) is never older than that.
+    #[test]
+    fn an_old_handle_is_not_used_again() {
+        let dir = repository();
+        let handles = Handles::default();
+        let old = Instant::now()
+            .checked_sub(MAX_AGE)
+            .expect("the clock is past MAX_AGE");
+        handles
+            .0
+            .lock()
+            .expect("lock")
+            .push((old, Repository::open(dir.path()).expect("open")));
+        let fresh = handles.take(dir.path()).expect("open");
+        assert_ne!(fresh.opened, old, "a new handle");
+        assert!(
+            handles.0.lock().expect("lock").is_empty(),
+            "the old one closed"
+        );
+    }
+}

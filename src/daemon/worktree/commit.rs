@@ -34,6 +34,10 @@ impl Repo {
         self.refuse_big_files(&repo, bead)?;
         let what = || format!("staging the changes in the worktree of bead `{bead}`");
         let mut index = repo.index().ctx(what)?;
+        // The handle may be the one kept from an earlier call, and the agent's `git add` since
+        // then is on disk only: read again when the file changed (git replaces the index by a
+        // rename, so its inode changes too).
+        index.read(false).ctx(what)?;
         let mut skip_catalyst = |path: &Path, _: &[u8]| i32::from(is_catalyst_path(path));
         index
             .add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip_catalyst))
@@ -111,6 +115,7 @@ impl Repo {
     ///
     /// Ignored files (build output, caches) are kept, as `git clean` without `-x` keeps them.
     pub fn reset_to(&self, bead: &BeadId, commit: &CommitId) -> Result<(), GitError> {
+        self.trees.forget(bead);
         let shared = self.exclusive();
         let main = self.main_repo()?;
         self.clear_bead_locks(&main, bead);

@@ -1,26 +1,35 @@
-//! Open libgit2 handles of the main repository, kept between calls.
+//! Open libgit2 handles of the main repository and of beads' worktrees, kept between calls.
 //!
 //! Opening a repository is not free: libgit2 looks for its git folder and common folder,
 //! reads git's config files (the system's, the person's and the repository's) and sets up its
 //! object database, a dozen path lookups and several file reads. A bead's life opens the main
 //! repository four times (its worktree made, its merge, the target's tip read, its removal),
-//! which was most of the 7% of the daemon's CPU that `Repository::open` took in the overhead
-//! benchmark.
+//! and its worktree three times (made from a spare, checked after the attempt, tidied when
+//! removed): 7% of the daemon's CPU in the overhead benchmark.
+//!
+//! A worktree's handle is kept for its bead only ([`Trees`]), from one call to the next, and
+//! forgotten whenever the worktree may be made again or moved ([`Trees::forget`]).
 //!
 //! What a kept handle could see stale, and why that is safe here:
 //! - refs, `packed-refs`, config files and packs: libgit2 reads loose refs on each lookup and
 //!   checks the other files' stamps (or looks again on a miss) before it uses them;
 //! - the main checkout's index: never used through these handles (the fast-forward opens the
 //!   checkout it updates afresh, see `merge.rs`);
+//! - a worktree's index, which its agent may change between two calls: libgit2 reloads it
+//!   when its stamp changed before a status, a diff or a checkout, and the daemon's commit
+//!   reads it again from disk first;
 //! - config values libgit2 caches per handle (`core.*`): a handle is reused only for
 //!   [`MAX_AGE`] after it was opened, so a person's `git config` is seen within that.
 
-use std::ops::Deref;
+use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use git2::Repository;
+
+use crate::domain::id::BeadId;
 
 /// How long after it was opened a handle may be used again.
 const MAX_AGE: Duration = Duration::from_secs(5);
@@ -93,6 +102,97 @@ impl Drop for Kept<'_> {
     }
 }
 
+/// Beads' worktree handles, each kept between two calls for its bead.
+#[derive(Default)]
+pub(super) struct Trees(Mutex<HashMap<BeadId, (Instant, Repository)>>);
+
+impl std::fmt::Debug for Trees {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self.0.lock().map(|h| h.len()).unwrap_or_default();
+        f.debug_struct("Trees").field("kept", &kept).finish()
+    }
+}
+
+impl Trees {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<BeadId, (Instant, Repository)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The bead's kept handle, if it is young enough to use; it is the caller's until given
+    /// back ([`Trees::keep`], or dropping a [`KeptTree`]).
+    pub(super) fn take(&self, bead: &BeadId) -> Option<(Instant, Repository)> {
+        self.lock()
+            .remove(bead)
+            .filter(|(opened, _)| opened.elapsed() < MAX_AGE)
+    }
+
+    /// Keeps `repo`, opened at `opened`, as the handle of the bead's worktree.
+    pub(super) fn keep(&self, bead: &BeadId, opened: Instant, repo: Repository) {
+        if opened.elapsed() < MAX_AGE {
+            self.lock().insert(bead.clone(), (opened, repo));
+        }
+    }
+
+    /// Closes the bead's kept handle: its worktree is about to be made again, moved or
+    /// removed.
+    pub(super) fn forget(&self, bead: &BeadId) {
+        self.lock().remove(bead);
+    }
+
+    /// The bead's kept handle if there is one, else `open()`'s, given back when dropped.
+    pub(super) fn take_or(
+        &self,
+        bead: &BeadId,
+        open: impl FnOnce() -> Result<Repository, super::GitError>,
+    ) -> Result<KeptTree<'_>, super::GitError> {
+        let (opened, repo) = match self.take(bead) {
+            Some(kept) => kept,
+            None => (Instant::now(), open()?),
+        };
+        Ok(KeptTree {
+            trees: self,
+            bead: bead.clone(),
+            opened,
+            repo: Some(repo),
+        })
+    }
+}
+
+/// A handle of a bead's worktree, kept again for the bead when dropped.
+pub(super) struct KeptTree<'a> {
+    trees: &'a Trees,
+    bead: BeadId,
+    opened: Instant,
+    /// Always `Some` until dropped.
+    repo: Option<Repository>,
+}
+
+impl Deref for KeptTree<'_> {
+    type Target = Repository;
+
+    fn deref(&self) -> &Repository {
+        self.repo
+            .as_ref()
+            .expect("a kept handle holds its repository")
+    }
+}
+
+impl DerefMut for KeptTree<'_> {
+    fn deref_mut(&mut self) -> &mut Repository {
+        self.repo
+            .as_mut()
+            .expect("a kept handle holds its repository")
+    }
+}
+
+impl Drop for KeptTree<'_> {
+    fn drop(&mut self) {
+        if let Some(repo) = self.repo.take() {
+            self.trees.keep(&self.bead, self.opened, repo);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +249,37 @@ mod tests {
             handles.0.lock().expect("lock").is_empty(),
             "the old one closed"
         );
+    }
+
+    /// A worktree's handle comes back to its bead only, and not after it is forgotten.
+    #[test]
+    fn a_worktree_handle_is_kept_for_its_bead_until_forgotten() {
+        let dir = repository();
+        let trees = Trees::default();
+        let (a, b) = (
+            BeadId::new("bd-a").expect("id"),
+            BeadId::new("bd-b").expect("id"),
+        );
+        let open = || {
+            Repository::open(dir.path()).map_err(|source| super::super::GitError::Git {
+                action: "opening".into(),
+                source,
+            })
+        };
+        let first = trees.take_or(&a, open).expect("open");
+        let opened = first.opened;
+        drop(first);
+        assert!(
+            trees.take(&b).is_none(),
+            "another bead's handle is not shared"
+        );
+        let again = trees.take_or(&a, open).expect("kept");
+        assert_eq!(again.opened, opened, "the bead's own handle again");
+        drop(again);
+        trees.forget(&a);
+        assert!(trees.take(&a).is_none(), "forgotten");
+        let old = Instant::now().checked_sub(MAX_AGE).expect("clock");
+        trees.keep(&a, old, Repository::open(dir.path()).expect("open"));
+        assert!(trees.take(&a).is_none(), "too old to keep");
     }
 }

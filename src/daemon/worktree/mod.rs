@@ -122,6 +122,8 @@ pub struct Repo {
     spare_limit: usize,
     /// Idle handles of the main repository ([`Repo::main_repo`]).
     handles: Arc<handles::Handles>,
+    /// Handles of beads' worktrees kept between calls ([`Repo::open_worktree`]).
+    trees: Arc<handles::Trees>,
 }
 
 impl Repo {
@@ -157,6 +159,7 @@ impl Repo {
             spares: Arc::default(),
             spare_limit: 0,
             handles: Arc::default(),
+            trees: Arc::default(),
         })
     }
 
@@ -271,6 +274,7 @@ impl Repo {
     /// work from before a restart) and an existing worktree is returned unchanged. A worktree
     /// left half-made by a crash, or whose folder was deleted, is made again from the branch.
     pub fn create(&self, bead: &BeadId, target: &str) -> Result<Worktree, GitError> {
+        self.trees.forget(bead);
         let _shared = self.exclusive();
         let repo = self.main_repo()?;
         self.clear_bead_locks(&repo, bead);
@@ -318,6 +322,7 @@ impl Repo {
     pub fn remove(&self, bead: &BeadId) -> Result<(), GitError> {
         let repo = self.main_repo()?;
         let spare = self.tidy_for_spare(&repo, bead);
+        self.trees.forget(bead);
         let _shared = self.exclusive();
         self.clear_bead_locks(&repo, bead);
         let path = self.worktree_path(bead);
@@ -410,27 +415,31 @@ impl Repo {
     }
 
     /// Opens the bead's worktree as a repository of its own (index, HEAD and files of that
-    /// worktree). `Repository::open` does not search upwards, so a folder that lost its `.git`
-    /// file is reported missing instead of silently opening the main repository around it.
-    fn open_worktree(&self, bead: &BeadId) -> Result<Repository, GitError> {
+    /// worktree), or takes the handle kept from the last call ([`handles::Trees`]).
+    /// `Repository::open` does not search upwards, so a folder that lost its `.git` file is
+    /// reported missing instead of silently opening the main repository around it.
+    fn open_worktree(&self, bead: &BeadId) -> Result<handles::KeptTree<'_>, GitError> {
         let path = self.worktree_path(bead);
         let missing = || GitError::NoWorktree {
             bead: bead.clone(),
             path: path.clone(),
         };
         if !path.join(".git").is_file() {
+            self.trees.forget(bead);
             return Err(missing());
         }
-        let repo = Repository::open(&path).ctx(|| {
-            format!(
-                "opening the worktree of bead `{bead}` at `{}`",
-                path.display()
-            )
-        })?;
-        if !repo.is_worktree() {
-            return Err(missing());
-        }
-        Ok(repo)
+        self.trees.take_or(bead, || {
+            let repo = Repository::open(&path).ctx(|| {
+                format!(
+                    "opening the worktree of bead `{bead}` at `{}`",
+                    path.display()
+                )
+            })?;
+            if !repo.is_worktree() {
+                return Err(missing());
+            }
+            Ok(repo)
+        })
     }
 
     /// Makes sure the bead's worktree exists, complete, on its branch (which must exist);

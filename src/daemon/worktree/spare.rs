@@ -139,14 +139,19 @@ impl Repo {
         let branch = super::branch_ref(bead);
         write_head(repo, bead.as_str(), &format!("ref: {branch}"))?;
         let path = self.worktree_path(bead);
+        let opened = std::time::Instant::now();
         let tree = Repository::open(&path).ctx(|| format!("opening the spare for `{bead}`"))?;
-        let tip = tree
-            .head()
-            .and_then(|h| h.peel_to_commit())
-            .ctx(|| format!("reading the tip of `{branch}`"))?;
-        // Only the files that differ from the spare's commit are written.
-        tree.reset(tip.as_object(), ResetType::Hard, None)
-            .ctx(|| format!("checking out `{branch}` in the spare"))
+        {
+            let tip = tree
+                .head()
+                .and_then(|h| h.peel_to_commit())
+                .ctx(|| format!("reading the tip of `{branch}`"))?;
+            // Only the files that differ from the spare's commit are written.
+            tree.reset(tip.as_object(), ResetType::Hard, None)
+                .ctx(|| format!("checking out `{branch}` in the spare"))?;
+        }
+        self.trees.keep(bead, opened, tree);
+        Ok(())
     }
 
     /// Gets the bead's worktree ready to be kept as a spare, when there is room and it is in
@@ -181,7 +186,10 @@ impl Repo {
     }
 
     fn tidy(&self, repo: &Repository, bead: &BeadId, path: &Path) -> Result<(), GitError> {
-        let tree = Repository::open(path).ctx(|| format!("opening the worktree of `{bead}`"))?;
+        let tree = match self.trees.take(bead) {
+            Some((_, kept)) => kept,
+            None => Repository::open(path).ctx(|| format!("opening the worktree of `{bead}`"))?,
+        };
         let head = tree
             .head()
             .and_then(|h| h.peel_to_commit())

@@ -217,3 +217,32 @@ fn reset_to_repairs_a_detached_head_and_a_deleted_worktree() {
     assert_eq!(read(&wt.path.join("README.md")), "hello\n");
     assert!(!wt.path.join("x.txt").exists());
 }
+
+/// The daemon keeps a worktree's handle between calls; what the agent staged in between is
+/// read from disk. A file the agent force-added though it is ignored is committed only if the
+/// commit sees the agent's index.
+#[test]
+fn commit_all_sees_what_the_agent_staged_after_the_last_check() {
+    let (f, b, wt) = Fixture::with_bead();
+    write(&wt.path.join(".gitignore"), "*.log\n");
+    assert!(
+        f.repo.changed_since(&b, &wt.head).expect("check"),
+        "the new .gitignore"
+    );
+    write(&wt.path.join("keep.log"), "kept\n");
+    let agent = Repository::open(&wt.path).expect("the agent's git");
+    let mut index = agent.index().expect("index");
+    index
+        .add_path(Path::new("keep.log"))
+        .expect("git add -f keep.log");
+    index.write().expect("write the index");
+    let id = f
+        .repo
+        .commit_all(&b, "msg")
+        .expect("commit")
+        .expect("a change");
+    assert_eq!(
+        file_in_commit(&f.ws, &id, "keep.log").as_deref(),
+        Some("kept\n")
+    );
+}

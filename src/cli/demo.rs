@@ -132,14 +132,12 @@ pub fn init_repo(dir: &Path) -> Result<(), DemoError> {
 /// `config` (from [`stub_config`]) with its stub profile unconfined, for a machine without
 /// bubblewrap; whoever calls it says so. A profile already unconfined is left as it is.
 pub fn unconfined(config: &str) -> String {
-    if config.contains("sandbox = \"none\"") {
+    const FORMAT: &str = "format = \"claude-stream-json\", ";
+    const UNCONFINED: &str = "format = \"claude-stream-json\", sandbox = \"none\", ";
+    if config.contains(UNCONFINED) {
         return config.to_owned();
     }
-    config.replacen(
-        "format = \"claude-stream-json\", ",
-        "format = \"claude-stream-json\", sandbox = \"none\", ",
-        1,
-    )
+    config.replacen(FORMAT, UNCONFINED, 1)
 }
 
 /// The config that runs `agent` (argv prefix) as a Claude Code stand-in with `scenario`,

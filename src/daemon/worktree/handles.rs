@@ -62,42 +62,20 @@ impl Handles {
             None => (Instant::now(), Repository::open(workspace)?),
         };
         Ok(Kept {
-            handles: self,
+            home: Home::Main(self),
             opened,
             repo: Some(repo),
         })
     }
-}
 
-/// A handle of the main repository, given back to [`Handles`] when dropped.
-pub(super) struct Kept<'a> {
-    handles: &'a Handles,
-    opened: Instant,
-    /// Always `Some` until dropped.
-    repo: Option<Repository>,
-}
-
-impl Deref for Kept<'_> {
-    type Target = Repository;
-
-    fn deref(&self) -> &Repository {
-        self.repo
-            .as_ref()
-            .expect("a kept handle holds its repository")
-    }
-}
-
-impl Drop for Kept<'_> {
-    fn drop(&mut self) {
-        let Some(repo) = self.repo.take() else {
-            return;
-        };
-        if self.opened.elapsed() >= MAX_AGE {
+    /// Keeps `repo`, opened at `opened`, while it is young and there is room.
+    fn give_back(&self, opened: Instant, repo: Repository) {
+        if opened.elapsed() >= MAX_AGE {
             return;
         }
-        let mut idle = self.handles.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < MAX_IDLE {
-            idle.push((self.opened, repo));
+            idle.push((opened, repo));
         }
     }
 }
@@ -119,7 +97,7 @@ impl Trees {
     }
 
     /// The bead's kept handle, if it is young enough to use; it is the caller's until given
-    /// back ([`Trees::keep`], or dropping a [`KeptTree`]).
+    /// back ([`Trees::keep`], or dropping a [`Kept`]).
     pub(super) fn take(&self, bead: &BeadId) -> Option<(Instant, Repository)> {
         self.lock()
             .remove(bead)
@@ -144,30 +122,35 @@ impl Trees {
         &self,
         bead: &BeadId,
         open: impl FnOnce() -> Result<Repository, super::GitError>,
-    ) -> Result<KeptTree<'_>, super::GitError> {
+    ) -> Result<Kept<'_>, super::GitError> {
         let (opened, repo) = match self.take(bead) {
             Some(kept) => kept,
             None => (Instant::now(), open()?),
         };
-        Ok(KeptTree {
-            trees: self,
-            bead: bead.clone(),
+        Ok(Kept {
+            home: Home::Tree(self, bead.clone()),
             opened,
             repo: Some(repo),
         })
     }
 }
 
-/// A handle of a bead's worktree, kept again for the bead when dropped.
-pub(super) struct KeptTree<'a> {
-    trees: &'a Trees,
-    bead: BeadId,
+/// Where a [`Kept`] handle goes back to.
+enum Home<'a> {
+    Main(&'a Handles),
+    /// The bead's worktree.
+    Tree(&'a Trees, BeadId),
+}
+
+/// A kept handle in use, given back where it came from when dropped.
+pub(super) struct Kept<'a> {
+    home: Home<'a>,
     opened: Instant,
     /// Always `Some` until dropped.
     repo: Option<Repository>,
 }
 
-impl Deref for KeptTree<'_> {
+impl Deref for Kept<'_> {
     type Target = Repository;
 
     fn deref(&self) -> &Repository {
@@ -177,7 +160,7 @@ impl Deref for KeptTree<'_> {
     }
 }
 
-impl DerefMut for KeptTree<'_> {
+impl DerefMut for Kept<'_> {
     fn deref_mut(&mut self) -> &mut Repository {
         self.repo
             .as_mut()
@@ -185,10 +168,14 @@ impl DerefMut for KeptTree<'_> {
     }
 }
 
-impl Drop for KeptTree<'_> {
+impl Drop for Kept<'_> {
     fn drop(&mut self) {
-        if let Some(repo) = self.repo.take() {
-            self.trees.keep(&self.bead, self.opened, repo);
+        let Some(repo) = self.repo.take() else {
+            return;
+        };
+        match &self.home {
+            Home::Main(handles) => handles.give_back(self.opened, repo),
+            Home::Tree(trees, bead) => trees.keep(bead, self.opened, repo),
         }
     }
 }

@@ -95,9 +95,9 @@ pub struct Worktree {
 
 /// The workspace's repository and catalyst's worktrees folder.
 ///
-/// Opens libgit2 handles of worktrees per call, so it never sees stale state that agents or
-/// people wrote in between; handles of the main repository are kept open for a few seconds
-/// and used again ([`handles`] says why that is safe).
+/// Keeps libgit2 handles between calls for a few seconds: of the main repository, and of
+/// each bead's worktree for that bead ([`handles`] says why what agents and people write in
+/// between is still seen).
 #[derive(Debug, Clone)]
 pub struct Repo {
     /// The main repository's working directory.
@@ -418,7 +418,7 @@ impl Repo {
     /// worktree), or takes the handle kept from the last call ([`handles::Trees`]).
     /// `Repository::open` does not search upwards, so a folder that lost its `.git` file is
     /// reported missing instead of silently opening the main repository around it.
-    fn open_worktree(&self, bead: &BeadId) -> Result<handles::KeptTree<'_>, GitError> {
+    fn open_worktree(&self, bead: &BeadId) -> Result<handles::Kept<'_>, GitError> {
         let path = self.worktree_path(bead);
         let missing = || GitError::NoWorktree {
             bead: bead.clone(),

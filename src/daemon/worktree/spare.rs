@@ -186,10 +186,10 @@ impl Repo {
     }
 
     fn tidy(&self, repo: &Repository, bead: &BeadId, path: &Path) -> Result<(), GitError> {
-        let tree = match self.trees.take(bead) {
-            Some((_, kept)) => kept,
-            None => Repository::open(path).ctx(|| format!("opening the worktree of `{bead}`"))?,
-        };
+        // Kept again when dropped, and forgotten by `remove` before the worktree moves.
+        let tree = self.trees.take_or(bead, || {
+            Repository::open(path).ctx(|| format!("opening the worktree of `{bead}`"))
+        })?;
         let head = tree
             .head()
             .and_then(|h| h.peel_to_commit())

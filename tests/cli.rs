@@ -696,10 +696,24 @@ needs = ["inline"]
     assert_ne!(out.code, 0, "an int var refuses text: {}", out.stdout);
 }
 
-/// The two programs whose `__exec` is the shim: `catalyst`, and `catalyst-hook`, which the
-/// daemon starts when it is installed.
-fn shims() -> [PathBuf; 2] {
-    [catalyst_bin(), catalyst_hook_bin()]
+/// The programs whose `__exec` is the shim: `catalyst`; `catalyst-hook`, which the daemon
+/// starts when it is installed; and on x86-64 Linux `catalyst-shim`, the one without a C
+/// library that the daemon carries, writes out and starts ahead of both.
+fn shims() -> Vec<PathBuf> {
+    static CARRIED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let carried = CARRIED.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir").keep();
+        catalyst::daemon::agent::shim_bin::program(&dir, PathBuf::new())
+    });
+    let mut shims = vec![catalyst_bin(), catalyst_hook_bin()];
+    if cfg!(all(target_arch = "x86_64", target_os = "linux")) {
+        assert!(
+            carried.ends_with(catalyst::daemon::agent::shim_bin::FILE),
+            "this build carries the shim"
+        );
+        shims.push(carried.clone());
+    }
+    shims
 }
 
 /// `shim args…` in the package's folder with `stdin`.
@@ -782,6 +796,104 @@ fn exec_shim_sets_its_niceness_and_checks_its_parent_before_it_runs_the_program(
         );
         let bad = self::run(&shim, &["__exec", "--cgroup"], "");
         assert_eq!(bad.code, 126, "{}: {}", shim.display(), bad.stderr);
+    }
+}
+
+/// The message's environment is added to the shim's own, a later value of a name winning; a
+/// bare program name is looked up on that `PATH`; `null` gives the program `/dev/null`.
+#[test]
+fn exec_shim_gives_the_program_its_environment_path_and_stdin() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).expect("bin");
+    std::os::unix::fs::symlink("/bin/sh", bin.join("agent-sh")).expect("link");
+    for shim in shims() {
+        let exec = catalyst::daemon::agent::shim::Exec {
+            cwd: dir.path().to_owned(),
+            stdin_null: true,
+            program: "agent-sh".into(),
+            args: vec![
+                "-c".into(),
+                "echo $ONE $TWO $HOME; env | grep -c '^ONE='; cat; echo end".into(),
+            ],
+            env: vec![
+                ("ONE".into(), "first".into()),
+                ("HOME".into(), "/elsewhere".into()),
+                (
+                    "PATH".into(),
+                    format!("/nonexistent:{}:/usr/bin:/bin", bin.display()).into(),
+                ),
+                ("TWO".into(), "=2".into()),
+                ("ONE".into(), "last".into()),
+            ],
+        };
+        let stdin = catalyst::daemon::agent::shim::encode(&exec);
+        let mut stdin = String::from_utf8(stdin).expect("utf-8");
+        stdin.push_str("not for the program");
+        let run = run(&shim, &["__exec"], &stdin);
+        assert_eq!(run.code, 0, "{}: {}", shim.display(), run.stderr);
+        assert_eq!(
+            run.stdout,
+            "last =2 /elsewhere\n1\nend\n",
+            "{}",
+            shim.display()
+        );
+        let missing = exec_shim(&shim, dir.path(), "no-such-agent-here", &[], "");
+        assert_eq!(missing.code, 127, "{}", shim.display());
+        assert!(
+            missing.stderr.contains("cannot run `no-such-agent-here`"),
+            "{}: {}",
+            shim.display(),
+            missing.stderr
+        );
+    }
+}
+
+/// A malformed command line is refused with the reason, exit 127, and nothing runs.
+#[test]
+fn exec_shim_refuses_a_malformed_command_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let marker = dir.path().join("ran");
+    let script = format!("touch {}", marker.display());
+    let body = |fields: &[&str]| {
+        let body: String = fields.iter().map(|f| format!("{f}\0")).collect();
+        format!("{}\n{body}", body.len())
+    };
+    for shim in shims() {
+        for (stdin, why) in [
+            ("x\n".to_owned(), "does not start with its length"),
+            (
+                body(&["/", "maybe", "0", "/bin/sh", "-c", &script]),
+                "neither",
+            ),
+            (
+                body(&["/", "null", "x", "/bin/sh", "-c", &script]),
+                "not a number",
+            ),
+            (
+                body(&["/", "null", "1", "A", "/bin/sh", "-c", &script]),
+                "has no `=`",
+            ),
+            (body(&["/", "null", "3", "A=1", "B=2"]), "lacks"),
+            ("3\nab\n".to_owned(), "NUL"),
+        ] {
+            let run = run(&shim, &["__exec"], &stdin);
+            assert_eq!(
+                run.code,
+                127,
+                "{}: {stdin:?}: {}",
+                shim.display(),
+                run.stderr
+            );
+            assert!(
+                run.stderr.contains("cannot read the agent's command line")
+                    && run.stderr.contains(why),
+                "{}: {stdin:?}: {}",
+                shim.display(),
+                run.stderr
+            );
+        }
+        assert!(!marker.exists(), "{}: nothing ran", shim.display());
     }
 }
 

@@ -29,6 +29,7 @@ mod launcher;
 mod output;
 mod run;
 pub mod shim;
+pub mod shim_bin;
 mod spawn;
 
 use std::path::PathBuf;

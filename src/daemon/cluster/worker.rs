@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::daemon::agent::{Launcher, SandboxSpec};
+use crate::daemon::agent::{shim_bin, Launcher, SandboxSpec};
 use crate::daemon::runner::hook_socket::Ask;
 use crate::daemon::runner::{self, StepDone, WorkerSources, REPORT_FILE};
 use crate::daemon::worktree::transport::{self as git, GitCommandError};
@@ -110,7 +110,7 @@ impl Worker {
         let catalyst = catalyst.to_owned();
         let hook = crate::daemon::load::hook_bin(&catalyst);
         let settings = crate::domain::agent::settings::settings(&catalyst, hook.as_deref());
-        let shim = hook.unwrap_or_else(|| catalyst.clone());
+        let shim = shim_bin::program(&paths.shim_dir(), hook.unwrap_or_else(|| catalyst.clone()));
         Ok(Worker {
             name: name.to_owned(),
             remote: remote.to_owned(),

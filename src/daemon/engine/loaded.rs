@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::daemon::agent::{Launcher, SandboxSpec};
+use crate::daemon::agent::{shim_bin, Launcher, SandboxSpec};
 use crate::daemon::runner::sandbox_template;
 use crate::daemon::Paths;
 use crate::domain::config::{Config, ConfigError};
@@ -96,7 +96,10 @@ impl Loaded {
             }
         }
         let launcher = Arc::new(Launcher::new(
-            hook.clone().unwrap_or_else(|| catalyst.clone()),
+            shim_bin::program(
+                &paths.shim_dir(),
+                hook.clone().unwrap_or_else(|| catalyst.clone()),
+            ),
             config.agent_nice,
             config.process_limit(),
         ));

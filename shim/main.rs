@@ -1,0 +1,688 @@
+//! `catalyst-shim`: an agent's process started before its command line is known, without a C
+//! library.
+//!
+//! It does what `catalyst-hook __exec` does (`src/daemon/agent/shim.rs` has the message format
+//! and the reasons): joins the attempt's control group, sets its niceness and its parent-death
+//! signal, waits for the command line on its stdin, and becomes the agent with `execve`. One
+//! runs for every attempt, so its start is part of every attempt's cost: a program linked with
+//! the C library spends about half a millisecond of CPU before `main` (the dynamic loader's
+//! relocations, and the CPU feature probes that trap to the hypervisor on a virtual machine);
+//! this one has no loader, no C library and no start-up code of its own, and starts in tens of
+//! microseconds.
+//!
+//! `build.rs` compiles this file by itself (no dependencies, `panic = abort`, linked static
+//! without start files) and the daemon's binaries carry the result
+//! ([`crate::daemon::agent::shim_bin`] writes it out). x86-64 Linux only: elsewhere the daemon
+//! starts `catalyst-hook __exec` instead.
+//!
+//! Arguments: `[__exec] [--parent PID] [--niceness N] [--cgroup PROCS_FILE]`. Exit codes as
+//! the hook binary's shim: 126 when the setup fails, 127 when the command line is malformed or
+//! the program cannot run (the reason on stderr), 1 without a word when stdin closes before a
+//! whole command line arrived.
+
+#![no_std]
+#![no_main]
+
+use core::arch::{asm, naked_asm};
+
+/// The longest message read (a sandboxed command line is a few KiB).
+const MAX_MESSAGE: usize = 1 << 20;
+
+/// Linux system calls on x86-64, the few the shim makes.
+mod sys {
+    use core::arch::asm;
+
+    const READ: usize = 0;
+    const WRITE: usize = 1;
+    const CLOSE: usize = 3;
+    const MMAP: usize = 9;
+    const DUP2: usize = 33;
+    const GETPID: usize = 39;
+    const EXECVE: usize = 59;
+    const CHDIR: usize = 80;
+    const GETPPID: usize = 110;
+    const SETPRIORITY: usize = 141;
+    const PRCTL: usize = 157;
+    const EXIT_GROUP: usize = 231;
+    const OPENAT: usize = 257;
+
+    pub const EINTR: usize = 4;
+    pub const ENOENT: usize = 2;
+    pub const EACCES: usize = 13;
+    pub const ENOTDIR: usize = 20;
+
+    /// A system call's result: the value, or the error number.
+    pub type Result = core::result::Result<usize, usize>;
+
+    fn check(ret: isize) -> Result {
+        if (-4095..0).contains(&ret) {
+            Err(-ret as usize)
+        } else {
+            Ok(ret as usize)
+        }
+    }
+
+    unsafe fn call3(nr: usize, a: usize, b: usize, c: usize) -> Result {
+        let ret: isize;
+        // SAFETY: the caller passes arguments valid for system call `nr`.
+        unsafe {
+            asm!("syscall", inlateout("rax") nr as isize => ret, in("rdi") a, in("rsi") b,
+                 in("rdx") c, lateout("rcx") _, lateout("r11") _, options(nostack));
+        }
+        check(ret)
+    }
+
+    unsafe fn call6(nr: usize, a: [usize; 6]) -> Result {
+        let ret: isize;
+        // SAFETY: the caller passes arguments valid for system call `nr`.
+        unsafe {
+            asm!("syscall", inlateout("rax") nr as isize => ret, in("rdi") a[0], in("rsi") a[1],
+                 in("rdx") a[2], in("r10") a[3], in("r8") a[4], in("r9") a[5],
+                 lateout("rcx") _, lateout("r11") _, options(nostack));
+        }
+        check(ret)
+    }
+
+    pub fn read(fd: usize, buf: &mut [u8]) -> Result {
+        loop {
+            // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`.
+            match unsafe { call3(READ, fd, buf.as_mut_ptr() as usize, buf.len()) } {
+                Err(EINTR) => continue,
+                done => return done,
+            }
+        }
+    }
+
+    pub fn write(fd: usize, buf: &[u8]) -> Result {
+        // SAFETY: the kernel reads `buf.len()` bytes of `buf`.
+        unsafe { call3(WRITE, fd, buf.as_ptr() as usize, buf.len()) }
+    }
+
+    pub fn close(fd: usize) {
+        // SAFETY: closes a descriptor this program opened.
+        let _ = unsafe { call3(CLOSE, fd, 0, 0) };
+    }
+
+    /// Opens the NUL-terminated `path` with `flags`.
+    pub fn open(path: &[u8], flags: usize) -> Result {
+        const AT_FDCWD: isize = -100;
+        debug_assert_eq!(path.last(), Some(&0));
+        // SAFETY: `path` is NUL-terminated.
+        unsafe {
+            call6(
+                OPENAT,
+                [AT_FDCWD as usize, path.as_ptr() as usize, flags, 0, 0, 0],
+            )
+        }
+    }
+
+    pub fn dup2(from: usize, to: usize) -> Result {
+        // SAFETY: no memory is involved.
+        unsafe { call3(DUP2, from, to, 0) }
+    }
+
+    /// `len` bytes of fresh zeroed memory, never given back (the shim `exec`s or exits).
+    pub fn alloc(len: usize) -> core::result::Result<&'static mut [u8], usize> {
+        const PROT_READ_WRITE: usize = 3;
+        const MAP_PRIVATE_ANONYMOUS: usize = 0x22;
+        let len = len.max(1);
+        // SAFETY: a new anonymous mapping of `len` bytes, owned by nobody else.
+        let at = unsafe {
+            call6(
+                MMAP,
+                [
+                    0,
+                    len,
+                    PROT_READ_WRITE,
+                    MAP_PRIVATE_ANONYMOUS,
+                    usize::MAX,
+                    0,
+                ],
+            )?
+        };
+        // SAFETY: the mapping is `len` bytes, readable and writable, and lives for good.
+        Ok(unsafe { core::slice::from_raw_parts_mut(at as *mut u8, len) })
+    }
+
+    pub fn getpid() -> usize {
+        // SAFETY: no arguments.
+        unsafe { call3(GETPID, 0, 0, 0) }.unwrap_or(0)
+    }
+
+    pub fn getppid() -> usize {
+        // SAFETY: no arguments.
+        unsafe { call3(GETPPID, 0, 0, 0) }.unwrap_or(0)
+    }
+
+    /// Sets this process's niceness.
+    pub fn set_niceness(n: isize) -> Result {
+        const PRIO_PROCESS: usize = 0;
+        // SAFETY: no memory is involved.
+        unsafe { call3(SETPRIORITY, PRIO_PROCESS, 0, n as usize) }
+    }
+
+    /// `SIGKILL` when the thread that started this process ends.
+    pub fn die_with_parent() -> Result {
+        const PR_SET_PDEATHSIG: usize = 1;
+        const SIGKILL: usize = 9;
+        // SAFETY: no memory is involved.
+        unsafe { call3(PRCTL, PR_SET_PDEATHSIG, SIGKILL, 0) }
+    }
+
+    /// Changes the working folder to the NUL-terminated `path`.
+    pub fn chdir(path: &[u8]) -> Result {
+        // SAFETY: `path` is NUL-terminated.
+        unsafe { call3(CHDIR, path.as_ptr() as usize, 0, 0) }
+    }
+
+    /// Runs `program` (NUL-terminated) with the NULL-terminated `argv` and `envp`; returns only
+    /// its error.
+    pub fn execve(program: *const u8, argv: &[*const u8], envp: &[*const u8]) -> usize {
+        debug_assert!(argv.last().is_some_and(|p| p.is_null()));
+        debug_assert!(envp.last().is_some_and(|p| p.is_null()));
+        // SAFETY: every pointer is to a NUL-terminated string, and both arrays end with NULL.
+        let ret = unsafe {
+            call3(
+                EXECVE,
+                program as usize,
+                argv.as_ptr() as usize,
+                envp.as_ptr() as usize,
+            )
+        };
+        ret.err().unwrap_or(0)
+    }
+
+    pub fn exit(code: u8) -> ! {
+        // SAFETY: ends the process.
+        unsafe { asm!("syscall", in("rax") EXIT_GROUP, in("rdi") code as usize, options(noreturn)) }
+    }
+}
+
+/// The process's entry: the stack holds `argc`, `argv` and `envp` (System V ABI).
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+extern "C" fn _start() -> ! {
+    naked_asm!(
+        "xor ebp, ebp",
+        "mov rdi, rsp",
+        "and rsp, -16",
+        "call {start}",
+        "ud2",
+        start = sym start,
+    )
+}
+
+unsafe extern "C" fn start(stack: *const usize) -> ! {
+    // SAFETY: the kernel laid out `argc`, then `argc` argument pointers and a NULL, then the
+    // environment's pointers and a NULL.
+    let (args, env) = unsafe {
+        let argc = *stack;
+        let argv = stack.add(1) as *const *const u8;
+        let envp = argv.add(argc + 1);
+        let mut envc = 0;
+        while !(*envp.add(envc)).is_null() {
+            envc += 1;
+        }
+        (
+            core::slice::from_raw_parts(argv, argc),
+            core::slice::from_raw_parts(envp, envc),
+        )
+    };
+    sys::exit(run(args, env))
+}
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    say(&[b"internal error"]);
+    sys::exit(127)
+}
+
+/// Referred to by the precompiled `core`; never called, since panics abort.
+#[unsafe(no_mangle)]
+extern "C" fn rust_eh_personality() {}
+
+// The memory functions the compiler may call (there is no C library to provide them).
+
+/// # Safety
+/// As C's `memcpy`.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn memcpy(dest: *mut u8, src: *const u8, n: usize) -> *mut u8 {
+    // SAFETY: the caller's contract; `rep movsb` copies `n` bytes forwards.
+    unsafe {
+        asm!("rep movsb", inout("rcx") n => _, inout("rdi") dest => _, inout("rsi") src => _,
+             options(nostack, preserves_flags));
+    }
+    dest
+}
+
+/// # Safety
+/// As C's `memmove`.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn memmove(dest: *mut u8, src: *const u8, n: usize) -> *mut u8 {
+    if (dest as usize).wrapping_sub(src as usize) >= n {
+        // SAFETY: copying forwards never reads what it wrote.
+        return unsafe { memcpy(dest, src, n) };
+    }
+    // SAFETY: the caller's contract; copies backwards, from the last byte.
+    unsafe {
+        asm!("std", "rep movsb", "cld", inout("rcx") n => _,
+             inout("rdi") dest.add(n).wrapping_sub(1) => _,
+             inout("rsi") src.add(n).wrapping_sub(1) => _, options(nostack));
+    }
+    dest
+}
+
+/// # Safety
+/// As C's `memset`.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn memset(dest: *mut u8, byte: i32, n: usize) -> *mut u8 {
+    // SAFETY: the caller's contract; `rep stosb` writes `n` bytes.
+    unsafe {
+        asm!("rep stosb", inout("rcx") n => _, inout("rdi") dest => _, in("al") byte as u8,
+             options(nostack, preserves_flags));
+    }
+    dest
+}
+
+/// # Safety
+/// As C's `memcmp`.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+    for i in 0..n {
+        // SAFETY: the caller's contract: both hold `n` bytes.
+        let (x, y) = unsafe { (*a.add(i), *b.add(i)) };
+        if x != y {
+            return x as i32 - y as i32;
+        }
+    }
+    0
+}
+
+/// # Safety
+/// As C's `bcmp`.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn bcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+    // SAFETY: the same contract.
+    unsafe { memcmp(a, b, n) }
+}
+
+/// # Safety
+/// As C's `strlen` (the compiler turns a loop looking for a NUL into a call to it).
+#[unsafe(no_mangle)]
+unsafe extern "C" fn strlen(at: *const u8) -> usize {
+    let mut len = 0;
+    // SAFETY: the caller's contract: a NUL follows. Read volatile, so that this loop is not
+    // turned into a call to itself.
+    while unsafe { core::ptr::read_volatile(at.add(len)) } != 0 {
+        len += 1;
+    }
+    len
+}
+
+/// Writes `catalyst: ` and `parts` as one line on stderr (the agent's stderr file).
+fn say(parts: &[&[u8]]) {
+    let mut line = [0u8; 1024];
+    let mut len = 0;
+    for part in [&b"catalyst: "[..]]
+        .iter()
+        .chain(parts)
+        .chain([&&b"\n"[..]])
+    {
+        let room = (line.len() - 1 - len).min(part.len());
+        line[len..len + room].copy_from_slice(&part[..room]);
+        len += room;
+    }
+    if line[len - 1] != b'\n' {
+        line[len] = b'\n';
+        len += 1;
+    }
+    let _ = sys::write(2, &line[..len]);
+}
+
+/// The text of an error number, as `strerror` would say the common ones.
+fn error_text(errno: usize, digits: &mut [u8; 20]) -> [&[u8]; 3] {
+    let text: &[u8] = match errno {
+        1 => b"Operation not permitted",
+        2 => b"No such file or directory",
+        3 => b"No such process",
+        5 => b"Input/output error",
+        7 => b"Argument list too long",
+        8 => b"Exec format error",
+        12 => b"Cannot allocate memory",
+        13 => b"Permission denied",
+        20 => b"Not a directory",
+        21 => b"Is a directory",
+        26 => b"Text file busy",
+        28 => b"No space left on device",
+        30 => b"Read-only file system",
+        36 => b"File name too long",
+        40 => b"Too many levels of symbolic links",
+        _ => b"error",
+    };
+    [text, b" (os error ", decimal(errno, digits)]
+}
+
+/// `n` in decimal, written at the end of `digits`.
+fn decimal(mut n: usize, digits: &mut [u8; 20]) -> &[u8] {
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &digits[at..];
+        }
+    }
+}
+
+/// Says `what` failed with `errno`.
+fn say_error(what: &[&[u8]], errno: usize) {
+    let mut digits = [0u8; 20];
+    let [text, open, number] = error_text(errno, &mut digits);
+    let mut parts: [&[u8]; 12] = [b""; 12];
+    let n = what.len().min(8);
+    parts[..n].copy_from_slice(&what[..n]);
+    parts[n..n + 4].copy_from_slice(&[b": ", text, open, number]);
+    parts[n + 4] = b")";
+    say(&parts[..n + 5]);
+}
+
+/// The bytes of a NUL-terminated string, without the NUL.
+fn c_str<'a>(at: *const u8) -> &'a [u8] {
+    // SAFETY: the kernel's argument and environment strings, and the message's fields, end
+    // with NUL.
+    unsafe { core::slice::from_raw_parts(at, strlen(at)) }
+}
+
+fn number(text: &[u8]) -> Option<isize> {
+    let (negative, digits) = match text.strip_prefix(b"-") {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    if digits.is_empty() || digits.len() > 9 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = digits
+        .iter()
+        .fold(0isize, |n, d| n * 10 + (d - b'0') as isize);
+    Some(if negative { -n } else { n })
+}
+
+fn run(args: &[*const u8], env: &[*const u8]) -> u8 {
+    if setup(args).is_err() {
+        return 126;
+    }
+    let unread = match read_message().and_then(|body| command(body, env)) {
+        Ok(command) => {
+            let errno = exec(&command);
+            let program = &command.program[..command.program.len() - 1];
+            say_error(&[b"cannot run `", program, b"`"], errno);
+            return 127;
+        }
+        Err(unread) => unread,
+    };
+    match unread {
+        Unread::Closed => 1,
+        Unread::Bad(why) => {
+            say(&[b"cannot read the agent's command line: ", why]);
+            127
+        }
+    }
+}
+
+/// Applies `--parent`, `--niceness` and `--cgroup`; says what failed.
+fn setup(args: &[*const u8]) -> Result<(), ()> {
+    let mut args = args.iter().skip(1).map(|a| c_str(*a)).peekable();
+    if args.peek() == Some(&&b"__exec"[..]) {
+        args.next();
+    }
+    let (mut parent, mut niceness, mut cgroup) = (None, None, None);
+    while let Some(flag) = args.next() {
+        let Some(value) = args.next() else {
+            say(&[b"`", flag, b"` needs a value"]);
+            return Err(());
+        };
+        let slot = match flag {
+            b"--parent" => &mut parent,
+            b"--niceness" => &mut niceness,
+            b"--cgroup" => {
+                cgroup = Some(value);
+                continue;
+            }
+            _ => {
+                say(&[b"unknown argument `", flag, b"`"]);
+                return Err(());
+            }
+        };
+        match number(value).filter(|n| flag != b"--parent" || *n >= 0) {
+            Some(n) => *slot = Some(n),
+            None => {
+                say(&[b"`", value, b"` is not a number here"]);
+                return Err(());
+            }
+        }
+    }
+    if let Some(parent) = parent {
+        if let Err(e) = sys::die_with_parent() {
+            say_error(&[b"cannot ask to die with the daemon"], e);
+            return Err(());
+        }
+        // The daemon may have died before the call above; then the signal never comes.
+        if sys::getppid() != parent as usize {
+            say(&[b"the daemon is gone"]);
+            return Err(());
+        }
+    }
+    if let Some(n) = niceness {
+        if let Err(e) = sys::set_niceness(n) {
+            say_error(&[b"cannot set the niceness"], e);
+            return Err(());
+        }
+    }
+    if let Some(procs) = cgroup {
+        join(procs)?;
+    }
+    Ok(())
+}
+
+/// Writes this process's pid into the control group's `cgroup.procs` file `procs`.
+fn join(procs: &[u8]) -> Result<(), ()> {
+    const O_WRONLY_CLOEXEC: usize = 0o1 | 0o2000000;
+    let failed = |e| {
+        say_error(
+            &[b"cannot join the attempt's control group `", procs, b"`"],
+            e,
+        )
+    };
+    let mut path = [0u8; 4096];
+    if procs.len() >= path.len() {
+        failed(36);
+        return Err(());
+    }
+    path[..procs.len()].copy_from_slice(procs);
+    let fd = sys::open(&path[..=procs.len()], O_WRONLY_CLOEXEC).map_err(failed)?;
+    let mut digits = [0u8; 20];
+    let written = sys::write(fd, decimal(sys::getpid(), &mut digits));
+    sys::close(fd);
+    written.map(drop).map_err(failed)
+}
+
+enum Unread {
+    /// Stdin ended before a whole message: the daemon gave up on the attempt.
+    Closed,
+    Bad(&'static [u8]),
+}
+
+/// Reads one message from stdin, without reading past it (what follows is the agent's).
+fn read_message() -> Result<&'static mut [u8], Unread> {
+    let mut len = 0usize;
+    let mut digits = 0;
+    loop {
+        let mut byte = [0u8];
+        match sys::read(0, &mut byte) {
+            Ok(1) => {}
+            Ok(_) => return Err(Unread::Closed),
+            Err(_) => return Err(Unread::Bad(b"stdin cannot be read")),
+        }
+        match byte[0] {
+            b'\n' if digits > 0 => break,
+            d @ b'0'..=b'9' if digits < 8 => {
+                len = len * 10 + (d - b'0') as usize;
+                digits += 1;
+            }
+            _ => return Err(Unread::Bad(b"the message does not start with its length")),
+        }
+    }
+    if len > MAX_MESSAGE {
+        return Err(Unread::Bad(
+            b"the message's length is not a number up to 1 MiB",
+        ));
+    }
+    let body = sys::alloc(len).map_err(|_| Unread::Bad(b"no memory for the message"))?;
+    let mut filled = 0;
+    while filled < len {
+        match sys::read(0, &mut body[filled..len]) {
+            Ok(0) => return Err(Unread::Closed),
+            Ok(n) => filled += n,
+            Err(_) => return Err(Unread::Bad(b"stdin cannot be read")),
+        }
+    }
+    Ok(&mut body[..len])
+}
+
+/// What the agent is: every string NUL-terminated, every list NULL-terminated.
+struct Command<'a> {
+    cwd: &'a [u8],
+    stdin_null: bool,
+    program: &'a [u8],
+    argv: &'a [*const u8],
+    envp: &'a [*const u8],
+}
+
+/// Reads the message's fields in place. The environment is the shim's own `env` with the
+/// message's entries added (a later value of a name wins).
+fn command<'a>(body: &'a mut [u8], env: &[*const u8]) -> Result<Command<'a>, Unread> {
+    let bad = Unread::Bad;
+    let missing = || bad(b"the message lacks the folder, stdin, environment or program");
+    if body.last() != Some(&0) {
+        return Err(bad(b"the message does not end with a NUL byte"));
+    }
+    let body: &'a [u8] = body;
+    let mut fields = body.split_inclusive(|b| *b == 0);
+    let cwd = fields.next().ok_or_else(missing)?;
+    let stdin_null = match fields.next().ok_or_else(missing)? {
+        b"null\0" => true,
+        b"pipe\0" => false,
+        _ => return Err(bad(b"stdin is neither `null` nor `pipe`")),
+    };
+    let count = fields.next().ok_or_else(missing)?;
+    let count = number(&count[..count.len() - 1])
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or(bad(b"the environment's size is not a number"))?;
+    let left = body.iter().filter(|b| **b == 0).count() - 3;
+    if count > left {
+        return Err(missing());
+    }
+    // One array for both lists: the environment, then the arguments, each ending with NULL.
+    let slots = env.len() + left + 2;
+    let memory = sys::alloc(slots * core::mem::size_of::<*const u8>())
+        .map_err(|_| bad(b"no memory for the command line"))?;
+    // SAFETY: the mapping is page-aligned, zeroed (NULL pointers) and holds `slots` pointers.
+    let list =
+        unsafe { core::slice::from_raw_parts_mut(memory.as_mut_ptr() as *mut *const u8, slots) };
+    // The message's entries go at the end first, so the shim's own can be checked against them.
+    let added = slots - count..slots;
+    for slot in added.clone() {
+        let entry = fields.next().ok_or_else(missing)?;
+        if !entry.contains(&b'=') {
+            return Err(bad(b"an environment entry has no `=`"));
+        }
+        list[slot] = entry.as_ptr();
+    }
+    let name = |entry: *const u8| {
+        let text = c_str(entry);
+        &text[..text.iter().position(|b| *b == b'=').unwrap_or(text.len())]
+    };
+    let mut len = 0;
+    for &own in env {
+        if !added.clone().any(|slot| name(list[slot]) == name(own)) {
+            list[len] = own;
+            len += 1;
+        }
+    }
+    for slot in added.clone() {
+        let later = slot + 1..added.end;
+        if !later.clone().any(|l| name(list[l]) == name(list[slot])) {
+            list[len] = list[slot];
+            len += 1;
+        }
+    }
+    // `len <= slot` held throughout: each move is to a slot at or before the one read.
+    list[len] = core::ptr::null();
+    let (envp, argv) = list.split_at_mut(len + 1);
+    let program = fields.next().ok_or_else(missing)?;
+    let mut argc = 0;
+    for arg in core::iter::once(program).chain(fields) {
+        argv[argc] = arg.as_ptr();
+        argc += 1;
+    }
+    argv[argc] = core::ptr::null();
+    Ok(Command {
+        cwd,
+        stdin_null,
+        program,
+        argv: &argv[..=argc],
+        envp,
+    })
+}
+
+/// Becomes the agent; returns only the error number of what failed.
+fn exec(command: &Command) -> usize {
+    if let Err(e) = sys::chdir(command.cwd) {
+        return e;
+    }
+    if command.stdin_null {
+        const O_RDONLY: usize = 0;
+        let fd = match sys::open(b"/dev/null\0", O_RDONLY) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        if let Err(e) = sys::dup2(fd, 0) {
+            return e;
+        }
+        sys::close(fd);
+    }
+    let program = command.program;
+    if program.contains(&b'/') {
+        return sys::execve(program.as_ptr(), command.argv, command.envp);
+    }
+    // A bare name: looked up on the agent's `PATH`, as `execvp` does.
+    let path = command
+        .envp
+        .iter()
+        .take_while(|p| !p.is_null())
+        .map(|p| c_str(*p))
+        .find_map(|entry| entry.strip_prefix(b"PATH="))
+        .unwrap_or(b"/usr/local/bin:/usr/bin:/bin");
+    let mut denied = false;
+    for dir in path.split(|b| *b == b':') {
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+        let mut full = [0u8; 4096];
+        if dir.len() + 1 + program.len() > full.len() {
+            continue;
+        }
+        full[..dir.len()].copy_from_slice(dir);
+        full[dir.len()] = b'/';
+        full[dir.len() + 1..dir.len() + 1 + program.len()].copy_from_slice(program);
+        match sys::execve(full.as_ptr(), command.argv, command.envp) {
+            sys::EACCES => denied = true,
+            sys::ENOENT | sys::ENOTDIR => {}
+            e => return e,
+        }
+    }
+    if denied {
+        sys::EACCES
+    } else {
+        sys::ENOENT
+    }
+}

@@ -12,7 +12,7 @@
 //!
 //! `build.rs` compiles this file by itself (no dependencies, `panic = abort`, linked static
 //! without start files) and the daemon's binaries carry the result
-//! ([`crate::daemon::agent::shim_bin`] writes it out). x86-64 Linux only: elsewhere the daemon
+//! (`src/daemon/agent/shim_bin.rs` writes it out). x86-64 Linux only: elsewhere the daemon
 //! starts `catalyst-hook __exec` instead.
 //!
 //! Arguments: `[__exec] [--parent PID] [--niceness N] [--cgroup PROCS_FILE]`. Exit codes as

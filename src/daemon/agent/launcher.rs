@@ -25,7 +25,8 @@ const AHEAD: usize = 2;
 /// still waiting.
 #[derive(Debug)]
 pub struct Launcher {
-    /// The program whose `__exec` waits for the command line: `catalyst-hook`, else `catalyst`.
+    /// The program that waits for the command line: `catalyst-shim` ([`super::shim_bin`]), else
+    /// `catalyst-hook` or `catalyst`, whose `__exec` is the same shim.
     shim: PathBuf,
     /// Added to the daemon's niceness (`agent_nice`).
     nice: u32,

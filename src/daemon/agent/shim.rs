@@ -4,7 +4,8 @@
 //! Entering an attempt's control group takes the kernel's cgroup write lock, which waits for
 //! an RCU grace period: about 10 ms on the 2-core benchmark machine, during which the new
 //! process sleeps (see README "Benchmarks"). So the daemon starts agents' processes ahead
-//! ([`super::Launcher`]), as `catalyst-hook __exec` (or `catalyst __exec`) in a process group
+//! ([`super::Launcher`]), as `catalyst-shim` ([`super::shim_bin`], the same protocol without a
+//! C library) or else `catalyst-hook __exec` (or `catalyst __exec`), in a process group
 //! of their own; each shim joins its control group, sets its niceness and its parent-death
 //! signal itself ([`Setup`], so the daemon can start it with `posix_spawn`), then waits on
 //! its stdin while an attempt's worktree and run folder are made ready. When the command line

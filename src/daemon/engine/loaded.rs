@@ -30,8 +30,8 @@ pub struct Loaded {
     pub sandbox: Option<Arc<SandboxSpec>>,
     /// The files a bead may change only with a person's approval; None when that is off.
     pub workflow_files: Option<Arc<WorkflowFiles>>,
-    /// Starts agents' processes ahead of their attempts, with `catalyst-hook` (else
-    /// `catalyst`); a reload starts afresh.
+    /// Starts agents' processes ahead of their attempts, with `catalyst-shim` (else
+    /// `catalyst-hook`, else `catalyst`); a reload starts afresh.
     pub launcher: Arc<Launcher>,
 }
 

@@ -61,16 +61,19 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
     // Started ahead, it waits while the worktree and run folder get ready (see
     // `agent::shim`); dropped on the way out, it is killed.
     let early = job.launcher.take();
-    job.spec.prompt = match job.prompt.render().await {
+    // Both on blocking threads, side by side: neither needs the other.
+    let (rendered, prepared) = tokio::join!(job.prompt.render(), async {
+        if job.tree == job.work || job.on_worker {
+            prepare_worktree(&job.repo, &job.tree, &job.target, job.reset_to.as_deref()).await
+        } else {
+            prepare_side(&job.repo, &job.tree, &job.work, &job.target).await
+        }
+    });
+    job.spec.prompt = match rendered {
         // The step, its context file and its tool policy close the prompt, for every agent
         // (a `SessionStart` hook would cost a process per attempt, and Codex runs no hooks).
         Ok(prompt) => format!("{}\n\n{}\n", prompt.trim_end(), job.policy.session_text()),
         Err(reason) => return failed(&job, reason),
-    };
-    let prepared = if job.tree == job.work || job.on_worker {
-        prepare_worktree(&job.repo, &job.tree, &job.target, job.reset_to.as_deref()).await
-    } else {
-        prepare_side(&job.repo, &job.tree, &job.work, &job.target).await
     };
     let base = match prepared {
         Ok(base) => base,

@@ -10,8 +10,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tokio::fs::File;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use std::fs::File;
+use std::io::Write;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -36,6 +38,10 @@ pub(crate) struct StreamStats {
 
 /// A file that keeps the first `cap` bytes written to it. Each chunk is written through as it
 /// arrives (no buffer held back), so `ctl logs -f` shows an agent's output while it runs.
+///
+/// Written in place, not on a blocking thread: a chunk is at most [`CHUNK`] bytes into the
+/// page cache, and a hand-off to another thread per chunk cost more than the write (it put a
+/// thread wake-up between an agent's last line and the end of its attempt).
 pub(crate) struct CappedFile {
     path: PathBuf,
     out: File,
@@ -47,8 +53,8 @@ pub(crate) struct CappedFile {
 }
 
 impl CappedFile {
-    pub(crate) async fn create(path: &Path, cap: u64) -> io::Result<CappedFile> {
-        let file = File::create(path).await?;
+    pub(crate) fn create(path: &Path, cap: u64) -> io::Result<CappedFile> {
+        let file = File::create(path)?;
         Ok(CappedFile {
             path: path.to_owned(),
             out: file,
@@ -58,7 +64,7 @@ impl CappedFile {
         })
     }
 
-    async fn write(&mut self, chunk: &[u8]) {
+    fn write(&mut self, chunk: &[u8]) {
         let kept = self.stats.total.min(self.cap);
         self.stats.total += chunk.len() as u64;
         let room = usize::try_from(self.cap - kept).unwrap_or(usize::MAX);
@@ -69,28 +75,25 @@ impl CappedFile {
         if keep.is_empty() || self.failed {
             return;
         }
-        // tokio hands each write to a background thread at once, so the bytes reach the file
-        // (and `ctl logs -f`) without waiting here; a failed write shows on the next one or in
-        // `finish`'s flush.
-        if let Err(e) = self.out.write_all(keep).await {
+        if let Err(e) = self.out.write_all(keep) {
             self.failed = true;
             tracing::warn!(path = %self.path.display(), error = %e, "cannot write agent output; dropping the rest");
         }
     }
 
     /// Appends the truncation marker if bytes were dropped, and flushes.
-    async fn finish(mut self) -> StreamStats {
+    fn finish(mut self) -> StreamStats {
         if self.stats.truncated && !self.failed {
             let marker = format!(
                 "\n[catalyst] output truncated: kept the first {} bytes, dropped {} bytes\n",
                 self.cap,
                 self.stats.total - self.cap
             );
-            if let Err(e) = self.out.write_all(marker.as_bytes()).await {
+            if let Err(e) = self.out.write_all(marker.as_bytes()) {
                 tracing::warn!(path = %self.path.display(), error = %e, "cannot write the truncation marker");
             }
         }
-        if let Err(e) = self.out.flush().await {
+        if let Err(e) = self.out.flush() {
             tracing::warn!(path = %self.path.display(), error = %e, "cannot flush agent output");
         }
         self.stats
@@ -127,11 +130,11 @@ where
             },
         };
         activity.notify_one();
-        sink.write(&buf[..n]).await;
+        sink.write(&buf[..n]);
         consumer.feed(&buf[..n]);
     }
     consumer.end();
-    (sink.finish().await, consumer)
+    (sink.finish(), consumer)
 }
 
 /// Splits a byte stream into lines without holding more than `max` bytes: a longer line is

@@ -4,8 +4,9 @@
 use std::os::unix::fs::PermissionsExt;
 
 use catalyst::protocol::{BeadInput, Method, PauseParams};
-use catalyst_testkit::scenario::EACH_BEAD_WRITES_ITS_FILE;
-use catalyst_testkit::{bead, most_at_once, TestDaemon};
+use catalyst_testkit::poll::eventually;
+use catalyst_testkit::scenario::{implement_waits_for, EACH_BEAD_WRITES_ITS_FILE};
+use catalyst_testkit::{bead, most_at_once, TestDaemon, Workspace};
 use serde_json::Value;
 
 /// Each bead writes its own file; the daemon merges `main` into each branch as others merge.
@@ -75,6 +76,47 @@ async fn a_model_limit_holds_even_with_free_agent_slots() {
     let runs = daemon.invocations();
     let sonnet = most_at_once(runs.iter().filter(|r| r.model.as_deref() == Some("sonnet")));
     assert_eq!(sonnet, 1, "sonnet agents at once");
+}
+
+/// With one agent slot, the next step is dispatched, its worktree and run folder made, while
+/// the agent before it runs; its own agent starts only when that one has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_step_is_made_ready_while_an_agent_runs_and_starts_in_its_slot() {
+    let ws = Workspace::new("", "max_agents = 1");
+    let go = ws.stub_file("go");
+    ws.set_scenario(&implement_waits_for(&go));
+    let daemon = ws.start().await;
+    let first = daemon.submit(bead("first")).await;
+    let second = daemon.submit(bead("second")).await;
+    // The first bead's implementer waits for `go`; the second's implement step is made ready
+    // meanwhile.
+    let step = format!("{second}.implement");
+    daemon
+        .wait_for("the second implement step dispatched", |e| {
+            e["type"] == "step.dispatched" && e["step"] == step.as_str()
+        })
+        .await;
+    let policy = daemon.run_dir(&second, "implement", 1).join("policy.json");
+    eventually("the second step's run folder", async || {
+        policy.exists().then_some(())
+    })
+    .await;
+    assert!(daemon.worktree_exists(&second), "its worktree is ready");
+    assert_eq!(
+        daemon.roles_of(&first).last().map(String::as_str),
+        Some("implement"),
+        "the first implementer still runs"
+    );
+    assert!(
+        !daemon.roles_of(&second).iter().any(|r| r == "implement"),
+        "the second implementer waits for the slot: {:?}",
+        daemon.roles_of(&second)
+    );
+    std::fs::write(&go, "").expect("go");
+    for id in [&first, &second] {
+        daemon.wait_status(id, "closed").await;
+    }
+    assert_eq!(most_at_once(&daemon.invocations()), 1, "agents at once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -129,6 +129,7 @@ impl Engine {
                 "`beads.watch` changed: the daemon follows the new file after a restart"
             );
         }
+        self.slots.resize(loaded.config.max_agents);
         self.loaded = loaded;
         tracing::info!("reloaded config, prompts and formulas");
     }

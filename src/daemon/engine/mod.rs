@@ -245,6 +245,8 @@ pub struct Engine {
     started: std::time::SystemTime,
     /// Where agent attempts run when `[cluster]` is on: workers on other machines.
     remote: Option<std::sync::Arc<dyn crate::daemon::runner::Remote>>,
+    /// The `max_agents` agent slots the attempts dispatched here take to run their agents.
+    slots: std::sync::Arc<crate::daemon::runner::AgentSlots>,
 }
 
 /// A handler's failure: either a refusal for the client or a storage failure.
@@ -289,6 +291,9 @@ impl Engine {
                 segments: std::sync::Arc::new(store.segments()),
             },
         };
+        let slots = std::sync::Arc::new(crate::daemon::runner::AgentSlots::new(
+            loaded.config.max_agents,
+        ));
         let engine = Engine {
             paths,
             store,
@@ -319,6 +324,7 @@ impl Engine {
             branch_beads: HashSet::new(),
             started: std::time::SystemTime::now(),
             remote: None,
+            slots,
         };
         (engine, handle, rx)
     }

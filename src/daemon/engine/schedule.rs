@@ -22,6 +22,10 @@ use super::{Engine, Input, Running};
 use crate::daemon::runner::{self, GateJob, JobError, JobSources, StepJob};
 use crate::domain::model::VARS_KEY;
 
+/// Agent steps dispatched beyond `max_agents`, made ready to start the moment an agent slot
+/// frees (see [`Engine::agent_limit`]).
+const PREPARED_AHEAD: usize = 2;
+
 impl Engine {
     /// Starts whatever can start now. Nothing starts while the journal cannot be written:
     /// the storage retry timer resumes scheduling once it can.
@@ -41,8 +45,22 @@ impl Engine {
         self.running.values().filter(|r| r.model.is_some()).count()
     }
 
+    /// How many agent steps may be dispatched at once: `max_agents`, and up to
+    /// [`PREPARED_AHEAD`] more whose worktree and run folder are made ready while earlier
+    /// agents run; the launcher's agent slots keep the agents themselves to `max_agents`
+    /// (none ahead for attempts sent to workers, which prepare their own).
+    fn agent_limit(&self) -> usize {
+        let max = self.loaded.config.max_agents;
+        let ahead = if self.remote.is_some() {
+            0
+        } else {
+            PREPARED_AHEAD.min(max)
+        };
+        max + ahead
+    }
+
     fn agent_slot_free(&self) -> bool {
-        self.agents_running() < self.loaded.config.max_agents
+        self.agents_running() < self.agent_limit()
     }
 
     /// Whether one more agent of `model` may start now.
@@ -330,11 +348,7 @@ impl Engine {
 
     /// Pours ready work beads while there is room for their first step.
     fn pour_ready(&mut self) {
-        let free = self
-            .loaded
-            .config
-            .max_agents
-            .saturating_sub(self.agents_running());
+        let free = self.agent_limit().saturating_sub(self.agents_running());
         if free == 0 {
             return;
         }
@@ -469,6 +483,7 @@ impl Engine {
             settings: &settings,
             sandbox: self.loaded.sandbox.as_deref(),
             launcher: &self.loaded.launcher,
+            slots: &self.slots,
         };
         StepJob::build(from, work, step, meta, attempt, model, side)
     }

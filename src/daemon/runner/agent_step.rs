@@ -91,14 +91,25 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
             }
         }
     };
+    // Dispatched ahead of its turn, the attempt waits here for an agent slot, its worktree and
+    // run folder ready; the slot is held while the agent runs, not while it is judged.
+    let slot = match &job.slots {
+        Some(slots) => match slots.take(&cancel).await {
+            Some(slot) => Some(slot),
+            None => {
+                forget_policy(&job);
+                done.exit = Exit::Cancelled.to_string();
+                done.outcome = None;
+                return done;
+            }
+        },
+        None => None,
+    };
     let report = agent::run_launched(job.spec.clone(), cancel, early).await;
+    drop(slot);
     // What the hooks decided and the daemon was not told of yet: recorded with the end.
     done.tool_records = tools.take_new();
-    // Hooks of a process the agent left behind decide nothing any more: without the policy
-    // they ask the daemon, which denies a step that is not running.
-    if let Err(e) = std::fs::remove_file(job.run_dir.join(POLICY_FILE)) {
-        tracing::warn!(step = %job.step, error = %e, "cannot remove the attempt's policy file");
-    }
+    forget_policy(&job);
     write_json(&job.run_dir.join(REPORT_FILE), &report);
     if job.spec.sandbox.is_some() {
         let (repo, tree, private) = (
@@ -130,6 +141,14 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
     done.commit = commit;
     write_result(&job, &done);
     done
+}
+
+/// Removes the attempt's policy file: hooks of a process the agent left behind decide nothing
+/// any more; without the policy they ask the daemon, which denies a step that is not running.
+fn forget_policy(job: &StepJob) {
+    if let Err(e) = std::fs::remove_file(job.run_dir.join(POLICY_FILE)) {
+        tracing::warn!(step = %job.step, error = %e, "cannot remove the attempt's policy file");
+    }
 }
 
 /// The run folder's `result.json`: the attempt's outcome, start and commit.

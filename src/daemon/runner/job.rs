@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::slots::AgentSlots;
 use crate::daemon::agent::{Launcher, NetPlan, RunSpec, SandboxSpec};
 use crate::daemon::sandbox::BWRAP;
 use crate::daemon::worktree::{self, Repo};
@@ -36,6 +37,8 @@ pub struct JobSources<'a> {
     pub sandbox: Option<&'a SandboxSpec>,
     /// Starts agents' processes ahead of their attempts.
     pub launcher: &'a Arc<Launcher>,
+    /// The agent slots the attempt's agent takes to run.
+    pub slots: &'a Arc<AgentSlots>,
 }
 
 /// Everything one agent attempt needs, built at dispatch.
@@ -67,6 +70,9 @@ pub struct StepJob {
     pub(super) spec: RunSpec,
     /// Hands the attempt a process started ahead (see [`Launcher`]).
     pub(super) launcher: Arc<Launcher>,
+    /// The agent slots its agent takes to run, waiting in line; `None` on a worker, whose
+    /// orders the daemon's slots already count.
+    pub(super) slots: Option<Arc<AgentSlots>>,
     /// Run by a `catalyst worker` for the daemon of another machine: the worktree is the
     /// tree's own, at the order's base, and the daemon merges a side step's work itself.
     pub(super) on_worker: bool,
@@ -173,6 +179,7 @@ impl StepJob {
             settings: from.settings.clone(),
             spec,
             launcher: from.launcher.clone(),
+            slots: Some(from.slots.clone()),
             on_worker: false,
             given_change: None,
         })

@@ -13,6 +13,7 @@ pub mod hook_socket;
 mod job;
 mod order;
 mod remote;
+mod slots;
 
 use std::path::Path;
 
@@ -32,6 +33,7 @@ pub use gate::{run_gate_step, GateJob};
 pub use job::{sandbox_template, JobSources, StepJob};
 pub use order::{job_from_order, WorkerSources};
 pub use remote::{run_on_worker, Pending, Remote};
+pub use slots::{AgentSlot, AgentSlots};
 
 /// The starting commit of an attempt, in its run folder (crash recovery reads it back).
 pub const BASE_FILE: &str = "base";

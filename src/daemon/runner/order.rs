@@ -130,6 +130,7 @@ pub fn job_from_order(order: &AttemptOrder, from: WorkerSources<'_>) -> StepJob 
         settings: from.settings.clone(),
         spec,
         launcher: from.launcher.clone(),
+        slots: None,
         on_worker: true,
         given_change: order.change.clone(),
     }

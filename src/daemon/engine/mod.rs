@@ -155,13 +155,27 @@ impl Tasks {
     }
 }
 
-/// `run`'s end, or `failed(<why>)` when it panicked.
+/// `run`'s end, or `failed(<why>)` when it panicked or the runtime cancelled it ([`ended`]).
 async fn caught<F>(run: F, failed: impl FnOnce(String) -> StepDone) -> StepDone
 where
     F: std::future::Future<Output = StepDone> + Send + 'static,
 {
-    match tokio::spawn(run).await {
+    ended(tokio::spawn(run).await, failed)
+}
+
+/// An attempt's task's end: its own, or `failed(<why>)` when it panicked or was cancelled.
+fn ended(
+    result: Result<StepDone, tokio::task::JoinError>,
+    failed: impl FnOnce(String) -> StepDone,
+) -> StepDone {
+    match result {
         Ok(done) => done,
+        Err(e) if e.is_cancelled() => {
+            // Only a runtime that is shutting down cancels it: the engine is stopping too, and
+            // the journal says the step was running, so the next start runs it again.
+            tracing::info!("an attempt's task was stopped with the daemon's runtime");
+            failed("the daemon stopped during the attempt".into())
+        }
         Err(e) => {
             let why = match e.try_into_panic() {
                 Ok(payload) => payload
@@ -592,7 +606,7 @@ mod tests {
     use crate::domain::router::Outcome;
 
     #[tokio::test]
-    async fn an_attempt_whose_task_panics_ends_as_a_failure_naming_the_panic() {
+    async fn an_attempt_whose_task_panics_or_is_cancelled_ends_as_a_failure_saying_which() {
         let work = BeadId::new("cat-1").expect("id");
         let step = BeadId::new("cat-1.gate").expect("id");
         let failed = |why: String| StepDone::failed(&work, &step, Role::Gate, 1, why);
@@ -607,6 +621,15 @@ mod tests {
                 reason.starts_with("the daemon's task for this attempt panicked: overflow"),
                 "{reason}"
             ),
+            other => panic!("{other:?}"),
+        }
+        let aborted = tokio::spawn(std::future::pending::<StepDone>());
+        aborted.abort();
+        let done = ended(aborted.await, failed);
+        match &done.outcome {
+            Some(Outcome::Failed { reason }) => {
+                assert_eq!(reason, "the daemon stopped during the attempt")
+            }
             other => panic!("{other:?}"),
         }
         let fine = StepDone::failed(&work, &step, Role::Gate, 2, "no".into());

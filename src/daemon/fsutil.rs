@@ -31,10 +31,25 @@ pub fn write_atomic_with(
 /// after a power cut the file may be missing or empty. For run-folder records (prompts,
 /// context, reports) that the journal does not depend on; never for the journal or snapshot.
 pub fn write_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, None)
+}
+
+/// [`write_replace`] of a file whose permissions are `mode` exactly (the umask aside): a
+/// program, say. A process still running the old file keeps it.
+pub fn write_replace_mode(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    replace(path, bytes, Some(mode))
+}
+
+fn replace(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::Builder::new()
         .prefix(".tmp-")
         .tempfile_in(parent(path))?;
     tmp.as_file().write_all(bytes)?;
+    if let Some(mode) = mode {
+        tmp.as_file()
+            .set_permissions(fs::Permissions::from_mode(mode))?;
+    }
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }

@@ -52,13 +52,7 @@ fn write_out(dir: &Path, shim: &[u8]) -> io::Result<PathBuf> {
             "its file system does not allow running programs (noexec)",
         ));
     }
-    // A new file renamed over the old one: a shim still running the old one keeps it.
-    let new = dir.join(format!(".{FILE}.{}", std::process::id()));
-    std::fs::write(&new, shim)?;
-    std::fs::set_permissions(&new, std::fs::Permissions::from_mode(0o755))?;
-    std::fs::rename(&new, &path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&new);
-    })?;
+    crate::daemon::fsutil::write_replace_mode(&path, shim, 0o755)?;
     Ok(path)
 }
 

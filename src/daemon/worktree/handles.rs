@@ -104,10 +104,14 @@ impl Trees {
             .filter(|(opened, _)| opened.elapsed() < MAX_AGE)
     }
 
-    /// Keeps `repo`, opened at `opened`, as the handle of the bead's worktree.
+    /// Keeps `repo`, opened at `opened`, as the handle of the bead's worktree. Closes the
+    /// handles too old to use again, so that a bead that stops (blocked, waiting for a person)
+    /// does not hold its repository's files open.
     pub(super) fn keep(&self, bead: &BeadId, opened: Instant, repo: Repository) {
+        let mut kept = self.lock();
+        kept.retain(|_, (opened, _)| opened.elapsed() < MAX_AGE);
         if opened.elapsed() < MAX_AGE {
-            self.lock().insert(bead.clone(), (opened, repo));
+            kept.insert(bead.clone(), (opened, repo));
         }
     }
 
@@ -268,5 +272,24 @@ mod tests {
         let old = Instant::now().checked_sub(MAX_AGE).expect("clock");
         trees.keep(&a, old, Repository::open(dir.path()).expect("open"));
         assert!(trees.take(&a).is_none(), "too old to keep");
+    }
+
+    /// Keeping a handle closes the other beads' handles that are too old to use, so a bead
+    /// that stops does not hold its repository's files open for good.
+    #[test]
+    fn keeping_a_handle_closes_the_old_ones() {
+        let dir = repository();
+        let trees = Trees::default();
+        let (a, b) = (
+            BeadId::new("bd-a").expect("id"),
+            BeadId::new("bd-b").expect("id"),
+        );
+        let old = Instant::now().checked_sub(MAX_AGE).expect("clock");
+        let open = || Repository::open(dir.path()).expect("open");
+        trees.lock().insert(b.clone(), (old, open()));
+        trees.keep(&a, Instant::now(), open());
+        let kept = trees.lock();
+        assert!(kept.contains_key(&a), "the new one is kept");
+        assert!(!kept.contains_key(&b), "the old one is closed");
     }
 }

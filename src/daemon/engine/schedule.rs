@@ -47,8 +47,8 @@ impl Engine {
 
     /// How many agent steps may be dispatched at once: `max_agents`, and up to
     /// [`PREPARED_AHEAD`] more whose worktree and run folder are made ready while earlier
-    /// agents run; the launcher's agent slots keep the agents themselves to `max_agents`
-    /// (none ahead for attempts sent to workers, which prepare their own).
+    /// agents run; the engine's agent slots (`runner::AgentSlots`) keep the agents themselves
+    /// to `max_agents` (none ahead for attempts sent to workers, which prepare their own).
     fn agent_limit(&self) -> usize {
         let max = self.loaded.config.max_agents;
         let ahead = if self.remote.is_some() {

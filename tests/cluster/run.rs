@@ -2,6 +2,7 @@
 //! cluster, a bare repository as the shared remote, real worker processes.
 
 use catalyst_testkit::nats::{shared_remote, start_worker, NatsCluster, WorkerProcess};
+use catalyst_testkit::poll::eventually;
 use catalyst_testkit::{bead_with_id, most_at_once, TestDaemon, Workspace};
 
 /// For each of `beads`: the implementer writes `<bead>.txt`; the review rejects until the
@@ -187,9 +188,37 @@ async fn twenty_beads_spread_over_two_workers_each_attempt_once_within_the_caps(
     };
     let (ws, remote, inputs) = fix_loop_workspace(&cluster, "cat-n", 20, 30);
     ws.append_config("[models.sonnet]\nmax_concurrent = 1\n");
+    // The first review of `cat-n1` holds its agent until `go`, so that another agent runs
+    // beside it whatever the machine's speed.
+    let go = ws.stub_file("go");
+    let names: Vec<String> = (1..=20).map(|i| format!("cat-n{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    ws.set_scenario(&format!(
+        "[[rule]]\nrole = \"review\"\nbead = \"cat-n1\"\nunless_exists = \"cat-n1-fixed.txt\"\n\
+         responses = [{{ wait_for = {:?}, verdict = \"REJECTED\", summary = \"not yet\", \
+         instructions = [\"add cat-n1-fixed.txt\"] }}]\n{}",
+        go.display().to_string(),
+        fix_loop(&names)
+    ));
     let daemon = ws.start().await;
     let workers = two_workers(&ws, &cluster, &remote);
     let ids = daemon.submit_all(inputs).await;
+    let held = eventually("cat-n1's first review to start", async || {
+        daemon
+            .invocations()
+            .into_iter()
+            .find(|i| i.bead.as_deref() == Some("cat-n1") && i.role() == "review")
+    })
+    .await;
+    eventually("another agent to start while it waits", async || {
+        daemon
+            .invocations()
+            .iter()
+            .any(|i| i.started_ms > held.started_ms)
+            .then_some(())
+    })
+    .await;
+    std::fs::write(&go, "").expect("go");
     all_closed(&daemon, &ids, &workers).await;
     let invocations = daemon.invocations();
     // Every bead went through its fix loop, each attempt run once.

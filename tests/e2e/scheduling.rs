@@ -119,7 +119,11 @@ async fn the_next_step_is_made_ready_while_an_agent_runs_and_starts_in_its_slot(
         (implementers() > 0).then_some(())
     })
     .await;
-    assert_eq!(implementers(), 1, "the other implementer waits for the slot");
+    assert_eq!(
+        implementers(),
+        1,
+        "the other implementer waits for the slot"
+    );
     std::fs::write(&go, "").expect("go");
     for id in &beads {
         daemon.wait_status(id, "closed").await;

@@ -15,7 +15,7 @@
 //! (`src/daemon/agent/shim_bin.rs` writes it out). x86-64 Linux only: elsewhere the daemon
 //! starts `catalyst-hook __exec` instead.
 //!
-//! Arguments: `[__exec] [--parent PID] [--niceness N] [--cgroup PROCS_FILE]`. Exit codes as
+//! Arguments: `[__exec] [--parent PID] [--niceness N] [--cgroup JOIN_FILE]`. Exit codes as
 //! the hook binary's shim: 126 when the setup fails, 127 when the command line is malformed or
 //! the program cannot run (the reason on stderr), 1 without a word when stdin closes before a
 //! whole command line arrived.
@@ -37,7 +37,6 @@ mod sys {
     const CLOSE: usize = 3;
     const MMAP: usize = 9;
     const DUP2: usize = 33;
-    const GETPID: usize = 39;
     const EXECVE: usize = 59;
     const CHDIR: usize = 80;
     const GETPPID: usize = 110;
@@ -142,11 +141,6 @@ mod sys {
         };
         // SAFETY: the mapping is `len` bytes, readable and writable, and lives for good.
         Ok(unsafe { core::slice::from_raw_parts_mut(at as *mut u8, len) })
-    }
-
-    pub fn getpid() -> usize {
-        // SAFETY: no arguments.
-        unsafe { call3(GETPID, 0, 0, 0) }.unwrap_or(0)
     }
 
     pub fn getppid() -> usize {
@@ -485,7 +479,9 @@ fn setup(args: &[*const u8]) -> Result<(), ()> {
     Ok(())
 }
 
-/// Writes this process's pid into the control group's `cgroup.procs` file `procs`.
+/// Joins the control group by writing `0` (the writer itself) into its `tasks` file (cgroup
+/// v1: the calling thread, which is this whole process, moves without the kernel's global
+/// cgroup lock) or `cgroup.procs` (v2), named by `procs`.
 fn join(procs: &[u8]) -> Result<(), ()> {
     const O_WRONLY_CLOEXEC: usize = 0o1 | 0o2000000;
     let failed = |e| {
@@ -501,8 +497,7 @@ fn join(procs: &[u8]) -> Result<(), ()> {
     }
     path[..procs.len()].copy_from_slice(procs);
     let fd = sys::open(&path[..=procs.len()], O_WRONLY_CLOEXEC).map_err(failed)?;
-    let mut digits = [0u8; 20];
-    let written = sys::write(fd, decimal(sys::getpid(), &mut digits));
+    let written = sys::write(fd, b"0");
     sys::close(fd);
     written.map(drop).map_err(failed)
 }

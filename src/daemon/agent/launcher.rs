@@ -82,7 +82,7 @@ impl Launcher {
         let setup = shim::Setup {
             parent: Some(std::process::id()),
             niceness: spawn::niceness(self.nice),
-            cgroup: limit.as_ref().map(AttemptGroup::procs_path),
+            cgroup: limit.as_ref().map(AttemptGroup::join_path),
         };
         let mut command = Command::new(&self.shim);
         command

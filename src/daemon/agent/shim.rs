@@ -1,10 +1,10 @@
 //! Starting an agent's process before its command line is known, so that what the start
 //! costs the kernel overlaps the attempt's preparation instead of following it.
 //!
-//! Entering an attempt's control group takes the kernel's cgroup write lock, which waits for
-//! an RCU grace period: about 10 ms on the 2-core benchmark machine, during which the new
-//! process sleeps (see README "Benchmarks"). So the daemon starts agents' processes ahead
-//! ([`super::Launcher`]), as `catalyst-shim` ([`super::shim_bin`], the same protocol without a
+//! Starting a process and entering an attempt's control group take time the daemon need not
+//! wait for (in cgroup v2, the kernel's cgroup write lock waits for an RCU grace period,
+//! about 10 ms; see [`crate::daemon::cgroup::AttemptGroup::join_path`] for v1). So the daemon
+//! starts agents' processes ahead ([`super::Launcher`]), as `catalyst-shim` ([`super::shim_bin`], the same protocol without a
 //! C library) or else `catalyst-hook __exec` (or `catalyst __exec`), in a process group
 //! of their own; each shim joins its control group, sets its niceness and its parent-death
 //! signal itself ([`Setup`], so the daemon can start it with `posix_spawn`), then waits on
@@ -132,7 +132,7 @@ pub fn decode(input: &mut impl Read) -> io::Result<Exec> {
 /// What the shim does to itself before it waits, which a `pre_exec` would otherwise do
 /// between `fork` and `exec`: done by the shim, the daemon can start it with `posix_spawn`,
 /// which does not copy the daemon's page tables. Its command-line arguments after
-/// [`EXEC_COMMAND`]: `--parent PID [--niceness N] [--cgroup PROCS_FILE]`.
+/// [`EXEC_COMMAND`]: `--parent PID [--niceness N] [--cgroup JOIN_FILE]`.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Setup {
     /// The daemon's pid: the shim dies with the thread that started it (`PR_SET_PDEATHSIG`),
@@ -140,7 +140,8 @@ pub struct Setup {
     pub parent: Option<u32>,
     /// The absolute niceness to run at.
     pub niceness: Option<i32>,
-    /// The `cgroup.procs` file of the attempt's control group, which the shim joins.
+    /// The file the shim joins the attempt's control group by, writing `0` there
+    /// ([`crate::daemon::cgroup::AttemptGroup::join_path`]).
     pub cgroup: Option<PathBuf>,
 }
 
@@ -199,7 +200,7 @@ impl Setup {
             super::spawn::set_niceness(n).map_err(|e| format!("cannot set the niceness: {e}"))?;
         }
         if let Some(procs) = &self.cgroup {
-            std::fs::write(procs, std::process::id().to_string()).map_err(|e| {
+            std::fs::write(procs, crate::daemon::cgroup::JOIN_SELF).map_err(|e| {
                 format!(
                     "cannot join the attempt's control group `{}`: {e}",
                     procs.display()

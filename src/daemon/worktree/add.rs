@@ -60,7 +60,7 @@ pub(super) fn add_worktree(repo: &Repository, bead: &BeadId, path: &Path) -> Res
     ] {
         write_new(&file, &text).map_err(GitError::io("writing", &file))?;
     }
-    let tree = Repository::open(&folder).ctx(adding)?;
+    let tree = super::handles::open(&folder).ctx(adding)?;
     tree.checkout_head(Some(CheckoutBuilder::new().safe()))
         .ctx(|| format!("checking out `{refname}` into the worktree of bead `{bead}`"))
 }

@@ -11,15 +11,15 @@
 //! forgotten whenever the worktree may be made again or moved ([`Trees::forget`]).
 //!
 //! What a kept handle could see stale, and why that is safe here:
-//! - refs, `packed-refs`, config files and packs: libgit2 reads loose refs on each lookup and
-//!   checks the other files' stamps (or looks again on a miss) before it uses them;
+//! - refs, `packed-refs` and packs: libgit2 reads loose refs on each lookup and checks the
+//!   other files' stamps (or looks again on a miss) before it uses them;
 //! - the main checkout's index: never used through these handles (the fast-forward opens the
 //!   checkout it updates afresh, see `merge.rs`);
 //! - a worktree's index, which its agent may change between two calls: libgit2 reloads it
 //!   when its stamp changed before a status, a diff or a checkout, and the daemon's commit
 //!   reads it again from disk first;
-//! - config values libgit2 caches per handle (`core.*`): a handle is reused only for
-//!   [`MAX_AGE`] after it was opened, so a person's `git config` is seen within that.
+//! - git's config: each handle reads it once, when opened ([`open`]), and a handle is
+//!   reused only for [`MAX_AGE`] after that, so a person's `git config` is seen within it.
 
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
@@ -37,6 +37,17 @@ const MAX_AGE: Duration = Duration::from_secs(5);
 /// How many idle handles are kept: one for each thread that can work on git at once in the
 /// benchmarks' runs; a burst beyond it opens more, and they are closed when done.
 const MAX_IDLE: usize = 4;
+
+/// Opens the repository at `path` with a snapshot of git's config. A live config makes
+/// libgit2 check the stamp of each config file (the repository's, the person's, the
+/// system's) on every lookup, even of a value it has: about 84 `stat`s a bead in the overhead
+/// benchmark. Nothing here writes git's config.
+pub(super) fn open(path: &Path) -> Result<Repository, git2::Error> {
+    let repo = Repository::open(path)?;
+    let snapshot = repo.config()?.snapshot()?;
+    repo.set_config(&snapshot)?;
+    Ok(repo)
+}
 
 /// The idle handles, each with when it was opened.
 #[derive(Default)]
@@ -59,7 +70,7 @@ impl Handles {
         };
         let (opened, repo) = match idle {
             Some(kept) => kept,
-            None => (Instant::now(), Repository::open(workspace)?),
+            None => (Instant::now(), open(workspace)?),
         };
         Ok(Kept {
             home: Home::Main(self),

@@ -429,7 +429,7 @@ impl Repo {
             return Err(missing());
         }
         self.trees.take_or(bead, || {
-            let repo = Repository::open(&path).ctx(|| {
+            let repo = handles::open(&path).ctx(|| {
                 format!(
                     "opening the worktree of bead `{bead}` at `{}`",
                     path.display()
@@ -655,10 +655,11 @@ fn record_of(repo: &Repository, wt: &git2::Worktree) -> Option<PathBuf> {
     Some(repo.commondir().join("worktrees").join(name))
 }
 
-/// Compares paths as the file system sees them (libgit2 records resolved paths).
+/// Compares paths as the file system sees them (libgit2 records resolved paths). Equal
+/// paths are the same without asking: resolving one is a `readlink` per component.
 fn same_path(a: &Path, b: &Path) -> bool {
     let resolve = |p: &Path| fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    resolve(a) == resolve(b)
+    a == b || resolve(a) == resolve(b)
 }
 
 /// `.catalyst/` holds daemon state and is never staged, cleaned or counted as a change.

@@ -140,7 +140,7 @@ impl Repo {
         write_head(repo, bead.as_str(), &format!("ref: {branch}"))?;
         let path = self.worktree_path(bead);
         let opened = std::time::Instant::now();
-        let tree = Repository::open(&path).ctx(|| format!("opening the spare for `{bead}`"))?;
+        let tree = super::handles::open(&path).ctx(|| format!("opening the spare for `{bead}`"))?;
         {
             let tip = tree
                 .head()
@@ -188,7 +188,7 @@ impl Repo {
     fn tidy(&self, repo: &Repository, bead: &BeadId, path: &Path) -> Result<(), GitError> {
         // Kept again when dropped, and forgotten by `remove` before the worktree moves.
         let tree = self.trees.take_or(bead, || {
-            Repository::open(path).ctx(|| format!("opening the worktree of `{bead}`"))
+            super::handles::open(path).ctx(|| format!("opening the worktree of `{bead}`"))
         })?;
         let head = tree
             .head()

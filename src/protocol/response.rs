@@ -161,6 +161,10 @@ pub struct RunningStep {
     /// The worker on another machine that runs it (`[cluster]`), once one took it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<String>,
+    /// Its worktree and run folder are ready and its agent waits for one of the `max_agents`
+    /// agent slots (steps are dispatched a little ahead of their turn): no agent runs yet.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub waiting_for_slot: bool,
 }
 
 /// One line of `list`: a bead and its molecule's progress.

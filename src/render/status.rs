@@ -12,14 +12,20 @@ use super::{render_beads, render_event_with};
 
 /// The whole status; `recent` are the last events, oldest first.
 pub fn render_status(s: &StatusAnswer, recent: &[Event], paint: Paint) -> String {
+    let waiting = s.running.iter().filter(|r| r.waiting_for_slot).count();
     let mut out = format!(
-        "catalystd {} (pid {}) on {}\nseq {}  ready {}  running {}{}{}\n",
+        "catalystd {} (pid {}) on {}\nseq {}  ready {}  running {}{}{}{}\n",
         s.version,
         s.pid,
         s.workspace.display(),
         s.seq,
         s.ready,
-        s.running.len(),
+        s.running.len() - waiting,
+        if waiting > 0 {
+            format!("  waiting for an agent slot {waiting}")
+        } else {
+            String::new()
+        },
         if s.paused {
             "  PAUSED (catalyst ctl resume)"
         } else {
@@ -44,9 +50,14 @@ pub fn render_status(s: &StatusAnswer, recent: &[Event], paint: Paint) -> String
                 .as_deref()
                 .map(|w| format!(" on {w}"))
                 .unwrap_or_default();
+            let waits = if r.waiting_for_slot {
+                " waiting for an agent slot"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 out,
-                "  {} attempt {} ({}){on} for {}s",
+                "  {} attempt {} ({}){on}{waits} for {}s",
                 r.step,
                 r.attempt,
                 r.model.as_deref().unwrap_or("gate"),
@@ -159,6 +170,35 @@ mod tests {
         );
         assert!(
             text.contains("cat-4.checks attempt 2 (gate) for 1s"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_step_dispatched_ahead_of_its_agent_slot_is_not_counted_as_running() {
+        let status: StatusAnswer = serde_json::from_value(serde_json::json!({
+            "active": [], "beads": {}, "journal_syncs": 0, "paused": false,
+            "paused_models": [], "pid": 1, "ready": 0, "seq": 1, "steps": 1,
+            "stopping": false, "storage_error": null, "version": "0", "waiting_approval": [],
+            "workspace": "/w",
+            "running": [
+                {"attempt": 1, "elapsed_ms": 12000, "model": "sonnet", "step": "cat-3.implement"},
+                {"attempt": 1, "elapsed_ms": 2000, "model": "haiku", "step": "cat-5.review",
+                 "waiting_for_slot": true}
+            ],
+        }))
+        .expect("a status answer");
+        let text = render_status(&status, &[], Paint::OFF);
+        assert!(
+            text.contains("running 1  waiting for an agent slot 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cat-5.review attempt 1 (haiku) waiting for an agent slot for 2s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cat-3.implement attempt 1 (sonnet) for 12s"),
             "{text}"
         );
     }

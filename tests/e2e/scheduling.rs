@@ -124,6 +124,31 @@ async fn the_next_step_is_made_ready_while_an_agent_runs_and_starts_in_its_slot(
         1,
         "the other implementer waits for the slot"
     );
+    // `status` tells the step waiting for its slot from the one whose agent runs.
+    let in_slot = daemon
+        .invocations()
+        .into_iter()
+        .find(|i| i.role() == "implement")
+        .and_then(|i| i.bead)
+        .expect("the implementer's bead");
+    let status = daemon.call(Method::Status).await;
+    let waits: Vec<(String, bool)> = status["running"]
+        .as_array()
+        .expect("running steps")
+        .iter()
+        .map(|r| {
+            let step = r["step"].as_str().unwrap_or_default().to_owned();
+            (step, r["waiting_for_slot"] == true)
+        })
+        .collect();
+    let mut expected: Vec<(String, bool)> = beads
+        .iter()
+        .map(|b| (format!("{b}.implement"), *b != in_slot))
+        .collect();
+    let mut waits = waits;
+    waits.sort();
+    expected.sort();
+    assert_eq!(waits, expected, "{status}");
     std::fs::write(&go, "").expect("go");
     for id in &beads {
         daemon.wait_status(id, "closed").await;

@@ -532,6 +532,7 @@ mod tests {
                 model: Some("haiku".into()),
                 step: id("bd-1.2.review"),
                 worker: None,
+                waiting_for_slot: false,
             }],
             waiting_approval: vec![id("bd-1.2.approve")],
             held_merges: vec![],

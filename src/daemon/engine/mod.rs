@@ -25,6 +25,8 @@ mod summary;
 mod tool_calls;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -66,6 +68,9 @@ struct Running {
     stop_blocked: bool,
     /// The worker on another machine running it, once one took it (`[cluster]`).
     worker: Option<String>,
+    /// For an agent attempt of this daemon's: set once its agent has an agent slot (it may
+    /// have been dispatched ahead of its turn and wait for one).
+    in_slot: Option<Arc<AtomicBool>>,
 }
 
 /// A model that reported a usage limit (or a person paused).

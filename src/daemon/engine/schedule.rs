@@ -249,6 +249,7 @@ impl Engine {
                 cancel: cancel.clone(),
                 stop_blocked: false,
                 worker: None,
+                in_slot: (self.remote.is_none() || meta.role == Role::Merge).then(|| job.in_slot()),
             },
         );
         let (work, id, role) = (work.clone(), step.id.clone(), meta.role);
@@ -336,6 +337,7 @@ impl Engine {
                 cancel: cancel.clone(),
                 stop_blocked: false,
                 worker: None,
+                in_slot: None,
             },
         );
         let (work, id, role) = (work.clone(), step.id.clone(), meta.role);

@@ -105,6 +105,8 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
         },
         None => None,
     };
+    job.in_slot
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     let report = agent::run_launched(job.spec.clone(), cancel, early).await;
     drop(slot);
     // What the hooks decided and the daemon was not told of yet: recorded with the end.

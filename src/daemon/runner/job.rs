@@ -2,6 +2,7 @@
 //! feedback, comments), the rendered prompt and the agent's command.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,6 +74,8 @@ pub struct StepJob {
     /// The agent slots its agent takes to run, waiting in line; `None` on a worker, whose
     /// orders the daemon's slots already count.
     pub(super) slots: Option<Arc<AgentSlots>>,
+    /// Set once its agent has a slot (see [`StepJob::in_slot`]).
+    pub(super) in_slot: Arc<AtomicBool>,
     /// Run by a `catalyst worker` for the daemon of another machine: the worktree is the
     /// tree's own, at the order's base, and the daemon merges a side step's work itself.
     pub(super) on_worker: bool,
@@ -82,6 +85,12 @@ pub struct StepJob {
 }
 
 impl StepJob {
+    /// Set once the attempt's agent has one of the engine's agent slots: until then its
+    /// worktree and run folder may be ready, and it waits in line (`status` says so).
+    pub fn in_slot(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.in_slot)
+    }
+
     /// Builds the job for attempt `attempt` of `step` with `model`; `side`: in a worktree of
     /// its own beside the bead's.
     #[allow(clippy::too_many_arguments)]
@@ -180,6 +189,7 @@ impl StepJob {
             spec,
             launcher: from.launcher.clone(),
             slots: Some(from.slots.clone()),
+            in_slot: Arc::default(),
             on_worker: false,
             given_change: None,
         })

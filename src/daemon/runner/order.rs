@@ -131,6 +131,7 @@ pub fn job_from_order(order: &AttemptOrder, from: WorkerSources<'_>) -> StepJob 
         spec,
         launcher: from.launcher.clone(),
         slots: None,
+        in_slot: Arc::default(),
         on_worker: true,
         given_change: order.change.clone(),
     }

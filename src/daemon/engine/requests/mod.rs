@@ -181,6 +181,10 @@ impl Engine {
             model: r.model.clone(),
             step: r.step.clone(),
             worker: r.worker.clone(),
+            waiting_for_slot: r
+                .in_slot
+                .as_ref()
+                .is_some_and(|s| !s.load(std::sync::atomic::Ordering::Relaxed)),
         }
     }
 

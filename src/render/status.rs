@@ -149,21 +149,25 @@ fn needs_a_person(s: &StatusAnswer) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_running_step_names_the_worker_that_runs_it() {
+    /// `status` of an idle daemon but for `running`, rendered without colour.
+    fn rendered(running: serde_json::Value) -> String {
         let status: StatusAnswer = serde_json::from_value(serde_json::json!({
             "active": [], "beads": {}, "journal_syncs": 0, "paused": false,
             "paused_models": [], "pid": 1, "ready": 0, "seq": 1, "steps": 1,
             "stopping": false, "storage_error": null, "version": "0", "waiting_approval": [],
-            "workspace": "/w",
-            "running": [
-                {"attempt": 1, "elapsed_ms": 12000, "model": "sonnet",
-                 "step": "cat-3.implement", "worker": "build-7"},
-                {"attempt": 2, "elapsed_ms": 1000, "model": null, "step": "cat-4.checks"}
-            ],
+            "workspace": "/w", "running": running,
         }))
         .expect("a status answer");
-        let text = render_status(&status, &[], Paint::OFF);
+        render_status(&status, &[], Paint::OFF)
+    }
+
+    #[test]
+    fn a_running_step_names_the_worker_that_runs_it() {
+        let text = rendered(serde_json::json!([
+            {"attempt": 1, "elapsed_ms": 12000, "model": "sonnet",
+             "step": "cat-3.implement", "worker": "build-7"},
+            {"attempt": 2, "elapsed_ms": 1000, "model": null, "step": "cat-4.checks"}
+        ]));
         assert!(
             text.contains("cat-3.implement attempt 1 (sonnet) on build-7 for 12s"),
             "{text}"
@@ -176,19 +180,11 @@ mod tests {
 
     #[test]
     fn a_step_dispatched_ahead_of_its_agent_slot_is_not_counted_as_running() {
-        let status: StatusAnswer = serde_json::from_value(serde_json::json!({
-            "active": [], "beads": {}, "journal_syncs": 0, "paused": false,
-            "paused_models": [], "pid": 1, "ready": 0, "seq": 1, "steps": 1,
-            "stopping": false, "storage_error": null, "version": "0", "waiting_approval": [],
-            "workspace": "/w",
-            "running": [
-                {"attempt": 1, "elapsed_ms": 12000, "model": "sonnet", "step": "cat-3.implement"},
-                {"attempt": 1, "elapsed_ms": 2000, "model": "haiku", "step": "cat-5.review",
-                 "waiting_for_slot": true}
-            ],
-        }))
-        .expect("a status answer");
-        let text = render_status(&status, &[], Paint::OFF);
+        let text = rendered(serde_json::json!([
+            {"attempt": 1, "elapsed_ms": 12000, "model": "sonnet", "step": "cat-3.implement"},
+            {"attempt": 1, "elapsed_ms": 2000, "model": "haiku", "step": "cat-5.review",
+             "waiting_for_slot": true}
+        ]));
         assert!(
             text.contains("running 1  waiting for an agent slot 1\n"),
             "{text}"

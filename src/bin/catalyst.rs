@@ -58,6 +58,10 @@ enum Command {
         /// NATS servers (`nats://host:4222`), repeated or separated by commas.
         #[arg(long, required = true, value_delimiter = ',')]
         nats: Vec<String>,
+        /// A file holding the token the NATS servers ask for (the daemon's `[cluster]
+        /// token_file`), so it is not on the command line.
+        #[arg(long)]
+        nats_token_file: Option<PathBuf>,
         /// The git repository the daemon and its workers share (its `[cluster] remote`).
         #[arg(long)]
         repo: String,
@@ -429,6 +433,7 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Hook { event } => hook(event).map(Outcome::Code),
         Command::Worker {
             nats,
+            nats_token_file,
             repo,
             workdir,
             slots,
@@ -452,6 +457,7 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
             });
             let opts = catalyst::daemon::cluster::serve::WorkerOptions {
                 nats,
+                nats_token_file,
                 remote: repo,
                 workdir,
                 slots,

@@ -31,6 +31,8 @@ struct Node {
 pub struct NatsCluster {
     nodes: Vec<Node>,
     server: PathBuf,
+    /// The token every node asks clients for, and the file holding it.
+    token: Option<(String, PathBuf)>,
     _dir: TempDir,
 }
 
@@ -53,6 +55,17 @@ impl NatsCluster {
     /// Starts `n` nodes and waits until JetStream answers on every one (its meta leader
     /// elected). `None`, saying why, when `nats-server` is not installed.
     pub async fn start(n: usize) -> Option<NatsCluster> {
+        Self::start_with(n, None).await
+    }
+
+    /// [`NatsCluster::start`] whose nodes take only clients that give `token`; the daemon's
+    /// config ([`NatsCluster::config_for`]) and the workers ([`start_worker`]) read it from
+    /// [`NatsCluster::token_file`].
+    pub async fn start_with_token(n: usize, token: &str) -> Option<NatsCluster> {
+        Self::start_with(n, Some(token)).await
+    }
+
+    async fn start_with(n: usize, token: Option<&str>) -> Option<NatsCluster> {
         let Some(server) = nats_server() else {
             eprintln!("skipping: nats-server is not installed (.ci/install-test-deps installs it)");
             return None;
@@ -75,6 +88,9 @@ impl NatsCluster {
                      jetstream {{\n  store_dir: \"{}\"\n  max_memory_store: 64MB\n  max_file_store: 1GB\n}}\n",
                     store.display(),
                 );
+                if let Some(token) = token {
+                    text.push_str(&format!("authorization {{\n  token: {token:?}\n}}\n"));
+                }
                 // One node is a server of its own: a cluster of one elects no leader.
                 if n > 1 {
                     text.push_str(&format!(
@@ -92,9 +108,15 @@ impl NatsCluster {
                 }
             })
             .collect();
+        let token = token.map(|t| {
+            let file = dir.path().join("token");
+            std::fs::write(&file, format!("{t}\n")).expect("the token file");
+            (t.to_owned(), file)
+        });
         let mut cluster = NatsCluster {
             nodes,
             server,
+            token,
             _dir: dir,
         };
         for i in 0..n {
@@ -129,7 +151,11 @@ impl NatsCluster {
         let name = self.nodes[i].name.clone();
         eventually(&format!("JetStream on {name}"), async || {
             use futures::StreamExt;
-            let client = async_nats::connect(&url).await.ok()?;
+            let options = match &self.token {
+                Some((token, _)) => async_nats::ConnectOptions::with_token(token.clone()),
+                None => async_nats::ConnectOptions::new(),
+            };
+            let client = options.connect(&url).await.ok()?;
             let js = async_nats::jetstream::new(client);
             // Listing the streams needs the cluster's meta leader; an answer, even an empty
             // list, means JetStream is up. (Account info would do as well, but a 2.9
@@ -172,6 +198,11 @@ impl NatsCluster {
         std::fs::read_to_string(&self.nodes[i].log).unwrap_or_default()
     }
 
+    /// The file holding the token the nodes ask for, when they ask for one.
+    pub fn token_file(&self) -> Option<&Path> {
+        self.token.as_ref().map(|(_, file)| file.as_path())
+    }
+
     /// The folder holding the nodes' configs, logs and JetStream data.
     pub fn dir(&self) -> &Path {
         self._dir.path()
@@ -181,8 +212,12 @@ impl NatsCluster {
     /// `lease_secs`.
     pub fn config_for(&self, remote: &Path, lease_secs: u64) -> String {
         let urls: Vec<String> = self.urls().iter().map(|u| format!("{u:?}")).collect();
+        let token = self
+            .token_file()
+            .map(|f| format!("token_file = {:?}\n", f.display().to_string()))
+            .unwrap_or_default();
         format!(
-            "[cluster]\nnats = [{}]\nremote = {:?}\nlease_secs = {lease_secs}\n",
+            "[cluster]\nnats = [{}]\nremote = {:?}\nlease_secs = {lease_secs}\n{token}",
             urls.join(", "),
             remote.display().to_string()
         )
@@ -261,8 +296,11 @@ pub fn start_worker_with_path(
     if let Some(path) = path {
         command.env("PATH", path);
     }
+    command.arg("worker");
+    if let Some(token) = cluster.token_file() {
+        command.arg("--nats-token-file").arg(token);
+    }
     let child = command
-        .arg("worker")
         .arg("--nats")
         .arg(cluster.urls().join(","))
         .arg("--repo")

@@ -8,6 +8,7 @@ use async_nats::jetstream::{self, consumer, stream};
 use catalyst_testkit::nats::NatsCluster;
 use futures::StreamExt;
 
+mod auth;
 mod faults;
 mod run;
 mod worker;

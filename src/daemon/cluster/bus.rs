@@ -44,6 +44,8 @@ pub const WORKER_GONE: Duration = Duration::from_secs(30);
 pub enum ClusterError {
     #[error("cannot reach NATS at {urls}: {detail}")]
     Connect { urls: String, detail: String },
+    #[error("cannot read the NATS token file `{path}`: {detail}")]
+    Token { path: PathBuf, detail: String },
     #[error("cannot set up JetStream's `{what}`: {detail}")]
     Setup { what: String, detail: String },
 }
@@ -95,16 +97,35 @@ pub fn model_consumer(subjects: &Subjects, model: &str) -> consumer::pull::Confi
 }
 
 /// A client of the NATS servers `urls` (any one that answers within 5 s; it reconnects to
-/// the others when that one goes).
-pub async fn connect(urls: &[String]) -> Result<async_nats::Client, ClusterError> {
-    async_nats::ConnectOptions::new()
-        .connection_timeout(Duration::from_secs(5))
+/// the others when that one goes), with the token in `token_file` when there is one.
+pub async fn connect(
+    urls: &[String],
+    token_file: Option<&Path>,
+) -> Result<async_nats::Client, ClusterError> {
+    let mut options = async_nats::ConnectOptions::new().connection_timeout(Duration::from_secs(5));
+    if let Some(path) = token_file {
+        options = options.token(read_token(path)?);
+    }
+    options
         .connect(urls.to_vec())
         .await
         .map_err(|e| ClusterError::Connect {
             urls: urls.join(", "),
             detail: e.to_string(),
         })
+}
+
+/// The token in `path`: its first line, without surrounding white space.
+fn read_token(path: &Path) -> Result<String, ClusterError> {
+    let failed = |detail: String| ClusterError::Token {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| failed(e.to_string()))?;
+    match text.lines().next().map(str::trim) {
+        Some(token) if !token.is_empty() => Ok(token.to_owned()),
+        _ => Err(failed("it is empty".into())),
+    }
 }
 
 /// Tries `call` until it succeeds or [`TRY_FOR`] has passed (JetStream answers nothing while
@@ -143,7 +164,7 @@ impl Bus {
         workspace: &Path,
         shutdown: CancellationToken,
     ) -> Result<Arc<Bus>, ClusterError> {
-        let client = connect(&config.nats).await?;
+        let client = connect(&config.nats, config.token_file.as_deref()).await?;
         let js = jetstream::new(client.clone());
         let subjects = Subjects::new(&config.name);
         let replicas = config.replicas();

@@ -40,6 +40,8 @@ const RETRY_AFTER: Duration = Duration::from_millis(250);
 #[derive(Clone, Debug)]
 pub struct WorkerOptions {
     pub nats: Vec<String>,
+    /// A file holding the NATS servers' token (`--nats-token-file`).
+    pub nats_token_file: Option<PathBuf>,
     /// The shared git remote.
     pub remote: String,
     pub workdir: PathBuf,
@@ -68,7 +70,7 @@ type Running = Arc<Mutex<HashMap<String, (BeadId, CancellationToken)>>>;
 /// Serves until `shutdown`; running attempts are then stopped and their ends sent (without
 /// an outcome: they run again elsewhere).
 pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> Result<(), ServeError> {
-    let client = super::bus::connect(&opts.nats).await?;
+    let client = super::bus::connect(&opts.nats, opts.nats_token_file.as_deref()).await?;
     let js = jetstream::new(client.clone());
     let subjects = Subjects::new(&opts.cluster);
     // A spare worktree per slot, up to four, as the daemon keeps per agent.

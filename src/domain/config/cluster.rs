@@ -3,6 +3,8 @@
 //! JetStream, and the bead branches travel through `remote`, a git repository both sides
 //! reach. Gates and merges stay on the daemon, which stays the single owner of the journal.
 
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 
 /// The shortest lease: workers renew theirs three times per lease, so shorter would be
@@ -15,6 +17,10 @@ pub struct ClusterConfig {
     /// NATS servers (`nats://host:4222`); several of one cluster, so the daemon can reach it
     /// while one is down. Empty: every agent runs on this machine.
     pub nats: Vec<String>,
+    /// A file holding the token the NATS servers ask for (their `authorization { token }`),
+    /// read when the daemon connects: the secret stays out of this config and out of
+    /// command lines. A user and password can go in the URLs instead.
+    pub token_file: Option<PathBuf>,
     /// The git repository the daemon pushes each attempt's starting commit to and fetches its
     /// result from (a path, `ssh://` or `https://` URL; fetched and pushed with the `git`
     /// command, so its credentials apply). Required with `nats`.
@@ -37,6 +43,7 @@ impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
             nats: Vec::new(),
+            token_file: None,
             remote: None,
             name: "catalyst".into(),
             lease_secs: 30,

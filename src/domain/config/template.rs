@@ -210,6 +210,12 @@ pub const KEYS: &[Key] = &[
          needs a restart)",
     ),
     Key {
+        key: "cluster.token_file",
+        note: "a file holding the token the NATS servers ask for, read at start (workers: \
+               `--nats-token-file`); a user and password can go in the `nats` URLs instead",
+        example: Some("\"/etc/catalyst/nats-token\""),
+    },
+    Key {
         key: "cluster.remote",
         note: "the git repository the daemon and its workers share: a path, ssh:// or https:// \
                URL (used with the `git` command and its credentials); required with `nats`",

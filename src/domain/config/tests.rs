@@ -272,6 +272,7 @@ fn the_template_shows_every_key_at_its_default() {
             "catalyst_bin",
             "beads.watch",
             "web.listen",
+            "cluster.token_file",
             "cluster.remote",
             "cluster.replicas"
         ]
@@ -285,6 +286,8 @@ fn the_template_shows_every_key_at_its_default() {
     without_examples.beads.watch = None;
     without_examples.web.listen = None;
     assert!(with_examples.cluster.remote.is_some() && with_examples.cluster.replicas.is_some());
+    assert!(with_examples.cluster.token_file.is_some());
+    without_examples.cluster.token_file = None;
     without_examples.cluster.remote = None;
     without_examples.cluster.replicas = None;
     assert_eq!(without_examples, Config::default(), "{uncommented}");

@@ -1,0 +1,73 @@
+//! NATS servers that ask for a token: the daemon and its workers read it from a file.
+
+use catalyst_testkit::nats::{shared_remote, start_worker, NatsCluster};
+use catalyst_testkit::{bead_with_id, TestDaemon, Workspace};
+
+use crate::run::fix_loop;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bead_runs_on_a_worker_of_a_cluster_that_asks_for_a_token() {
+    let Some(cluster) = NatsCluster::start_with_token(1, "s3cret-token").await else {
+        return;
+    };
+    let ws = Workspace::new(&fix_loop(&["cat-tok"]), "");
+    let remote = shared_remote(&ws);
+    let config = cluster.config_for(&remote, 10);
+    assert!(config.contains("token_file"), "{config}");
+    ws.append_config(&config);
+    let daemon: TestDaemon = ws.start().await;
+    let w1 = start_worker(&ws, &cluster, &remote, "w1", 1);
+    let id = daemon.submit(bead_with_id("cat-tok")).await;
+    daemon.wait_status(&id, "closed").await;
+    let theirs = ws.root.join(&w1.name).display().to_string();
+    let runs = daemon.invocations();
+    assert!(!runs.is_empty());
+    assert!(
+        runs.iter().all(|i| i.cwd.starts_with(&theirs)),
+        "every agent ran on the worker:\n{}",
+        w1.log_text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_wrong_token_stops_the_daemon_and_the_worker_with_the_reason() {
+    let Some(cluster) = NatsCluster::start_with_token(1, "s3cret-token").await else {
+        return;
+    };
+    let ws = Workspace::new("", "");
+    let remote = shared_remote(&ws);
+    let missing = ws.root.join("no-such-token");
+    ws.append_config(&format!(
+        "[cluster]\nnats = [{:?}]\nremote = {:?}\ntoken_file = {:?}\n",
+        cluster.url(0),
+        remote.display().to_string(),
+        missing.display().to_string()
+    ));
+    let mut daemon = ws.catalystd().spawn();
+    let status = daemon.wait_exit().await;
+    assert!(!status.success(), "{status}");
+    let log = daemon.stderr();
+    assert!(
+        log.contains("cannot read the NATS token file") && log.contains("no-such-token"),
+        "{log}"
+    );
+    // A worker that gives the wrong token is refused by the server, and says so.
+    let wrong = ws.root.join("wrong-token");
+    std::fs::write(&wrong, "not-the-token\n").expect("a token file");
+    let out = std::process::Command::new(catalyst_testkit::catalyst_bin())
+        .arg("worker")
+        .arg("--nats")
+        .arg(cluster.url(0))
+        .arg("--nats-token-file")
+        .arg(&wrong)
+        .arg("--repo")
+        .arg(&remote)
+        .arg("--workdir")
+        .arg(ws.root.join("w1"))
+        .output()
+        .expect("run catalyst worker");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("cannot reach NATS"), "{err}");
+    assert!(err.to_lowercase().contains("authori"), "{err}");
+}

@@ -265,7 +265,7 @@ pub struct Engine {
     /// Where agent attempts run when `[cluster]` is on: workers on other machines.
     remote: Option<std::sync::Arc<dyn crate::daemon::runner::Remote>>,
     /// The `max_agents` agent slots the attempts dispatched here take to run their agents.
-    slots: std::sync::Arc<crate::daemon::runner::AgentSlots>,
+    slots: Arc<crate::daemon::runner::AgentSlots>,
 }
 
 /// A handler's failure: either a refusal for the client or a storage failure.
@@ -310,7 +310,7 @@ impl Engine {
                 segments: std::sync::Arc::new(store.segments()),
             },
         };
-        let slots = std::sync::Arc::new(crate::daemon::runner::AgentSlots::new(
+        let slots = Arc::new(crate::daemon::runner::AgentSlots::new(
             loaded.config.max_agents,
         ));
         let engine = Engine {

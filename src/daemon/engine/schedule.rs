@@ -237,6 +237,8 @@ impl Engine {
         tracing::info!(bead = %work, step = %step.id, attempt, %model, side, "dispatched");
         let model_name = model.clone();
         let cancel = self.tasks.agents.child_token();
+        // A merge agent resolves conflicts where the merge happens: here.
+        let remote = self.remote.clone().filter(|_| meta.role != Role::Merge);
         self.running.insert(
             step.id.clone(),
             Running {
@@ -249,14 +251,13 @@ impl Engine {
                 cancel: cancel.clone(),
                 stop_blocked: false,
                 worker: None,
-                in_slot: (self.remote.is_none() || meta.role == Role::Merge).then(|| job.in_slot()),
+                in_slot: remote.is_none().then(|| job.in_slot()),
             },
         );
         let (work, id, role) = (work.clone(), step.id.clone(), meta.role);
         let failed = move |why| runner::StepDone::failed(&work, &id, role, attempt, why);
-        match (&self.remote, meta.role) {
-            // A merge agent resolves conflicts where the merge happens: here.
-            (Some(remote), r) if r != Role::Merge => {
+        match remote {
+            Some(remote) => {
                 let tx = self.tasks.tx.clone();
                 let step = step.id.clone();
                 let started = move |worker: String| {
@@ -266,10 +267,10 @@ impl Engine {
                         worker,
                     });
                 };
-                let run = runner::run_on_worker(job, cancel, remote.clone(), model_name, started);
+                let run = runner::run_on_worker(job, cancel, remote, model_name, started);
                 self.tasks.attempt(run, failed);
             }
-            _ => {
+            None => {
                 let ask = super::input::hook_asker(self.tasks.tx.clone());
                 self.tasks
                     .attempt(runner::run_agent_step(job, cancel, ask), failed);

@@ -205,6 +205,32 @@ mod tests {
         dir
     }
 
+    fn two_beads() -> (BeadId, BeadId) {
+        (
+            BeadId::new("bd-a").expect("id"),
+            BeadId::new("bd-b").expect("id"),
+        )
+    }
+
+    /// A handle reads git's config once, when opened: a change after that is seen by the
+    /// next handle opened, not by this one.
+    #[test]
+    fn a_handle_reads_gits_config_when_opened() {
+        let dir = repository();
+        let set = |value: &str| {
+            Repository::open(dir.path())
+                .and_then(|r| r.config()?.set_str("user.name", value))
+                .expect("git config");
+        };
+        set("before");
+        let name = |repo: &Repository| repo.config().and_then(|c| c.get_string("user.name"));
+        let held = open(dir.path()).expect("open");
+        set("after");
+        assert_eq!(name(&held).as_deref(), Ok("before"));
+        let fresh = open(dir.path()).expect("open");
+        assert_eq!(name(&fresh).as_deref(), Ok("after"));
+    }
+
     /// The point of the pool: a handle given back is the one the next call gets.
     #[test]
     fn a_handle_given_back_is_used_again() {
@@ -258,10 +284,7 @@ mod tests {
     fn a_worktree_handle_is_kept_for_its_bead_until_forgotten() {
         let dir = repository();
         let trees = Trees::default();
-        let (a, b) = (
-            BeadId::new("bd-a").expect("id"),
-            BeadId::new("bd-b").expect("id"),
-        );
+        let (a, b) = two_beads();
         let open = || {
             Repository::open(dir.path()).map_err(|source| super::super::GitError::Git {
                 action: "opening".into(),
@@ -291,10 +314,7 @@ mod tests {
     fn keeping_a_handle_closes_the_old_ones() {
         let dir = repository();
         let trees = Trees::default();
-        let (a, b) = (
-            BeadId::new("bd-a").expect("id"),
-            BeadId::new("bd-b").expect("id"),
-        );
+        let (a, b) = two_beads();
         let old = Instant::now().checked_sub(MAX_AGE).expect("clock");
         let open = || Repository::open(dir.path()).expect("open");
         trees.lock().insert(b.clone(), (old, open()));

@@ -341,11 +341,11 @@ async fn act(shared: &Shared, proof: Proof, csrf: &str, request: EngineRequest) 
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_board_renders_and_escapes() {
+    /// The board page for a status whose running steps are `running`.
+    fn board(running: serde_json::Value) -> String {
         let pages = Pages::new();
         let context = json!({
-            "status": {"seq": 3, "beads": {"open": 1}, "ready": 0, "running": [],
+            "status": {"seq": 3, "beads": {"open": 1}, "ready": 0, "running": running,
                        "paused": false, "stopping": false, "waiting_approval": ["cat-2.approve"],
                        "model_pauses": []},
             "beads": [{"id": "cat-1", "title": "<b>bold</b>", "status": "open", "done": 1,
@@ -355,11 +355,16 @@ mod tests {
             "filter": {"status": "open", "q": "a b&c"},
             "csrf": "x", "error": null,
         });
-        let html = pages
+        pages
             .env
             .get_template("board.html")
             .and_then(|t| t.render(crate::domain::prompt::to_value(context)))
-            .unwrap_or_else(|e| panic!("{e:#}"));
+            .unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    #[test]
+    fn the_board_renders_and_escapes() {
+        let html = board(json!([]));
         assert!(
             html.contains("&lt;b&gt;bold&lt;&#x2f;b&gt;")
                 || html.contains("&lt;b&gt;bold&lt;/b&gt;"),
@@ -372,5 +377,25 @@ mod tests {
         assert!(html.contains("<progress max=\"4\" value=\"1\">"), "{html}");
         assert!(html.contains("1.5 s"), "{html}");
         assert!(html.contains("cat-2.approve"), "{html}");
+    }
+
+    #[test]
+    fn a_step_waiting_for_its_agent_slot_says_so_on_the_board() {
+        let html = board(json!([
+            {"step": "cat-1.implement", "attempt": 1, "model": "opus", "elapsed_ms": 1500},
+            {"step": "cat-3.review", "attempt": 1, "model": "haiku", "elapsed_ms": 200,
+             "waiting_for_slot": true}
+        ]));
+        let rows: Vec<&str> = html
+            .lines()
+            .filter(|l| l.contains("<tr><td>cat-"))
+            .collect();
+        assert_eq!(rows.len(), 2, "{html}");
+        assert!(!rows[0].contains("waiting"), "{}", rows[0]);
+        assert!(
+            rows[1].contains("(waiting for an agent slot)"),
+            "{}",
+            rows[1]
+        );
     }
 }

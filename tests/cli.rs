@@ -702,7 +702,8 @@ needs = ["inline"]
 fn shims() -> Vec<PathBuf> {
     static CARRIED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     let carried = CARRIED.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir").keep();
+        // Cargo's folder for integration tests' files, not a temporary folder left behind.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("carried-shim");
         catalyst::daemon::agent::shim_bin::program(&dir, PathBuf::new())
     });
     let mut shims = vec![catalyst_bin(), catalyst_hook_bin()];

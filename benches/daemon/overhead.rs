@@ -22,28 +22,9 @@ pub fn overhead(quick: bool) {
     let n = if quick { 50 } else { 500 };
     let rt = runtime();
     let cpu = Cpu::now();
-    let floor = floor_run(&workspace("max_agents = 2"), n, Hooks::None);
+    let floor = floor_run(&workspace("max_agents = 2"), n);
     let floor_cpu = cpu.since();
     let per_bead = |d: Duration| d.as_secs_f64() * 1e3 / n as f64;
-    // The least a daemon that keeps the `Stop` hook's guarantee can cost: the floor whose
-    // agent also runs that hook, as Claude Code does, the same two processes per attempt.
-    let cpu = Cpu::now();
-    let hooked = floor_run(&workspace("max_agents = 2"), n, Hooks::Stop);
-    let hooked_cpu = cpu.since();
-    row(
-        &format!("overhead: the floor whose agent runs the `Stop` hook (`sh` + `catalyst-hook`), {n} beads"),
-        format!("{hooked:.2?}"),
-        "-",
-        &format!("the floor: {floor:.2?}"),
-        hooked.as_secs_f64() / floor.as_secs_f64(),
-    );
-    row(
-        "overhead: CPU per bead, the floor whose agent runs the `Stop` hook",
-        format!("{:.2}ms", per_bead(hooked_cpu)),
-        "-",
-        &format!("the floor: {:.2}ms", per_bead(floor_cpu)),
-        hooked_cpu.as_secs_f64() / floor_cpu.as_secs_f64(),
-    );
     for sandbox in [false, true] {
         let ws = workspace("max_agents = 2");
         if !sandbox {
@@ -65,15 +46,6 @@ pub fn overhead(quick: bool) {
             &format!("same work without the daemon: {floor:.2?}"),
             ratio,
         );
-        if !sandbox {
-            row(
-                "overhead: sandbox none, against the floor whose agent runs the `Stop` hook",
-                format!("{ours:.2?}"),
-                "-",
-                &format!("that floor: {hooked:.2?}"),
-                ours.as_secs_f64() / hooked.as_secs_f64(),
-            );
-        }
         row(
             &format!("overhead: CPU per bead (every process, user + system), {how}"),
             format!("{:.2}ms", per_bead(ours_cpu)),
@@ -158,36 +130,11 @@ fn lean_readers(streams: Vec<std::os::unix::net::UnixStream>) {
     });
 }
 
-/// The hooks the floor's agent runs.
-#[derive(Clone, Copy, PartialEq)]
-enum Hooks {
-    None,
-    /// catalyst's `Stop` hook, installed as the daemon installs it, deciding from an attempt's
-    /// policy file as it does under the daemon.
-    Stop,
-}
-
 /// The floor: the same work for each bead without the daemon, two beads at a time.
-fn floor_run(ws: &Workspace, n: usize, hooks: Hooks) -> Duration {
+fn floor_run(ws: &Workspace, n: usize) -> Duration {
     let repo = Repo::open(&ws.repo, &ws.paths.worktrees()).expect("repo");
     let prompts = PromptSet::builtin();
-    let settings = match hooks {
-        Hooks::None => serde_json::json!({}),
-        Hooks::Stop => {
-            let bin = catalyst_bin();
-            let mut all = catalyst::domain::agent::settings::settings(
-                &bin,
-                Some(&bin.with_file_name("catalyst-hook")),
-            );
-            all["hooks"]
-                .as_object_mut()
-                .expect("hooks")
-                .retain(|event, _| event == "Stop");
-            write_policy(ws);
-            all
-        }
-    };
-    std::fs::write(ws.root.join("settings.json"), settings.to_string()).expect("settings");
+    std::fs::write(ws.root.join("settings.json"), "{}").expect("settings");
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     std::thread::scope(|scope| {
@@ -198,7 +145,7 @@ fn floor_run(ws: &Workspace, n: usize, hooks: Hooks) -> Duration {
                 if i >= n {
                     return;
                 }
-                floor_bead(ws, &repo, prompts, i, hooks);
+                floor_bead(ws, &repo, prompts, i);
             });
         }
     });
@@ -206,7 +153,7 @@ fn floor_run(ws: &Workspace, n: usize, hooks: Hooks) -> Duration {
 }
 
 /// One bead of the floor: a worktree, the merge prompt, the stub agent, commit, merge, remove.
-fn floor_bead(ws: &Workspace, repo: &Repo, prompts: &PromptSet, i: usize, hooks: Hooks) {
+fn floor_bead(ws: &Workspace, repo: &Repo, prompts: &PromptSet, i: usize) {
     let bead = BeadId::new(&format!("floor-{i}")).expect("id");
     let tree = repo.create(&bead, "main").expect("create");
     let vars = PromptVars {
@@ -226,7 +173,7 @@ fn floor_bead(ws: &Workspace, repo: &Repo, prompts: &PromptSet, i: usize, hooks:
         result_contract: prompts.contract().to_owned(),
     };
     let prompt = prompts.render("merge", &vars).expect("prompt");
-    let summary = run_stub(ws, &tree.path, &bead, &prompt, hooks);
+    let summary = run_stub(ws, &tree.path, &bead, &prompt);
     repo.commit_all(&bead, &format!("{bead} merge: {summary}"))
         .expect("commit");
     let merged = repo
@@ -243,15 +190,8 @@ fn floor_bead(ws: &Workspace, repo: &Repo, prompts: &PromptSet, i: usize, hooks:
 }
 
 /// Runs stub-claude as the daemon would, and returns its result's summary.
-fn run_stub(ws: &Workspace, worktree: &Path, bead: &BeadId, prompt: &str, hooks: Hooks) -> String {
-    let mut command = Command::new(catalyst_bin());
-    if hooks == Hooks::Stop {
-        let run = ws.root.join("floor-run");
-        command
-            .env("CATALYST_CONTEXT", run.join("context.md"))
-            .env("CATALYST_SOCKET", run.join("hook.sock"));
-    }
-    let mut child = command
+fn run_stub(ws: &Workspace, worktree: &Path, bead: &BeadId, prompt: &str) -> String {
+    let mut child = Command::new(catalyst_bin())
         .args([
             "__stub-claude",
             "-p",
@@ -285,30 +225,4 @@ fn run_stub(ws: &Workspace, worktree: &Path, bead: &BeadId, prompt: &str, hooks:
     )
     .expect("valid block");
     result.summary
-}
-
-/// The attempt's policy file the floor's `Stop` hook decides from, in the folder its
-/// `CATALYST_CONTEXT` names (the run folder under the daemon).
-fn write_policy(ws: &Workspace) {
-    use catalyst::domain::agent::attempt::{AttemptPolicy, POLICY_FILE};
-    let run = ws.root.join("floor-run");
-    std::fs::create_dir_all(&run).expect("run folder");
-    let bead = BeadId::new("floor-0").expect("id");
-    let policy = AttemptPolicy {
-        step: bead.step("merge").expect("step"),
-        bead,
-        role: Role::Merge,
-        attempt: 1,
-        access: catalyst::domain::policy::Access::Worktree,
-        tools: None,
-        worktree: ws.paths.worktrees(),
-        target_branch: "main".into(),
-        context: run.join("context.md"),
-        contract: PromptSet::builtin().contract().to_owned(),
-    };
-    std::fs::write(
-        run.join(POLICY_FILE),
-        serde_json::to_vec(&policy).expect("json"),
-    )
-    .expect("policy");
 }

@@ -28,6 +28,7 @@ fn spec(dir: &Path, sandbox: Option<SandboxSpec>) -> RunSpec {
         max_processes: None,
         nice: 0,
         sandbox,
+        conversation: None,
     }
 }
 

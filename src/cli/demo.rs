@@ -147,6 +147,8 @@ pub fn stub_config(agent: &[String], scenario: &Path, log: &Path) -> String {
     command.extend(
         [
             "-p",
+            "--input-format",
+            "stream-json",
             "--output-format",
             "stream-json",
             "--verbose",
@@ -178,6 +180,7 @@ pub fn stub_config(agent: &[String], scenario: &Path, log: &Path) -> String {
     format!(
         "agent = \"stub\"\nstall_timeout_secs = 60\nagent_timeout_secs = 120\ngrace_secs = 2\n\
          profiles = {{ stub = {{ command = [{command}], format = \"claude-stream-json\", \
+         stdin = \"conversation\", \
          writable = [{writable}], \
          env = {{ STUB_CLAUDE_SCENARIO = {}, STUB_CLAUDE_LOG = {} }} }} }}\n",
         toml_string(&scenario.display().to_string()),

@@ -278,8 +278,8 @@ impl PromptSet {
         self.sources.keys().map(String::as_str)
     }
 
-    /// The result contract: what an agent's final message must end with. The Stop hook sends it
-    /// back to an agent that forgot it.
+    /// The result contract: what an agent's final message must end with. It is sent back to an
+    /// agent that forgot it (in its conversation, or by the `Stop` hook).
     pub fn contract(&self) -> &str {
         &self.contract
     }

@@ -1,7 +1,7 @@
 //! What an invocation is: catalyst's environment, the prompt, and the response the scenario
 //! chooses for it.
 
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::path::PathBuf;
 
 use serde_json::Value;
@@ -81,27 +81,66 @@ pub fn choose(env: &Env, facts: &Facts) -> Result<Choice, Error> {
     })
 }
 
-/// Reads the prompt: the positional argument, else stdin (text, or Claude's stream-json user
-/// messages under `--input-format stream-json`).
-pub fn read_prompt(args: &Args) -> Result<String, Error> {
-    let text = match &args.prompt {
-        Some(prompt) => prompt.clone(),
-        None => {
+/// The user messages still to come on stdin under `--input-format stream-json`: one buffered
+/// reader kept for the whole session, so nothing read ahead of a message is lost.
+pub struct UserMessages {
+    reader: Box<dyn BufRead>,
+}
+
+impl UserMessages {
+    fn stdin() -> UserMessages {
+        UserMessages {
+            reader: Box::new(std::io::stdin().lock()),
+        }
+    }
+
+    /// The text of the next line that is a `user` message, skipping other lines; `None` at the
+    /// end of stdin. It blocks until that line arrives, as Claude Code waits for its next turn.
+    pub fn next_message(&mut self) -> Option<String> {
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            // An unreadable stdin is the same as a closed one: the conversation is over.
+            match self.reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            }
+            let text = String::from_utf8_lossy(&line);
+            if let Some(message) = user_message(&text) {
+                return Some(message);
+            }
+        }
+    }
+}
+
+/// The text of a stream-json line that is a `user` message.
+fn user_message(line: &str) -> Option<String> {
+    let v = serde_json::from_str::<Value>(line.trim()).ok()?;
+    (v["type"] == "user").then(|| content_text(&v["message"]["content"]))
+}
+
+/// Reads the prompt: the positional argument, else stdin (text to its end, or, under
+/// `--input-format stream-json`, the first user message). Under stream-json input with the
+/// prompt from stdin, also returns the reader for the user messages that follow it.
+pub fn read_prompt(args: &Args) -> Result<(String, Option<UserMessages>), Error> {
+    let (prompt, rest) = match (&args.prompt, args.input_format) {
+        (Some(prompt), InputFormat::Text) => (prompt.clone(), None),
+        // A prompt argument is read as stream-json too: its user-message lines, joined.
+        (Some(prompt), InputFormat::StreamJson) => {
+            let messages: Vec<String> = prompt.lines().filter_map(user_message).collect();
+            (messages.join("\n"), None)
+        }
+        (None, InputFormat::Text) => {
             let mut bytes = Vec::new();
             // An unreadable stdin is the same as an empty one: refused below, as Claude does.
             let _ = std::io::stdin().read_to_end(&mut bytes);
-            String::from_utf8_lossy(&bytes).into_owned()
+            (String::from_utf8_lossy(&bytes).into_owned(), None)
         }
-    };
-    let prompt = match args.input_format {
-        InputFormat::Text => text,
-        InputFormat::StreamJson => text
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter(|v| v["type"] == "user")
-            .map(|v| content_text(&v["message"]["content"]))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        (None, InputFormat::StreamJson) => {
+            let mut messages = UserMessages::stdin();
+            let prompt = messages.next_message().unwrap_or_default();
+            (prompt, Some(messages))
+        }
     };
     if prompt.trim().is_empty() {
         return Err(Error::Usage(
@@ -109,7 +148,7 @@ pub fn read_prompt(args: &Args) -> Result<String, Error> {
                 .to_string(),
         ));
     }
-    Ok(prompt)
+    Ok((prompt, rest))
 }
 
 fn content_text(content: &Value) -> String {

@@ -1,7 +1,8 @@
 //! stub-claude: a drop-in `claude` for catalyst's tests and `catalyst demo`.
 //!
 //! It accepts Claude Code's print-mode command line, reads the prompt from stdin (or a trailing
-//! argument), and answers in Claude Code's `text`, `json` or `stream-json` output with a final
+//! argument; under `--input-format stream-json`, the first user message, with more user
+//! messages following as a conversation), and answers in Claude Code's `text`, `json` or `stream-json` output with a final
 //! message ending in a `---STEP-RESULT---` block (docs/routing.md). What it answers, and what it does
 //! on the way, comes from a scenario file, so a test can script a whole workflow: a review that
 //! rejects once then approves, an agent that crashes, floods its output, hits a usage limit or
@@ -15,7 +16,8 @@
 //! - `STUB_CLAUDE_STATE`: where the response counts are kept across processes (default: the
 //!   scenario path plus `.state`), per run (below). Delete it to start a scenario over.
 //! - `STUB_CLAUDE_LOG`: a JSONL file every invocation appends its events to (`start`, `tool`,
-//!   `session_start`, `stop_block`, `error`, `end`; a refused command line is logged too); read
+//!   `session_start`, `stop_block`, `follow_up`, `error`, `end`; a refused command line is
+//!   logged too); read
 //!   it with [`read_log`] or [`invocations`].
 //! - `CATALYST_ROLE`, `CATALYST_STEP`, `CATALYST_BEAD`: what the invocation is, as catalyst
 //!   sets them; matched by the scenario's rules and recorded in the log.
@@ -66,13 +68,25 @@
 //!   `fake_block_in_earlier_turn = true` (an earlier assistant turn ending in such a block).
 //! - `after_stop_block`: the response acted out when a `Stop` hook blocks the first answer;
 //!   its final message replaces the first. Without it, the first answer stands. Stop runs
-//!   again with `stop_hook_active: true`, and a second block is ignored.
+//!   again with `stop_hook_active: true`, and a second block is ignored. Under `--input-format
+//!   stream-json`, a follow-up user message (sent after the `result`) is answered with it
+//!   instead, if no Stop hook used it; a follow-up without it gets the last final message
+//!   again (see below).
 //!
 //! A usage limit is reported as Claude Code reports one in print mode: in `stream-json`, a
 //! `rate_limit_event` with `rate_limit_info.status = "rejected"` and `resetsAt`, then an
 //! assistant message with the limit text; in every format a result with `subtype: "success"`,
 //! `is_error: true` and `result: "Claude AI usage limit reached|<epoch seconds of the reset>"`;
 //! exit code 1.
+//!
+//! # Conversations
+//! Under `--input-format stream-json`, as with Claude Code, stdin is a conversation: the first
+//! user message (`{"type":"user","message":{"role":"user","content":…}}`, content a string or
+//! text blocks) is the prompt, and each turn ends with its own `result` event, after which the
+//! stub waits for the next user message; the end of stdin ends the session, with the last
+//! turn's exit code. Each further message is logged as `follow_up` and answered by one more
+//! turn (`after_stop_block`, or the last final message again), whose `result` counts
+//! `num_turns` and the cost over the whole session. The `end` line is written once, at the end.
 //!
 //! # Modules
 //! - [`cli`]: Claude Code's command line: flags, `--version`, `--help`.

@@ -43,9 +43,13 @@ pub enum LogEvent {
         stop_hook_active: bool,
         ignored: bool,
     },
+    /// A user message after the first, read from stdin under `--input-format stream-json`
+    /// once the previous turn's result was out; another turn answers it.
+    FollowUp { text: String },
     /// The invocation failed before answering (bad scenario, refused write, ...).
     Error { message: String },
-    /// The invocation ended normally (no line when it dies by a signal).
+    /// The invocation ended normally (no line when it dies by a signal); once per session,
+    /// with its last turn's result.
     End(EndEntry),
 }
 
@@ -116,6 +120,8 @@ pub struct Invocation {
     pub tools: Vec<ToolEntry>,
     pub shell: Vec<ShellEntry>,
     pub stop_blocks: Vec<String>,
+    /// The follow-up user messages, in order (stream-json input).
+    pub follow_ups: Vec<String>,
     pub additional_context: Vec<String>,
     pub errors: Vec<String>,
 }
@@ -194,6 +200,7 @@ pub fn invocations(path: impl AsRef<Path>) -> io::Result<Vec<Invocation>> {
                 tools: Vec::new(),
                 shell: Vec::new(),
                 stop_blocks: Vec::new(),
+                follow_ups: Vec::new(),
                 additional_context: Vec::new(),
                 errors: Vec::new(),
             });
@@ -214,6 +221,7 @@ pub fn invocations(path: impl AsRef<Path>) -> io::Result<Vec<Invocation>> {
             LogEvent::Tool(tool) => inv.tools.push(tool),
             LogEvent::Shell(shell) => inv.shell.push(shell),
             LogEvent::StopBlock { reason, .. } => inv.stop_blocks.push(reason),
+            LogEvent::FollowUp { text } => inv.follow_ups.push(text),
             LogEvent::Error { message } => inv.errors.push(message),
             LogEvent::End(end) => {
                 inv.ended_ms = Some(entry.ts_ms);
@@ -305,6 +313,9 @@ mod tests {
             reason: Some("read-only".into()),
             input: serde_json::json!({"file_path": "x"}),
         }));
+        log.write(LogEvent::FollowUp {
+            text: "again".into(),
+        });
         log.write(LogEvent::End(EndEntry {
             exit_code: 0,
             is_error: false,
@@ -321,7 +332,12 @@ mod tests {
             .expect("append a torn line");
 
         let entries = read_log(&path).expect("read");
-        assert_eq!(entries.len(), 3);
+        assert_eq!(entries.len(), 4);
+        let text = std::fs::read_to_string(&path).expect("read the log");
+        assert!(
+            text.contains(r#""event":"follow_up","text":"again""#),
+            "{text}"
+        );
         let all = invocations(&path).expect("invocations");
         assert_eq!(all.len(), 1);
         let inv = &all[0];
@@ -329,6 +345,7 @@ mod tests {
         assert_eq!(inv.response, Some(1));
         assert_eq!(inv.tools.len(), 1);
         assert!(!inv.tools[0].allowed);
+        assert_eq!(inv.follow_ups, ["again"]);
         assert_eq!(inv.exit_code(), Some(0));
         assert!(inv.ended_ms.is_some());
 
@@ -341,7 +358,7 @@ mod tests {
             .and_then(|mut f| f.write_all(format!("{second}\n").as_bytes()))
             .expect("append after the torn line");
         let entries = read_log(&path).expect("the torn part is dropped");
-        assert_eq!(entries.len(), 4);
+        assert_eq!(entries.len(), 5);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! What the stub prints, in the shapes Claude Code prints for `--output-format`.
 //!
 //! `stream-json` is one JSON object per line: a `system`/`init` event, an `assistant` event per
-//! text or tool call, a `user` event per tool result, and a final `result` event. `json` is the
-//! result object alone; `text` is the final message alone. Every line is flushed as it is
+//! text or tool call, a `user` event per tool result, and a `result` event ending each turn
+//! (one, unless follow-ups come in on stream-json input). `json` is the result object alone;
+//! `text` is the final message alone (each once per turn). Every line is flushed as it is
 //! written, so the daemon sees output as it happens (its stall detection depends on that).
 //! The same `assistant`/`user` messages go to the transcript file handed to hooks.
 
@@ -110,7 +111,8 @@ impl Emitter {
         let _ = file.write_all(format!("{entry}\n").as_bytes());
     }
 
-    /// The prompt, as the first transcript entry.
+    /// A user message as a transcript entry: the prompt first, then each follow-up (under
+    /// stream-json input). Claude Code does not echo them on stdout.
     pub fn prompt(&mut self, prompt: &str) {
         let message = json!({"role": "user", "content": prompt});
         self.transcribe("user", &message, &uuid());

@@ -5,7 +5,17 @@
 //! tool flags and the `PreToolUse` hooks), then the decoy tool result, the non-UTF-8 bytes and
 //! the flood, then `signal` (dying here, after the partial work) or `usage_limit`, and finally
 //! the final message. When a `Stop` hook blocks, `after_stop_block` is acted out as a second
-//! turn in the same session.
+//! turn in the same session. Then comes the `result` event.
+//!
+//! Under `--input-format stream-json` the session is a conversation, as Claude Code's is: the
+//! prompt is the first user message on stdin, and after each `result` the stub reads the next
+//! line that is a user message (blocking while stdin is open). End of stdin ends the session
+//! with the last turn's exit code. A user message is logged as `follow_up` and answered by one
+//! more turn, with its own assistant message and `result` (`num_turns` and the cost counting
+//! the whole session): `after_stop_block` acted out, when the first response has one that no
+//! Stop hook used, else the last final message given again, with nothing acted out. Stop hooks
+//! run only after the first response. A turn that dies by a signal or hits a usage limit ends
+//! the session without reading further. The `end` line is written once, when the session ends.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -16,7 +26,7 @@ use crate::actions;
 use crate::cli::{Args, OutputFormat};
 use crate::error::Error;
 use crate::hooks::{Hooks, Permission, Settings};
-use crate::invocation::{choose, read_prompt, Env};
+use crate::invocation::{choose, read_prompt, Env, UserMessages};
 use crate::log::{EndEntry, LogEvent, LogWriter, StartEntry, ToolEntry};
 use crate::message;
 use crate::output::{self, Emitter, Outcome};
@@ -106,8 +116,8 @@ pub fn run(argv: &[String], args: Args) -> i32 {
     let started = Instant::now();
     let env = Env::from_process();
     let session_id = args.session_id.clone().unwrap_or_else(output::uuid);
-    let prompt = match check(&args).and_then(|()| read_prompt(&args)) {
-        Ok(prompt) => prompt,
+    let (prompt, input) = match check(&args).and_then(|()| read_prompt(&args)) {
+        Ok(read) => read,
         Err(e) => return refuse(argv, &env, args.model.clone(), &session_id, &e),
     };
     let facts = Facts {
@@ -133,8 +143,7 @@ pub fn run(argv: &[String], args: Args) -> i32 {
     let cwd = current_dir();
     let result = choice.and_then(|choice| {
         let mut session = Session::start(&args, &facts, cwd, &session_id, &prompt, &mut log)?;
-        let code = session.play(&choice.response, started)?;
-        Ok(code)
+        session.play(&choice.response, input, started)
     });
     match result {
         Ok(code) => code,
@@ -144,6 +153,14 @@ pub fn run(argv: &[String], args: Args) -> i32 {
             1
         }
     }
+}
+
+/// What a turn's `result` event says, and the exit code if the session ends with it.
+struct Answer {
+    message: String,
+    is_error: bool,
+    usage_limit: bool,
+    code: i32,
 }
 
 /// How a turn ended.
@@ -163,7 +180,8 @@ struct Session<'a> {
     policy: ToolPolicy,
     bypass_permissions: bool,
     log: &'a mut LogWriter,
-    prompt_len: usize,
+    /// The length of the user messages so far (the prompt and the follow-ups).
+    input_len: usize,
     turns: u32,
     tool_calls: u32,
     cost_usd: f64,
@@ -232,7 +250,7 @@ impl<'a> Session<'a> {
             policy: ToolPolicy::from_args(args),
             bypass_permissions,
             log,
-            prompt_len: prompt.len(),
+            input_len: prompt.len(),
             turns: 0,
             tool_calls: 0,
             cost_usd: 0.0,
@@ -252,9 +270,63 @@ impl<'a> Session<'a> {
         Ok(session)
     }
 
-    /// Acts out `first`, and its `after_stop_block` when a Stop hook blocks; returns the exit
-    /// code.
-    fn play(&mut self, first: &Response, started: Instant) -> Result<i32, Error> {
+    /// Acts out `first`, and its `after_stop_block` when a Stop hook blocks, and answers with a
+    /// result; then, under stream-json input, plays one more turn per follow-up user message
+    /// until stdin ends. Returns the exit code of the last turn.
+    fn play(
+        &mut self,
+        first: &Response,
+        mut input: Option<UserMessages>,
+        started: Instant,
+    ) -> Result<i32, Error> {
+        // `after_stop_block`, until a Stop hook block or a follow-up uses it.
+        let mut spare = first.after_stop_block.as_deref();
+        let (mut last, mut end) = self.first_turn(first, &mut spare)?;
+        loop {
+            let answer = match end {
+                TurnEnd::Died(code) => return Ok(code),
+                TurnEnd::Limited(message) => Answer {
+                    message,
+                    is_error: true,
+                    usage_limit: true,
+                    code: 1,
+                },
+                TurnEnd::Answered(message) => Answer {
+                    message,
+                    is_error: last.is_error,
+                    usage_limit: false,
+                    code: last.exit_code.unwrap_or(i32::from(last.is_error)),
+                },
+            };
+            self.result(&answer, started);
+            // A usage limit ends the session: nothing more is read.
+            let follow_up = match input.as_mut() {
+                Some(input) if !answer.usage_limit => input.next_message(),
+                _ => None,
+            };
+            let Some(text) = follow_up else {
+                let code = answer.code;
+                self.end(answer);
+                return Ok(code);
+            };
+            self.input_len += text.len();
+            self.emitter.prompt(&text);
+            self.log.write(LogEvent::FollowUp { text });
+            (last, end) = match spare.take() {
+                Some(next) => (next, self.turn(next)?),
+                None => (last, self.repeat(answer.message)),
+            };
+        }
+    }
+
+    /// The first turn: `first`, then, when a Stop hook blocks its answer, the response in
+    /// `spare` (its `after_stop_block`, taken) acted out as a second turn. Returns the response
+    /// that answered last and how its turn ended.
+    fn first_turn<'r>(
+        &mut self,
+        first: &'r Response,
+        spare: &mut Option<&'r Response>,
+    ) -> Result<(&'r Response, TurnEnd), Error> {
         let mut last = first;
         let mut end = self.turn(first)?;
         if let TurnEnd::Answered(message) = &end {
@@ -266,7 +338,7 @@ impl<'a> Session<'a> {
                 });
                 self.emitter
                     .user_text(&format!("Stop hook feedback:\n{reason}"));
-                if let Some(next) = &first.after_stop_block {
+                if let Some(next) = spare.take() {
                     last = next;
                     end = self.turn(next)?;
                 }
@@ -282,40 +354,49 @@ impl<'a> Session<'a> {
                 }
             }
         }
-        let (message, is_error, usage_limit, code) = match end {
-            TurnEnd::Died(code) => return Ok(code),
-            TurnEnd::Limited(message) => (message, true, true, 1),
-            TurnEnd::Answered(message) => {
-                let code = last.exit_code.unwrap_or(i32::from(last.is_error));
-                (message, last.is_error, false, code)
-            }
-        };
-        let subtype = if is_error && !usage_limit {
+        Ok((last, end))
+    }
+
+    /// A turn that gives the last final message again, as a new assistant message, without
+    /// acting anything out (nor costing anything).
+    fn repeat(&mut self, message: String) -> TurnEnd {
+        self.turns += 1;
+        self.emitter.assistant_text(&message);
+        TurnEnd::Answered(message)
+    }
+
+    /// The `result` event of a turn; `num_turns`, the cost and the permission denials count
+    /// the whole session.
+    fn result(&mut self, answer: &Answer, started: Instant) {
+        let subtype = if answer.is_error && !answer.usage_limit {
             "error_during_execution"
         } else {
             "success"
         };
         let outcome = Outcome {
             subtype,
-            is_error,
-            result: message.clone(),
+            is_error: answer.is_error,
+            result: answer.message.clone(),
             num_turns: self.turns,
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             cost_usd: self.cost_usd,
-            input_tokens: (self.prompt_len / 4) as u64 + 50 * u64::from(self.turns),
-            output_tokens: (message.len() / 4) as u64 + 10,
-            permission_denials: std::mem::take(&mut self.denials),
+            input_tokens: (self.input_len / 4) as u64 + 50 * u64::from(self.turns),
+            output_tokens: (answer.message.len() / 4) as u64 + 10,
+            permission_denials: self.denials.clone(),
         };
         self.emitter.result(&outcome);
+    }
+
+    /// The `end` line, once, with the last turn's answer.
+    fn end(&mut self, answer: Answer) {
         self.log.write(LogEvent::End(EndEntry {
-            exit_code: code,
-            is_error,
-            usage_limit,
+            exit_code: answer.code,
+            is_error: answer.is_error,
+            usage_limit: answer.usage_limit,
             num_turns: self.turns,
             cost_usd: self.cost_usd,
-            result: message,
+            result: answer.message,
         }));
-        Ok(code)
     }
 
     fn turn(&mut self, r: &Response) -> Result<TurnEnd, Error> {

@@ -358,12 +358,41 @@ async fn with_the_daemon_stopped_the_hook_denies_a_write() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_final_message_without_a_block_is_sent_back_once_instead_of_retried() {
+    sent_back_once(How::Conversation).await;
+}
+
+/// The same, for a profile that gives the prompt on stdin and closes it: the `Stop` hook
+/// sends the message back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_message_without_a_block_is_sent_back_once_by_the_stop_hook() {
+    sent_back_once(How::StopHook).await;
+}
+
+/// How a final message without a block is sent back.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum How {
+    /// The daemon answers it on the agent's stdin (the shipped profiles).
+    Conversation,
+    /// The `Stop` hook blocks the stop (a profile with `stdin = "prompt"`).
+    StopHook,
+}
+
+async fn sent_back_once(how: How) {
     let scenario = r#"
 [[rule]]
 role = "implement"
 responses = [{ write = { "a.txt" = "a\n" }, raw = "I wrote a.txt.", after_stop_block = { text = "I wrote a.txt.", summary = "wrote a.txt" } }]
 "#;
-    let daemon = TestDaemon::start(scenario, "").await;
+    let ws = catalyst_testkit::Workspace::new(scenario, "");
+    if how == How::StopHook {
+        let config = std::fs::read_to_string(ws.paths.config()).expect("config");
+        let prompt = config
+            .replace("\"--input-format\", \"stream-json\", ", "")
+            .replace("stdin = \"conversation\"", "stdin = \"prompt\"");
+        assert_ne!(prompt, config, "the stub profile holds a conversation");
+        std::fs::write(ws.paths.config(), prompt).expect("config");
+    }
+    let daemon = ws.start().await;
     let id = daemon.submit(bead("One chance")).await;
     daemon.wait_status(&id, "closed").await;
     let step = format!("{id}.implement");
@@ -373,12 +402,16 @@ responses = [{ write = { "a.txt" = "a\n" }, raw = "I wrote a.txt.", after_stop_b
         .filter(|i| i.role() == "implement")
         .collect();
     assert_eq!(implement.len(), 1, "exactly one invocation for the step");
-    let blocks = &implement[0].stop_blocks;
-    assert_eq!(blocks.len(), 1, "blocked once, then allowed: {blocks:?}");
+    let (sent, other) = match how {
+        How::Conversation => (&implement[0].follow_ups, &implement[0].stop_blocks),
+        How::StopHook => (&implement[0].stop_blocks, &implement[0].follow_ups),
+    };
+    assert_eq!(sent.len(), 1, "sent back once, then allowed: {sent:?}");
+    assert!(other.is_empty(), "{how:?} only: {other:?}");
     assert!(
-        blocks[0].contains("---STEP-RESULT---"),
+        sent[0].contains("---STEP-RESULT---"),
         "the agent is given the result contract: {}",
-        blocks[0]
+        sent[0]
     );
     let comments = daemon.comments(&id).await;
     assert!(

@@ -77,6 +77,7 @@ async fn an_agent_runs_in_a_process_started_before_its_attempt() {
         max_processes: None,
         nice: 3,
         sandbox: None,
+        conversation: None,
     };
     let report = run_launched(spec, CancellationToken::new(), early).await;
     let out = report.final_message.expect("output");

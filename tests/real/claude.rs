@@ -302,9 +302,9 @@ fn a_reviewers_write_is_denied_by_the_hook() {
 }
 
 #[test]
-fn a_message_without_a_block_is_sent_back_by_the_stop_hook() {
+fn a_message_without_a_block_is_sent_back_in_the_same_conversation() {
     if !in_netns(
-        "claude::a_message_without_a_block_is_sent_back_by_the_stop_hook",
+        "claude::a_message_without_a_block_is_sent_back_in_the_same_conversation",
         "claude",
     ) {
         return;
@@ -340,7 +340,12 @@ fn a_message_without_a_block_is_sent_back_by_the_stop_hook() {
         let reminder = user_text(&refine[1].body);
         assert!(
             reminder.contains("STEP-RESULT"),
-            "the Stop hook's objection reached the model: {reminder}"
+            "the daemon's objection reached the model: {reminder}"
+        );
+        let sent_back = step_events(&events, "agent.tool", ".refine");
+        assert!(
+            matches!(&sent_back[..], [e] if e["tool"] == "Stop" && e["allowed"] == false),
+            "the message sent back is recorded: {sent_back:?}"
         );
     });
 }

@@ -13,6 +13,7 @@ use crate::domain::agent::profile::OutputFormat;
 pub(crate) use crate::domain::agent::stream::Parsed;
 use crate::domain::agent::unavailable;
 use crate::domain::unavailable::Hindrance;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// The longest stdout line parsed. A longer line is skipped: no real event is that large, and
@@ -29,6 +30,15 @@ pub const TEXT_TAIL: usize = 1024 * 1024;
 pub(crate) struct StdoutParser {
     format: Format,
     hopeless: CancellationToken,
+    /// Told of each `result` event of a conversation, as it is read.
+    turns: Option<mpsc::UnboundedSender<TurnEnd>>,
+}
+
+/// A turn's `result`: its final message, and whether it is an error.
+#[derive(Debug)]
+pub(crate) struct TurnEnd {
+    pub(crate) message: Option<String>,
+    pub(crate) is_error: bool,
 }
 
 enum Format {
@@ -51,7 +61,17 @@ impl StdoutParser {
                 Format::Text(Tail::new(max))
             }
         };
-        StdoutParser { format, hopeless }
+        StdoutParser {
+            format,
+            hopeless,
+            turns: None,
+        }
+    }
+
+    /// Sends each `result` event to `turns` as it is read (Claude Code's format only).
+    pub(crate) fn with_turns(mut self, turns: mpsc::UnboundedSender<TurnEnd>) -> StdoutParser {
+        self.turns = Some(turns);
+        self
     }
 
     /// What the JSON formats found. For `text`, `Parsed` is empty and the tail is returned for
@@ -85,9 +105,20 @@ impl Consumer for StdoutParser {
     fn feed(&mut self, chunk: &[u8]) {
         match &mut self.format {
             Format::Claude(lines, claude) => {
+                let seen = claude.results;
                 lines.feed(chunk, &mut |l| claude.line(&String::from_utf8_lossy(l)));
                 if claude.hopeless.is_some() {
                     self.hopeless.cancel();
+                }
+                if claude.results != seen {
+                    if let (Some(turns), Some((message, is_error))) =
+                        (&self.turns, claude.last_result())
+                    {
+                        let _ = turns.send(TurnEnd {
+                            message: message.map(str::to_owned),
+                            is_error,
+                        });
+                    }
                 }
             }
             Format::Codex(lines, codex) => {

@@ -84,6 +84,9 @@ pub struct RunSpec {
     pub max_processes: Option<u32>,
     /// The niceness the agent's processes run at (0: the daemon's).
     pub nice: u32,
+    /// How the answers of an agent whose profile holds a conversation on stdin are judged;
+    /// `None` lets its first answer stand.
+    pub conversation: Option<crate::domain::agent::conversation::Conversation>,
 }
 
 /// How one attempt is confined (see [`crate::domain::agent::sandbox`]).

@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::events::{Parsed, StderrScanner, StdoutParser};
+use super::events::{Parsed, StderrScanner, StdoutParser, TurnEnd};
 use super::group::{signal_group, GroupGuard};
 use super::launcher::Launch;
 use super::output::{pump, CappedFile, StreamStats};
@@ -25,6 +25,8 @@ use super::{shim, spawn, NetPlan, RunSpec, SandboxSpec, PROMPT_FILE, STDERR_FILE
 use crate::daemon::cgroup::AttemptGroup;
 use crate::daemon::clock;
 use crate::daemon::netproxy::{self, NetGuard, Route};
+use crate::domain::agent::attempt::{ToolRecord, TOOL_LOG_FILE};
+use crate::domain::agent::conversation::{user_message, Conversation, Reply};
 use crate::domain::agent::profile::{OutputFormat, ProfileError, StdinMode, Vars};
 use crate::domain::agent::report::{Exit, RunReport};
 use crate::domain::agent::sandbox::{bwrap_args, Confinement, SANDBOX_NET_COMMAND};
@@ -114,7 +116,7 @@ async fn start(spec: &RunSpec, early: Option<Launch>) -> Result<Running, StartEr
         Some(mut launched) => {
             let exec = shim::Exec {
                 cwd: spec.worktree.clone(),
-                stdin_null: !prepared.prompt_on_stdin,
+                stdin_null: prepared.stdin == StdinMode::Null,
                 program: resolve(program_arg, &env)
                     .ok_or_else(|| StartError::NotFound(program.clone()))?,
                 args: args.to_vec(),
@@ -130,7 +132,8 @@ async fn start(spec: &RunSpec, early: Option<Launch>) -> Result<Running, StartEr
             (launched.child, launched.limit)
         }
         None => {
-            let mut command = spawn::process(program_arg, spec.nice, prepared.prompt_on_stdin);
+            let piped = prepared.stdin != StdinMode::Null;
+            let mut command = spawn::process(program_arg, spec.nice, piped);
             command.envs(env).args(args).current_dir(&spec.worktree);
             let limit = spec.max_processes.and_then(spawn::process_limit);
             if let Some(group) = &limit {
@@ -264,7 +267,7 @@ fn confined(sandbox: &SandboxSpec, spec: &RunSpec, argv: &[OsString]) -> Vec<OsS
 /// What an agent's start needs ready before it spawns.
 struct Prepared {
     argv: Vec<OsString>,
-    prompt_on_stdin: bool,
+    stdin: StdinMode,
     stdout: CappedFile,
     stderr: CappedFile,
 }
@@ -303,14 +306,14 @@ async fn prepare(spec: &RunSpec) -> Result<Prepared, StartError> {
     }
     Ok(Prepared {
         argv,
-        prompt_on_stdin: spec.profile.stdin == StdinMode::Prompt,
+        stdin: spec.profile.stdin,
         stdout: open_capped(&run_dir.join(STDOUT_FILE), spec.output_cap)?,
         stderr: open_capped(&run_dir.join(STDERR_FILE), spec.output_cap)?,
     })
 }
 
-/// Feeds the prompt to a spawned agent (when the profile says so) and starts the readers of
-/// its output.
+/// Feeds the prompt to a spawned agent (when the profile says so), holds its conversation
+/// (when it has one) and starts the readers of its output.
 fn attach(
     mut child: Child,
     pgid: Pid,
@@ -318,8 +321,10 @@ fn attach(
     spec: &RunSpec,
     prepared: Prepared,
 ) -> Result<Running, StartError> {
-    let stdin = match child.stdin.take() {
-        Some(mut pipe) if prepared.prompt_on_stdin => {
+    let hopeless = CancellationToken::new();
+    let mut parser = StdoutParser::new(spec.profile.format, spec.output_cap, hopeless.clone());
+    let stdin = match (child.stdin.take(), prepared.stdin) {
+        (Some(mut pipe), StdinMode::Prompt) => {
             let prompt = spec.prompt.clone();
             Some(tokio::spawn(async move {
                 // An agent may exit without reading all of its stdin; that is its business.
@@ -328,18 +333,26 @@ fn attach(
                 }
             }))
         }
+        (Some(pipe), StdinMode::Conversation) => {
+            let (turns, ends) = tokio::sync::mpsc::unbounded_channel();
+            parser = parser.with_turns(turns);
+            let talk = Talk {
+                conversation: spec.conversation.clone(),
+                tool_log: spec.run_dir.join(TOOL_LOG_FILE),
+            };
+            Some(tokio::spawn(talk.hold(pipe, spec.prompt.clone(), ends)))
+        }
         _ => None,
     };
     let activity = Arc::new(Notify::new());
     let drain = CancellationToken::new();
-    let hopeless = CancellationToken::new();
     let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(StartError::NoPipes);
     };
     let stdout = tokio::spawn(pump(
         out,
         prepared.stdout,
-        StdoutParser::new(spec.profile.format, spec.output_cap, hopeless.clone()),
+        parser,
         activity.clone(),
         drain.clone(),
     ));
@@ -363,6 +376,61 @@ fn attach(
         net: None,
         limit: None,
     })
+}
+
+/// The daemon's end of a [`StdinMode::Conversation`]: the prompt as the first user message,
+/// then a reply to each `result` (see [`Conversation`]).
+struct Talk {
+    /// `None`: every answer stands; stdin is closed at the first `result`.
+    conversation: Option<Conversation>,
+    /// Where a message sent back is logged, to be recorded as an `agent.tool` event.
+    tool_log: PathBuf,
+}
+
+impl Talk {
+    async fn hold(
+        mut self,
+        mut pipe: tokio::process::ChildStdin,
+        prompt: String,
+        mut ends: tokio::sync::mpsc::UnboundedReceiver<TurnEnd>,
+    ) {
+        if let Err(e) = pipe.write_all(user_message(&prompt).as_bytes()).await {
+            tracing::debug!(error = %e, "agent did not read the whole prompt");
+            return;
+        }
+        while let Some(end) = ends.recv().await {
+            let reply = match &mut self.conversation {
+                Some(c) => c.on_result(end.message.as_deref(), end.is_error),
+                None => Reply::Close,
+            };
+            let Reply::SendBack { line, record } = reply else {
+                break;
+            };
+            self.log(&record);
+            if let Err(e) = pipe.write_all(line.as_bytes()).await {
+                tracing::debug!(error = %e, "agent did not read the message sent back");
+                break;
+            }
+        }
+        // Dropping the pipe closes the agent's stdin: it ends with its last answer.
+    }
+
+    /// Appends `record` to the attempt's tool log, as a hook's own decision is.
+    fn log(&self, record: &ToolRecord) {
+        use std::io::Write;
+        let Ok(mut line) = serde_json::to_vec(record) else {
+            return;
+        };
+        line.push(b'\n');
+        let logged = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&self.tool_log)
+            .and_then(|mut log| log.write_all(&line));
+        if let Err(e) = logged {
+            tracing::warn!(error = %e, "cannot log the message sent back to the agent");
+        }
+    }
 }
 
 /// Why an agent could not start. The text is the run's `spawn_failed` exit, in the journal.

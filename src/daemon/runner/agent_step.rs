@@ -438,7 +438,8 @@ pub(super) fn write_inputs(
     }
     fill_final_messages(&mut job.context.earlier_steps, &job.earlier_runs);
     crate::daemon::rundir::write_context(&job.run_dir, &job.context)?;
-    let settings = serde_json::to_vec_pretty(&job.settings).map_err(std::io::Error::other)?;
+    let settings = crate::domain::agent::settings::for_stdin(&job.settings, job.spec.profile.stdin);
+    let settings = serde_json::to_vec_pretty(&settings).map_err(std::io::Error::other)?;
     fsutil::write_replace(&job.run_dir.join(SETTINGS_FILE), &settings)?;
     let policy = serde_json::to_vec_pretty(&job.policy).map_err(std::io::Error::other)?;
     fsutil::write_replace(&job.run_dir.join(POLICY_FILE), &policy)?;

@@ -148,6 +148,7 @@ fn command_spec(job: &GateJob, n: usize, command: &str, left: Duration) -> RunSp
         sandbox: None,
         max_processes: job.max_processes,
         nice: job.nice,
+        conversation: None,
     }
 }
 

@@ -23,6 +23,7 @@ use crate::domain::prompt::{PromptError, PromptSet, PromptVars};
 use crate::domain::state::State;
 
 use super::{JobError, RESULT_FILE, SETTINGS_FILE};
+use crate::domain::agent::conversation::Conversation;
 
 /// What a job is built from: the state as of its dispatch and the daemon's settings.
 #[derive(Clone, Copy, Debug)]
@@ -169,6 +170,7 @@ impl StepJob {
         let socket = attempt_socket(&run_dir);
         let mut spec = run_spec(from, bead, &step.id, meta, model, &run_dir, &socket)?;
         spec.worktree = worktree;
+        spec.conversation = Some(Conversation::new(policy.role, &policy.contract));
         Ok(StepJob {
             work: work.clone(),
             step: step.id.clone(),
@@ -291,6 +293,7 @@ fn run_spec(
         sandbox,
         max_processes: config.process_limit(),
         nice: config.agent_nice,
+        conversation: None,
     })
 }
 

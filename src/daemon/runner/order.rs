@@ -15,6 +15,7 @@ use crate::domain::context;
 use super::agent_step::{read_change, CHANGE_FILE};
 use super::job::{attempt_env, attempt_socket, fill_final_messages, with_socket, PendingPrompt};
 use super::{StepJob, SETTINGS_FILE};
+use crate::domain::agent::conversation::Conversation;
 
 /// The order a worker runs `job` from, starting at `base` (the commit and a ref of the shared
 /// remote that holds it): the daemon's side. The prompt is rendered here, with markers for the
@@ -110,6 +111,7 @@ pub fn job_from_order(order: &AttemptOrder, from: WorkerSources<'_>) -> StepJob 
         sandbox,
         max_processes: limits.max_processes,
         nice: limits.nice,
+        conversation: Some(Conversation::new(order.role, &policy.contract)),
     };
     StepJob {
         work: order.work.clone(),

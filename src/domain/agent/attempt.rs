@@ -115,10 +115,15 @@ impl AttemptPolicy {
 
     /// Why a final message that `malformed` says has no valid result block is sent back.
     pub fn stop_reason(&self, malformed: &str) -> String {
-        format!(
-            "catalyst cannot use your final message: {malformed}. Do not redo the work: send \
-             your final message again, ending with a valid result block as described below.\n{}",
-            self.contract
-        )
+        stop_reason(&self.contract, malformed)
     }
+}
+
+/// Why a final message that `malformed` says has no valid result block is sent back, with the
+/// result `contract` it must follow.
+pub fn stop_reason(contract: &str, malformed: &str) -> String {
+    format!(
+        "catalyst cannot use your final message: {malformed}. Do not redo the work: send your \
+         final message again, ending with a valid result block as described below.\n{contract}"
+    )
 }

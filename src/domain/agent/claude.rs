@@ -57,6 +57,18 @@ struct Final {
     usage: Option<Value>,
 }
 
+impl Final {
+    /// An `error_*` subtype (`error_max_turns`, `error_during_execution`) is a failure even if
+    /// `is_error` were missing; `is_error: true` is one even with `subtype: success`.
+    fn failed(&self) -> bool {
+        self.is_error
+            || self
+                .subtype
+                .as_deref()
+                .is_some_and(|s| s.starts_with("error"))
+    }
+}
+
 #[derive(Clone, Default)]
 pub(crate) struct Claude {
     last: Option<Final>,
@@ -73,6 +85,8 @@ pub(crate) struct Claude {
     pending_unavailable: Option<Hindrance>,
     /// Whether a normal assistant message has arrived.
     spoke: bool,
+    /// How many `result` events have been read: one per turn of a conversation.
+    pub(crate) results: u32,
 }
 
 impl Claude {
@@ -82,6 +96,7 @@ impl Claude {
         };
         match event.kind.as_str() {
             "result" => {
+                self.results += 1;
                 let errors = event.errors.map(|errs| {
                     errs.iter()
                         .map(|e| match e {
@@ -159,6 +174,13 @@ impl Claude {
         }
     }
 
+    /// The final message of the last `result` event, and whether that result is an error.
+    pub(crate) fn last_result(&self) -> Option<(Option<&str>, bool)> {
+        self.last
+            .as_ref()
+            .map(|last| (last.result.as_deref(), last.failed()))
+    }
+
     pub(crate) fn finish(self) -> Parsed {
         let Some(last) = self.last else {
             // No result at all: the run failed, and a limit being retried is the likely cause.
@@ -168,13 +190,7 @@ impl Claude {
                 ..Parsed::default()
             };
         };
-        // An `error_*` subtype (`error_max_turns`, `error_during_execution`) is a failure even
-        // if `is_error` were missing; `is_error: true` is one even with `subtype: success`.
-        let is_error = last.is_error
-            || last
-                .subtype
-                .as_deref()
-                .is_some_and(|s| s.starts_with("error"));
+        let is_error = last.failed();
         let (error, usage_limit, hindrance) = if is_error {
             let text = last
                 .result

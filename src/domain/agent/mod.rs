@@ -4,6 +4,7 @@
 pub mod attempt;
 pub mod claude;
 pub mod codex;
+pub mod conversation;
 pub mod limits;
 pub mod outcome;
 pub mod profile;

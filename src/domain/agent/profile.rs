@@ -39,6 +39,14 @@ pub enum StdinMode {
     Prompt,
     /// stdin is `/dev/null`; the prompt reaches the agent through `{prompt}` or `{prompt_file}`.
     Null,
+    /// Claude Code's `--input-format stream-json`: the prompt is the first user message, and
+    /// stdin stays open until the agent's `result`. The daemon judges that final message: one
+    /// without a valid result block is sent back once, as a second user message with the
+    /// result contract; otherwise stdin is closed and the agent exits
+    /// ([`super::conversation`]). This is what a `Stop` hook would do, without the two
+    /// processes Claude Code starts to run one. Only for the `claude-stream-json` format, and
+    /// the command must pass `--input-format stream-json`.
+    Conversation,
 }
 
 /// A command template plus the way to talk to the agent it starts.
@@ -160,6 +168,8 @@ pub enum ProfileError {
     ForbiddenFlag { flag: String },
     #[error("the agent command uses `{{settings}}` but no settings file was given")]
     NoSettings,
+    #[error("`stdin = \"conversation\"` needs `format = \"claude-stream-json\"` and `--input-format stream-json` in the command; add them, or set `stdin = \"prompt\"`")]
+    ConversationNeedsStreamJson,
 }
 
 fn builtin_list() -> String {
@@ -199,8 +209,8 @@ impl AgentProfile {
         }
     }
 
-    /// Claude Code in print mode with streamed JSON, the prompt on stdin and the daemon's hook
-    /// settings. Never `--bare` or `--safe-mode`: they skip hooks. No `--permission-mode` and
+    /// Claude Code in print mode with streamed JSON both ways (the prompt is the first user
+    /// message of a [`StdinMode::Conversation`]) and the daemon's hook settings. Never `--bare` or `--safe-mode`: they skip hooks. No `--permission-mode` and
     /// no `--dangerously-skip-permissions` (refused as root, like `bypassPermissions`): in
     /// print mode the PreToolUse hook's explicit `allow` is what lets a writing role edit files
     /// and run commands without a prompt, as root or not (checked against Claude Code 2.1.197
@@ -210,6 +220,8 @@ impl AgentProfile {
             command: [
                 "claude",
                 "-p",
+                "--input-format",
+                "stream-json",
                 "--output-format",
                 "stream-json",
                 "--verbose",
@@ -222,7 +234,7 @@ impl AgentProfile {
             .into(),
             format: OutputFormat::ClaudeStreamJson,
             env: BTreeMap::new(),
-            stdin: StdinMode::Prompt,
+            stdin: StdinMode::Conversation,
             sandbox: SandboxKind::default(),
             network: Network::default(),
             writable: ["~/.claude", "~/.claude.json", "~/.claude.json.lock"]
@@ -327,7 +339,7 @@ impl AgentProfile {
     }
 
     /// Checks the template: a program, known placeholders, balanced braces, no hook-skipping
-    /// flag. Called when a profile is deserialized; [`AgentProfile::argv`] checks again, since
+    /// flag, and a conversation only with Claude Code's stream-json both ways. Called when a profile is deserialized; [`AgentProfile::argv`] checks again, since
     /// a profile built in code skips deserialization.
     pub fn validate(&self) -> Result<(), ProfileError> {
         if self.command.first().is_none_or(|c| c.trim().is_empty()) {
@@ -346,7 +358,23 @@ impl AgentProfile {
                 }
             }
         }
+        if self.stdin == StdinMode::Conversation
+            && (self.format != OutputFormat::ClaudeStreamJson || !self.takes_stream_json())
+        {
+            return Err(ProfileError::ConversationNeedsStreamJson);
+        }
         Ok(())
+    }
+
+    /// Whether the command passes `--input-format stream-json` (or `--input-format=stream-json`).
+    fn takes_stream_json(&self) -> bool {
+        self.command
+            .windows(2)
+            .any(|w| w[0] == "--input-format" && w[1] == "stream-json")
+            || self
+                .command
+                .iter()
+                .any(|a| a == "--input-format=stream-json")
     }
 
     /// The command line for one run, placeholders expanded.

@@ -4,6 +4,8 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
+use super::profile::StdinMode;
+
 /// Claude Code's timeout for each hook command, in seconds.
 pub const HOOK_TIMEOUT_SECS: u64 = 60;
 
@@ -43,7 +45,8 @@ impl HookEvent {
 
 /// The `--settings` JSON for an agent: `PreToolUse` and `Stop`, each running `hook <event>`
 /// (the small `catalyst-hook` installed beside `catalyst`) or else `bin hook <event>`.
-/// `PreToolUse` matches every tool and fails closed (`|| exit 2`). No `SessionStart`: what it
+/// `PreToolUse` matches every tool and fails closed (`|| exit 2`). An agent holding a
+/// conversation on stdin gets no `Stop` ([`for_stdin`]). No `SessionStart`: what it
 /// would say (the step, its context file, its tool policy) ends the prompt, which saves a hook
 /// process per attempt; the handler still answers it for settings written by hand.
 pub fn settings(bin: &Path, hook: Option<&Path>) -> Value {
@@ -62,6 +65,18 @@ pub fn settings(bin: &Path, hook: Option<&Path>) -> Value {
         "PreToolUse": [{"matcher": "*", "hooks": command(HookEvent::PreToolUse, true)}],
         "Stop": [{"hooks": command(HookEvent::Stop, false)}],
     }})
+}
+
+/// `settings` as an agent whose stdin is `stdin` gets them: without the `Stop` hook when the
+/// daemon judges its answers itself, in a conversation ([`super::conversation`]).
+pub fn for_stdin(settings: &Value, stdin: StdinMode) -> Value {
+    let mut settings = settings.clone();
+    if stdin == StdinMode::Conversation {
+        if let Some(hooks) = settings["hooks"].as_object_mut() {
+            hooks.remove(HookEvent::Stop.name());
+        }
+    }
+    settings
 }
 
 /// `text` as one single-quoted shell word.
@@ -97,5 +112,15 @@ mod tests {
             Some(2),
             "PreToolUse and Stop only: {s}"
         );
+    }
+
+    #[test]
+    fn a_conversation_gets_no_stop_hook_and_keeps_pre_tool_use() {
+        let all = settings(Path::new("/opt/catalyst"), None);
+        let talk = for_stdin(&all, StdinMode::Conversation);
+        assert!(talk["hooks"].get("Stop").is_none(), "{talk}");
+        assert_eq!(talk["hooks"]["PreToolUse"], all["hooks"]["PreToolUse"]);
+        assert_eq!(for_stdin(&all, StdinMode::Prompt), all);
+        assert_eq!(for_stdin(&all, StdinMode::Null), all);
     }
 }

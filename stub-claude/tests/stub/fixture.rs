@@ -1,9 +1,12 @@
 //! A temp folder with a worktree, a scenario, a state file and a log, and helpers to run the
 //! built `stub-claude` binary in it.
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use stub_claude::Invocation;
@@ -130,6 +133,41 @@ impl Stub {
         self.run_cmd(self.command(role, args), "Do the step.")
     }
 
+    /// Starts the stub with `args` and stdin kept open, for a conversation in stream-json
+    /// user messages.
+    pub fn converse(&self, role: &str, args: &[&str]) -> Conversation {
+        let mut child = self
+            .command(role, args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn stub-claude");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut stderr_pipe = child.stderr.take().expect("stderr");
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr_pipe.read_to_string(&mut text);
+            text
+        });
+        Conversation {
+            child,
+            stdin,
+            lines,
+            stderr: Some(stderr),
+        }
+    }
+
     pub fn invocations(&self) -> Vec<Invocation> {
         stub_claude::invocations(&self.log).expect("read the log")
     }
@@ -204,5 +242,124 @@ impl Run {
             .find_map(|l| l.strip_prefix("SUMMARY: "))
             .expect("a SUMMARY line")
             .to_string()
+    }
+}
+
+/// How long a conversation waits for the stub's next line, or for it to exit, before the test
+/// fails: far more than a turn takes, so reaching it means the stub is stuck.
+const CONVERSATION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A stub run whose stdin stays open: the test sends user messages one at a time and reads
+/// stdout (on a thread) up to each `result` event.
+pub struct Conversation {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    stderr: Option<JoinHandle<String>>,
+}
+
+/// How a conversation ended: the exit status, the events printed after the last one read, and
+/// stderr.
+pub struct Ended {
+    pub status: ExitStatus,
+    pub rest: Vec<Value>,
+    pub stderr: String,
+}
+
+impl Conversation {
+    /// A stream-json user message line with `content` (a string or text blocks).
+    pub fn user_line(content: Value) -> String {
+        let message = serde_json::json!({
+            "type": "user",
+            "message": {"role": "user", "content": content},
+            "parent_tool_use_id": null,
+            "session_id": "",
+        });
+        format!("{message}\n")
+    }
+
+    /// Writes `text` to the stub's stdin as it is (and flushes it).
+    pub fn write(&mut self, text: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is still open");
+        stdin
+            .write_all(text.as_bytes())
+            .and_then(|()| stdin.flush())
+            .expect("write to the stub's stdin");
+    }
+
+    /// Sends a user message whose content is the string `text`.
+    pub fn send(&mut self, text: &str) {
+        self.write(&Conversation::user_line(Value::from(text)));
+    }
+
+    /// The events up to and including the next `result` event; fails when stdout ends first or
+    /// nothing comes for [`CONVERSATION_TIMEOUT`].
+    pub fn until_result(&mut self) -> Vec<Value> {
+        let mut events = Vec::new();
+        loop {
+            let line = match self.lines.recv_timeout(CONVERSATION_TIMEOUT) {
+                Ok(line) => line,
+                Err(RecvTimeoutError::Timeout) => panic!("no result event in time: {events:?}"),
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("stdout ended before a result event: {events:?}")
+                }
+            };
+            let event: Value = serde_json::from_str(&line).expect("a JSON line");
+            let done = event["type"] == "result";
+            events.push(event);
+            if done {
+                return events;
+            }
+        }
+    }
+
+    /// Whether the stub is still running.
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().expect("poll the stub").is_none()
+    }
+
+    /// Closes stdin and waits for the stub to exit.
+    pub fn finish(mut self) -> Ended {
+        drop(self.stdin.take());
+        self.exit()
+    }
+
+    /// Waits for the stub to exit without closing stdin: it must end the session by itself.
+    pub fn exit(mut self) -> Ended {
+        let deadline = Instant::now() + CONVERSATION_TIMEOUT;
+        let mut rest = Vec::new();
+        // Stdout ends when the stub exits.
+        loop {
+            match self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(line) => rest.push(serde_json::from_str(&line).expect("a JSON line")),
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => panic!("the stub did not exit: {rest:?}"),
+            }
+        }
+        let status = self.child.wait().expect("wait for stub-claude");
+        let stderr = self
+            .stderr
+            .take()
+            .map(|h| h.join().expect("the stderr reader"))
+            .unwrap_or_default();
+        Ended {
+            status,
+            rest,
+            stderr,
+        }
+    }
+}
+
+impl Drop for Conversation {
+    /// A failed test does not leave its stub waiting on stdin.
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }

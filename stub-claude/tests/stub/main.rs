@@ -2,6 +2,7 @@
 //! with a scenario, the way catalyst's own tests and `catalyst demo` will.
 
 mod actions;
+mod conversation;
 mod fixture;
 mod formats;
 mod hooks;

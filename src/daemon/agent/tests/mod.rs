@@ -1,6 +1,7 @@
 //! Tests of [`super`]: pure parsing and mapping by tables, and whole runs with small `sh`
 //! scripts standing in for agents.
 
+mod conversation;
 mod parse;
 mod run;
 mod stop;
@@ -76,6 +77,7 @@ impl Fixture {
             output_cap: 1024 * 1024,
             max_processes: None,
             nice: 0,
+            conversation: None,
             sandbox: None,
         }
     }

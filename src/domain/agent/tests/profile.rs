@@ -25,22 +25,25 @@ fn strings(argv: Vec<OsString>) -> Vec<String> {
 fn profile(command: &[&str]) -> AgentProfile {
     AgentProfile {
         command: command.iter().map(|s| s.to_string()).collect(),
+        stdin: StdinMode::Prompt,
         ..AgentProfile::claude()
     }
 }
 
 #[test]
-fn claude_profile_streams_json_with_settings_and_prompt_on_stdin() {
+fn claude_profile_streams_json_both_ways_with_settings_in_a_conversation() {
     let p = AgentProfile::claude();
     p.validate().unwrap();
     assert_eq!(p.format, OutputFormat::ClaudeStreamJson);
-    assert_eq!(p.stdin, StdinMode::Prompt);
+    assert_eq!(p.stdin, StdinMode::Conversation);
     let argv = strings(p.argv(&vars(Some(Path::new("/ws/settings.json")))).unwrap());
     assert_eq!(
         argv,
         [
             "claude",
             "-p",
+            "--input-format",
+            "stream-json",
             "--output-format",
             "stream-json",
             "--verbose",
@@ -50,6 +53,53 @@ fn claude_profile_streams_json_with_settings_and_prompt_on_stdin() {
             "/ws/settings.json"
         ]
     );
+}
+
+#[test]
+fn a_conversation_needs_claude_stream_json_both_ways() {
+    let claude = AgentProfile::claude();
+    let without_input = AgentProfile {
+        command: [
+            "claude",
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ]
+        .map(String::from)
+        .into(),
+        ..claude.clone()
+    };
+    assert_eq!(
+        without_input.validate(),
+        Err(ProfileError::ConversationNeedsStreamJson)
+    );
+    let text = AgentProfile {
+        format: OutputFormat::Text,
+        ..claude.clone()
+    };
+    assert_eq!(
+        text.validate(),
+        Err(ProfileError::ConversationNeedsStreamJson)
+    );
+    let joined = AgentProfile {
+        command: ["claude", "-p", "--input-format=stream-json"]
+            .map(String::from)
+            .into(),
+        ..claude
+    };
+    joined.validate().unwrap();
+    let err = load(
+        "claude",
+        r#"command = ["claude", "-p", "--output-format", "stream-json"]"#,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("stdin = \"prompt\""), "{err}");
+    load(
+        "claude",
+        "command = [\"claude\", \"-p\", \"--output-format\", \"stream-json\"]\nstdin = \"prompt\"",
+    )
+    .unwrap();
 }
 
 #[test]

@@ -1,0 +1,95 @@
+//! An agent holding a conversation on stdin: its answers judged as they come, one without a
+//! valid result block sent back once, stdin closed otherwise.
+
+use super::*;
+use crate::domain::agent::attempt::{ToolRecord, STOP_TOOL, TOOL_LOG_FILE};
+use crate::domain::agent::conversation::Conversation;
+use crate::domain::model::Role;
+
+/// A `result` event line whose final message is `text`.
+fn result(text: &str) -> String {
+    serde_json::json!({"type": "result", "subtype": "success", "is_error": false, "result": text})
+        .to_string()
+}
+
+/// A spec holding a conversation with `body`, as an implementer.
+fn talking(fx: &Fixture, body: &str) -> RunSpec {
+    let mut spec = fx.spec(OutputFormat::ClaudeStreamJson, body);
+    spec.profile.stdin = StdinMode::Conversation;
+    // What Claude Code is told; the script ignores its arguments.
+    spec.profile
+        .command
+        .extend(["--input-format".into(), "stream-json".into()]);
+    spec.conversation = Some(Conversation::new(Role::Implement, "THE CONTRACT"));
+    // A daemon that never answered would leave the agent waiting on its stdin until this.
+    spec.stall_timeout = Duration::from_secs(20);
+    spec
+}
+
+#[tokio::test]
+async fn an_answer_without_a_block_is_sent_back_once_and_the_next_one_ends_the_run() {
+    let fx = Fixture::new();
+    let good = block("DONE", None, "fixed the block");
+    let body = format!(
+        r#"read -r first; printf '%s\n' "$first" > "$DIR/first"
+printf '%s\n' '{}'
+read -r second || exit 7
+printf '%s\n' "$second" > "$DIR/second"
+printf '%s\n' '{}'
+if read -r third; then echo "stdin still open: $third" >&2; exit 9; fi"#,
+        result("I did it, no block."),
+        result(&good),
+    );
+    let report = run_now(talking(&fx, &body)).await;
+    assert_eq!(report.exit, Exit::Code(0), "{report:?}");
+    assert_eq!(report.final_message.as_deref(), Some(good.as_str()));
+    let first: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fx.path("first")).expect("first")).expect("json");
+    assert_eq!(first["type"], "user");
+    assert_eq!(first["message"]["content"], "Do the step.\n");
+    let second: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fx.path("second")).expect("second")).expect("json");
+    let sent_back = second["message"]["content"].as_str().expect("text");
+    assert!(sent_back.contains("THE CONTRACT"), "{sent_back}");
+    let log = String::from_utf8(fx.read(TOOL_LOG_FILE)).expect("utf-8");
+    let records: Vec<ToolRecord> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("record"))
+        .collect();
+    assert!(
+        matches!(&records[..], [r] if r.tool == STOP_TOOL && !r.allowed),
+        "{records:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_valid_answer_closes_stdin_and_is_not_logged() {
+    let fx = Fixture::new();
+    let good = block("DONE", None, "did it");
+    let body = format!(
+        r#"read -r first
+printf '%s\n' '{}'
+if read -r more; then echo "sent: $more" >&2; exit 9; fi"#,
+        result(&good),
+    );
+    let report = run_now(talking(&fx, &body)).await;
+    assert_eq!(report.exit, Exit::Code(0), "{report:?}");
+    assert_eq!(report.final_message.as_deref(), Some(good.as_str()));
+    assert!(!fx.run_dir.join(TOOL_LOG_FILE).exists());
+}
+
+#[tokio::test]
+async fn without_a_judge_the_first_answer_stands() {
+    let fx = Fixture::new();
+    let body = format!(
+        r#"read -r first
+printf '%s\n' '{}'
+if read -r more; then echo "sent: $more" >&2; exit 9; fi"#,
+        result("no block at all"),
+    );
+    let mut spec = talking(&fx, &body);
+    spec.conversation = None;
+    let report = run_now(spec).await;
+    assert_eq!(report.exit, Exit::Code(0), "{report:?}");
+    assert_eq!(report.final_message.as_deref(), Some("no block at all"));
+}

@@ -328,7 +328,11 @@ impl Repo {
         let path = self.worktree_path(bead);
         if let Some(wt) = find_worktree(&repo, bead)? {
             let ours = same_path(wt.path(), &path);
-            if ours && spare && self.keep_as_spare(&repo, bead) {
+            let kept = match spare {
+                Some(tidied) if ours => self.keep_as_spare(&repo, bead, tidied),
+                _ => false,
+            };
+            if kept {
                 info!(%bead, "kept the bead's worktree as a spare");
             } else if ours || wt.validate().is_err() {
                 let mut opts = WorktreePruneOptions::new();

@@ -30,11 +30,28 @@ use crate::domain::id::BeadId;
 /// The names of spares start with it; no bead id can.
 const SPARE_PREFIX: &str = ".spare-";
 
-/// The spares the repository keeps, by name (`.spare-<n>`), and the next number.
+/// The spares the repository keeps, and the next number.
 #[derive(Debug, Default)]
 pub(super) struct Spares {
-    names: Vec<String>,
+    names: Vec<Spare>,
     next: u64,
+}
+
+/// One spare worktree.
+#[derive(Debug)]
+struct Spare {
+    /// `.spare-<n>`.
+    name: String,
+    /// The commit the spare's files and index were found to match when it was kept (nothing
+    /// changed, staged or untracked): taken for a bead at that same commit, it needs no
+    /// checkout. `None` when not known (a spare found when the repository opened).
+    clean_at: Option<git2::Oid>,
+}
+
+/// A bead's worktree made ready to be kept as a spare ([`Repo::tidy_for_spare`]).
+#[derive(Debug)]
+pub(super) struct Tidied {
+    clean_at: Option<git2::Oid>,
 }
 
 impl Repo {
@@ -66,7 +83,10 @@ impl Repo {
             let number = name[SPARE_PREFIX.len()..].parse::<u64>().unwrap_or(0);
             spares.next = spares.next.max(number + 1);
             if spares.names.len() < n && self.spare_intact(&repo, &name) {
-                spares.names.push(name);
+                spares.names.push(Spare {
+                    name,
+                    clean_at: None,
+                });
             } else {
                 self.delete_spare(&repo, &name);
             }
@@ -113,14 +133,14 @@ impl Repo {
     /// branch's tip. `false` when there is no spare, or when this one failed (it is deleted,
     /// and the caller adds the worktree as usual). Called with [`Repo::exclusive`] held.
     pub(super) fn adopt_spare(&self, repo: &Repository, bead: &BeadId) -> bool {
-        let name = {
+        let Spare { name, clean_at } = {
             let mut spares = self.spares.lock().unwrap_or_else(|e| e.into_inner());
             match spares.names.pop() {
-                Some(name) => name,
+                Some(spare) => spare,
                 None => return false,
             }
         };
-        match self.adopt(repo, &name, bead) {
+        match self.adopt(repo, &name, clean_at, bead) {
             Ok(()) => {
                 info!(%bead, spare = %name, "made the bead's worktree from a spare");
                 true
@@ -134,7 +154,13 @@ impl Repo {
         }
     }
 
-    fn adopt(&self, repo: &Repository, name: &str, bead: &BeadId) -> Result<(), GitError> {
+    fn adopt(
+        &self,
+        repo: &Repository,
+        name: &str,
+        clean_at: Option<git2::Oid>,
+        bead: &BeadId,
+    ) -> Result<(), GitError> {
         self.relink(repo, name, bead.as_str())?;
         let branch = super::branch_ref(bead);
         write_head(repo, bead.as_str(), &format!("ref: {branch}"))?;
@@ -146,9 +172,12 @@ impl Repo {
                 .head()
                 .and_then(|h| h.peel_to_commit())
                 .ctx(|| format!("reading the tip of `{branch}`"))?;
-            // Only the files that differ from the spare's commit are written.
-            tree.reset(tip.as_object(), ResetType::Hard, None)
-                .ctx(|| format!("checking out `{branch}` in the spare"))?;
+            // Only the files that differ from the spare's commit are written; none when the
+            // spare was kept clean at this very commit (the target has not moved since).
+            if clean_at != Some(tip.id()) {
+                tree.reset(tip.as_object(), ResetType::Hard, None)
+                    .ctx(|| format!("checking out `{branch}` in the spare"))?;
+            }
         }
         self.trees.keep(bead, opened, tree);
         Ok(())
@@ -157,21 +186,25 @@ impl Repo {
     /// Gets the bead's worktree ready to be kept as a spare, when there is room and it is in
     /// order (catalyst's, unlocked, complete): HEAD detached, untracked and ignored files
     /// deleted (the bead is finished with them). Touches only the bead's own worktree and
-    /// record, so it runs before [`Repo::exclusive`] is taken; `false` when it is not to be
+    /// record, so it runs before [`Repo::exclusive`] is taken; `None` when it is not to be
     /// kept.
-    pub(super) fn tidy_for_spare(&self, repo: &Repository, bead: &BeadId) -> bool {
+    pub(super) fn tidy_for_spare(&self, repo: &Repository, bead: &BeadId) -> Option<Tidied> {
         if self.spare_count() >= self.spare_limit {
-            return false;
+            return None;
         }
         self.tidy_if_in_order(repo, bead).unwrap_or_else(|e| {
             warn!(%bead, error = %e, "cannot keep the bead's worktree as a spare; deleting it");
-            false
+            None
         })
     }
 
-    fn tidy_if_in_order(&self, repo: &Repository, bead: &BeadId) -> Result<bool, GitError> {
+    fn tidy_if_in_order(
+        &self,
+        repo: &Repository,
+        bead: &BeadId,
+    ) -> Result<Option<Tidied>, GitError> {
         let Some(wt) = super::find_worktree(repo, bead)? else {
-            return Ok(false);
+            return Ok(None);
         };
         let path = self.worktree_path(bead);
         let unlocked = matches!(wt.is_locked(), Ok(git2::WorktreeLockStatus::Unlocked));
@@ -179,13 +212,13 @@ impl Repo {
             && unlocked
             && wt.validate().is_ok()
             && super::checkout_finished(repo, &wt);
-        if in_order {
-            self.tidy(repo, bead, &path)?;
+        if !in_order {
+            return Ok(None);
         }
-        Ok(in_order)
+        self.tidy(repo, bead, &path).map(Some)
     }
 
-    fn tidy(&self, repo: &Repository, bead: &BeadId, path: &Path) -> Result<(), GitError> {
+    fn tidy(&self, repo: &Repository, bead: &BeadId, path: &Path) -> Result<Tidied, GitError> {
         // Kept again when dropped, and forgotten by `remove` before the worktree moves.
         let tree = self.trees.take_or(bead, || {
             super::handles::open(path).ctx(|| format!("opening the worktree of `{bead}`"))
@@ -204,8 +237,10 @@ impl Repo {
         let statuses = tree
             .statuses(Some(&mut opts))
             .ctx(|| format!("reading the status of `{bead}`"))?;
+        let mut clean = true;
         for entry in statuses.iter() {
             if !(entry.status().is_wt_new() || entry.status().is_ignored()) {
+                clean = false;
                 continue;
             }
             let rel = entry.path_bytes();
@@ -218,14 +253,16 @@ impl Repo {
             };
             gone.map_err(GitError::io("deleting an untracked file of", &file))?;
         }
-        Ok(())
+        Ok(Tidied {
+            clean_at: clean.then_some(head),
+        })
     }
 
     /// Keeps the bead's worktree, made ready by [`Repo::tidy_for_spare`], as a spare: `false`
     /// when there is no room any more or the renames failed (the caller deletes what is left
     /// under the bead's name). Called with [`Repo::exclusive`] held, before the bead's branch
     /// is deleted.
-    pub(super) fn keep_as_spare(&self, repo: &Repository, bead: &BeadId) -> bool {
+    pub(super) fn keep_as_spare(&self, repo: &Repository, bead: &BeadId, tidied: Tidied) -> bool {
         let name = {
             let mut spares = self.spares.lock().unwrap_or_else(|e| e.into_inner());
             if spares.names.len() >= self.spare_limit {
@@ -240,7 +277,10 @@ impl Repo {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .names
-                    .push(name);
+                    .push(Spare {
+                        name,
+                        clean_at: tidied.clean_at,
+                    });
                 true
             }
             Err(e) => {

@@ -138,3 +138,51 @@ fn spares_are_found_again_when_the_repository_opens() {
     assert_eq!(repo.spare_count(), 0);
     assert_eq!(read(&wt.path.join("a.txt")), "a\n");
 }
+
+#[test]
+fn a_spare_kept_clean_at_the_targets_tip_is_taken_as_it_is_without_a_checkout() {
+    let (f, first) = merged_bead(1);
+    f.repo.remove(&first).expect("remove");
+    let spare = fs::read_dir(f.ws.join(".catalyst/worktrees"))
+        .expect("worktrees folder")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(".spare-"))
+        })
+        .expect("a spare");
+    // Nothing but catalyst touches a spare; a change made behind its back shows whether the
+    // next bead's worktree was checked out again.
+    write(&spare.join("a.txt"), "touched while spare\n");
+    // main has not moved: the spare was kept clean at the commit the next bead starts from.
+    let next = bead("cat-2");
+    let wt = f.repo.create(&next, "main").expect("create from the spare");
+    assert_eq!(f.repo.spare_count(), 0);
+    assert_eq!(
+        read(&wt.path.join("a.txt")),
+        "touched while spare\n",
+        "no checkout"
+    );
+    assert!(!wt.path.join("notes.txt").exists() && !wt.path.join("target").exists());
+    write(&wt.path.join("a.txt"), "a\n");
+    assert!(tracked_changes(&wt.path).is_empty());
+    assert!(!f.repo.changed_since(&next, &wt.head).expect("status"));
+    write(&wt.path.join("c.txt"), "c\n");
+    let commit = f.commit(&next, "c");
+    assert_eq!(f.tip("catalyst/cat-2"), commit.oid().expect("oid"));
+}
+
+#[test]
+fn a_spare_kept_with_a_changed_file_is_checked_out_again_when_taken() {
+    let (f, first) = merged_bead(1);
+    let old = f.repo.worktree_path(&first);
+    // Tracked and changed, never committed: the spare is not clean at its commit.
+    write(&old.join("a.txt"), "changed after the merge\n");
+    f.repo.remove(&first).expect("remove");
+    assert_eq!(f.repo.spare_count(), 1);
+    let next = bead("cat-2");
+    let wt = f.repo.create(&next, "main").expect("create from the spare");
+    assert_eq!(read(&wt.path.join("a.txt")), "a\n", "checked out again");
+    assert!(tracked_changes(&wt.path).is_empty());
+}

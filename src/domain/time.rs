@@ -70,17 +70,37 @@ impl Timestamp {
 }
 
 impl fmt::Display for Timestamp {
+    /// Written field by field: every journal line has a timestamp, and chrono's `format`
+    /// parses its pattern each time.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.at.format("%Y-%m-%dT%H:%M:%S"))?;
+        use chrono::{Datelike, Timelike};
+        let at = &self.at;
+        // chrono keeps a leap second as second 59 with a billion nanoseconds more.
+        let (leap, nanos) = match at.nanosecond() {
+            n if n >= 1_000_000_000 => (1, n - 1_000_000_000),
+            n => (0, n),
+        };
+        write!(
+            f,
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            at.year(),
+            at.month(),
+            at.day(),
+            at.hour(),
+            at.minute(),
+            at.second() + leap
+        )?;
         if self.frac > 0 {
-            let nanos = format!("{:09}", self.at.timestamp_subsec_nanos());
+            let nanos = format!("{nanos:09}");
             write!(f, ".{}", &nanos[..usize::from(self.frac)])?;
         }
-        if self.zulu && self.at.offset().local_minus_utc() == 0 {
-            f.write_str("Z")
-        } else {
-            write!(f, "{}", self.at.format("%:z"))
+        let offset = at.offset().local_minus_utc();
+        if self.zulu && offset == 0 {
+            return f.write_str("Z");
         }
+        let sign = if offset < 0 { '-' } else { '+' };
+        let minutes = offset.unsigned_abs() / 60;
+        write!(f, "{sign}{:02}:{:02}", minutes / 60, minutes % 60)
     }
 }
 
@@ -138,6 +158,10 @@ mod tests {
             "2026-01-26T02:02:08+00:00",
             "2026-01-26T02:02:08.5Z",
             "2026-01-26T02:02:08.123456789+05:30",
+            "0999-03-04T05:06:07-00:30",
+            "2026-12-31T23:59:59.000000001-12:00",
+            "2016-12-31T23:59:60Z",
+            "2016-12-31T23:59:60.25Z",
         ] {
             let ts = Timestamp::parse(text).unwrap();
             assert_eq!(ts.to_string(), text);

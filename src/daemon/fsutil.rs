@@ -34,6 +34,15 @@ pub fn write_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     replace(path, bytes, None)
 }
 
+/// Writes `bytes` to `path` in place: created, or truncated first; no temporary file, no
+/// rename, no fsync. Only for a run folder's inputs (the prompt, the context files, the
+/// settings and policy), which are all written before the agent starts, so nothing reads one
+/// half-written; a daemon killed in the middle leaves a short file, which the attempt's
+/// re-run writes again. Files read back after a crash ([`write_replace`]'s) never use it.
+pub fn write_input(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    fs::write(path, bytes)
+}
+
 /// [`write_replace`] of a file whose permissions are `mode` exactly (the umask aside): a
 /// program, say. A process still running the old file keeps it.
 pub fn write_replace_mode(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {

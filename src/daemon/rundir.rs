@@ -5,16 +5,16 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::daemon::fsutil::write_replace;
+use crate::daemon::fsutil::write_input;
 use crate::domain::context::Context;
 use crate::domain::result::StepResult;
 use crate::domain::router::Outcome;
 
-/// Writes `context.md` and `context.json` into `run_dir`, which must exist, each by a rename
-/// (not fsynced: run-folder records, see [`write_replace`]).
+/// Writes `context.md` and `context.json` into `run_dir`, which must exist, before the agent
+/// starts (in place: see [`write_input`]).
 pub fn write_context(run_dir: &Path, ctx: &Context) -> io::Result<()> {
     for (name, bytes) in ctx.files() {
-        write_replace(&run_dir.join(name), &bytes)?;
+        write_input(&run_dir.join(name), &bytes)?;
     }
     Ok(())
 }

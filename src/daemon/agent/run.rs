@@ -286,12 +286,12 @@ async fn prepare(spec: &RunSpec) -> Result<Prepared, StartError> {
         source,
     })?;
     let prompt_file = run_dir.join(PROMPT_FILE);
-    crate::daemon::fsutil::write_replace(&prompt_file, spec.prompt.as_bytes()).map_err(
-        |source| StartError::Write {
+    crate::daemon::fsutil::write_input(&prompt_file, spec.prompt.as_bytes()).map_err(|source| {
+        StartError::Write {
             path: prompt_file.clone(),
             source,
-        },
-    )?;
+        }
+    })?;
 
     let argv = spec.profile.argv(&Vars {
         model: &spec.model,

@@ -429,7 +429,7 @@ pub(super) fn write_inputs(
     // and git's own writes in the worktree are no more durable).
     std::fs::create_dir_all(&job.run_dir)?;
     if let Some(patch) = patch {
-        fsutil::write_replace(&job.run_dir.join(CHANGE_FILE), patch.as_bytes())?;
+        fsutil::write_input(&job.run_dir.join(CHANGE_FILE), patch.as_bytes())?;
     }
     // A daemon that restarts resets the bead's worktree to it; a step in a worktree of its own
     // starts again from the bead's branch instead (see `run_agent_step`).
@@ -440,8 +440,8 @@ pub(super) fn write_inputs(
     crate::daemon::rundir::write_context(&job.run_dir, &job.context)?;
     let settings = crate::domain::agent::settings::for_stdin(&job.settings, job.spec.profile.stdin);
     let settings = serde_json::to_vec_pretty(&settings).map_err(std::io::Error::other)?;
-    fsutil::write_replace(&job.run_dir.join(SETTINGS_FILE), &settings)?;
+    fsutil::write_input(&job.run_dir.join(SETTINGS_FILE), &settings)?;
     let policy = serde_json::to_vec_pretty(&job.policy).map_err(std::io::Error::other)?;
-    fsutil::write_replace(&job.run_dir.join(POLICY_FILE), &policy)?;
+    fsutil::write_input(&job.run_dir.join(POLICY_FILE), &policy)?;
     Ok(())
 }

@@ -29,7 +29,7 @@ use serde_json::{json, Map, Value};
 use crate::cli::client::{Client, ClientError};
 use crate::daemon::resolver::RealFs;
 use crate::domain::agent::attempt::{
-    AttemptPolicy, ToolRecord, POLICY_FILE, STOP_BLOCKED_FILE, STOP_TOOL, TOOL_LOG_FILE,
+    AttemptPolicy, ToolRecord, POLICY_FILE, STOP_BLOCKED_FILE, STOP_TOOL,
 };
 pub use crate::domain::agent::settings::HookEvent;
 use crate::domain::id::BeadId;
@@ -205,16 +205,7 @@ fn judge_stop(policy: &AttemptPolicy, run_dir: &Path, payload: Value, env: &Hook
 /// daemon had not written when it was killed is lost; the decision stands either way.
 fn send_record(env: &HookEnv, run_dir: &Path, step: &BeadId, record: ToolRecord) {
     use std::io::Write;
-    let Ok(mut line) = serde_json::to_vec(&record) else {
-        return;
-    };
-    line.push(b'\n');
-    let logged = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(run_dir.join(TOOL_LOG_FILE))
-        .and_then(|mut log| log.write_all(&line));
-    if let Err(e) = logged {
+    if let Err(e) = crate::daemon::rundir::append_tool_record(run_dir, &record) {
         eprintln!("catalyst: the decision was made but cannot be recorded: {e}");
         return;
     }
@@ -507,6 +498,7 @@ fn fallback_context(env: &HookEnv) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::agent::attempt::TOOL_LOG_FILE;
     use serde_json::json;
 
     fn env() -> HookEnv {

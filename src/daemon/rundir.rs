@@ -6,6 +6,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::daemon::fsutil::write_input;
+use crate::domain::agent::attempt::{ToolRecord, TOOL_LOG_FILE};
 use crate::domain::context::Context;
 use crate::domain::result::StepResult;
 use crate::domain::router::Outcome;
@@ -17,6 +18,20 @@ pub fn write_context(run_dir: &Path, ctx: &Context) -> io::Result<()> {
         write_input(&run_dir.join(name), &bytes)?;
     }
     Ok(())
+}
+
+/// Appends `record` to the attempt's tool log in `run_dir` ([`TOOL_LOG_FILE`]), one line
+/// written whole, for the daemon to record as an `agent.tool` event: a hook's own decision,
+/// or a final message the daemon sent back.
+pub fn append_tool_record(run_dir: &Path, record: &ToolRecord) -> io::Result<()> {
+    use std::io::Write;
+    let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
+    line.push(b'\n');
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(run_dir.join(TOOL_LOG_FILE))?
+        .write_all(&line)
 }
 
 /// The result block an attempt's `result.json` (`written`, as read from it) records, when

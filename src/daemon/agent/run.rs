@@ -25,7 +25,6 @@ use super::{shim, spawn, NetPlan, RunSpec, SandboxSpec, PROMPT_FILE, STDERR_FILE
 use crate::daemon::cgroup::AttemptGroup;
 use crate::daemon::clock;
 use crate::daemon::netproxy::{self, NetGuard, Route};
-use crate::domain::agent::attempt::{ToolRecord, TOOL_LOG_FILE};
 use crate::domain::agent::conversation::{user_message, Conversation, Reply};
 use crate::domain::agent::profile::{OutputFormat, ProfileError, StdinMode, Vars};
 use crate::domain::agent::report::{Exit, RunReport};
@@ -338,7 +337,7 @@ fn attach(
             parser = parser.with_turns(turns);
             let talk = Talk {
                 conversation: spec.conversation.clone(),
-                tool_log: spec.run_dir.join(TOOL_LOG_FILE),
+                run_dir: spec.run_dir.clone(),
             };
             Some(tokio::spawn(talk.hold(pipe, spec.prompt.clone(), ends)))
         }
@@ -383,8 +382,8 @@ fn attach(
 struct Talk {
     /// `None`: every answer stands; stdin is closed at the first `result`.
     conversation: Option<Conversation>,
-    /// Where a message sent back is logged, to be recorded as an `agent.tool` event.
-    tool_log: PathBuf,
+    /// The run folder, whose tool log records a message sent back as an `agent.tool` event.
+    run_dir: PathBuf,
 }
 
 impl Talk {
@@ -406,30 +405,15 @@ impl Talk {
             let Reply::SendBack { line, record } = reply else {
                 break;
             };
-            self.log(&record);
+            if let Err(e) = crate::daemon::rundir::append_tool_record(&self.run_dir, &record) {
+                tracing::warn!(error = %e, "cannot log the message sent back to the agent");
+            }
             if let Err(e) = pipe.write_all(line.as_bytes()).await {
                 tracing::debug!(error = %e, "agent did not read the message sent back");
                 break;
             }
         }
         // Dropping the pipe closes the agent's stdin: it ends with its last answer.
-    }
-
-    /// Appends `record` to the attempt's tool log, as a hook's own decision is.
-    fn log(&self, record: &ToolRecord) {
-        use std::io::Write;
-        let Ok(mut line) = serde_json::to_vec(record) else {
-            return;
-        };
-        line.push(b'\n');
-        let logged = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&self.tool_log)
-            .and_then(|mut log| log.write_all(&line));
-        if let Err(e) = logged {
-            tracing::warn!(error = %e, "cannot log the message sent back to the agent");
-        }
     }
 }
 

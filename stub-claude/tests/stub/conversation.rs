@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::fixture::{Conversation, Stub, STREAM};
+use crate::fixture::{Conversation, Stub, SENT_BACK_ONCE, STREAM};
 
 /// catalyst's stream-json flags, with the prompt and follow-ups as stream-json on stdin.
 fn args() -> Vec<&'static str> {
@@ -37,15 +37,7 @@ const FOLLOW_UP: &str = "your final message has no valid result block, send it a
 
 #[test]
 fn a_follow_up_is_answered_by_after_stop_block_and_closing_stdin_ends_the_session() {
-    let stub = Stub::new(
-        r#"
-        [[rule]]
-        role = "implement"
-        responses = [{ raw = "I am done.", cost_usd = 1.0,
-                       after_stop_block = { summary = "now with a block", cost_usd = 0.5,
-                                            write = { "fixed.txt" = "1" } } }]
-        "#,
-    );
+    let stub = Stub::new(SENT_BACK_ONCE);
     let mut talk = stub.converse("implement", &args());
     // The first message in text blocks, as catalyst may write it.
     talk.write(&Conversation::user_line(

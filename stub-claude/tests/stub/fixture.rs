@@ -21,6 +21,16 @@ pub const STREAM: &[&str] = &[
     "sonnet",
 ];
 
+/// An implementer whose first answer has no result block and whose `after_stop_block`
+/// writes a file and costs something too: what a Stop hook or a follow-up sends back.
+pub const SENT_BACK_ONCE: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ raw = "I am done.", cost_usd = 1.0,
+               after_stop_block = { summary = "now with a block", cost_usd = 0.5,
+                                    write = { "fixed.txt" = "1" } } }]
+"#;
+
 pub struct Stub {
     pub dir: tempfile::TempDir,
     /// The cwd of every invocation: the "worktree".

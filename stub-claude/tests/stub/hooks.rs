@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use crate::fixture::{Stub, STREAM};
+use crate::fixture::{Stub, SENT_BACK_ONCE, STREAM};
 
 /// A hook script that appends its stdin to `dump` in the temp folder, then runs `body`.
 fn dumping_hook(stub: &Stub, name: &str, dump: &str, body: &str) -> String {
@@ -211,15 +211,7 @@ fn the_tool_flags_refuse_before_any_hook_runs() {
 
 #[test]
 fn a_stop_block_sends_the_agent_back_for_after_stop_block() {
-    let stub = Stub::new(
-        r#"
-        [[rule]]
-        role = "implement"
-        responses = [{ raw = "I am done.", cost_usd = 1.0,
-                       after_stop_block = { summary = "now with a block", cost_usd = 0.5,
-                                            write = { "fixed.txt" = "1" } } }]
-        "#,
-    );
+    let stub = Stub::new(SENT_BACK_ONCE);
     let copy = stub.dir.path().join("transcript-copy.jsonl");
     let hook = dumping_hook(
         &stub,

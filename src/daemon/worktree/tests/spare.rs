@@ -20,6 +20,21 @@ fn merged_bead(n: usize) -> (Fixture, BeadId) {
     (f, b)
 }
 
+/// Removes `bead`'s worktree, which becomes the repository's one spare; the spare's folder.
+fn removed_into_a_spare(f: &Fixture, bead: &BeadId) -> PathBuf {
+    f.repo.remove(bead).expect("remove");
+    assert_eq!(f.repo.spare_count(), 1);
+    let spares: Vec<PathBuf> = fs::read_dir(f.ws.join(".catalyst/worktrees"))
+        .expect("worktrees folder")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    match &spares[..] {
+        [spare] => spare.clone(),
+        other => panic!("one spare: {other:?}"),
+    }
+}
+
 #[test]
 fn a_removed_worktree_becomes_the_next_beads_at_the_targets_tip() {
     let (f, first) = merged_bead(1);
@@ -105,13 +120,7 @@ fn a_locked_worktree_is_neither_kept_nor_touched() {
 #[test]
 fn a_damaged_spare_is_deleted_when_the_repository_opens_and_creation_goes_on() {
     let (f, first) = merged_bead(1);
-    f.repo.remove(&first).expect("remove");
-    let spare = fs::read_dir(f.ws.join(".catalyst/worktrees"))
-        .expect("worktrees folder")
-        .flatten()
-        .map(|e| e.path())
-        .next()
-        .expect("a spare");
+    let spare = removed_into_a_spare(&f, &first);
     let record =
         f.ws.join(".git/worktrees")
             .join(spare.file_name().expect("name"));
@@ -142,16 +151,7 @@ fn spares_are_found_again_when_the_repository_opens() {
 #[test]
 fn a_spare_kept_clean_at_the_targets_tip_is_taken_as_it_is_without_a_checkout() {
     let (f, first) = merged_bead(1);
-    f.repo.remove(&first).expect("remove");
-    let spare = fs::read_dir(f.ws.join(".catalyst/worktrees"))
-        .expect("worktrees folder")
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with(".spare-"))
-        })
-        .expect("a spare");
+    let spare = removed_into_a_spare(&f, &first);
     // Nothing but catalyst touches a spare; a change made behind its back shows whether the
     // next bead's worktree was checked out again.
     write(&spare.join("a.txt"), "touched while spare\n");

@@ -109,6 +109,19 @@ impl Hindrance {
     }
 }
 
+/// Whether an error's text says a file system is full or over its quota (`ENOSPC`,
+/// `EDQUOT`), as Rust's and libgit2's messages word it.
+pub fn disk_full(text: &str) -> bool {
+    [
+        "No space left on device",
+        "Disk quota exceeded",
+        "(os error 28)",
+        "(os error 122)",
+    ]
+    .iter()
+    .any(|needle| text.contains(needle))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +136,19 @@ mod tests {
             assert_eq!(cause.scope(), PauseScope::Agent);
         }
         assert_eq!(Unavailable::Preparation.scope(), PauseScope::All);
+    }
+
+    #[test]
+    fn a_full_disk_is_told_from_its_error_text() {
+        for full in [
+            "resetting the worktree of bead `cat-a` to `6dfd363b`: failed to write out file: No space left on device",
+            "cannot append to `journal.jsonl`: No space left on device (os error 28)",
+            "writing `runs/cat-a/1/prompt.md`: Disk quota exceeded (os error 122)",
+        ] {
+            assert!(disk_full(full), "{full}");
+        }
+        assert!(!disk_full(
+            "cannot create run folder `runs/cat-a`: Permission denied (os error 13)"
+        ));
     }
 }

@@ -21,6 +21,21 @@ pub(super) struct Hold {
     pub(super) until_wall: Timestamp,
 }
 
+/// The first and the longest dispatch pause after the daemon could not prepare a step because
+/// a disk is full: it tries again within seconds, since nothing says when room comes back (a
+/// person deleting files, a clean-up), and each try spends no attempt.
+pub(super) const DISK_FULL_PAUSE: (u64, u64) = (1, 15);
+
+/// The first and the longest pause for `cause` given its `reason`: the config's, but
+/// [`DISK_FULL_PAUSE`] for a preparation that found a disk full.
+pub(super) fn pause_range(cause: Unavailable, reason: &str, first: u64, max: u64) -> (u64, u64) {
+    if cause == Unavailable::Preparation && crate::domain::unavailable::disk_full(reason) {
+        DISK_FULL_PAUSE
+    } else {
+        (first, max)
+    }
+}
+
 /// Pause lengths that double while the same thing keeps failing: the length last used per key
 /// is kept after its pause ends, and forgotten once a run of that key goes through.
 #[derive(Debug)]
@@ -171,5 +186,33 @@ mod tests {
         assert!(holds.holds(PauseScope::Agent) && holds.holds(PauseScope::All));
         holds.expire(Instant::now() + Duration::from_secs(61));
         assert!(!holds.holds(PauseScope::All), "over once its time is up");
+    }
+
+    #[test]
+    fn a_full_disk_pauses_dispatching_for_seconds_not_minutes() {
+        let full = "cannot prepare the worktree: failed to write out file: No space left on device";
+        let (first, max) = pause_range(Unavailable::Preparation, full, 60, 3600);
+        assert_eq!((first, max), DISK_FULL_PAUSE);
+        let mut backoff = Backoff::default();
+        let mut pauses = Vec::new();
+        // Even after a long pause of another cause, the next is at most the short maximum.
+        backoff.started(PauseScope::All, 60);
+        for _ in 0..3 {
+            let secs = backoff.next(&PauseScope::All, first, max);
+            backoff.started(PauseScope::All, secs);
+            pauses.push(secs);
+        }
+        assert_eq!(pauses, [15, 15, 15]);
+        backoff.went_through(&PauseScope::All);
+        assert_eq!(backoff.next(&PauseScope::All, first, max), 1);
+        assert_eq!(
+            pause_range(Unavailable::Preparation, "no branch `main`", 60, 3600),
+            (60, 3600)
+        );
+        assert_eq!(
+            pause_range(Unavailable::Connection, full, 60, 3600),
+            (60, 3600),
+            "only the daemon's own preparation"
+        );
     }
 }

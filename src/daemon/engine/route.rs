@@ -281,6 +281,7 @@ impl Engine {
         );
         match outcome {
             Outcome::Unavailable { cause, .. } => {
+                let (first, max) = super::holds::pause_range(*cause, reason, first, max);
                 let secs = self.holds.backoff.next(&cause.scope(), first, max);
                 PauseOrder::Dispatch {
                     cause: *cause,

@@ -91,6 +91,16 @@ impl StdoutParser {
     }
 }
 
+/// Tells a conversation's holder of the `result` `claude` just read, each as it comes.
+fn tell_turn_end(turns: Option<&mpsc::UnboundedSender<TurnEnd>>, claude: &Claude) {
+    if let (Some(turns), Some((message, is_error))) = (turns, claude.last_result()) {
+        let _ = turns.send(TurnEnd {
+            message: message.map(str::to_owned),
+            is_error,
+        });
+    }
+}
+
 fn log_oversized(lines: &LineSplitter) {
     if lines.oversized > 0 {
         tracing::warn!(
@@ -105,20 +115,14 @@ impl Consumer for StdoutParser {
     fn feed(&mut self, chunk: &[u8]) {
         match &mut self.format {
             Format::Claude(lines, claude) => {
-                let seen = claude.results;
-                lines.feed(chunk, &mut |l| claude.line(&String::from_utf8_lossy(l)));
+                let turns = &self.turns;
+                lines.feed(chunk, &mut |l| {
+                    if claude.line(&String::from_utf8_lossy(l)) {
+                        tell_turn_end(turns.as_ref(), claude);
+                    }
+                });
                 if claude.hopeless.is_some() {
                     self.hopeless.cancel();
-                }
-                if claude.results != seen {
-                    if let (Some(turns), Some((message, is_error))) =
-                        (&self.turns, claude.last_result())
-                    {
-                        let _ = turns.send(TurnEnd {
-                            message: message.map(str::to_owned),
-                            is_error,
-                        });
-                    }
                 }
             }
             Format::Codex(lines, codex) => {
@@ -131,7 +135,9 @@ impl Consumer for StdoutParser {
     fn end(&mut self) {
         match &mut self.format {
             Format::Claude(lines, claude) => {
-                lines.end(&mut |l| claude.line(&String::from_utf8_lossy(l)));
+                lines.end(&mut |l| {
+                    claude.line(&String::from_utf8_lossy(l));
+                });
             }
             Format::Codex(lines, codex) => {
                 lines.end(&mut |l| codex.line(&String::from_utf8_lossy(l)));

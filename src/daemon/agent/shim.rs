@@ -4,8 +4,9 @@
 //! Starting a process and entering an attempt's control group take time the daemon need not
 //! wait for (in cgroup v2, the kernel's cgroup write lock waits for an RCU grace period,
 //! about 10 ms; see [`crate::daemon::cgroup::AttemptGroup::join_path`] for v1). So the daemon
-//! starts agents' processes ahead ([`super::Launcher`]), as `catalyst-shim` ([`super::shim_bin`], the same protocol without a
-//! C library) or else `catalyst-hook __exec` (or `catalyst __exec`), in a process group
+//! starts agents' processes ahead ([`super::Launcher`]), as `catalyst-shim`
+//! ([`super::shim_bin`], the same protocol without a C library) or else
+//! `catalyst-hook __exec` (or `catalyst __exec`), in a process group
 //! of their own; each shim joins its control group, sets its niceness and its parent-death
 //! signal itself ([`Setup`], so the daemon can start it with `posix_spawn`), then waits on
 //! its stdin while an attempt's worktree and run folder are made ready. When the command line

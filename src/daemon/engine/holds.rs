@@ -22,9 +22,13 @@ pub(super) struct Hold {
 }
 
 /// The first and the longest dispatch pause after the daemon could not prepare a step because
-/// a disk is full: it tries again within seconds, since nothing says when room comes back (a
+/// a disk is full, in seconds: the storage retry's own waits, which is how the daemon waits
+/// for room when the journal is what cannot be written. Nothing says when room comes back (a
 /// person deleting files, a clean-up), and each try spends no attempt.
-pub(super) const DISK_FULL_PAUSE: (u64, u64) = (1, 15);
+pub(super) const DISK_FULL_PAUSE: (u64, u64) = (
+    super::storage::STORAGE_RETRY_FIRST.as_secs(),
+    super::storage::STORAGE_RETRY_MAX.as_secs(),
+);
 
 /// The first and the longest pause for `cause` given its `reason`: the config's, but
 /// [`DISK_FULL_PAUSE`] for a preparation that found a disk full.

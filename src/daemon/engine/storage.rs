@@ -15,8 +15,8 @@ use super::reports::Recovered;
 use super::{Engine, Handled, Input};
 
 /// The first wait before looking again at a journal that could not be written, and the most.
-const STORAGE_RETRY_FIRST: Duration = Duration::from_secs(1);
-const STORAGE_RETRY_MAX: Duration = Duration::from_secs(15);
+pub(super) const STORAGE_RETRY_FIRST: Duration = Duration::from_secs(1);
+pub(super) const STORAGE_RETRY_MAX: Duration = Duration::from_secs(15);
 
 /// The longest a group recorded with [`Engine::record_lazily`] waits for a batch that syncs
 /// anyway before one is made for it.

@@ -85,18 +85,17 @@ pub(crate) struct Claude {
     pending_unavailable: Option<Hindrance>,
     /// Whether a normal assistant message has arrived.
     spoke: bool,
-    /// How many `result` events have been read: one per turn of a conversation.
-    pub(crate) results: u32,
 }
 
 impl Claude {
-    pub(crate) fn line(&mut self, line: &str) {
+    /// Reads one stdout line; `true` when it was a `result` event, which ends a turn (a
+    /// conversation's turn, or the whole run), and [`Claude::last_result`] then tells it.
+    pub(crate) fn line(&mut self, line: &str) -> bool {
         let Ok(event) = serde_json::from_str::<Event>(line) else {
-            return;
+            return false;
         };
         match event.kind.as_str() {
             "result" => {
-                self.results += 1;
                 let errors = event.errors.map(|errs| {
                     errs.iter()
                         .map(|e| match e {
@@ -115,6 +114,7 @@ impl Claude {
                     cost_usd: event.total_cost_usd,
                     usage: event.usage,
                 });
+                return true;
             }
             "system" if event.subtype.as_deref() == Some("api_retry") => {
                 let status = event.error_status.as_ref().and_then(Value::as_u64);
@@ -172,6 +172,7 @@ impl Claude {
             },
             _ => {}
         }
+        false
     }
 
     /// The final message of the last `result` event, and whether that result is an error.

@@ -12,6 +12,15 @@ fn args() -> Vec<&'static str> {
     args
 }
 
+/// A conversation as an implementer, its prompt sent and its first turn read: the events up
+/// to that turn's `result`.
+fn opened(stub: &Stub) -> (Conversation, Vec<Value>) {
+    let mut talk = stub.converse("implement", &args());
+    talk.send("Do the step.");
+    let first = talk.until_result();
+    (talk, first)
+}
+
 fn text(event: &Value) -> &str {
     event["result"].as_str().expect("a result text")
 }
@@ -89,9 +98,7 @@ fn a_follow_up_is_answered_by_after_stop_block_and_closing_stdin_ends_the_sessio
 #[test]
 fn closing_stdin_after_the_first_result_ends_with_that_result() {
     let stub = Stub::new("[[rule]]\nresponses = [{ summary = \"done\" }]\n");
-    let mut talk = stub.converse("implement", &args());
-    talk.send("Do the step.");
-    let first = talk.until_result();
+    let (talk, first) = opened(&stub);
     let ended = talk.finish();
     assert_eq!(ended.status.code(), Some(0), "{}", ended.stderr);
     assert!(ended.rest.is_empty(), "{:?}", ended.rest);
@@ -110,9 +117,7 @@ fn a_follow_up_without_after_stop_block_gets_the_same_final_message_again() {
     let stub = Stub::new(
         "[[rule]]\nresponses = [{ summary = \"only answer\", cost_usd = 0.25, append = { \"count.txt\" = \"x\" } }]\n",
     );
-    let mut talk = stub.converse("implement", &args());
-    talk.send("Do the step.");
-    let first = talk.until_result();
+    let (mut talk, first) = opened(&stub);
     let answer = text(first.last().expect("the result")).to_string();
     assert!(answer.contains("SUMMARY: only answer"), "{answer}");
 
@@ -181,9 +186,7 @@ fn the_exit_code_is_the_last_turns() {
     let stub = Stub::new(
         "[[rule]]\nresponses = [{ summary = \"failed\", exit_code = 3, after_stop_block = { summary = \"fixed\" } }]\n",
     );
-    let mut talk = stub.converse("implement", &args());
-    talk.send("Do the step.");
-    talk.until_result();
+    let (mut talk, _) = opened(&stub);
     talk.send(FOLLOW_UP);
     let second = talk.until_result();
     assert!(text(second.last().expect("the result")).contains("SUMMARY: fixed"));
@@ -191,18 +194,14 @@ fn the_exit_code_is_the_last_turns() {
     assert_eq!(ended.status.code(), Some(0), "{}", ended.stderr);
 
     // Without the follow-up, the first turn's code.
-    let mut talk = stub.converse("implement", &args());
-    talk.send("Do the step.");
-    talk.until_result();
+    let (talk, _) = opened(&stub);
     assert_eq!(talk.finish().status.code(), Some(3));
 }
 
 #[test]
 fn a_usage_limit_ends_the_session_with_stdin_still_open() {
     let stub = Stub::new("[[rule]]\nresponses = [{ usage_limit = true }]\n");
-    let mut talk = stub.converse("implement", &args());
-    talk.send("Do the step.");
-    let first = talk.until_result();
+    let (talk, first) = opened(&stub);
     assert_eq!(first.last().expect("the result")["is_error"], true);
     // Stdin stays open: the stub exits by itself.
     let ended = talk.exit();

@@ -93,3 +93,37 @@ if read -r more; then echo "sent: $more" >&2; exit 9; fi"#,
     assert_eq!(report.exit, Exit::Code(0), "{report:?}");
     assert_eq!(report.final_message.as_deref(), Some("no block at all"));
 }
+
+/// Every `result` is told to the conversation as it is read, two in one read included.
+#[test]
+fn the_stdout_parser_tells_each_result_it_reads() {
+    use crate::daemon::agent::events::StdoutParser;
+    use crate::daemon::agent::output::Consumer;
+    let (turns, mut ends) = tokio::sync::mpsc::unbounded_channel();
+    let mut parser = StdoutParser::new(
+        OutputFormat::ClaudeStreamJson,
+        1 << 20,
+        CancellationToken::new(),
+    )
+    .with_turns(turns);
+    let error =
+        serde_json::json!({"type": "result", "subtype": "error_max_turns", "is_error": false})
+            .to_string();
+    let chunk = format!(
+        "{}\n{}\n{}\n",
+        r#"{"type":"assistant","message":{"content":[]}}"#,
+        result("first"),
+        error
+    );
+    parser.feed(chunk.as_bytes());
+    let first = ends.try_recv().expect("the first result");
+    assert_eq!(
+        (first.message.as_deref(), first.is_error),
+        (Some("first"), false)
+    );
+    let second = ends
+        .try_recv()
+        .expect("the second result, from the same read");
+    assert_eq!((second.message, second.is_error), (None, true));
+    assert!(ends.try_recv().is_err(), "nothing else is a result");
+}

@@ -15,7 +15,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::process::Command;
@@ -26,11 +26,27 @@ const PREFIX: &str = "catalyst-";
 /// The leaf a cgroup v2 daemon moves itself into.
 const DAEMON_LEAF: &str = "catalystd";
 
+/// How many emptied attempt groups are kept for later attempts.
+const KEPT: usize = 8;
+
 /// Where attempt groups are made.
 #[derive(Debug)]
 pub struct PidsRoot {
     dir: PathBuf,
     version: Version,
+    /// Groups whose attempts ended with nothing left in them, for the next attempts: making
+    /// and removing a group per attempt cost a tenth of a millisecond of the kernel's time.
+    kept: Mutex<Vec<Kept>>,
+}
+
+/// An emptied group kept for reuse.
+#[derive(Debug)]
+struct Kept {
+    dir: PathBuf,
+    join: File,
+    limit: u32,
+    /// Its `pids.events` count when it was emptied.
+    refused: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,10 +55,11 @@ enum Version {
     V2,
 }
 
+static ROOT: OnceLock<Result<PidsRoot, String>> = OnceLock::new();
+
 /// The daemon's pids controller, found (and, for v2, prepared) once per process; the error
 /// says why there is none.
 pub fn pids() -> Result<&'static PidsRoot, &'static str> {
-    static ROOT: OnceLock<Result<PidsRoot, String>> = OnceLock::new();
     ROOT.get_or_init(|| {
         let found = find();
         if let Ok(root) = &found {
@@ -70,19 +87,50 @@ pub fn report(limit: Option<u32>) {
     }
 }
 
-/// One attempt's control group; dropping it kills what is left in it and removes it.
+/// Removes the groups kept for later attempts: the daemon is stopping.
+pub fn release_kept() {
+    if let Some(Ok(root)) = ROOT.get() {
+        let kept = std::mem::take(&mut *root.kept.lock().unwrap_or_else(|e| e.into_inner()));
+        for group in kept {
+            remove(group.dir);
+        }
+    }
+}
+
+/// One attempt's control group; dropping it kills what is left in it, then keeps it for a
+/// later attempt when it is empty, or removes it.
 #[derive(Debug)]
 pub struct AttemptGroup {
+    root: &'static PidsRoot,
     dir: PathBuf,
-    version: Version,
     /// The file a process joins the group by ([`AttemptGroup::join_path`]), kept open so the
     /// child can join between `fork` and `exec`.
     join: File,
+    limit: u32,
+    /// The group's `pids.events` count when this attempt took it: the count is the group's,
+    /// and a kept group serves several attempts.
+    refused_before: u64,
 }
 
 impl PidsRoot {
-    /// Makes a group allowing `limit` processes (threads count too).
-    pub fn create(&self, limit: u32) -> io::Result<AttemptGroup> {
+    /// A group allowing `limit` processes (threads count too): one kept from an earlier
+    /// attempt, else a new one.
+    pub fn create(&'static self, limit: u32) -> io::Result<AttemptGroup> {
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        if let Some(kept) = kept {
+            if kept.limit == limit
+                || fs::write(kept.dir.join("pids.max"), limit.to_string()).is_ok()
+            {
+                return Ok(AttemptGroup {
+                    root: self,
+                    dir: kept.dir,
+                    join: kept.join,
+                    limit,
+                    refused_before: kept.refused,
+                });
+            }
+            remove(kept.dir);
+        }
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let name = format!(
             "{PREFIX}{}-{}",
@@ -92,11 +140,13 @@ impl PidsRoot {
         let dir = self.dir.join(name);
         fs::create_dir(&dir)?;
         let group = AttemptGroup {
+            root: self,
             join: OpenOptions::new()
                 .write(true)
                 .open(join_file(&dir, self.version))?,
             dir,
-            version: self.version,
+            limit,
+            refused_before: 0,
         };
         fs::write(group.dir.join("pids.max"), limit.to_string())?;
         Ok(group)
@@ -131,29 +181,58 @@ impl AttemptGroup {
     /// lock, and for a process of one thread it moves the process: 0.19 ms. Cgroup v2 takes
     /// the lock either way (unless mounted with `favordynmods`).
     pub fn join_path(&self) -> PathBuf {
-        join_file(&self.dir, self.version)
+        join_file(&self.dir, self.root.version)
     }
 
-    /// How many times a fork failed at the limit (`pids.events`), if the kernel says.
+    /// How many times a fork failed at the limit (`pids.events`) since this attempt took the
+    /// group, if the kernel says.
     pub fn refused_forks(&self) -> Option<u64> {
-        let events = fs::read_to_string(self.dir.join("pids.events")).ok()?;
-        events
-            .lines()
-            .find_map(|l| l.strip_prefix("max "))
-            .and_then(|n| n.trim().parse().ok())
+        refused_count(&self.dir).map(|n| n.saturating_sub(self.refused_before))
     }
 }
 
 impl Drop for AttemptGroup {
     fn drop(&mut self) {
-        if let Some(refused) = self.refused_forks().filter(|n| *n > 0) {
+        let refused = refused_count(&self.dir);
+        if let Some(n) = refused
+            .map(|n| n.saturating_sub(self.refused_before))
+            .filter(|n| *n > 0)
+        {
             tracing::warn!(
-                refused,
+                refused = n,
                 "the attempt reached its process limit (`max_processes`)"
             );
         }
-        remove(self.dir.clone());
+        let dir = std::mem::take(&mut self.dir);
+        // A group found empty stays empty: only the daemon's own processes join a group.
+        if kill_all(&dir) == 0 {
+            if let Some(refused) = refused {
+                let mut kept = self.root.kept.lock().unwrap_or_else(|e| e.into_inner());
+                if kept.len() < KEPT {
+                    let join = self.join.try_clone();
+                    if let Ok(join) = join {
+                        kept.push(Kept {
+                            dir,
+                            join,
+                            limit: self.limit,
+                            refused,
+                        });
+                        return;
+                    }
+                }
+            }
+        }
+        remove(dir);
     }
+}
+
+/// A group's `pids.events` count of forks refused at its limit.
+fn refused_count(dir: &Path) -> Option<u64> {
+    let events = fs::read_to_string(dir.join("pids.events")).ok()?;
+    events
+        .lines()
+        .find_map(|l| l.strip_prefix("max "))
+        .and_then(|n| n.trim().parse().ok())
 }
 
 /// What a process writes to its group's [`AttemptGroup::join_path`] to join it: `0`, the
@@ -188,17 +267,21 @@ fn remove(dir: PathBuf) {
         });
 }
 
-/// SIGKILLs every process in the group at `dir`.
-fn kill_all(dir: &Path) {
+/// SIGKILLs every process in the group at `dir`, and says how many there were (`usize::MAX`
+/// when the group cannot be read).
+fn kill_all(dir: &Path) -> usize {
     let Ok(procs) = fs::read_to_string(dir.join("cgroup.procs")) else {
-        return;
+        return usize::MAX;
     };
+    let mut found = 0;
     for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+        found += 1;
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGKILL,
         );
     }
+    found
 }
 
 /// Removes the attempt groups of daemons that are gone (killed before they could).
@@ -259,7 +342,13 @@ fn find() -> Result<PidsRoot, String> {
             Version::V2 => delegate(&dir),
         };
         match prepared {
-            Ok(dir) => return Ok(PidsRoot { dir, version }),
+            Ok(dir) => {
+                return Ok(PidsRoot {
+                    dir,
+                    version,
+                    kept: Mutex::new(Vec::new()),
+                })
+            }
             Err(e) => why.push(e),
         }
     }
@@ -395,23 +484,101 @@ mod tests {
         );
     }
 
-    #[test]
-    fn an_attempt_group_holds_its_limit_and_goes_when_dropped() {
+    /// A root of its own over the machine's, so that no other test takes its kept groups.
+    fn own_root() -> Option<&'static PidsRoot> {
         let Ok(root) = pids() else {
             println!("SKIPPED: no control group for process limits here");
-            return;
+            return None;
         };
+        Some(Box::leak(Box::new(PidsRoot {
+            dir: root.dir.clone(),
+            version: root.version,
+            kept: Mutex::new(Vec::new()),
+        })))
+    }
+
+    fn limit_of(group: &AttemptGroup) -> String {
+        let max = fs::read_to_string(group.dir.join("pids.max")).expect("pids.max");
+        max.trim().to_owned()
+    }
+
+    #[test]
+    fn an_emptied_group_is_kept_and_serves_the_next_attempt_with_its_limit() {
+        let Some(root) = own_root() else { return };
         let group = root.create(8).expect("create a group");
         let dir = group.dir.clone();
-        assert_eq!(
-            fs::read_to_string(dir.join("pids.max"))
-                .expect("pids.max")
-                .trim(),
-            "8"
-        );
+        assert_eq!(limit_of(&group), "8");
         assert_eq!(group.refused_forks(), Some(0));
         drop(group);
-        assert!(!dir.exists(), "{} is left", dir.display());
+        assert!(dir.exists(), "an empty group is kept");
+        let again = root.create(16).expect("take the kept group");
+        assert_eq!(again.dir, dir, "the kept group serves the next attempt");
+        assert_eq!(limit_of(&again), "16");
+        let other = root.create(16).expect("create a second group");
+        assert_ne!(other.dir, dir);
+        let other_dir = other.dir.clone();
+        drop((again, other));
+        for kept in root.kept.lock().expect("kept").drain(..) {
+            remove(kept.dir);
+        }
+        assert!(!dir.exists() && !other_dir.exists());
+    }
+
+    #[tokio::test]
+    async fn a_kept_group_counts_only_the_next_attempts_refused_forks() {
+        let Some(root) = own_root() else { return };
+        let group = root.create(1).expect("create a group");
+        let mut command = Command::new("sh");
+        command.args(["-c", "true & wait"]);
+        group.enter(&mut command);
+        let _ = command.status().await.expect("sh ran");
+        let refused = group.refused_forks().expect("pids.events");
+        assert!(refused > 0, "a fork over the limit of 1 was not refused");
+        let dir = group.dir.clone();
+        drop(group);
+        let again = root.create(1).expect("take the kept group");
+        assert_eq!(again.dir, dir);
+        assert_eq!(
+            refused_count(&dir),
+            Some(refused),
+            "the group's own count stays"
+        );
+        assert_eq!(
+            again.refused_forks(),
+            Some(0),
+            "this attempt refused nothing"
+        );
+        drop(again);
+        for kept in root.kept.lock().expect("kept").drain(..) {
+            remove(kept.dir);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_group_with_a_process_left_is_removed_not_kept() {
+        let Some(root) = own_root() else { return };
+        let group = root.create(8).expect("create a group");
+        let mut command = Command::new("sleep");
+        command.arg("30").kill_on_drop(true);
+        group.enter(&mut command);
+        let mut child = command.spawn().expect("spawn");
+        let dir = group.dir.clone();
+        drop(group);
+        assert!(root.kept.lock().expect("kept").is_empty());
+        let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .expect("the process left in the group was killed")
+            .expect("wait");
+        assert!(!status.success());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while dir.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} is left",
+                dir.display()
+            );
+            tokio::task::yield_now().await;
+        }
     }
 
     #[tokio::test]

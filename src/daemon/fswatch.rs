@@ -39,6 +39,16 @@ enum Seen {
 /// The workspace's watcher; dropping it stops the watching.
 pub struct WorkspaceWatch {
     _watcher: Arc<Mutex<RecommendedWatcher>>,
+    /// The state folder's own watch (Linux), a task on the runtime.
+    state: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for WorkspaceWatch {
+    fn drop(&mut self) {
+        if let Some(task) = &self.state {
+            task.abort();
+        }
+    }
 }
 
 /// Whether an event means a file is complete: closed after writing, or renamed into place.
@@ -77,6 +87,7 @@ pub fn workspace<T: From<WorkspaceChange> + Send + 'static>(
     let callback = {
         let (inbox, overflow, formula_dirs) =
             (inbox.clone(), overflow.clone(), formula_dirs.clone());
+        let tx = tx.clone();
         move |res: notify::Result<notify::Event>| {
             let Ok(event) = res else { return };
             for path in &event.paths {
@@ -109,9 +120,21 @@ pub fn workspace<T: From<WorkspaceChange> + Send + 'static>(
             }
         }
     };
-    let mut watcher = notify::recommended_watcher(callback)?;
+    let callback = Arc::new(callback);
+    let mut watcher = notify::recommended_watcher({
+        let callback = callback.clone();
+        move |res| callback(res)
+    })?;
     watcher.watch(&inbox, RecursiveMode::NonRecursive)?;
-    watcher.watch(&paths.state, RecursiveMode::NonRecursive)?;
+    let state = if cfg!(target_os = "linux") {
+        let rescan = move || {
+            let _ = tx.try_send(Seen::Change(WorkspaceChange::Reload));
+        };
+        Some(state_folder::watch(&paths.state, callback, rescan)?)
+    } else {
+        watcher.watch(&paths.state, RecursiveMode::NonRecursive)?;
+        None
+    };
     watch_formula_dirs(&mut watcher, paths);
     let watcher = Arc::new(Mutex::new(watcher));
     let folders = Folders {
@@ -119,7 +142,10 @@ pub fn workspace<T: From<WorkspaceChange> + Send + 'static>(
         paths: paths.clone(),
     };
     tokio::spawn(forward(rx, engine, overflow, inbox.clone(), Some(folders)));
-    Ok(WorkspaceWatch { _watcher: watcher })
+    Ok(WorkspaceWatch {
+        _watcher: watcher,
+        state,
+    })
 }
 
 /// Watches the formula folders that exist, and the folders their creation would show in.
@@ -136,6 +162,119 @@ fn watch_formula_dirs(watcher: &mut RecommendedWatcher, paths: &Paths) {
                 }
             }
         }
+    }
+}
+
+/// The state folder's watch on Linux: an inotify instance of its own, read on the runtime,
+/// asking only for files closed after writing, renamed, created and removed. The journal is
+/// appended to in this folder for every event the daemon records, and notify's inotify mask
+/// includes writes: each append woke notify's thread (about seven wake-ups a bead) for an
+/// event the callback then dropped. The events are handed to the same callback as notify's.
+#[cfg(target_os = "linux")]
+mod state_folder {
+    use std::io;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent};
+    use notify::event::{
+        AccessKind, AccessMode, CreateKind, EventKind, ModifyKind, RemoveKind, RenameMode,
+    };
+    use std::os::fd::{AsFd, AsRawFd, RawFd};
+    use tokio::io::unix::AsyncFd;
+    use tokio::io::Interest;
+
+    /// An inotify instance, as the runtime's reactor takes it.
+    struct Instance(Inotify);
+
+    impl AsRawFd for Instance {
+        fn as_raw_fd(&self) -> RawFd {
+            self.0.as_fd().as_raw_fd()
+        }
+    }
+
+    /// Watches `state`, calling `callback` for each event and `rescan` when the kernel's queue
+    /// overflowed (events were lost).
+    pub(super) fn watch(
+        state: &Path,
+        callback: Arc<impl Fn(notify::Result<notify::Event>) + Send + Sync + 'static>,
+        rescan: impl Fn() + Send + 'static,
+    ) -> io::Result<tokio::task::JoinHandle<()>> {
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
+        let mask = AddWatchFlags::IN_CLOSE_WRITE
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_MOVED_FROM
+            | AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_DELETE
+            | AddWatchFlags::IN_ONLYDIR;
+        inotify.add_watch(state, mask)?;
+        // SAFETY: `Instance` owns the inotify descriptor and keeps it open, unchanged, for as
+        // long as it lives, and the `AsyncFd` owns the `Instance`.
+        let fd = unsafe { AsyncFd::register_with_interest(Instance(inotify), Interest::READABLE) }
+            .map_err(io::Error::from)?;
+        let state = state.to_owned();
+        Ok(tokio::spawn(async move {
+            loop {
+                let Ok(mut ready) = fd.readable().await else {
+                    return;
+                };
+                let read = ready.try_io(|fd| fd.get_ref().0.read_events().map_err(io::Error::from));
+                let events = match read {
+                    Ok(Ok(events)) => events,
+                    Ok(Err(e)) => {
+                        tracing::warn!(path = %state.display(), error = %e, "cannot read the state folder's changes; the config and prompts no longer reload by themselves");
+                        return;
+                    }
+                    Err(_would_block) => continue,
+                };
+                for event in events {
+                    if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+                        rescan();
+                    }
+                    if let (Some(kind), Some(name)) = (kind(&event), &event.name) {
+                        callback(Ok(notify::Event::new(kind).add_path(state.join(name))));
+                    }
+                }
+            }
+        }))
+    }
+
+    /// The notify event kind an inotify event stands for.
+    pub(super) fn kind(event: &InotifyEvent) -> Option<EventKind> {
+        let m = event.mask;
+        let folder = m.contains(AddWatchFlags::IN_ISDIR);
+        Some(if m.contains(AddWatchFlags::IN_CLOSE_WRITE) {
+            EventKind::Access(AccessKind::Close(AccessMode::Write))
+        } else if m.contains(AddWatchFlags::IN_MOVED_TO) {
+            EventKind::Modify(ModifyKind::Name(RenameMode::To))
+        } else if m.contains(AddWatchFlags::IN_MOVED_FROM) {
+            EventKind::Modify(ModifyKind::Name(RenameMode::From))
+        } else if m.contains(AddWatchFlags::IN_CREATE) {
+            EventKind::Create(if folder {
+                CreateKind::Folder
+            } else {
+                CreateKind::File
+            })
+        } else if m.contains(AddWatchFlags::IN_DELETE) {
+            EventKind::Remove(if folder {
+                RemoveKind::Folder
+            } else {
+                RemoveKind::File
+            })
+        } else {
+            return None;
+        })
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod state_folder {
+    pub(super) fn watch(
+        _: &std::path::Path,
+        _: std::sync::Arc<impl Fn(notify::Result<notify::Event>) + Send + Sync + 'static>,
+        _: impl Fn() + Send + 'static,
+    ) -> std::io::Result<tokio::task::JoinHandle<()>> {
+        unreachable!("the state folder is watched by notify here")
     }
 }
 
@@ -347,6 +486,58 @@ mod tests {
         assert!(!reloads_on(&EventKind::Access(AccessKind::Open(
             AccessMode::Any
         ))));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn the_state_folder_tells_files_completed_renamed_created_and_removed() {
+        use notify::event::RemoveKind;
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let mut journal = std::fs::File::create(dir.path().join("journal.jsonl")).unwrap();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let callback = Arc::new(move |res: notify::Result<notify::Event>| {
+            let event = res.expect("an event");
+            let name = event.paths[0].file_name().unwrap().to_owned();
+            let _ = tx.send((event.kind, name.into_string().unwrap()));
+        });
+        let task = state_folder::watch(dir.path(), callback, || {}).unwrap();
+        journal.write_all(b"{}\n").unwrap();
+        std::fs::write(dir.path().join(".tmp-config"), "x = 1").unwrap();
+        std::fs::rename(
+            dir.path().join(".tmp-config"),
+            dir.path().join("config.toml"),
+        )
+        .unwrap();
+        std::fs::remove_file(dir.path().join("config.toml")).unwrap();
+        std::fs::create_dir(dir.path().join("formulas")).unwrap();
+        let mut seen = Vec::new();
+        while seen.len() < 6 {
+            let next = tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv());
+            seen.push(
+                next.await
+                    .expect("an event in time")
+                    .expect("the watch is alive"),
+            );
+        }
+        task.abort();
+        let closed = EventKind::Access(AccessKind::Close(AccessMode::Write));
+        let tmp = ".tmp-config".to_owned();
+        assert_eq!(
+            seen,
+            [
+                (EventKind::Create(CreateKind::File), tmp.clone()),
+                (closed, tmp.clone()),
+                (EventKind::Modify(ModifyKind::Name(RenameMode::From)), tmp),
+                (
+                    EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+                    "config.toml".into()
+                ),
+                (EventKind::Remove(RemoveKind::File), "config.toml".into()),
+                (EventKind::Create(CreateKind::Folder), "formulas".into()),
+            ],
+            "the journal's write is not among them"
+        );
     }
 
     #[tokio::test]

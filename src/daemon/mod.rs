@@ -368,6 +368,7 @@ async fn run_with(
     {
         tracing::warn!("some tasks did not end within 10s of shutdown");
     }
+    cgroup::release_kept();
     tracing::info!("stopped");
     Ok(())
 }

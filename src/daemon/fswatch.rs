@@ -150,19 +150,31 @@ pub fn workspace<T: From<WorkspaceChange> + Send + 'static>(
 
 /// Watches the formula folders that exist, and the folders their creation would show in.
 fn watch_formula_dirs(watcher: &mut RecommendedWatcher, paths: &Paths) {
+    for folder in formula_watch_folders(paths) {
+        if let Err(e) = watcher.watch(&folder, RecursiveMode::NonRecursive) {
+            tracing::warn!(path = %folder.display(), error = %e, "cannot watch a formula folder");
+        }
+    }
+}
+
+/// The folders notify watches for the formulas: each formula folder that exists and the
+/// existing folders its creation would show in, but not the state folder on Linux, which has
+/// a watch of its own ([`state_folder`]) that leaves out the journal's writes.
+fn formula_watch_folders(paths: &Paths) -> Vec<PathBuf> {
+    let mut folders = Vec::new();
     for dir in paths.formula_dirs() {
         let on_the_way = dir
             .ancestors()
             .skip(1)
             .take_while(|a| a.starts_with(&paths.workspace));
         for folder in std::iter::once(dir.as_path()).chain(on_the_way) {
-            if folder.is_dir() {
-                if let Err(e) = watcher.watch(folder, RecursiveMode::NonRecursive) {
-                    tracing::warn!(path = %folder.display(), error = %e, "cannot watch a formula folder");
-                }
+            let own_watch = cfg!(target_os = "linux") && folder == paths.state;
+            if !own_watch && folder.is_dir() && !folders.iter().any(|f| f == folder) {
+                folders.push(folder.to_owned());
             }
         }
     }
+    folders
 }
 
 /// The state folder's watch on Linux: an inotify instance of its own, read on the runtime,
@@ -486,6 +498,22 @@ mod tests {
         assert!(!reloads_on(&EventKind::Access(AccessKind::Open(
             AccessMode::Any
         ))));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn notify_leaves_the_state_folder_to_its_own_watch() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = Paths::new(dir.path());
+        for formulas in paths.formula_dirs() {
+            std::fs::create_dir_all(formulas).unwrap();
+        }
+        let folders = formula_watch_folders(&paths);
+        assert!(!folders.contains(&paths.state), "{folders:?}");
+        for formulas in paths.formula_dirs() {
+            assert!(folders.contains(&formulas), "{folders:?}");
+        }
+        assert!(folders.contains(&paths.workspace), "{folders:?}");
     }
 
     #[cfg(target_os = "linux")]

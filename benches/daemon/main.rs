@@ -126,9 +126,9 @@ async fn stop(mut daemon: TestDaemon) {
 }
 
 /// The middle of `runs` (of an odd number of runs, the median).
-fn median<T: Ord + Copy>(runs: &[T]) -> T {
+fn median<T: PartialOrd + Copy>(runs: &[T]) -> T {
     let mut sorted = runs.to_vec();
-    sorted.sort();
+    sorted.sort_by(|a, b| a.partial_cmp(b).expect("figures that compare"));
     sorted[sorted.len() / 2]
 }
 

@@ -16,44 +16,91 @@ use catalyst::domain::prompt::{PromptSet, PromptVars};
 use catalyst_testkit::{catalyst_bin, TestDaemon, Workspace};
 use serde_json::Value;
 
-use crate::{row, runtime, stop, target, workspace};
+use crate::{median, row, runtime, stop, target, workspace};
+
+/// How many times the floor and the two daemon runs are measured, one after the other: this
+/// machine's speed drifts by a tenth or more within minutes, so a ratio is taken within each
+/// round and the rows print the medians.
+const ROUNDS: usize = 3;
 
 pub fn overhead(quick: bool) {
     let n = if quick { 50 } else { 500 };
+    let rounds = if quick { 1 } else { ROUNDS };
     let rt = runtime();
-    let cpu = Cpu::now();
-    let floor = floor_run(&workspace("max_agents = 2"), n);
-    let floor_cpu = cpu.since();
     let per_bead = |d: Duration| d.as_secs_f64() * 1e3 / n as f64;
-    for sandbox in [false, true] {
-        let ws = workspace("max_agents = 2");
-        if !sandbox {
-            unconfine(&ws);
-        }
+    let mut measured: Vec<Round> = Vec::new();
+    for round in 1..=rounds {
         let cpu = Cpu::now();
-        let ours = rt.block_on(async { catalyst_run(ws.start().await, n, 0).await });
-        let ours_cpu = cpu.since();
-        let ratio = ours.as_secs_f64() / floor.as_secs_f64();
-        let (how, goal) = if sandbox {
-            ("default sandbox", "-".to_owned())
+        let floor = floor_run(&workspace("max_agents = 2"), n);
+        let floor = (floor, cpu.since());
+        let daemon = |sandbox: bool| {
+            let ws = workspace("max_agents = 2");
+            if !sandbox {
+                unconfine(&ws);
+            }
+            let cpu = Cpu::now();
+            let took = rt.block_on(async { catalyst_run(ws.start().await, n, 0).await });
+            (took, cpu.since())
+        };
+        let (none, sandboxed) = (daemon(false), daemon(true));
+        println!(
+            "  round {round}: the floor {:.2?} ({:.2}ms CPU a bead), sandbox none {:.2?} ({:.2}ms; {:.2}x), default sandbox {:.2?} ({:.2}ms; {:.2}x)",
+            floor.0,
+            per_bead(floor.1),
+            none.0,
+            per_bead(none.1),
+            ratio(none.0, floor.0),
+            sandboxed.0,
+            per_bead(sandboxed.1),
+            ratio(sandboxed.0, floor.0),
+        );
+        measured.push([floor, none, sandboxed]);
+    }
+    let of_rounds = if rounds > 1 {
+        format!(", median of {rounds} rounds")
+    } else {
+        String::new()
+    };
+    let floor_time = median(&each(&measured, |m| m[0].0.as_secs_f64()));
+    let floor_cpu = median(&each(&measured, |m| per_bead(m[0].1)));
+    for (which, how) in [(1, "sandbox none"), (2, "default sandbox")] {
+        let time = median(&each(&measured, |m| m[which].0.as_secs_f64()));
+        let cpu = median(&each(&measured, |m| per_bead(m[which].1)));
+        let times = median(&each(&measured, |m| ratio(m[which].0, m[0].0)));
+        let cpus = median(&each(&measured, |m| ratio(m[which].1, m[0].1)));
+        let goal = if which == 1 {
+            target("<= 1.2x floor", times <= 1.2)
         } else {
-            ("sandbox none", target("<= 1.2x floor", ratio <= 1.2))
+            "-".to_owned()
         };
         row(
-            &format!("overhead: {n} beads (one agent step, merge), max_agents 2, {how}"),
-            format!("{ours:.2?}"),
+            &format!("overhead: {n} beads (one agent step, merge), max_agents 2, {how}{of_rounds}"),
+            format!("{time:.2}s"),
             &goal,
-            &format!("same work without the daemon: {floor:.2?}"),
-            ratio,
+            &format!("same work without the daemon: {floor_time:.2}s"),
+            times,
         );
         row(
             &format!("overhead: CPU per bead (every process, user + system), {how}"),
-            format!("{:.2}ms", per_bead(ours_cpu)),
+            format!("{cpu:.2}ms"),
             "-",
-            &format!("the floor: {:.2}ms", per_bead(floor_cpu)),
-            ours_cpu.as_secs_f64() / floor_cpu.as_secs_f64(),
+            &format!("the floor: {floor_cpu:.2}ms"),
+            cpus,
         );
     }
+}
+
+/// One round: the floor, the daemon unconfined, the daemon in the default sandbox; each as
+/// (wall time, CPU).
+type Round = [(Duration, Duration); 3];
+
+/// A figure of each round.
+fn each(rounds: &[Round], figure: impl Fn(&Round) -> f64) -> Vec<f64> {
+    rounds.iter().map(figure).collect()
+}
+
+fn ratio(ours: Duration, floor: Duration) -> f64 {
+    ours.as_secs_f64() / floor.as_secs_f64()
 }
 
 /// CPU time used so far by this process and the children it has waited for (the agents, the

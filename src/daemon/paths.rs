@@ -69,6 +69,19 @@ impl Paths {
         self.state.join("worktrees")
     }
 
+    /// The bead whose merge into the target is in flight: `merge/merging`, present only
+    /// during a merge. In a folder of its own so that writing and removing it wakes none of
+    /// the state folder's watches.
+    pub fn merge_marker(&self) -> PathBuf {
+        self.state.join("merge").join("merging")
+    }
+
+    /// Where daemons before `merge/` wrote the merge marker: `merging`, moved into `merge/` at
+    /// start-up.
+    pub fn older_merge_marker(&self) -> PathBuf {
+        self.state.join("merging")
+    }
+
     /// Where the daemon writes out the agents' process shim it carries (`bin/catalyst-shim`).
     pub fn shim_dir(&self) -> PathBuf {
         self.state.join("bin")

@@ -2,7 +2,7 @@
 //!
 //! Merges run one at a time: they all move the same target and update the same checkout of
 //! it, which `Repo::merge_into_target` requires to be serialized. The bead whose merge is in
-//! flight is written to [`MERGING_FILE`] first, and the marker stays until that merge's
+//! flight is written to the merge marker (`merge/merging`, [`Paths::merge_marker`]) first, and the marker stays until that merge's
 //! outcome is settled (a merge that must wait keeps it). A daemon killed half-way through
 //! updating the checkout leaves files that only that bead's merge recognizes as its own, so
 //! that bead merges first, as a resumed merge (`resume_merge_into_target`) that also
@@ -29,9 +29,6 @@ use super::error::EngineError;
 use super::reports::{MergeFailure, MergeRan, MergeReport};
 use super::route::{block_events, comment_at, Attempt, Routed};
 use super::{Engine, Input, Now};
-
-/// The bead whose merge into the target is in flight, in the state folder.
-pub const MERGING_FILE: &str = "merging";
 
 /// How long to wait before trying again a merge whose marker could not be written.
 const MARKER_RETRY: Duration = Duration::from_secs(1);
@@ -102,7 +99,7 @@ impl Engine {
         waiting.sort_by(|a, b| (a.0, a.1, &a.2.work).cmp(&(b.0, b.1, &b.2.work)));
         let job = MergeJob {
             candidates: waiting.into_iter().map(|(_, _, c)| c).collect(),
-            marker: self.paths.state.join(MERGING_FILE),
+            marker: self.paths.merge_marker(),
             started: self.started,
             repo: self.repo.clone(),
             target: self.loaded.config.target_branch.clone(),
@@ -449,6 +446,20 @@ fn overtaken(work: &Bead, step: &Bead, target: String, tip: &str) -> Vec<EventBo
     ]
 }
 
+/// Writes the merge marker, making its folder again if someone removed it.
+fn write_marker(marker: &std::path::Path, work: &BeadId) -> std::io::Result<()> {
+    use crate::daemon::fsutil::write_atomic;
+    match write_atomic(marker, work.as_str().as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(folder) = marker.parent() {
+                std::fs::create_dir_all(folder)?;
+            }
+            write_atomic(marker, work.as_str().as_bytes())
+        }
+        written => written,
+    }
+}
+
 /// The merge task: picks the bead (the one a marker names first), marks it, merges, reads
 /// what the engine needs to judge the outcome, and drops the marker unless the merge waits.
 fn run_merge(mut job: MergeJob) -> MergeReport {
@@ -484,7 +495,7 @@ fn run_merge(mut job: MergeJob) -> MergeReport {
         approved,
     };
     if marked.is_none() {
-        if let Err(e) = crate::daemon::fsutil::write_atomic(marker, work.as_str().as_bytes()) {
+        if let Err(e) = write_marker(marker, &work) {
             tracing::error!(path = %marker.display(), error = %e, "cannot record the merge about to start; not merging");
             return MergeReport::NotStarted;
         }
@@ -552,4 +563,18 @@ fn run_merge(mut job: MergeJob) -> MergeReport {
         conflicts,
         rechecking,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_marker_is_written_even_when_its_folder_was_removed() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let marker = state.path().join("merge").join("merging");
+        let bead = BeadId::new("cat-1").expect("id");
+        write_marker(&marker, &bead).expect("written into a new folder");
+        assert_eq!(std::fs::read_to_string(&marker).expect("marker"), "cat-1");
+    }
 }

@@ -6,7 +6,7 @@
 //! engine holds every other input and starts nothing.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::daemon::agent::PID_FILE;
 use crate::daemon::runner::BASE_FILE;
@@ -16,7 +16,6 @@ use crate::domain::id::BeadId;
 use crate::domain::model::{Phase, Status};
 
 use super::error::EngineError;
-use super::merge::MERGING_FILE;
 use super::reports::Recovered;
 use super::storage::Deferred;
 use super::{Engine, Input};
@@ -32,6 +31,8 @@ struct RecoveryJob {
     repo: Repo,
     target: String,
     marker: PathBuf,
+    /// Where an older daemon left its marker.
+    older_marker: PathBuf,
     running: Vec<WasRunning>,
     /// The run folders' root: agents of this workspace carry a path under it.
     runs: PathBuf,
@@ -72,7 +73,8 @@ impl Engine {
         let job = RecoveryJob {
             repo: self.repo.clone(),
             target: self.loaded.config.target_branch.clone(),
-            marker: self.paths.state.join(MERGING_FILE),
+            marker: self.paths.merge_marker(),
+            older_marker: self.paths.older_merge_marker(),
             runs: self.paths.runs(),
             running,
             closed,
@@ -175,6 +177,7 @@ impl Engine {
 /// The recovery task: clears the locks of an interrupted merge, kills leftover agents and
 /// reads their starting commits, and finds the worktrees to sweep.
 fn look(job: RecoveryJob) -> Recovered {
+    adopt_older_marker(&job.marker, &job.older_marker);
     clear_interrupted_merge(&job);
     let mut bases = HashMap::new();
     for was in &job.running {
@@ -205,6 +208,30 @@ fn look(job: RecoveryJob) -> Recovered {
     Recovered {
         bases,
         sweep: sweep(&job),
+    }
+}
+
+/// Makes the merge marker's folder, and moves a marker an older daemon left in the state
+/// folder into it (a rename keeps its time, which tells a merge a kill interrupted).
+fn adopt_older_marker(marker: &Path, older: &Path) {
+    if let Some(folder) = marker.parent() {
+        if let Err(e) = std::fs::create_dir_all(folder) {
+            tracing::warn!(path = %folder.display(), error = %e, "cannot make the merge marker's folder");
+            return;
+        }
+    }
+    if !older.exists() {
+        return;
+    }
+    // Both exist only after a daemon of each kind was killed in a merge: the later one counts.
+    let time = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let moved = if time(marker) > time(older) {
+        std::fs::remove_file(older)
+    } else {
+        std::fs::rename(older, marker)
+    };
+    if let Err(e) = moved {
+        tracing::warn!(path = %older.display(), error = %e, "cannot move an older daemon's merge marker");
     }
 }
 
@@ -248,4 +275,55 @@ fn read_number(path: &std::path::Path) -> Option<i32> {
         .parse()
         .ok()
         .filter(|n| *n > 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    fn aged(path: &Path, bead: &str, secs_ago: u64) {
+        std::fs::write(path, bead).expect("write a marker");
+        let when = SystemTime::now() - Duration::from_secs(secs_ago);
+        let file = std::fs::File::options()
+            .write(true)
+            .open(path)
+            .expect("open");
+        file.set_modified(when).expect("set its time");
+    }
+
+    #[test]
+    fn an_older_daemons_marker_is_moved_into_the_merge_folder_with_its_time() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let paths = crate::daemon::paths::Paths::new(state.path());
+        std::fs::create_dir_all(&paths.state).expect("state");
+        let (marker, older) = (paths.merge_marker(), paths.older_merge_marker());
+        adopt_older_marker(&marker, &older);
+        assert!(
+            marker.parent().expect("folder").is_dir(),
+            "the folder is made"
+        );
+        assert!(!marker.exists());
+
+        aged(&older, "cat-1", 60);
+        let time = std::fs::metadata(&older)
+            .and_then(|m| m.modified())
+            .expect("time");
+        adopt_older_marker(&marker, &older);
+        assert!(!older.exists());
+        assert_eq!(std::fs::read_to_string(&marker).expect("moved"), "cat-1");
+        let moved = std::fs::metadata(&marker)
+            .and_then(|m| m.modified())
+            .expect("time");
+        assert_eq!(moved, time, "a kill is told by the marker's time");
+
+        // Both: the later one counts.
+        aged(&older, "cat-2", 10);
+        adopt_older_marker(&marker, &older);
+        assert_eq!(std::fs::read_to_string(&marker).expect("marker"), "cat-2");
+        aged(&older, "cat-3", 600);
+        adopt_older_marker(&marker, &older);
+        assert!(!older.exists());
+        assert_eq!(std::fs::read_to_string(&marker).expect("marker"), "cat-2");
+    }
 }

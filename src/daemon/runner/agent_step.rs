@@ -26,7 +26,7 @@ use crate::protocol::HookParams;
 
 use super::job::fill_final_messages;
 use super::{
-    git, prepare_worktree, write_json, GitTaskError, StepDone, StepJob, BASE_FILE, REPORT_FILE,
+    git, prepare_worktree_now, write_json, GitTaskError, StepDone, StepJob, BASE_FILE, REPORT_FILE,
     RESULT_FILE, SETTINGS_FILE, TARGET_FILE,
 };
 
@@ -61,14 +61,7 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
     // Started ahead, it waits while the worktree and run folder get ready (see
     // `agent::shim`); dropped on the way out, it is killed.
     let early = job.launcher.take();
-    // Both on blocking threads, side by side: neither needs the other.
-    let (rendered, prepared) = tokio::join!(job.prompt.render(), async {
-        if job.tree == job.work || job.on_worker {
-            prepare_worktree(&job.repo, &job.tree, &job.target, job.reset_to.as_deref()).await
-        } else {
-            prepare_side(&job.repo, &job.tree, &job.work, &job.target).await
-        }
-    });
+    let (rendered, prepared) = prepare_with_prompt(&job).await;
     job.spec.prompt = match rendered {
         // The step, its context file and its tool policy close the prompt, for every agent
         // (a `SessionStart` hook would cost a process per attempt, and Codex runs no hooks).
@@ -145,6 +138,37 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
     done
 }
 
+/// Renders the prompt and makes the worktree ready, one after the other in one blocking task:
+/// each hand-off to a blocking thread costs two thread wake-ups, and the render takes tens
+/// of microseconds (see `PendingPrompt::render_now`) while the attempt waits for its slot.
+async fn prepare_with_prompt(
+    job: &StepJob,
+) -> (Result<String, String>, Result<CommitId, GitTaskError>) {
+    let prompt = job.prompt.clone();
+    let (repo, tree, work, target) = (
+        job.repo.clone(),
+        job.tree.clone(),
+        job.work.clone(),
+        job.target.clone(),
+    );
+    let beside = job.tree != job.work && !job.on_worker;
+    let reset_to = job.reset_to.clone();
+    let both = tokio::task::spawn_blocking(move || {
+        let rendered = prompt.render_now();
+        let prepared = if beside {
+            prepare_side_now(&repo, &tree, &work, &target)
+        } else {
+            prepare_worktree_now(&repo, &tree, &target, reset_to.as_deref())
+        };
+        (rendered, prepared)
+    })
+    .await;
+    match both {
+        Ok((rendered, prepared)) => (rendered, prepared.map_err(GitTaskError::from)),
+        Err(e) => (Ok(String::new()), Err(GitTaskError::from(e))),
+    }
+}
+
 /// Removes the attempt's policy file: hooks of a process the agent left behind decide nothing
 /// any more; without the policy they ask the daemon, which denies a step that is not running.
 fn forget_policy(job: &StepJob) {
@@ -176,12 +200,19 @@ pub(super) async fn prepare_side(
     target: &str,
 ) -> Result<CommitId, GitTaskError> {
     let (repo, tree, work, target) = (repo.clone(), tree.clone(), work.clone(), target.to_owned());
-    git(move || {
-        repo.create(&work, &target)?;
-        repo.remove(&tree)?;
-        Ok(repo.create(&tree, &worktree::branch_name(&work))?.head)
-    })
-    .await
+    git(move || prepare_side_now(&repo, &tree, &work, &target)).await
+}
+
+/// [`prepare_side`] on the calling thread, which may block.
+fn prepare_side_now(
+    repo: &Repo,
+    tree: &BeadId,
+    work: &BeadId,
+    target: &str,
+) -> Result<CommitId, worktree::GitError> {
+    repo.create(work, target)?;
+    repo.remove(tree)?;
+    Ok(repo.create(tree, &worktree::branch_name(work))?.head)
 }
 
 /// Merges the work a step did in its own worktree into its bead's branch, as `git merge` would

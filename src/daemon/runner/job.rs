@@ -211,21 +211,18 @@ pub enum PendingPrompt {
 }
 
 impl PendingPrompt {
-    /// Renders the prompt on a blocking thread: a render is bounded (see
-    /// [`crate::domain::prompt::FUEL`]) but may still take some milliseconds.
-    pub async fn render(&self) -> Result<String, String> {
-        let (prompts, template, vars) = match self {
-            PendingPrompt::Rendered(text) => return Ok(text.clone()),
+    /// Renders the prompt on the calling thread, which may block: a render is bounded (see
+    /// [`crate::domain::prompt::FUEL`]) but may still take some milliseconds, so call it on a
+    /// blocking thread. The usual prompt takes tens of microseconds.
+    pub fn render_now(&self) -> Result<String, String> {
+        match self {
+            PendingPrompt::Rendered(text) => Ok(text.clone()),
             PendingPrompt::Template {
                 prompts,
                 template,
                 vars,
-            } => (Arc::clone(prompts), template.clone(), vars.clone()),
-        };
-        tokio::task::spawn_blocking(move || prompts.render(&template, &vars))
-            .await
-            .map_err(|e| format!("the prompt's render failed: {e}"))?
-            .map_err(|e| e.to_string())
+            } => prompts.render(template, vars).map_err(|e| e.to_string()),
+        }
     }
 
     /// The prompt rendered with [`Marker`]s for the paths of the machine that runs it (see
@@ -250,7 +247,9 @@ impl PendingPrompt {
                 }
             }
         };
-        marked.render().await
+        tokio::task::spawn_blocking(move || marked.render_now())
+            .await
+            .map_err(|e| format!("the prompt's render failed: {e}"))?
     }
 }
 

@@ -147,39 +147,46 @@ async fn prepare_worktree(
 ) -> Result<CommitId, GitTaskError> {
     let (repo, work, target) = (repo.clone(), work.clone(), target.to_owned());
     let reset_to = reset_to.map(str::to_owned);
-    git(move || {
-        let tree = repo.create(&work, &target)?;
-        let base = match reset_to.as_deref().map(CommitId::parse) {
-            Some(Ok(commit)) => Some(commit),
-            // A base file from a crash that cannot be read back: start from the tip.
-            Some(Err(e)) => {
-                tracing::warn!(bead = %work, error = %e, "unreadable starting commit; using the branch tip");
-                None
-            }
-            None => None,
-        };
-        match base {
-            Some(base) => {
-                // A worktree made just now (checked out, or a cleaned spare reset) at the
-                // starting commit is already there, with nothing else in it: a worker's usual
-                // case, whose every attempt names its start.
-                if !(tree.fresh && tree.head == base) {
-                    repo.reset_to(&work, &base)?;
-                }
-                Ok(base)
-            }
-            // The usual case: the worktree is clean at the tip after the daemon's last commit
-            // (or just made). Only leftovers of a failed attempt (or a read-only role's stray
-            // writes) need the reset, which costs a checkout.
-            None => {
-                if !tree.fresh && repo.changed_since(&work, &tree.head)? {
-                    repo.reset_to(&work, &tree.head)?;
-                }
-                Ok(tree.head)
-            }
+    git(move || prepare_worktree_now(&repo, &work, &target, reset_to.as_deref())).await
+}
+
+/// [`prepare_worktree`] on the calling thread, which may block.
+fn prepare_worktree_now(
+    repo: &Repo,
+    work: &BeadId,
+    target: &str,
+    reset_to: Option<&str>,
+) -> Result<CommitId, worktree::GitError> {
+    let tree = repo.create(work, target)?;
+    let base = match reset_to.map(CommitId::parse) {
+        Some(Ok(commit)) => Some(commit),
+        // A base file from a crash that cannot be read back: start from the tip.
+        Some(Err(e)) => {
+            tracing::warn!(bead = %work, error = %e, "unreadable starting commit; using the branch tip");
+            None
         }
-    })
-    .await
+        None => None,
+    };
+    match base {
+        Some(base) => {
+            // A worktree made just now (checked out, or a cleaned spare reset) at the
+            // starting commit is already there, with nothing else in it: a worker's usual
+            // case, whose every attempt names its start.
+            if !(tree.fresh && tree.head == base) {
+                repo.reset_to(work, &base)?;
+            }
+            Ok(base)
+        }
+        // The usual case: the worktree is clean at the tip after the daemon's last commit
+        // (or just made). Only leftovers of a failed attempt (or a read-only role's stray
+        // writes) need the reset, which costs a checkout.
+        None => {
+            if !tree.fresh && repo.changed_since(work, &tree.head)? {
+                repo.reset_to(work, &tree.head)?;
+            }
+            Ok(tree.head)
+        }
+    }
 }
 
 /// Writes a run record; a record that cannot be written is logged, the attempt goes on.

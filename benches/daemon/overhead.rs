@@ -21,7 +21,7 @@ use crate::{median, row, runtime, stop, target, workspace};
 /// How many times the floor and the two daemon runs are measured, one after the other: this
 /// machine's speed drifts by a tenth or more within minutes, so a ratio is taken within each
 /// round and the rows print the medians.
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 pub fn overhead(quick: bool) {
     let n = if quick { 50 } else { 500 };

@@ -101,6 +101,25 @@ fn tell_turn_end(turns: Option<&mpsc::UnboundedSender<TurnEnd>>, claude: &Claude
     }
 }
 
+/// A `result` too long to parse still ends its turn: told as a result without a final
+/// message, it closes the conversation (the attempt's end then finds no result), where
+/// waiting for another would last until the stall timeout.
+fn tell_cut_result(turns: Option<&mpsc::UnboundedSender<TurnEnd>>, head: &[u8]) {
+    let Some(turns) = turns else { return };
+    let head = String::from_utf8_lossy(head);
+    let compact: String = head.chars().filter(|c| !c.is_whitespace()).collect();
+    if compact.starts_with(r#"{"type":"result""#) {
+        tracing::warn!(
+            max = MAX_LINE,
+            "the agent's result event is too long to parse; ending the conversation"
+        );
+        let _ = turns.send(TurnEnd {
+            message: None,
+            is_error: false,
+        });
+    }
+}
+
 fn log_oversized(lines: &LineSplitter) {
     if lines.oversized > 0 {
         tracing::warn!(
@@ -116,11 +135,15 @@ impl Consumer for StdoutParser {
         match &mut self.format {
             Format::Claude(lines, claude) => {
                 let turns = &self.turns;
-                lines.feed(chunk, &mut |l| {
-                    if claude.line(&String::from_utf8_lossy(l)) {
-                        tell_turn_end(turns.as_ref(), claude);
-                    }
-                });
+                lines.feed_noting_cut(
+                    chunk,
+                    &mut |l| {
+                        if claude.line(&String::from_utf8_lossy(l)) {
+                            tell_turn_end(turns.as_ref(), claude);
+                        }
+                    },
+                    &mut |head| tell_cut_result(turns.as_ref(), head),
+                );
                 if claude.hopeless.is_some() {
                     self.hopeless.cancel();
                 }

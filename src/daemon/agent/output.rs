@@ -144,8 +144,13 @@ pub(crate) struct LineSplitter {
     max: usize,
     /// Inside a line that outgrew `max`: drop bytes until its end.
     skipping: bool,
+    /// The first [`HEAD_KEPT`] bytes of the line being skipped.
+    head: Vec<u8>,
     pub(crate) oversized: u64,
 }
+
+/// How much of a skipped line's start is kept, for telling what kind of line it was.
+pub(crate) const HEAD_KEPT: usize = 64;
 
 /// The buffer capacity kept between lines; a long line's allocation is given back after it.
 const KEEP_CAPACITY: usize = 64 * 1024;
@@ -156,12 +161,24 @@ impl LineSplitter {
             buf: Vec::new(),
             max,
             skipping: false,
+            head: Vec::new(),
             oversized: 0,
         }
     }
 
     /// Calls `on_line` with each line completed by `chunk`, without its `\n`.
     pub(crate) fn feed(&mut self, chunk: &[u8], on_line: &mut dyn FnMut(&[u8])) {
+        self.feed_noting_cut(chunk, on_line, &mut |_| {});
+    }
+
+    /// [`LineSplitter::feed`], and `on_cut` with the start (at most [`HEAD_KEPT`] bytes) of
+    /// each line that ends in `chunk` after it was skipped for its length.
+    pub(crate) fn feed_noting_cut(
+        &mut self,
+        chunk: &[u8],
+        on_line: &mut dyn FnMut(&[u8]),
+        on_cut: &mut dyn FnMut(&[u8]),
+    ) {
         let mut rest = chunk;
         while !rest.is_empty() {
             let Some(i) = rest.iter().position(|&b| b == b'\n') else {
@@ -169,16 +186,17 @@ impl LineSplitter {
                 return;
             };
             let (piece, after) = (&rest[..i], &rest[i + 1..]);
-            if self.skipping {
-                self.skipping = false;
-            } else if self.buf.is_empty() && piece.len() <= self.max {
+            if !self.skipping && self.buf.is_empty() && piece.len() <= self.max {
                 on_line(piece);
             } else {
                 self.extend(piece);
-                if !self.skipping {
+                if self.skipping {
+                    on_cut(&self.head);
+                } else {
                     on_line(&self.buf);
                 }
                 self.skipping = false;
+                self.head.clear();
                 self.clear();
             }
             rest = after;
@@ -191,6 +209,7 @@ impl LineSplitter {
             on_line(&self.buf);
         }
         self.skipping = false;
+        self.head.clear();
         self.clear();
     }
 
@@ -201,6 +220,10 @@ impl LineSplitter {
         if self.buf.len() + piece.len() > self.max {
             self.skipping = true;
             self.oversized += 1;
+            let from_buf = self.buf.len().min(HEAD_KEPT);
+            self.head.extend_from_slice(&self.buf[..from_buf]);
+            let from_piece = (HEAD_KEPT - from_buf).min(piece.len());
+            self.head.extend_from_slice(&piece[..from_piece]);
             self.clear();
         } else {
             self.buf.extend_from_slice(piece);

@@ -127,3 +127,30 @@ fn the_stdout_parser_tells_each_result_it_reads() {
     assert_eq!((second.message, second.is_error), (None, true));
     assert!(ends.try_recv().is_err(), "nothing else is a result");
 }
+
+#[tokio::test]
+async fn a_result_too_long_to_parse_still_ends_the_turn() {
+    use crate::daemon::agent::events::{StdoutParser, MAX_LINE};
+    use crate::daemon::agent::output::Consumer;
+    let (turns, mut ends) = tokio::sync::mpsc::unbounded_channel();
+    let mut parser = StdoutParser::new(
+        OutputFormat::ClaudeStreamJson,
+        1 << 20,
+        CancellationToken::new(),
+    )
+    .with_turns(turns);
+    let huge = "x".repeat(MAX_LINE);
+    let assistant = format!(r#"{{"type":"assistant","message":{{"content":"{huge}"}}}}"#);
+    parser.feed(format!("{assistant}\n").as_bytes());
+    assert!(
+        ends.try_recv().is_err(),
+        "a long line of another kind is no turn's end"
+    );
+    let result = format!(r#"{{"type":"result","subtype":"success","result":"{huge}"}}"#);
+    for piece in result.as_bytes().chunks(1 << 16) {
+        parser.feed(piece);
+    }
+    parser.feed(b"\n");
+    let end = ends.try_recv().expect("the cut result ends the turn");
+    assert_eq!((end.message, end.is_error), (None, false));
+}

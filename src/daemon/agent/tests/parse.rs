@@ -291,6 +291,29 @@ fn lines_are_split_across_chunks_and_oversized_ones_skipped() {
 }
 
 #[test]
+fn a_skipped_line_is_told_by_its_start() {
+    let mut lines = LineSplitter::new(8);
+    let (mut whole, mut cut) = (Vec::new(), Vec::new());
+    for chunk in [
+        &b"ok\n0123"[..],
+        b"456789",
+        b"abc\nfine\n",
+        b"x".repeat(100).as_slice(),
+        b"\n",
+    ] {
+        lines.feed_noting_cut(
+            chunk,
+            &mut |l| whole.push(String::from_utf8_lossy(l).into_owned()),
+            &mut |head| cut.push(head.len()),
+        );
+    }
+    assert_eq!(whole, ["ok", "fine"]);
+    // The first cut line kept what it had when it outgrew the limit; the second, the most a
+    // head holds.
+    assert_eq!(cut, [10, super::super::output::HEAD_KEPT]);
+}
+
+#[test]
 fn tail_keeps_the_end_from_a_line_start() {
     let mut tail = Tail::new(10);
     tail.feed(b"one\ntwo\n");

@@ -94,18 +94,26 @@ if read -r more; then echo "sent: $more" >&2; exit 9; fi"#,
     assert_eq!(report.final_message.as_deref(), Some("no block at all"));
 }
 
-/// Every `result` is told to the conversation as it is read, two in one read included.
-#[test]
-fn the_stdout_parser_tells_each_result_it_reads() {
-    use crate::daemon::agent::events::StdoutParser;
-    use crate::daemon::agent::output::Consumer;
-    let (turns, mut ends) = tokio::sync::mpsc::unbounded_channel();
-    let mut parser = StdoutParser::new(
+/// A Claude Code stdout parser that tells each turn's end on the returned receiver.
+fn parser_telling_turns() -> (
+    crate::daemon::agent::events::StdoutParser,
+    tokio::sync::mpsc::UnboundedReceiver<crate::daemon::agent::events::TurnEnd>,
+) {
+    let (turns, ends) = tokio::sync::mpsc::unbounded_channel();
+    let parser = crate::daemon::agent::events::StdoutParser::new(
         OutputFormat::ClaudeStreamJson,
         1 << 20,
         CancellationToken::new(),
     )
     .with_turns(turns);
+    (parser, ends)
+}
+
+/// Every `result` is told to the conversation as it is read, two in one read included.
+#[test]
+fn the_stdout_parser_tells_each_result_it_reads() {
+    use crate::daemon::agent::output::Consumer;
+    let (mut parser, mut ends) = parser_telling_turns();
     let error =
         serde_json::json!({"type": "result", "subtype": "error_max_turns", "is_error": false})
             .to_string();
@@ -130,15 +138,9 @@ fn the_stdout_parser_tells_each_result_it_reads() {
 
 #[tokio::test]
 async fn a_result_too_long_to_parse_still_ends_the_turn() {
-    use crate::daemon::agent::events::{StdoutParser, MAX_LINE};
+    use crate::daemon::agent::events::MAX_LINE;
     use crate::daemon::agent::output::Consumer;
-    let (turns, mut ends) = tokio::sync::mpsc::unbounded_channel();
-    let mut parser = StdoutParser::new(
-        OutputFormat::ClaudeStreamJson,
-        1 << 20,
-        CancellationToken::new(),
-    )
-    .with_turns(turns);
+    let (mut parser, mut ends) = parser_telling_turns();
     let huge = "x".repeat(MAX_LINE);
     let assistant = format!(r#"{{"type":"assistant","message":{{"content":"{huge}"}}}}"#);
     parser.feed(format!("{assistant}\n").as_bytes());

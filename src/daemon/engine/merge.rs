@@ -2,11 +2,11 @@
 //!
 //! Merges run one at a time: they all move the same target and update the same checkout of
 //! it, which `Repo::merge_into_target` requires to be serialized. The bead whose merge is in
-//! flight is written to the merge marker (`merge/merging`, [`Paths::merge_marker`]) first, and the marker stays until that merge's
-//! outcome is settled (a merge that must wait keeps it). A daemon killed half-way through
-//! updating the checkout leaves files that only that bead's merge recognizes as its own, so
-//! that bead merges first, as a resumed merge (`resume_merge_into_target`) that also
-//! overwrites files the kill cut short.
+//! flight is written to the merge marker first (`merge/merging`, see `Paths::merge_marker`),
+//! and the marker stays until that merge's outcome is settled (a merge that must wait keeps
+//! it). A daemon killed half-way through updating the checkout leaves files that only that
+//! bead's merge recognizes as its own, so that bead merges first, as a resumed merge
+//! (`resume_merge_into_target`) that also overwrites files the kill cut short.
 //!
 //! Everything that touches the disk (the marker, git, the run folder's `target` file) runs in
 //! one blocking task, which reports a [`MergeReport`]; the engine then decides from the state
@@ -446,13 +446,13 @@ fn overtaken(work: &Bead, step: &Bead, target: String, tip: &str) -> Vec<EventBo
     ]
 }
 
-/// Writes the merge marker, making its folder again if someone removed it.
+/// Writes the merge marker, making its folder again (durably) if someone removed it.
 fn write_marker(marker: &std::path::Path, work: &BeadId) -> std::io::Result<()> {
-    use crate::daemon::fsutil::write_atomic;
+    use crate::daemon::fsutil::{create_dir_durable, write_atomic};
     match write_atomic(marker, work.as_str().as_bytes()) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if let Some(folder) = marker.parent() {
-                std::fs::create_dir_all(folder)?;
+                create_dir_durable(folder)?;
             }
             write_atomic(marker, work.as_str().as_bytes())
         }

@@ -211,11 +211,13 @@ fn look(job: RecoveryJob) -> Recovered {
     }
 }
 
-/// Makes the merge marker's folder, and moves a marker an older daemon left in the state
-/// folder into it (a rename keeps its time, which tells a merge a kill interrupted).
+/// Makes the merge marker's folder (durably: a marker written later is fsynced into it, and a
+/// power cut must not take the folder away with it), and moves a marker an older daemon left
+/// in the state folder into it (a rename keeps its time, which tells a merge a kill
+/// interrupted).
 fn adopt_older_marker(marker: &Path, older: &Path) {
     if let Some(folder) = marker.parent() {
-        if let Err(e) = std::fs::create_dir_all(folder) {
+        if let Err(e) = crate::daemon::fsutil::create_dir_durable(folder) {
             tracing::warn!(path = %folder.display(), error = %e, "cannot make the merge marker's folder");
             return;
         }

@@ -205,7 +205,7 @@ impl Drop for AttemptGroup {
         }
         let dir = std::mem::take(&mut self.dir);
         // A group found empty stays empty: only the daemon's own processes join a group.
-        if kill_all(&dir) == 0 {
+        if kill_all(&dir) == Some(0) {
             if let Some(refused) = refused {
                 let mut kept = self.root.kept.lock().unwrap_or_else(|e| e.into_inner());
                 if kept.len() < KEPT {
@@ -267,11 +267,11 @@ fn remove(dir: PathBuf) {
         });
 }
 
-/// SIGKILLs every process in the group at `dir`, and says how many there were (`usize::MAX`
-/// when the group cannot be read).
-fn kill_all(dir: &Path) -> usize {
+/// SIGKILLs every process in the group at `dir`, and says how many there were (`None`: the
+/// group cannot be read).
+fn kill_all(dir: &Path) -> Option<usize> {
     let Ok(procs) = fs::read_to_string(dir.join("cgroup.procs")) else {
-        return usize::MAX;
+        return None;
     };
     let mut found = 0;
     for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
@@ -281,7 +281,7 @@ fn kill_all(dir: &Path) -> usize {
             nix::sys::signal::Signal::SIGKILL,
         );
     }
-    found
+    Some(found)
 }
 
 /// Removes the attempt groups of daemons that are gone (killed before they could).

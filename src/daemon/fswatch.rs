@@ -126,12 +126,15 @@ pub fn workspace<T: From<WorkspaceChange> + Send + 'static>(
         move |res| callback(res)
     })?;
     watcher.watch(&inbox, RecursiveMode::NonRecursive)?;
-    let state = if cfg!(target_os = "linux") {
+    #[cfg(target_os = "linux")]
+    let state = {
         let rescan = move || {
             let _ = tx.try_send(Seen::Change(WorkspaceChange::Reload));
         };
         Some(state_folder::watch(&paths.state, callback, rescan)?)
-    } else {
+    };
+    #[cfg(not(target_os = "linux"))]
+    let state = {
         watcher.watch(&paths.state, RecursiveMode::NonRecursive)?;
         None
     };
@@ -252,7 +255,7 @@ mod state_folder {
     }
 
     /// The notify event kind an inotify event stands for.
-    pub(super) fn kind(event: &InotifyEvent) -> Option<EventKind> {
+    fn kind(event: &InotifyEvent) -> Option<EventKind> {
         let m = event.mask;
         let folder = m.contains(AddWatchFlags::IN_ISDIR);
         Some(if m.contains(AddWatchFlags::IN_CLOSE_WRITE) {
@@ -276,17 +279,6 @@ mod state_folder {
         } else {
             return None;
         })
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-mod state_folder {
-    pub(super) fn watch(
-        _: &std::path::Path,
-        _: std::sync::Arc<impl Fn(notify::Result<notify::Event>) + Send + Sync + 'static>,
-        _: impl Fn() + Send + 'static,
-    ) -> std::io::Result<tokio::task::JoinHandle<()>> {
-        unreachable!("the state folder is watched by notify here")
     }
 }
 

@@ -91,8 +91,9 @@ impl fmt::Display for Timestamp {
             at.second() + leap
         )?;
         if self.frac > 0 {
-            let nanos = format!("{nanos:09}");
-            write!(f, ".{}", &nanos[..usize::from(self.frac)])?;
+            let digits = u32::from(self.frac);
+            let shown = nanos / 10u32.pow(9 - digits);
+            write!(f, ".{shown:0width$}", width = usize::from(self.frac))?;
         }
         let offset = at.offset().local_minus_utc();
         if self.zulu && offset == 0 {

@@ -12,7 +12,7 @@ use super::hook_socket::{self, Ask, HookSocket, ToolLog, NETWORK_EVENT};
 use crate::daemon::agent;
 use crate::daemon::fsutil;
 use crate::daemon::netproxy::OnRefused;
-use crate::daemon::worktree::{self, BranchMerge, CommitId, GitError, Repo};
+use crate::daemon::worktree::{self, BranchMerge, CommitId, GitError};
 use crate::domain::agent::attempt::POLICY_FILE;
 use crate::domain::agent::outcome::outcome;
 use crate::domain::agent::report::{Exit, RunReport};
@@ -26,7 +26,7 @@ use crate::protocol::HookParams;
 
 use super::job::fill_final_messages;
 use super::{
-    git, prepare_worktree_now, write_json, GitTaskError, StepDone, StepJob, BASE_FILE, REPORT_FILE,
+    git, write_json, GitTaskError, Preparation, StepDone, StepJob, BASE_FILE, REPORT_FILE,
     RESULT_FILE, SETTINGS_FILE, TARGET_FILE,
 };
 
@@ -41,7 +41,7 @@ struct ResultRecord<'a> {
 /// One attempt of an agent step, start to end. A step that ran beside others of its bead, in
 /// a worktree of its own, has its work merged into the bead's branch, and its worktree removed.
 pub async fn run_agent_step(job: StepJob, cancel: CancellationToken, ask: Ask) -> StepDone {
-    if job.tree == job.work || job.on_worker {
+    if !job.beside() {
         return run_in_worktree(job, cancel, ask).await;
     }
     let (repo, tree) = (job.repo.clone(), job.tree.clone());
@@ -61,7 +61,10 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
     // Started ahead, it waits while the worktree and run folder get ready (see
     // `agent::shim`); dropped on the way out, it is killed.
     let early = job.launcher.take();
-    let (rendered, prepared) = prepare_with_prompt(&job).await;
+    let (rendered, prepared) = match prepare_with_prompt(&job).await {
+        Ok(both) => both,
+        Err(e) => return unprepared(&job, format!("cannot prepare the worktree: {e}")),
+    };
     job.spec.prompt = match rendered {
         // The step, its context file and its tool policy close the prompt, for every agent
         // (a `SessionStart` hook would cost a process per attempt, and Codex runs no hooks).
@@ -126,7 +129,7 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
     let (outcome, commit, comment) = judge(&job, &report, &base).await;
     done.comment = comment;
     let (outcome, commit) = match commit {
-        Some(_) if job.tree != job.work && !job.on_worker => merge_back(&job).await.map_or_else(
+        Some(_) if job.beside() => merge_back(&job).await.map_or_else(
             |reason| (Outcome::Failed { reason }, None),
             |merged| (outcome, Some(merged)),
         ),
@@ -141,32 +144,13 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
 /// Renders the prompt and makes the worktree ready, one after the other in one blocking task:
 /// each hand-off to a blocking thread costs two thread wake-ups, and the render takes tens
 /// of microseconds (see `PendingPrompt::render_now`) while the attempt waits for its slot.
+/// The error: the task panicked.
 async fn prepare_with_prompt(
     job: &StepJob,
-) -> (Result<String, String>, Result<CommitId, GitTaskError>) {
+) -> Result<(Result<String, String>, Result<CommitId, GitError>), tokio::task::JoinError> {
     let prompt = job.prompt.clone();
-    let (repo, tree, work, target) = (
-        job.repo.clone(),
-        job.tree.clone(),
-        job.work.clone(),
-        job.target.clone(),
-    );
-    let beside = job.tree != job.work && !job.on_worker;
-    let reset_to = job.reset_to.clone();
-    let both = tokio::task::spawn_blocking(move || {
-        let rendered = prompt.render_now();
-        let prepared = if beside {
-            prepare_side_now(&repo, &tree, &work, &target)
-        } else {
-            prepare_worktree_now(&repo, &tree, &target, reset_to.as_deref())
-        };
-        (rendered, prepared)
-    })
-    .await;
-    match both {
-        Ok((rendered, prepared)) => (rendered, prepared.map_err(GitTaskError::from)),
-        Err(e) => (Ok(String::new()), Err(GitTaskError::from(e))),
-    }
+    let preparation = Preparation::of(job);
+    tokio::task::spawn_blocking(move || (prompt.render_now(), preparation.run())).await
 }
 
 /// Removes the attempt's policy file: hooks of a process the agent left behind decide nothing
@@ -187,32 +171,6 @@ pub(super) fn write_result(job: &StepJob, done: &StepDone) {
             commit: &done.commit,
         },
     );
-}
-
-/// A fresh worktree for a step that runs beside others of its bead: branch
-/// `catalyst/<step>` at the tip of the bead's branch, which is made first if this is the
-/// bead's first step (a leftover of an attempt a crash cut short is removed first). Returns
-/// its starting commit.
-pub(super) async fn prepare_side(
-    repo: &Repo,
-    tree: &BeadId,
-    work: &BeadId,
-    target: &str,
-) -> Result<CommitId, GitTaskError> {
-    let (repo, tree, work, target) = (repo.clone(), tree.clone(), work.clone(), target.to_owned());
-    git(move || prepare_side_now(&repo, &tree, &work, &target)).await
-}
-
-/// [`prepare_side`] on the calling thread, which may block.
-fn prepare_side_now(
-    repo: &Repo,
-    tree: &BeadId,
-    work: &BeadId,
-    target: &str,
-) -> Result<CommitId, worktree::GitError> {
-    repo.create(work, target)?;
-    repo.remove(tree)?;
-    Ok(repo.create(tree, &worktree::branch_name(work))?.head)
 }
 
 /// Merges the work a step did in its own worktree into its bead's branch, as `git merge` would

@@ -86,6 +86,13 @@ pub struct StepJob {
 }
 
 impl StepJob {
+    /// Whether the step runs in a worktree of its own beside its bead's, whose work the
+    /// attempt merges into the bead's branch (on a worker, the order's tree is the step's and
+    /// the daemon merges).
+    pub(super) fn beside(&self) -> bool {
+        self.tree != self.work && !self.on_worker
+    }
+
     /// Set once the attempt's agent has one of the engine's agent slots: until then its
     /// worktree and run folder may be ready, and it waits in line (`status` says so).
     pub fn in_slot(&self) -> Arc<AtomicBool> {

@@ -150,6 +150,60 @@ async fn prepare_worktree(
     git(move || prepare_worktree_now(&repo, &work, &target, reset_to.as_deref())).await
 }
 
+/// What making an attempt's worktree ready needs, owned, for a blocking thread.
+struct Preparation {
+    repo: Repo,
+    tree: BeadId,
+    work: BeadId,
+    target: String,
+    reset_to: Option<String>,
+    beside: bool,
+}
+
+impl Preparation {
+    fn of(job: &StepJob) -> Preparation {
+        Preparation {
+            repo: job.repo.clone(),
+            tree: job.tree.clone(),
+            work: job.work.clone(),
+            target: job.target.clone(),
+            reset_to: job.reset_to.clone(),
+            beside: job.beside(),
+        }
+    }
+
+    /// Makes the worktree ready on the calling thread, which may block, and returns the
+    /// attempt's starting commit: the step's own beside its bead's ([`prepare_side_now`]),
+    /// else the bead's ([`prepare_worktree_now`]).
+    fn run(&self) -> Result<CommitId, worktree::GitError> {
+        if self.beside {
+            prepare_side_now(&self.repo, &self.tree, &self.work, &self.target)
+        } else {
+            prepare_worktree_now(
+                &self.repo,
+                &self.tree,
+                &self.target,
+                self.reset_to.as_deref(),
+            )
+        }
+    }
+}
+
+/// A fresh worktree for a step that runs beside others of its bead: branch
+/// `catalyst/<step>` at the tip of the bead's branch, which is made first if this is the
+/// bead's first step (a leftover of an attempt a crash cut short is removed first). Returns
+/// its starting commit. Blocks.
+fn prepare_side_now(
+    repo: &Repo,
+    tree: &BeadId,
+    work: &BeadId,
+    target: &str,
+) -> Result<CommitId, worktree::GitError> {
+    repo.create(work, target)?;
+    repo.remove(tree)?;
+    Ok(repo.create(tree, &worktree::branch_name(work))?.head)
+}
+
 /// [`prepare_worktree`] on the calling thread, which may block.
 fn prepare_worktree_now(
     repo: &Repo,

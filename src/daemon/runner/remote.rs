@@ -18,9 +18,9 @@ use crate::domain::id::BeadId;
 use crate::domain::router::Outcome;
 use crate::domain::unavailable::Unavailable;
 
-use super::agent_step::{merge_back, prepare_side, unprepared, write_inputs, write_result};
+use super::agent_step::{merge_back, unprepared, write_inputs, write_result};
 use super::order::order_of;
-use super::{git, prepare_worktree, write_json, StepDone, StepJob, REPORT_FILE};
+use super::{git, write_json, Preparation, StepDone, StepJob, REPORT_FILE};
 
 /// The daemon's way to its workers (the cluster's bus implements it).
 pub trait Remote: Send + Sync {
@@ -63,7 +63,7 @@ pub async fn run_on_worker(
     model: String,
     started: impl FnOnce(String) + Send,
 ) -> StepDone {
-    if job.tree == job.work {
+    if !job.beside() {
         return run_remote(job, cancel, remote, model, started).await;
     }
     // As a local step beside others of its bead (see `run_agent_step`): its worktree goes
@@ -84,12 +84,9 @@ async fn run_remote(
     model: String,
     started: impl FnOnce(String) + Send,
 ) -> StepDone {
-    let side = job.tree != job.work;
-    let prepared = if side {
-        prepare_side(&job.repo, &job.tree, &job.work, &job.target).await
-    } else {
-        prepare_worktree(&job.repo, &job.tree, &job.target, job.reset_to.as_deref()).await
-    };
+    let side = job.beside();
+    let preparation = Preparation::of(&job);
+    let prepared = git(move || preparation.run()).await;
     let base = match prepared {
         Ok(base) => base,
         Err(e) => return unprepared(&job, format!("cannot prepare the worktree: {e}")),

@@ -136,8 +136,8 @@ fn the_stdout_parser_tells_each_result_it_reads() {
     assert!(ends.try_recv().is_err(), "nothing else is a result");
 }
 
-#[tokio::test]
-async fn a_result_too_long_to_parse_still_ends_the_turn() {
+#[test]
+fn a_result_too_long_to_parse_still_ends_the_turn() {
     use crate::daemon::agent::events::MAX_LINE;
     use crate::daemon::agent::output::Consumer;
     let (mut parser, mut ends) = parser_telling_turns();

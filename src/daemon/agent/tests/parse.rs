@@ -304,13 +304,14 @@ fn a_skipped_line_is_told_by_its_start() {
         lines.feed_noting_cut(
             chunk,
             &mut |l| whole.push(String::from_utf8_lossy(l).into_owned()),
-            &mut |head| cut.push(head.len()),
+            &mut |head| cut.push(String::from_utf8_lossy(head).into_owned()),
         );
     }
     assert_eq!(whole, ["ok", "fine"]);
-    // The first cut line kept what it had when it outgrew the limit; the second, the most a
-    // head holds.
-    assert_eq!(cut, [10, super::super::output::HEAD_KEPT]);
+    // The first cut line kept its start as far as the piece that outgrew the limit; the
+    // second, the most a head holds.
+    let long = "x".repeat(super::super::output::HEAD_KEPT);
+    assert_eq!(cut, ["0123456789".to_owned(), long]);
 }
 
 #[test]

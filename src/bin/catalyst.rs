@@ -340,7 +340,9 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
                     .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
                     .init();
             }
-            runtime()?.block_on(catalyst::cli::demo::run(&mut io::stdout().lock(), keep))?;
+            catalyst::daemon::sched::runtime(Some(2))
+                .context("cannot start the async runtime")?
+                .block_on(catalyst::cli::demo::run(&mut io::stdout().lock(), keep))?;
             Ok(Outcome::Ok)
         }
         Command::Formula(FormulaCmd::Check { files, prompts }) => formula_check(&files, prompts),
@@ -466,10 +468,8 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 cluster: cluster_name,
                 catalyst: std::env::current_exe().context("cannot find this program")?,
             };
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("cannot start the async runtime")?;
+            let rt =
+                catalyst::daemon::sched::runtime(None).context("cannot start the async runtime")?;
             rt.block_on(async {
                 let shutdown = tokio_util::sync::CancellationToken::new();
                 let stop = shutdown.clone();

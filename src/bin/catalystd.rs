@@ -44,10 +44,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match daemon::sched::runtime(None) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("catalystd: cannot start the async runtime: {e}");

@@ -24,6 +24,7 @@ pub mod rundir;
 pub mod runlog;
 pub mod runner;
 pub mod sandbox;
+pub mod sched;
 pub mod sdnotify;
 pub mod server;
 pub mod store;

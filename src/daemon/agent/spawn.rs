@@ -47,6 +47,8 @@ fn spawner() -> Option<&'static mpsc::Sender<Request>> {
 }
 
 fn serve(requests: mpsc::Receiver<Request>) {
+    // Agents inherit it, and everything they start (see `daemon::sched`).
+    crate::daemon::sched::as_batch();
     for Request {
         mut command,
         runtime,

@@ -31,35 +31,62 @@ async fn prompt_arrives_on_stdin_and_in_prompt_md() {
     assert!(!report.truncated);
 }
 
-/// The niceness field of a `/proc/<pid>/stat` line (after the command name, which may hold
-/// spaces and parentheses).
-fn niceness(stat: &str) -> i32 {
+/// Field `n` (numbered from 1, as in proc(5)) of a `/proc/<pid>/stat` line, found after the
+/// command name, which may hold spaces and parentheses.
+fn stat_field(stat: &str, n: usize) -> i32 {
     let fields: Vec<&str> = stat
         .rsplit_once(')')
         .expect("stat line")
         .1
         .split_whitespace()
         .collect();
-    fields[16].parse().expect("niceness")
+    fields[n - 3].parse().expect("a number")
+}
+
+fn niceness(stat: &str) -> i32 {
+    stat_field(stat, 19)
+}
+
+/// An agent that prints its own `/proc/<pid>/stat` line and that of a process it starts.
+const OWN_AND_CHILD_STAT: &str = "read -r own < /proc/$$/stat; child=$(cat /proc/self/stat); printf '%s\\n%s\\n' \"$own\" \"$child\"";
+
+/// The two lines [`OWN_AND_CHILD_STAT`] printed.
+fn own_and_child(report: RunReport) -> (String, String) {
+    let message = report.final_message.expect("output");
+    let lines: Vec<&str> = message.lines().collect();
+    assert_eq!(lines.len(), 2, "{message}");
+    (lines[0].to_owned(), lines[1].to_owned())
 }
 
 #[tokio::test]
 async fn agents_run_less_nice_than_the_daemon_by_agent_nice() {
     let fx = Fixture::new();
     // The agent's own process and a process it starts: both yield to the daemon.
-    let mut spec = fx.spec(
-        OutputFormat::Text,
-        "read -r own < /proc/$$/stat; child=$(cat /proc/self/stat); printf '%s\\n%s\\n' \"$own\" \"$child\"",
-    );
+    let mut spec = fx.spec(OutputFormat::Text, OWN_AND_CHILD_STAT);
     spec.nice = 7;
-    let report = run_now(spec).await;
+    let (own, child) = own_and_child(run_now(spec).await);
     let daemon = niceness(&std::fs::read_to_string("/proc/self/stat").expect("stat"));
-    let message = report.final_message.expect("output");
-    let lines: Vec<&str> = message.lines().collect();
-    assert_eq!(lines.len(), 2, "{message}");
     let want = (daemon + 7).min(19);
-    assert_eq!(niceness(lines[0]), want, "the agent: {message}");
-    assert_eq!(niceness(lines[1]), want, "its child: {message}");
+    assert_eq!(niceness(&own), want, "the agent: {own}");
+    assert_eq!(niceness(&child), want, "its child: {child}");
+}
+
+#[tokio::test]
+async fn agents_and_what_they_start_are_batch_work() {
+    let fx = Fixture::new();
+    let (own, child) =
+        own_and_child(run_now(fx.spec(OutputFormat::Text, OWN_AND_CHILD_STAT)).await);
+    // Field 41: the scheduling policy.
+    assert_eq!(
+        stat_field(&own, 41),
+        nix::libc::SCHED_BATCH,
+        "the agent: {own}"
+    );
+    assert_eq!(
+        stat_field(&child, 41),
+        nix::libc::SCHED_BATCH,
+        "its child: {child}"
+    );
 }
 
 #[tokio::test]

@@ -162,8 +162,8 @@ enum Refusal {
 }
 
 /// An inbox task died (a bug): the file is left as it is and no longer busy.
-fn failed(error: tokio::task::JoinError, path: PathBuf) -> Input {
-    tracing::error!(file = %path.display(), %error, "the inbox task failed");
+fn failed(panic: String, path: PathBuf) -> Input {
+    tracing::error!(file = %path.display(), %panic, "the inbox task panicked");
     Input::InboxSettled(InboxSettled(path))
 }
 

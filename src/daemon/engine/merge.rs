@@ -109,7 +109,11 @@ impl Engine {
         self.hold_publication();
         self.tasks.blocking(
             move || Input::MergeDone(Box::new(run_merge(job))),
-            |e| Input::MergeDone(Box::new(MergeReport::Failed(e.into()))),
+            |e| {
+                Input::MergeDone(Box::new(MergeReport::Failed(
+                    crate::daemon::runner::GitTaskError::Panicked(e),
+                )))
+            },
         );
     }
 

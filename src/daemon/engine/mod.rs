@@ -119,22 +119,24 @@ impl Tasks {
         }
     }
 
-    /// Runs `work` on a blocking thread and sends what it returns to the engine. A task whose
-    /// engine is gone has no one to tell: the daemon is stopping, and the next start looks
-    /// again at whatever the task left.
-    /// `panicked` says what to report when `work` panics.
+    /// Runs `work` on a blocking thread, which sends what it returns to the engine itself (no
+    /// task on the runtime waits for it: one hand-off fewer). A task whose engine is gone has
+    /// no one to tell: the daemon is stopping, and the next start looks again at whatever the
+    /// task left. `panicked` says what to report when `work` panics, from the panic's message.
     fn blocking<F, P>(&mut self, work: F, panicked: P)
     where
         F: FnOnce() -> Input + Send + 'static,
-        P: FnOnce(tokio::task::JoinError) -> Input + Send + 'static,
+        P: FnOnce(String) -> Input + Send + 'static,
     {
         let (tx, tracker) = (self.tx.clone(), self.tracker.clone());
         self.after_sync(move || {
-            tracker.spawn(async move {
-                let input = tokio::task::spawn_blocking(work)
-                    .await
-                    .unwrap_or_else(panicked);
-                let _ = tx.send(input).await;
+            // Counted by the tracker, which the daemon's stop waits on, until it is dropped.
+            let running = tracker.token();
+            tokio::task::spawn_blocking(move || {
+                let input = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+                    .unwrap_or_else(|payload| panicked(panic_message(payload.as_ref())));
+                let _ = tx.blocking_send(input);
+                drop(running);
             });
         });
     }
@@ -160,42 +162,32 @@ impl Tasks {
     }
 }
 
-/// `run`'s end, or `failed(<why>)` when it panicked or the runtime cancelled it ([`ended`]).
+/// `run`'s end, or `failed(<why>)` when it panicked. It runs in the caller's task: a second
+/// task to catch the panic would cost a hand-off per attempt.
 async fn caught<F>(run: F, failed: impl FnOnce(String) -> StepDone) -> StepDone
 where
     F: std::future::Future<Output = StepDone> + Send + 'static,
 {
-    ended(tokio::spawn(run).await, failed)
-}
-
-/// An attempt's task's end: its own, or `failed(<why>)` when it panicked or was cancelled.
-fn ended(
-    result: Result<StepDone, tokio::task::JoinError>,
-    failed: impl FnOnce(String) -> StepDone,
-) -> StepDone {
-    match result {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(run).catch_unwind().await {
         Ok(done) => done,
-        Err(e) if e.is_cancelled() => {
-            // Only a runtime that is shutting down cancels it: the engine is stopping too, and
-            // the journal says the step was running, so the next start runs it again.
-            tracing::info!("an attempt's task was stopped with the daemon's runtime");
-            failed("the daemon stopped during the attempt".into())
-        }
-        Err(e) => {
-            let why = match e.try_into_panic() {
-                Ok(payload) => payload
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic".into()),
-                Err(e) => e.to_string(),
-            };
+        Err(payload) => {
+            let why = panic_message(payload.as_ref());
             tracing::error!(error = %why, "an attempt's task panicked; the attempt has failed");
             failed(format!(
                 "the daemon's task for this attempt panicked: {why}"
             ))
         }
     }
+}
+
+/// What a panic said (its payload, when it is a message).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
 }
 
 /// The daemon's own git work: merges into the target and worktree removals.
@@ -516,7 +508,7 @@ impl Engine {
                 reply,
             },
             |e| Input::Reloaded {
-                loaded: Err(LoadError::Task(e.to_string())),
+                loaded: Err(LoadError::Task(format!("the task panicked: {e}"))),
                 reply: None,
             },
         );
@@ -611,7 +603,60 @@ mod tests {
     use crate::domain::router::Outcome;
 
     #[tokio::test]
-    async fn an_attempt_whose_task_panics_or_is_cancelled_ends_as_a_failure_saying_which() {
+    async fn a_blocking_task_tells_the_engine_itself_its_panic_too_and_is_waited_for() {
+        let (tx, mut rx) = mpsc::channel(4);
+        let mut tasks = Tasks {
+            tx,
+            tracker: TaskTracker::new(),
+            agents: CancellationToken::new(),
+            writeback: None,
+            held: None,
+        };
+        let work = BeadId::new("cat-1").expect("id");
+        let removed = |work: BeadId, result| Input::Removed { work, result };
+        let (w1, w2) = (work.clone(), work.clone());
+        tasks.blocking(
+            move || removed(w1, Ok(())),
+            move |_| unreachable!("it did not panic"),
+        );
+        let (w3, w4) = (work.clone(), work.clone());
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        tasks.blocking(
+            move || {
+                let _ = wait.recv();
+                let _ = &w3;
+                panic!("a bug in the task")
+            },
+            move |why| removed(w4, Err(crate::daemon::runner::GitTaskError::Panicked(why))),
+        );
+        let within = std::time::Duration::from_secs(10);
+        match tokio::time::timeout(within, rx.recv()).await {
+            Ok(Some(Input::Removed {
+                work,
+                result: Ok(()),
+            })) => assert_eq!(work, w2),
+            other => panic!("{other:?}"),
+        }
+        tasks.tracker.close();
+        let mut stopped = std::pin::pin!(tasks.tracker.wait());
+        assert!(
+            futures::poll!(&mut stopped).is_pending(),
+            "the daemon's stop waits for the task still running"
+        );
+        go.send(()).expect("the task waits");
+        match tokio::time::timeout(within, rx.recv()).await {
+            Ok(Some(Input::Removed { result: Err(e), .. })) => {
+                assert_eq!(e.to_string(), "git task panicked: a bug in the task")
+            }
+            other => panic!("{other:?}"),
+        }
+        tokio::time::timeout(within, stopped)
+            .await
+            .expect("the tracker is done once the task ended");
+    }
+
+    #[tokio::test]
+    async fn an_attempt_whose_task_panics_ends_as_a_failure_saying_why() {
         let work = BeadId::new("cat-1").expect("id");
         let step = BeadId::new("cat-1.gate").expect("id");
         let failed = |why: String| StepDone::failed(&work, &step, Role::Gate, 1, why);
@@ -626,15 +671,6 @@ mod tests {
                 reason.starts_with("the daemon's task for this attempt panicked: overflow"),
                 "{reason}"
             ),
-            other => panic!("{other:?}"),
-        }
-        let aborted = tokio::spawn(std::future::pending::<StepDone>());
-        aborted.abort();
-        let done = ended(aborted.await, failed);
-        match &done.outcome {
-            Some(Outcome::Failed { reason }) => {
-                assert_eq!(reason, "the daemon stopped during the attempt")
-            }
             other => panic!("{other:?}"),
         }
         let fine = StepDone::failed(&work, &step, Role::Gate, 2, "no".into());

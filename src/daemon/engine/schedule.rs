@@ -453,7 +453,7 @@ impl Engine {
             },
             |e| Input::Removed {
                 work: lost,
-                result: Err(e.into()),
+                result: Err(crate::daemon::runner::GitTaskError::Panicked(e)),
             },
         );
     }

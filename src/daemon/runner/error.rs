@@ -33,6 +33,8 @@ impl JobError {
 pub enum GitTaskError {
     #[error("git task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
+    #[error("git task panicked: {0}")]
+    Panicked(String),
     #[error(transparent)]
     Git(#[from] GitError),
 }

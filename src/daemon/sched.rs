@@ -8,8 +8,10 @@
 //! each time; README "Benchmarks"). A batch thread that wakes waits for the running one's turn
 //! to end, or goes to an idle CPU; its share of the CPU and its niceness are unchanged.
 //!
-//! Setting the policy needs no privilege. Where it fails (a seccomp filter) the daemon warns
-//! once and runs as it would have otherwise. Elsewhere than Linux there is no such policy.
+//! Only the default policy is changed: a daemon started under another one (`chrt`, systemd's
+//! `CPUSchedulingPolicy=`) keeps it, and so do its agents. Setting the policy needs no
+//! privilege. Where it fails (a seccomp filter) the daemon warns once and runs as it would
+//! have otherwise. Elsewhere than Linux there is no such policy.
 
 use std::io;
 
@@ -24,8 +26,14 @@ pub fn runtime(workers: Option<usize>) -> io::Result<tokio::runtime::Runtime> {
     builder.enable_all().on_thread_start(as_batch).build()
 }
 
-/// Makes the calling thread a batch thread; threads and processes it starts inherit that.
+/// Makes the calling thread a batch thread; threads and processes it starts inherit that. A
+/// thread under another policy than the default one (`chrt`, systemd's `CPUSchedulingPolicy=`:
+/// the operator's choice) keeps it.
 pub fn as_batch() {
+    #[cfg(target_os = "linux")]
+    if policy().is_ok_and(|p| p != nix::libc::SCHED_OTHER) {
+        return;
+    }
     #[cfg(target_os = "linux")]
     if let Err(e) = set_policy(nix::libc::SCHED_BATCH) {
         static WARNED: std::sync::Once = std::sync::Once::new();
@@ -73,6 +81,18 @@ mod tests {
             blocking.expect("task").expect("policy"),
             nix::libc::SCHED_BATCH
         );
+    }
+
+    #[test]
+    fn a_policy_the_operator_chose_is_kept() {
+        let policy = std::thread::spawn(|| {
+            set_policy(nix::libc::SCHED_IDLE).expect("any thread may choose the idle policy");
+            as_batch();
+            policy()
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(policy.expect("policy"), nix::libc::SCHED_IDLE);
     }
 
     #[test]

@@ -619,15 +619,14 @@ mod tests {
             move || removed(w1, Ok(())),
             move |_| unreachable!("it did not panic"),
         );
-        let (w3, w4) = (work.clone(), work.clone());
+        let w3 = work.clone();
         let (go, wait) = std::sync::mpsc::channel::<()>();
         tasks.blocking(
             move || {
                 let _ = wait.recv();
-                let _ = &w3;
                 panic!("a bug in the task")
             },
-            move |why| removed(w4, Err(crate::daemon::runner::GitTaskError::Panicked(why))),
+            move |why| removed(w3, Err(crate::daemon::runner::GitTaskError::Panicked(why))),
         );
         let within = std::time::Duration::from_secs(10);
         match tokio::time::timeout(within, rx.recv()).await {

@@ -104,8 +104,9 @@ pub struct AttemptGroup {
     root: &'static PidsRoot,
     dir: PathBuf,
     /// The file a process joins the group by ([`AttemptGroup::join_path`]), kept open so the
-    /// child can join between `fork` and `exec`.
-    join: File,
+    /// child can join between `fork` and `exec`; taken only by `drop`, which hands it to the
+    /// kept group.
+    join: Option<File>,
     limit: u32,
     /// The group's `pids.events` count when this attempt took it: the count is the group's,
     /// and a kept group serves several attempts.
@@ -124,7 +125,7 @@ impl PidsRoot {
                 return Ok(AttemptGroup {
                     root: self,
                     dir: kept.dir,
-                    join: kept.join,
+                    join: Some(kept.join),
                     limit,
                     refused_before: kept.refused,
                 });
@@ -141,9 +142,11 @@ impl PidsRoot {
         fs::create_dir(&dir)?;
         let group = AttemptGroup {
             root: self,
-            join: OpenOptions::new()
-                .write(true)
-                .open(join_file(&dir, self.version))?,
+            join: Some(
+                OpenOptions::new()
+                    .write(true)
+                    .open(join_file(&dir, self.version))?,
+            ),
             dir,
             limit,
             refused_before: 0,
@@ -157,7 +160,11 @@ impl AttemptGroup {
     /// Makes `command`'s process join this group before it executes anything, so that every
     /// process it starts is counted.
     pub fn enter(&self, command: &mut Command) {
-        let fd = self.join.as_raw_fd();
+        let fd = self
+            .join
+            .as_ref()
+            .expect("the join file is open while the group lives")
+            .as_raw_fd();
         // SAFETY: the closure runs in the forked child before exec and makes only an
         // async-signal-safe call (`write`) of a static buffer; it allocates nothing.
         unsafe {
@@ -187,17 +194,19 @@ impl AttemptGroup {
     /// How many times a fork failed at the limit (`pids.events`) since this attempt took the
     /// group, if the kernel says.
     pub fn refused_forks(&self) -> Option<u64> {
-        refused_count(&self.dir).map(|n| n.saturating_sub(self.refused_before))
+        refused_count(&self.dir).map(|n| self.since_taken(n))
+    }
+
+    /// The part of the group's refused-fork `count` that is this attempt's.
+    fn since_taken(&self, count: u64) -> u64 {
+        count.saturating_sub(self.refused_before)
     }
 }
 
 impl Drop for AttemptGroup {
     fn drop(&mut self) {
         let refused = refused_count(&self.dir);
-        if let Some(n) = refused
-            .map(|n| n.saturating_sub(self.refused_before))
-            .filter(|n| *n > 0)
-        {
+        if let Some(n) = refused.map(|n| self.since_taken(n)).filter(|n| *n > 0) {
             tracing::warn!(
                 refused = n,
                 "the attempt reached its process limit (`max_processes`)"
@@ -205,21 +214,16 @@ impl Drop for AttemptGroup {
         }
         let dir = std::mem::take(&mut self.dir);
         // A group found empty stays empty: only the daemon's own processes join a group.
-        if kill_all(&dir) == Some(0) {
-            if let Some(refused) = refused {
-                let mut kept = self.root.kept.lock().unwrap_or_else(|e| e.into_inner());
-                if kept.len() < KEPT {
-                    let join = self.join.try_clone();
-                    if let Ok(join) = join {
-                        kept.push(Kept {
-                            dir,
-                            join,
-                            limit: self.limit,
-                            refused,
-                        });
-                        return;
-                    }
-                }
+        if let (Some(0), Some(refused), Some(join)) = (kill_all(&dir), refused, self.join.take()) {
+            let mut kept = self.root.kept.lock().unwrap_or_else(|e| e.into_inner());
+            if kept.len() < KEPT {
+                kept.push(Kept {
+                    dir,
+                    join,
+                    limit: self.limit,
+                    refused,
+                });
+                return;
             }
         }
         remove(dir);

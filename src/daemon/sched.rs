@@ -31,15 +31,13 @@ pub fn runtime(workers: Option<usize>) -> io::Result<tokio::runtime::Runtime> {
 /// the operator's choice) keeps it.
 pub fn as_batch() {
     #[cfg(target_os = "linux")]
-    if policy().is_ok_and(|p| p != nix::libc::SCHED_OTHER) {
-        return;
-    }
-    #[cfg(target_os = "linux")]
-    if let Err(e) = set_policy(nix::libc::SCHED_BATCH) {
-        static WARNED: std::sync::Once = std::sync::Once::new();
-        WARNED.call_once(|| {
-            tracing::warn!(error = %e, "cannot schedule the daemon's threads as batch work; they keep the default policy");
-        });
+    if policy().is_ok_and(|p| p == nix::libc::SCHED_OTHER) {
+        if let Err(e) = set_policy(nix::libc::SCHED_BATCH) {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                tracing::warn!(error = %e, "cannot schedule the daemon's threads as batch work; they keep the default policy");
+            });
+        }
     }
 }
 

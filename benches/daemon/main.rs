@@ -174,10 +174,10 @@ fn row(name: &str, value: String, target: &str, baseline: &str, ratio: f64) {
     println!("{name:<48} {value:>14}  target {target:<16} {ratio:>7.2}x  baseline: {baseline}");
 }
 
-/// The runtime `catalystd` runs the daemon on (its threads are batch threads), with the 2
-/// workers it has on this 2-CPU machine; the rows' clients share it.
+/// The runtime `catalystd` runs the daemon on (batch threads, as many as it has on this
+/// machine: `daemon::sched::Threads`); the rows' clients share it.
 fn runtime() -> tokio::runtime::Runtime {
-    catalyst::daemon::sched::runtime(Some(2)).expect("runtime")
+    catalyst::daemon::sched::runtime().expect("runtime")
 }
 
 fn main() {

@@ -340,7 +340,7 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
                     .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
                     .init();
             }
-            catalyst::daemon::sched::runtime(Some(2))
+            catalyst::daemon::sched::runtime()
                 .context("cannot start the async runtime")?
                 .block_on(catalyst::cli::demo::run(&mut io::stdout().lock(), keep))?;
             Ok(Outcome::Ok)
@@ -469,7 +469,7 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 catalyst: std::env::current_exe().context("cannot find this program")?,
             };
             let rt =
-                catalyst::daemon::sched::runtime(None).context("cannot start the async runtime")?;
+                catalyst::daemon::sched::runtime().context("cannot start the async runtime")?;
             rt.block_on(async {
                 let shutdown = tokio_util::sync::CancellationToken::new();
                 let stop = shutdown.clone();

@@ -44,7 +44,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match daemon::sched::runtime(None) {
+    let runtime = match daemon::sched::runtime() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("catalystd: cannot start the async runtime: {e}");

@@ -20,8 +20,8 @@
 //! while finds its caches cold. So the runtime has one worker per two CPUs, and no more
 //! blocking threads than CPUs: a blocking thread that finishes a task takes the next one queued
 //! without sleeping, where an unbounded pool (tokio's default is 512) grew to 17 threads in
-//! the overhead benchmark and woke a cold one for nearly every task. On 2 CPUs this took the
-//! benchmark's daemon from 1.46x the floor to 1.31x (README "Benchmarks").
+//! the overhead benchmark and woke a cold one for nearly every task. On 2 CPUs this took
+//! `catalystd` in the overhead benchmark from 1.46x the floor to 1.31x (README "Benchmarks").
 
 use std::io;
 

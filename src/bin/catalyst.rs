@@ -314,6 +314,12 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
+/// The runtime a daemon runs on in this process (`catalyst demo`, `catalyst worker`): the one
+/// `catalystd` runs on.
+fn daemon_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    catalyst::daemon::sched::runtime().context("cannot start the async runtime")
+}
+
 fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Ctl(args) => {
@@ -340,9 +346,7 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
                     .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
                     .init();
             }
-            catalyst::daemon::sched::runtime()
-                .context("cannot start the async runtime")?
-                .block_on(catalyst::cli::demo::run(&mut io::stdout().lock(), keep))?;
+            daemon_runtime()?.block_on(catalyst::cli::demo::run(&mut io::stdout().lock(), keep))?;
             Ok(Outcome::Ok)
         }
         Command::Formula(FormulaCmd::Check { files, prompts }) => formula_check(&files, prompts),
@@ -468,8 +472,7 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 cluster: cluster_name,
                 catalyst: std::env::current_exe().context("cannot find this program")?,
             };
-            let rt =
-                catalyst::daemon::sched::runtime().context("cannot start the async runtime")?;
+            let rt = daemon_runtime()?;
             rt.block_on(async {
                 let shutdown = tokio_util::sync::CancellationToken::new();
                 let stop = shutdown.clone();

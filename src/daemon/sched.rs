@@ -105,7 +105,7 @@ fn set_policy(policy: i32) -> io::Result<()> {
 }
 
 #[cfg(test)]
-mod threads_tests {
+mod tests {
     use super::*;
 
     #[test]
@@ -158,12 +158,8 @@ mod threads_tests {
             .expect("the waiting task started once a thread was free");
         drop(releases);
     }
-}
 
-#[cfg(all(test, target_os = "linux"))]
-mod tests {
-    use super::*;
-
+    #[cfg(target_os = "linux")]
     #[test]
     fn the_runtimes_threads_are_batch_threads() {
         let rt = runtime().expect("runtime");
@@ -179,6 +175,7 @@ mod tests {
         );
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_policy_the_operator_chose_is_kept() {
         let policy = std::thread::spawn(|| {
@@ -191,6 +188,7 @@ mod tests {
         assert_eq!(policy.expect("policy"), nix::libc::SCHED_IDLE);
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_batch_thread_starts_batch_threads() {
         let policy = std::thread::spawn(|| {

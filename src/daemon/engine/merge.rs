@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::daemon::runner::TARGET_FILE;
+use crate::daemon::runner::{GitTaskError, TARGET_FILE};
 use crate::daemon::worktree::{BranchMerge, CommitId, MergeGuard, MergeOutcome, Repo};
 use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
@@ -109,11 +109,7 @@ impl Engine {
         self.hold_publication();
         self.tasks.blocking(
             move || Input::MergeDone(Box::new(run_merge(job))),
-            |e| {
-                Input::MergeDone(Box::new(MergeReport::Failed(
-                    crate::daemon::runner::GitTaskError::Panicked(e),
-                )))
-            },
+            |e| Input::MergeDone(Box::new(MergeReport::Failed(GitTaskError::Panicked(e)))),
         );
     }
 

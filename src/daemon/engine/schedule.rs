@@ -19,7 +19,7 @@ use crate::domain::time::Timestamp;
 use crate::domain::unavailable::PauseScope;
 
 use super::{Engine, Input, Running};
-use crate::daemon::runner::{self, GateJob, JobError, JobSources, StepJob};
+use crate::daemon::runner::{self, GateJob, GitTaskError, JobError, JobSources, StepJob};
 use crate::domain::model::VARS_KEY;
 
 /// Agent steps dispatched beyond `max_agents`, made ready to start the moment an agent slot
@@ -453,7 +453,7 @@ impl Engine {
             },
             |e| Input::Removed {
                 work: lost,
-                result: Err(crate::daemon::runner::GitTaskError::Panicked(e)),
+                result: Err(GitTaskError::Panicked(e)),
             },
         );
     }

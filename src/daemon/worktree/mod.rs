@@ -321,12 +321,16 @@ impl Repo {
     /// bead's name outside the worktrees folder is left alone.
     pub fn remove(&self, bead: &BeadId) -> Result<(), GitError> {
         let repo = self.main_repo()?;
-        let spare = self.tidy_for_spare(&repo, bead);
+        // Git's record of the worktree is the bead's own: looked up once, before the lock.
+        let found = find_worktree(&repo, bead)?;
+        let spare = found
+            .as_ref()
+            .and_then(|wt| self.tidy_for_spare(&repo, bead, wt));
         self.trees.forget(bead);
         let _shared = self.exclusive();
         self.clear_bead_locks(&repo, bead);
         let path = self.worktree_path(bead);
-        if let Some(wt) = find_worktree(&repo, bead)? {
+        if let Some(wt) = found {
             let ours = same_path(wt.path(), &path);
             let kept = match spare {
                 Some(tidied) if ours => self.keep_as_spare(&repo, bead, tidied),

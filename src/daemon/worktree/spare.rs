@@ -188,11 +188,16 @@ impl Repo {
     /// deleted (the bead is finished with them). Touches only the bead's own worktree and
     /// record, so it runs before [`Repo::exclusive`] is taken; `None` when it is not to be
     /// kept.
-    pub(super) fn tidy_for_spare(&self, repo: &Repository, bead: &BeadId) -> Option<Tidied> {
+    pub(super) fn tidy_for_spare(
+        &self,
+        repo: &Repository,
+        bead: &BeadId,
+        wt: &git2::Worktree,
+    ) -> Option<Tidied> {
         if self.spare_count() >= self.spare_limit {
             return None;
         }
-        self.tidy_if_in_order(repo, bead).unwrap_or_else(|e| {
+        self.tidy_if_in_order(repo, bead, wt).unwrap_or_else(|e| {
             warn!(%bead, error = %e, "cannot keep the bead's worktree as a spare; deleting it");
             None
         })
@@ -202,16 +207,14 @@ impl Repo {
         &self,
         repo: &Repository,
         bead: &BeadId,
+        wt: &git2::Worktree,
     ) -> Result<Option<Tidied>, GitError> {
-        let Some(wt) = super::find_worktree(repo, bead)? else {
-            return Ok(None);
-        };
         let path = self.worktree_path(bead);
         let unlocked = matches!(wt.is_locked(), Ok(git2::WorktreeLockStatus::Unlocked));
         let in_order = super::same_path(wt.path(), &path)
             && unlocked
             && wt.validate().is_ok()
-            && super::checkout_finished(repo, &wt);
+            && super::checkout_finished(repo, wt);
         if !in_order {
             return Ok(None);
         }
@@ -234,9 +237,20 @@ impl Repo {
             .include_ignored(true)
             .recurse_untracked_dirs(false)
             .recurse_ignored_dirs(false);
-        let statuses = tree
-            .statuses(Some(&mut opts))
-            .ctx(|| format!("reading the status of `{bead}`"))?;
+        // Files checked out in the same tick of the clock as the index was written are
+        // "racily clean": every status hashes them again (a read of the file and of its
+        // attributes each), for as long as the index stays as it is. This status writes the
+        // index back with their stat data once they are found unchanged, as `git status`
+        // does, so the beads that get this spare next do not hash them (a spare kept at the
+        // target's tip is not checked out again). An index that cannot be written (a lock
+        // left behind) is only read.
+        opts.update_index(true);
+        let statuses = match tree.statuses(Some(&mut opts)) {
+            Ok(statuses) => statuses,
+            Err(_) => tree
+                .statuses(Some(opts.update_index(false)))
+                .ctx(|| format!("reading the status of `{bead}`"))?,
+        };
         let mut clean = true;
         for entry in statuses.iter() {
             if !(entry.status().is_wt_new() || entry.status().is_ignored()) {

@@ -186,3 +186,30 @@ fn a_spare_kept_with_a_changed_file_is_checked_out_again_when_taken() {
     assert_eq!(read(&wt.path.join("a.txt")), "a\n", "checked out again");
     assert!(tracked_changes(&wt.path).is_empty());
 }
+
+#[test]
+fn a_kept_spares_index_holds_its_files_as_they_are_so_the_next_status_reads_none() {
+    let (f, first) = merged_bead(1);
+    // A file whose stat data no longer matches the index, as a file checked out in the same
+    // tick of the clock as the index was written looks: every status reads it again.
+    let file = f.repo.worktree_path(&first).join("a.txt");
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    fs::File::options()
+        .write(true)
+        .open(&file)
+        .and_then(|f| f.set_modified(hour_ago))
+        .expect("set the file's time");
+    let spare = removed_into_a_spare(&f, &first);
+    let name = spare.file_name().expect("a name");
+    let record = f.ws.join(".git/worktrees").join(name);
+    let index = git2::Index::open(&record.join("index")).expect("the spare's index");
+    let entry = index
+        .get_path(Path::new("a.txt"), 0)
+        .expect("a.txt in the index");
+    let on_disk = fs::metadata(spare.join("a.txt")).expect("a.txt in the spare");
+    assert_eq!(
+        i64::from(entry.mtime.seconds()),
+        on_disk.mtime(),
+        "the index was written back with the file's stat data"
+    );
+}

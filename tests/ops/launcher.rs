@@ -1,6 +1,6 @@
-//! Agents run in processes started ahead of their attempts (`catalyst __exec` shims): the
-//! agent is the shim itself once it has the command line, with its niceness, the step's
-//! environment and the prompt on stdin.
+//! Agents run in processes started ahead of their attempts (clones of the daemon on x86-64
+//! Linux, `catalyst __exec` shims elsewhere): the agent is that process itself once it has
+//! the command line, with its niceness, the step's environment and the prompt on stdin.
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -12,10 +12,14 @@ use catalyst_testkit::catalyst_bin;
 use catalyst_testkit::poll::eventually;
 use tokio_util::sync::CancellationToken;
 
-/// The pids of the processes still running `shim` (this test's own link to `catalyst`, so
-/// no other test's shims count).
-fn shims(shim: &Path) -> Vec<u32> {
+/// What the processes started ahead at `NICE` above this process look like while they wait:
+/// this process's children that are still `shim` (this test's own link to `catalyst`), or
+/// still clones of this process, named after the thread that started them. Only this test
+/// starts them at that niceness, so no other test's count.
+fn started_ahead(shim: &Path) -> Vec<u32> {
     let shim = shim.as_os_str().as_bytes();
+    let own = std::process::id().to_string();
+    let nice = niceness(&std::fs::read_to_string("/proc/self/stat").expect("stat")) + NICE;
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -23,12 +27,22 @@ fn shims(shim: &Path) -> Vec<u32> {
         .flatten()
         .filter_map(|entry| {
             let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let status = std::fs::read_to_string(entry.path().join("status")).ok()?;
+            let parent = status.lines().find_map(|l| l.strip_prefix("PPid:"))?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            if parent.trim() != own || niceness(&stat) != nice.min(19) {
+                return None;
+            }
             let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
             let program = cmdline.split(|b| *b == 0).next()?;
-            (program == shim).then_some(pid)
+            let comm = std::fs::read_to_string(entry.path().join("comm")).ok()?;
+            (program == shim || comm.trim() == "catalyst-agent-").then_some(pid)
         })
         .collect()
 }
+
+/// The niceness this test's launcher adds.
+const NICE: i32 = 3;
 
 /// The niceness field of a `/proc/<pid>/stat` line.
 fn niceness(stat: &str) -> i32 {
@@ -48,11 +62,11 @@ async fn an_agent_runs_in_a_process_started_before_its_attempt() {
     std::fs::create_dir_all(&worktree).expect("worktree");
     let shim = dir.path().join("shim");
     std::os::unix::fs::symlink(catalyst_bin(), &shim).expect("link");
-    let launcher = Launcher::new(shim.clone(), 3, None);
+    let launcher = Launcher::new(shim.clone(), NICE as u32, None);
     let early = launcher.take();
     // The one taken and the two started for the attempts after it.
-    let waiting = eventually("three shims waiting", async || {
-        let found = shims(&shim);
+    let waiting = eventually("three processes waiting", async || {
+        let found = started_ahead(&shim);
         (found.len() == 3).then_some(found)
     })
     .await;
@@ -75,7 +89,7 @@ async fn an_agent_runs_in_a_process_started_before_its_attempt() {
         grace: Duration::from_secs(5),
         output_cap: 1024 * 1024,
         max_processes: None,
-        nice: 3,
+        nice: NICE as u32,
         sandbox: None,
         conversation: None,
     };
@@ -86,10 +100,10 @@ async fn an_agent_runs_in_a_process_started_before_its_attempt() {
     let pid: u32 = lines[0].parse().expect("pid");
     assert!(
         waiting.contains(&pid),
-        "the agent ran in a shim started before its attempt: {pid} not in {waiting:?}"
+        "the agent ran in a process started before its attempt: {pid} not in {waiting:?}"
     );
     let own = niceness(&std::fs::read_to_string("/proc/self/stat").expect("stat"));
-    assert_eq!(niceness(&format!("){}", lines[1])), (own + 3).min(19));
+    assert_eq!(niceness(&format!("){}", lines[1])), (own + NICE).min(19));
     assert_eq!(
         lines[2], "cat-1.work",
         "the step's environment came in the message"
@@ -99,8 +113,9 @@ async fn an_agent_runs_in_a_process_started_before_its_attempt() {
         "the prompt followed the message on stdin"
     );
     drop(launcher);
-    eventually("the waiting shims gone with their launcher", async || {
-        shims(&shim).is_empty().then_some(())
-    })
+    eventually(
+        "the waiting processes gone with their launcher",
+        async || started_ahead(&shim).is_empty().then_some(()),
+    )
     .await;
 }

@@ -1,5 +1,6 @@
 //! Agents' processes started ahead of their attempts (see [`super::shim`] for why): each
 //! waits, in a control group of its own, for the command line of the attempt that takes it.
+//! On x86-64 Linux each is a clone of the daemon ([`super::cloned`]), elsewhere a shim.
 
 use std::io;
 use std::path::PathBuf;
@@ -8,9 +9,10 @@ use std::sync::Mutex;
 use std::process::Stdio;
 use tokio::io::AsyncWriteExt;
 
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::task::JoinHandle;
 
+use super::process::Process;
 use super::shim;
 use super::spawn::{self, process_limit};
 use crate::daemon::cgroup::AttemptGroup;
@@ -42,11 +44,18 @@ pub struct Launch {
     handle: JoinHandle<io::Result<Launched>>,
 }
 
-/// A started shim, waiting on its stdin.
-#[derive(Debug)]
+/// A started process, waiting for its command line.
 pub(super) struct Launched {
-    pub(super) child: Child,
+    pub(super) child: Process,
     pub(super) limit: Option<AttemptGroup>,
+}
+
+impl std::fmt::Debug for Launched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launched")
+            .field("pid", &self.child.id())
+            .finish()
+    }
 }
 
 impl Launcher {
@@ -74,15 +83,29 @@ impl Launcher {
         taken.unwrap_or_else(|| self.start())
     }
 
-    /// Starts a shim with `posix_spawn` (no `pre_exec`, so the daemon's page tables are not
-    /// copied): it sets its own niceness, parent-death signal and control group
-    /// ([`shim::Setup`]).
+    /// Starts a process that waits for its command line: on x86-64 Linux a clone of the
+    /// daemon ([`super::cloned`]), elsewhere a shim started with `posix_spawn` (no `pre_exec`,
+    /// so the daemon's page tables are not copied), which sets its own niceness,
+    /// parent-death signal and control group ([`shim::Setup`]).
     fn start(&self) -> Launch {
         let limit = self.max_processes.and_then(process_limit);
+        let niceness = spawn::niceness(self.nice);
+        let cgroup = limit.as_ref().map(AttemptGroup::join_path);
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        if super::cloned::supported() {
+            let handle = tokio::spawn(async move {
+                let child = spawn::clone_ahead(niceness, cgroup).await?;
+                Ok(Launched {
+                    child: Process::Cloned(child),
+                    limit,
+                })
+            });
+            return Launch { handle };
+        }
         let setup = shim::Setup {
             parent: Some(std::process::id()),
-            niceness: spawn::niceness(self.nice),
-            cgroup: limit.as_ref().map(AttemptGroup::join_path),
+            niceness,
+            cgroup,
         };
         let mut command = Command::new(&self.shim);
         command
@@ -96,7 +119,10 @@ impl Launcher {
             .kill_on_drop(true);
         let handle = tokio::spawn(async move {
             let child = spawn::spawn(command).await?;
-            Ok(Launched { child, limit })
+            Ok(Launched {
+                child: Process::Spawned(child),
+                limit,
+            })
         });
         Launch { handle }
     }
@@ -125,13 +151,18 @@ impl Launch {
 }
 
 impl Launched {
-    /// Turns the waiting shim into the agent.
+    /// Turns the waiting process into the agent.
     pub(super) async fn exec(&mut self, exec: &shim::Exec) -> io::Result<()> {
-        let pipe = self
-            .child
-            .stdin
-            .as_mut()
-            .ok_or_else(|| io::Error::other("the shim has no stdin"))?;
-        pipe.write_all(&shim::encode(exec)).await
+        match &mut self.child {
+            Process::Spawned(child) => {
+                let pipe = child
+                    .stdin
+                    .as_mut()
+                    .ok_or_else(|| io::Error::other("the shim has no stdin"))?;
+                pipe.write_all(&shim::encode(exec)).await
+            }
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+            Process::Cloned(child) => child.exec(exec),
+        }
     }
 }

@@ -23,10 +23,13 @@
 //! in the run folder as `report.json`. [`kill_leftover_group`] cleans up after a daemon that
 //! died with agents running.
 
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod cloned;
 mod events;
 mod group;
 mod launcher;
 mod output;
+mod process;
 mod run;
 pub mod shim;
 pub mod shim_bin;

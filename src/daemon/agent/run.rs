@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
-use tokio::process::Child;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -21,6 +20,7 @@ use super::events::{Parsed, StderrScanner, StdoutParser, TurnEnd};
 use super::group::{signal_group, GroupGuard};
 use super::launcher::Launch;
 use super::output::{pump, CappedFile, StreamStats};
+use super::process::{Input, Process};
 use super::{shim, spawn, NetPlan, RunSpec, SandboxSpec, PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
 use crate::daemon::cgroup::AttemptGroup;
 use crate::daemon::clock;
@@ -38,7 +38,7 @@ const MIN_DRAIN: Duration = Duration::from_secs(2);
 
 /// An agent that has been spawned.
 struct Running {
-    child: Child,
+    child: Process,
     pgid: Pid,
     group: GroupGuard,
     stdin: Option<JoinHandle<()>>,
@@ -138,13 +138,16 @@ async fn start(spec: &RunSpec, early: Option<Launch>) -> Result<Running, StartEr
             if let Some(group) = &limit {
                 group.enter(&mut command);
             }
-            let child = spawn::spawn(command).await.map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => StartError::NotFound(program.clone()),
-                _ => StartError::Spawn {
-                    program: program.clone(),
-                    source: e,
-                },
-            })?;
+            let child = spawn::spawn(command)
+                .await
+                .map(Process::Spawned)
+                .map_err(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => StartError::NotFound(program.clone()),
+                    _ => StartError::Spawn {
+                        program: program.clone(),
+                        source: e,
+                    },
+                })?;
             (child, limit)
         }
     };
@@ -314,7 +317,7 @@ async fn prepare(spec: &RunSpec) -> Result<Prepared, StartError> {
 /// Feeds the prompt to a spawned agent (when the profile says so), holds its conversation
 /// (when it has one) and starts the readers of its output.
 fn attach(
-    mut child: Child,
+    mut child: Process,
     pgid: Pid,
     group: GroupGuard,
     spec: &RunSpec,
@@ -322,7 +325,8 @@ fn attach(
 ) -> Result<Running, StartError> {
     let hopeless = CancellationToken::new();
     let mut parser = StdoutParser::new(spec.profile.format, spec.output_cap, hopeless.clone());
-    let stdin = match (child.stdin.take(), prepared.stdin) {
+    let pipe = child.take_stdin().map_err(|_| StartError::NoPipes)?;
+    let stdin = match (pipe, prepared.stdin) {
         (Some(mut pipe), StdinMode::Prompt) => {
             let prompt = spec.prompt.clone();
             Some(tokio::spawn(async move {
@@ -345,7 +349,7 @@ fn attach(
     };
     let activity = Arc::new(Notify::new());
     let drain = CancellationToken::new();
-    let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
+    let Ok(Some((out, err))) = child.take_output() else {
         return Err(StartError::NoPipes);
     };
     let stdout = tokio::spawn(pump(
@@ -389,7 +393,7 @@ struct Talk {
 impl Talk {
     async fn hold(
         mut self,
-        mut pipe: tokio::process::ChildStdin,
+        mut pipe: Input,
         prompt: String,
         mut ends: tokio::sync::mpsc::UnboundedReceiver<TurnEnd>,
     ) {
@@ -524,7 +528,7 @@ async fn supervise(mut r: Running, spec: &RunSpec, cancel: CancellationToken) ->
 }
 
 /// SIGTERM to the group, `grace` to exit, then SIGKILL.
-async fn stop(child: &mut Child, pgid: Pid, grace: Duration) {
+async fn stop(child: &mut Process, pgid: Pid, grace: Duration) {
     if let Err(e) = signal_group(pgid, Signal::SIGTERM) {
         tracing::warn!(pgid = pgid.as_raw(), error = %e, "cannot send SIGTERM to the agent's group");
     }

@@ -19,19 +19,16 @@ use tokio::sync::oneshot;
 
 use crate::daemon::cgroup::AttemptGroup;
 
-struct Request {
-    command: Command,
-    runtime: Handle,
-    reply: oneshot::Sender<io::Result<Child>>,
-}
+/// Work for the spawner thread.
+type Job = Box<dyn FnOnce() + Send>;
 
 /// The spawner thread's queue; `None` when the thread could not be started.
-static SPAWNER: OnceLock<Option<mpsc::Sender<Request>>> = OnceLock::new();
+static SPAWNER: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
 
-fn spawner() -> Option<&'static mpsc::Sender<Request>> {
+fn spawner() -> Option<&'static mpsc::Sender<Job>> {
     SPAWNER
         .get_or_init(|| {
-            let (tx, rx) = mpsc::channel::<Request>();
+            let (tx, rx) = mpsc::channel::<Job>();
             let started = std::thread::Builder::new()
                 .name("catalyst-agent-spawner".into())
                 .spawn(move || serve(rx));
@@ -46,22 +43,37 @@ fn spawner() -> Option<&'static mpsc::Sender<Request>> {
         .as_ref()
 }
 
-fn serve(requests: mpsc::Receiver<Request>) {
+fn serve(jobs: mpsc::Receiver<Job>) {
     // Agents inherit it, and everything they start (see `daemon::sched`).
     crate::daemon::sched::as_batch();
-    for Request {
-        mut command,
-        runtime,
-        reply,
-    } in requests
-    {
-        // The child's pipes and exit notification are registered with the caller's runtime.
-        let _context = runtime.enter();
-        if let Err(Ok(child)) = reply.send(command.spawn()) {
-            // Whoever asked is gone (its future was dropped): nobody will supervise this agent.
-            orphaned(child);
-        }
+    for job in jobs {
+        job();
     }
+}
+
+/// Runs `make` on the spawner thread (here when there is none) and hands back what it made;
+/// what nobody waits for any more (the caller's future was dropped) goes to `orphan`.
+async fn on_spawner<T: Send + 'static>(
+    make: impl FnOnce() -> io::Result<T> + Send + 'static,
+    orphan: fn(T),
+) -> io::Result<T> {
+    let (reply, answer) = oneshot::channel();
+    let job: Job = Box::new(move || {
+        if let Err(Ok(made)) = reply.send(make()) {
+            orphan(made);
+        }
+    });
+    match spawner() {
+        Some(spawner) => {
+            if let Err(mpsc::SendError(job)) = spawner.send(job) {
+                job();
+            }
+        }
+        None => job(),
+    }
+    answer
+        .await
+        .unwrap_or_else(|_| Err(io::Error::other("the agent spawner thread stopped")))
 }
 
 fn orphaned(child: Child) {
@@ -75,22 +87,35 @@ fn orphaned(child: Child) {
 
 /// Spawns `command` from the spawner thread (see the module documentation).
 pub(crate) async fn spawn(mut command: Command) -> io::Result<Child> {
-    let Some(spawner) = spawner() else {
-        return command.spawn();
-    };
-    let (reply, answer) = oneshot::channel();
-    let request = Request {
-        command,
-        runtime: Handle::current(),
-        reply,
-    };
-    if let Err(mpsc::SendError(request)) = spawner.send(request) {
-        let mut command = request.command;
-        return command.spawn();
-    }
-    answer
-        .await
-        .unwrap_or_else(|_| Err(io::Error::other("the agent spawner thread stopped")))
+    let runtime = Handle::current();
+    on_spawner(
+        move || {
+            // The child's pipes and exit notification are registered with the caller's runtime.
+            let _context = runtime.enter();
+            command.spawn()
+        },
+        orphaned,
+    )
+    .await
+}
+
+/// Starts a clone that waits for its command line ([`super::cloned`]) from the spawner
+/// thread, with `niceness` and in the control group joined by `cgroup`.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) async fn clone_ahead(
+    niceness: Option<nix::libc::c_int>,
+    cgroup: Option<std::path::PathBuf>,
+) -> io::Result<super::cloned::Child> {
+    on_spawner(
+        move || {
+            super::cloned::start(&super::cloned::Setup {
+                niceness,
+                cgroup: cgroup.as_deref(),
+            })
+        },
+        drop,
+    )
+    .await
 }
 
 /// Makes the child die with the daemon, from between `fork` and `exec`.

@@ -189,7 +189,12 @@ impl Journal {
         if self.cut_pending {
             self.cut_back()?;
         }
-        self.check_unchanged()?;
+        // Once per group commit: a later group of the same batch follows within microseconds,
+        // and the file was found unchanged (and then only written by this journal) before
+        // the batch's first group.
+        if !(self.deferred && self.unsynced) {
+            self.check_unchanged()?;
+        }
         let written = self.file.write_all(&buf).and_then(|()| {
             if self.deferred {
                 self.unsynced = true;

@@ -10,6 +10,7 @@ use std::process::Command;
 
 fn main() {
     println!("cargo::rerun-if-changed=shim/main.rs");
+    println!("cargo::rerun-if-changed=shim/sys.rs");
     println!("cargo::rustc-check-cfg=cfg(embedded_shim)");
     let target = env::var("TARGET").expect("cargo sets TARGET");
     if !(target.starts_with("x86_64-") && target.contains("-linux-")) {

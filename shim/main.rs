@@ -28,169 +28,7 @@ use core::arch::{asm, naked_asm};
 /// The longest message read (a sandboxed command line is a few KiB).
 const MAX_MESSAGE: usize = 1 << 20;
 
-/// Linux system calls on x86-64, the few the shim makes.
-mod sys {
-    use core::arch::asm;
-
-    const READ: usize = 0;
-    const WRITE: usize = 1;
-    const CLOSE: usize = 3;
-    const MMAP: usize = 9;
-    const DUP2: usize = 33;
-    const EXECVE: usize = 59;
-    const CHDIR: usize = 80;
-    const GETPPID: usize = 110;
-    const SETPRIORITY: usize = 141;
-    const PRCTL: usize = 157;
-    const EXIT_GROUP: usize = 231;
-    const OPENAT: usize = 257;
-
-    pub const EINTR: usize = 4;
-    pub const ENOENT: usize = 2;
-    pub const EACCES: usize = 13;
-    pub const ENOTDIR: usize = 20;
-
-    /// A system call's result: the value, or the error number.
-    pub type Result = core::result::Result<usize, usize>;
-
-    fn check(ret: isize) -> Result {
-        if (-4095..0).contains(&ret) {
-            Err(-ret as usize)
-        } else {
-            Ok(ret as usize)
-        }
-    }
-
-    unsafe fn call3(nr: usize, a: usize, b: usize, c: usize) -> Result {
-        let ret: isize;
-        // SAFETY: the caller passes arguments valid for system call `nr`.
-        unsafe {
-            asm!("syscall", inlateout("rax") nr as isize => ret, in("rdi") a, in("rsi") b,
-                 in("rdx") c, lateout("rcx") _, lateout("r11") _, options(nostack));
-        }
-        check(ret)
-    }
-
-    unsafe fn call6(nr: usize, a: [usize; 6]) -> Result {
-        let ret: isize;
-        // SAFETY: the caller passes arguments valid for system call `nr`.
-        unsafe {
-            asm!("syscall", inlateout("rax") nr as isize => ret, in("rdi") a[0], in("rsi") a[1],
-                 in("rdx") a[2], in("r10") a[3], in("r8") a[4], in("r9") a[5],
-                 lateout("rcx") _, lateout("r11") _, options(nostack));
-        }
-        check(ret)
-    }
-
-    pub fn read(fd: usize, buf: &mut [u8]) -> Result {
-        loop {
-            // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`.
-            match unsafe { call3(READ, fd, buf.as_mut_ptr() as usize, buf.len()) } {
-                Err(EINTR) => continue,
-                done => return done,
-            }
-        }
-    }
-
-    pub fn write(fd: usize, buf: &[u8]) -> Result {
-        // SAFETY: the kernel reads `buf.len()` bytes of `buf`.
-        unsafe { call3(WRITE, fd, buf.as_ptr() as usize, buf.len()) }
-    }
-
-    pub fn close(fd: usize) {
-        // SAFETY: closes a descriptor this program opened.
-        let _ = unsafe { call3(CLOSE, fd, 0, 0) };
-    }
-
-    /// Opens the NUL-terminated `path` with `flags`.
-    pub fn open(path: &[u8], flags: usize) -> Result {
-        const AT_FDCWD: isize = -100;
-        debug_assert_eq!(path.last(), Some(&0));
-        // SAFETY: `path` is NUL-terminated.
-        unsafe {
-            call6(
-                OPENAT,
-                [AT_FDCWD as usize, path.as_ptr() as usize, flags, 0, 0, 0],
-            )
-        }
-    }
-
-    pub fn dup2(from: usize, to: usize) -> Result {
-        // SAFETY: no memory is involved.
-        unsafe { call3(DUP2, from, to, 0) }
-    }
-
-    /// `len` bytes of fresh zeroed memory, never given back (the shim `exec`s or exits).
-    pub fn alloc(len: usize) -> core::result::Result<&'static mut [u8], usize> {
-        const PROT_READ_WRITE: usize = 3;
-        const MAP_PRIVATE_ANONYMOUS: usize = 0x22;
-        let len = len.max(1);
-        // SAFETY: a new anonymous mapping of `len` bytes, owned by nobody else.
-        let at = unsafe {
-            call6(
-                MMAP,
-                [
-                    0,
-                    len,
-                    PROT_READ_WRITE,
-                    MAP_PRIVATE_ANONYMOUS,
-                    usize::MAX,
-                    0,
-                ],
-            )?
-        };
-        // SAFETY: the mapping is `len` bytes, readable and writable, and lives for good.
-        Ok(unsafe { core::slice::from_raw_parts_mut(at as *mut u8, len) })
-    }
-
-    pub fn getppid() -> usize {
-        // SAFETY: no arguments.
-        unsafe { call3(GETPPID, 0, 0, 0) }.unwrap_or(0)
-    }
-
-    /// Sets this process's niceness.
-    pub fn set_niceness(n: isize) -> Result {
-        const PRIO_PROCESS: usize = 0;
-        // SAFETY: no memory is involved.
-        unsafe { call3(SETPRIORITY, PRIO_PROCESS, 0, n as usize) }
-    }
-
-    /// `SIGKILL` when the thread that started this process ends.
-    pub fn die_with_parent() -> Result {
-        const PR_SET_PDEATHSIG: usize = 1;
-        const SIGKILL: usize = 9;
-        // SAFETY: no memory is involved.
-        unsafe { call3(PRCTL, PR_SET_PDEATHSIG, SIGKILL, 0) }
-    }
-
-    /// Changes the working folder to the NUL-terminated `path`.
-    pub fn chdir(path: &[u8]) -> Result {
-        // SAFETY: `path` is NUL-terminated.
-        unsafe { call3(CHDIR, path.as_ptr() as usize, 0, 0) }
-    }
-
-    /// Runs `program` (NUL-terminated) with the NULL-terminated `argv` and `envp`; returns only
-    /// its error.
-    pub fn execve(program: *const u8, argv: &[*const u8], envp: &[*const u8]) -> usize {
-        debug_assert!(argv.last().is_some_and(|p| p.is_null()));
-        debug_assert!(envp.last().is_some_and(|p| p.is_null()));
-        // SAFETY: every pointer is to a NUL-terminated string, and both arrays end with NULL.
-        let ret = unsafe {
-            call3(
-                EXECVE,
-                program as usize,
-                argv.as_ptr() as usize,
-                envp.as_ptr() as usize,
-            )
-        };
-        ret.err().unwrap_or(0)
-    }
-
-    pub fn exit(code: u8) -> ! {
-        // SAFETY: ends the process.
-        unsafe { asm!("syscall", in("rax") EXIT_GROUP, in("rdi") code as usize, options(noreturn)) }
-    }
-}
+mod sys;
 
 /// The process's entry: the stack holds `argc`, `argv` and `envp` (System V ABI).
 #[unsafe(naked)]
@@ -496,7 +334,7 @@ fn join(procs: &[u8]) -> Result<(), ()> {
         return Err(());
     }
     path[..procs.len()].copy_from_slice(procs);
-    let fd = sys::open(&path[..=procs.len()], O_WRONLY_CLOEXEC).map_err(failed)?;
+    let fd = sys::open(path[..=procs.len()].as_ptr(), O_WRONLY_CLOEXEC).map_err(failed)?;
     let written = sys::write(fd, b"0");
     sys::close(fd);
     written.map(drop).map_err(failed)
@@ -633,12 +471,12 @@ fn command<'a>(body: &'a mut [u8], env: &[*const u8]) -> Result<Command<'a>, Unr
 
 /// Becomes the agent; returns only the error number of what failed.
 fn exec(command: &Command) -> usize {
-    if let Err(e) = sys::chdir(command.cwd) {
+    if let Err(e) = sys::chdir(command.cwd.as_ptr()) {
         return e;
     }
     if command.stdin_null {
         const O_RDONLY: usize = 0;
-        let fd = match sys::open(b"/dev/null\0", O_RDONLY) {
+        let fd = match sys::open(b"/dev/null\0".as_ptr(), O_RDONLY) {
             Ok(fd) => fd,
             Err(e) => return e,
         };
@@ -649,7 +487,7 @@ fn exec(command: &Command) -> usize {
     }
     let program = command.program;
     if program.contains(&b'/') {
-        return sys::execve(program.as_ptr(), command.argv, command.envp);
+        return sys::execve(program.as_ptr(), command.argv.as_ptr(), command.envp.as_ptr());
     }
     // A bare name: looked up on the agent's `PATH`, as `execvp` does.
     let path = command
@@ -669,7 +507,7 @@ fn exec(command: &Command) -> usize {
         full[..dir.len()].copy_from_slice(dir);
         full[dir.len()] = b'/';
         full[dir.len() + 1..dir.len() + 1 + program.len()].copy_from_slice(program);
-        match sys::execve(full.as_ptr(), command.argv, command.envp) {
+        match sys::execve(full.as_ptr(), command.argv.as_ptr(), command.envp.as_ptr()) {
             sys::EACCES => denied = true,
             sys::ENOENT | sys::ENOTDIR => {}
             e => return e,

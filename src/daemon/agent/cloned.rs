@@ -432,7 +432,7 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
         }
     }
     if !plan.cgroup.is_null() {
-        if let Err(e) = sys::join(plan.cgroup) {
+        if let Err(e) = join(plan.cgroup) {
             say(&[b"cannot join the attempt's control group"], e);
             return 126;
         }
@@ -446,7 +446,7 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: written before the go byte, and alive until this process is reaped.
     let image = unsafe { &*std::ptr::read_volatile(&plan.image) };
     if image.stdin_null {
-        if let Err(e) = sys::stdin_null() {
+        if let Err(e) = stdin_null() {
             say(&[b"cannot open /dev/null"], e);
             return 127;
         }
@@ -457,8 +457,35 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     }
     sys::unblock_signals();
     let e = sys::execve(image.program, image.argv, image.envp);
-    say(&[b"cannot run `", sys::c_bytes(image.program), b"`"], e);
+    say(&[b"cannot run `", c_bytes(image.program), b"`"], e);
     127
+}
+
+/// `open` flags.
+const O_RDONLY: usize = 0;
+const O_WRONLY: usize = 1;
+const O_CLOEXEC: usize = 0o2000000;
+
+/// Joins a control group by writing `0` to its join file (the NUL-terminated `path`).
+fn join(path: *const u8) -> sys::Result {
+    let fd = sys::open(path, O_WRONLY | O_CLOEXEC)?;
+    let written = sys::write(fd, b"0");
+    sys::close(fd);
+    written
+}
+
+/// Stdin from `/dev/null`.
+fn stdin_null() -> sys::Result {
+    let fd = sys::open(c"/dev/null".as_ptr().cast(), O_RDONLY | O_CLOEXEC)?;
+    let duped = sys::dup2(fd, 0);
+    sys::close(fd);
+    duped
+}
+
+/// The bytes of a NUL-terminated string, without the NUL.
+fn c_bytes<'a>(at: *const u8) -> &'a [u8] {
+    // SAFETY: the caller's string ends with NUL, and lives as long as the process reads it.
+    unsafe { std::ffi::CStr::from_ptr(at.cast()) }.to_bytes()
 }
 
 /// Writes `catalyst: <what>: os error <errno>` on stderr (the agent's stderr file).
@@ -488,224 +515,6 @@ fn say(what: &[&[u8]], errno: usize) {
     let _ = sys::write(2, &line[..len]);
 }
 
-/// Linux system calls on x86-64, made without the C library.
-mod sys {
-    use std::arch::asm;
-
-    const READ: usize = 0;
-    const WRITE: usize = 1;
-    const CLOSE: usize = 3;
-    const RT_SIGACTION: usize = 13;
-    const RT_SIGPROCMASK: usize = 14;
-    const DUP2: usize = 33;
-    const EXECVE: usize = 59;
-    const CHDIR: usize = 80;
-    const GETPPID: usize = 110;
-    const SETPGID: usize = 109;
-    const SETPRIORITY: usize = 141;
-    const PRCTL: usize = 157;
-    const OPENAT: usize = 257;
-    const FCNTL: usize = 72;
-    const CLOSE_RANGE: usize = 436;
-
-    const EINTR: usize = 4;
-
-    pub type Result = core::result::Result<usize, usize>;
-
-    fn check(ret: isize) -> Result {
-        if (-4095..0).contains(&ret) {
-            Err(-ret as usize)
-        } else {
-            Ok(ret as usize)
-        }
-    }
-
-    unsafe fn call4(nr: usize, a: usize, b: usize, c: usize, d: usize) -> Result {
-        let ret: isize;
-        // SAFETY: the caller passes arguments valid for system call `nr`.
-        unsafe {
-            asm!("syscall", inlateout("rax") nr as isize => ret, in("rdi") a, in("rsi") b,
-                 in("rdx") c, in("r10") d, lateout("rcx") _, lateout("r11") _,
-                 options(nostack));
-        }
-        check(ret)
-    }
-
-    fn retry(mut call: impl FnMut() -> Result) -> Result {
-        loop {
-            match call() {
-                Err(EINTR) => continue,
-                done => return done,
-            }
-        }
-    }
-
-    pub fn read(fd: usize, buf: &mut [u8]) -> Result {
-        // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`.
-        retry(|| unsafe { call4(READ, fd, buf.as_mut_ptr() as usize, buf.len(), 0) })
-    }
-
-    pub fn write(fd: usize, buf: &[u8]) -> Result {
-        // SAFETY: the kernel reads `buf.len()` bytes of `buf`.
-        retry(|| unsafe { call4(WRITE, fd, buf.as_ptr() as usize, buf.len(), 0) })
-    }
-
-    fn close(fd: usize) {
-        // SAFETY: closes a descriptor this process opened.
-        let _ = unsafe { call4(CLOSE, fd, 0, 0, 0) };
-    }
-
-    /// Opens the NUL-terminated `path`, close-on-exec.
-    fn open(path: *const u8, flags: usize) -> Result {
-        const AT_FDCWD: isize = -100;
-        const O_CLOEXEC: usize = 0o2000000;
-        // SAFETY: `path` is NUL-terminated.
-        retry(|| unsafe {
-            call4(
-                OPENAT,
-                AT_FDCWD as usize,
-                path as usize,
-                flags | O_CLOEXEC,
-                0,
-            )
-        })
-    }
-
-    pub fn dup2(from: usize, to: usize) -> Result {
-        // SAFETY: no memory is involved.
-        unsafe { call4(DUP2, from, to, 0, 0) }
-    }
-
-    /// Descriptor `from` as `to`, kept open across `execve`.
-    pub fn keep_as(from: usize, to: usize) -> Result {
-        const F_SETFD: usize = 2;
-        if from == to {
-            // `dup2` of a descriptor onto itself would leave it close-on-exec.
-            // SAFETY: no memory is involved.
-            return unsafe { call4(FCNTL, from, F_SETFD, 0, 0) };
-        }
-        dup2(from, to)
-    }
-
-    /// Closes every descriptor from `first` up.
-    pub fn close_from(first: usize) -> Result {
-        // SAFETY: no memory is involved.
-        unsafe { call4(CLOSE_RANGE, first, u32::MAX as usize, 0, 0) }
-    }
-
-    pub fn setpgid() -> Result {
-        // SAFETY: no memory is involved.
-        unsafe { call4(SETPGID, 0, 0, 0, 0) }
-    }
-
-    pub fn die_with_parent() -> Result {
-        const PR_SET_PDEATHSIG: usize = 1;
-        const SIGKILL: usize = 9;
-        // SAFETY: no memory is involved.
-        unsafe { call4(PRCTL, PR_SET_PDEATHSIG, SIGKILL, 0, 0) }
-    }
-
-    pub fn getppid() -> usize {
-        // SAFETY: no arguments.
-        unsafe { call4(GETPPID, 0, 0, 0, 0) }.unwrap_or(0)
-    }
-
-    pub fn set_niceness(n: isize) -> Result {
-        const PRIO_PROCESS: usize = 0;
-        // SAFETY: no memory is involved.
-        unsafe { call4(SETPRIORITY, PRIO_PROCESS, 0, n as usize, 0) }
-    }
-
-    /// Joins a control group by writing `0` to its join file (NUL-terminated `path`).
-    pub fn join(path: *const u8) -> Result {
-        const O_WRONLY: usize = 1;
-        let fd = open(path, O_WRONLY)?;
-        let written = write(fd, b"0");
-        close(fd);
-        written
-    }
-
-    /// Stdin from `/dev/null`.
-    pub fn stdin_null() -> Result {
-        const O_RDONLY: usize = 0;
-        let fd = open(c"/dev/null".as_ptr().cast(), O_RDONLY)?;
-        let duped = dup2(fd, 0);
-        close(fd);
-        duped
-    }
-
-    pub fn chdir(path: *const u8) -> Result {
-        // SAFETY: `path` is NUL-terminated.
-        unsafe { call4(CHDIR, path as usize, 0, 0, 0) }
-    }
-
-    /// The kernel's `struct sigaction` on x86-64.
-    #[repr(C)]
-    struct Action {
-        handler: usize,
-        flags: u64,
-        restorer: usize,
-        mask: u64,
-    }
-
-    /// Every signal whose handler is the daemon's, and `SIGPIPE` (which the daemon ignores),
-    /// back to the default: `execve` would reset the handlers, but a signal let through
-    /// before it would run the daemon's handler on this stack.
-    pub fn reset_signals() {
-        const SIG_DFL: usize = 0;
-        const SIG_IGN: usize = 1;
-        const SIGKILL: usize = 9;
-        const SIGPIPE: usize = 13;
-        const SIGSTOP: usize = 19;
-        for signal in 1..=64 {
-            if signal == SIGKILL || signal == SIGSTOP {
-                continue;
-            }
-            let mut old = Action {
-                handler: 0,
-                flags: 0,
-                restorer: 0,
-                mask: 0,
-            };
-            // SAFETY: reads the signal's action into `old`; the size is the kernel's mask's.
-            let read = unsafe { call4(RT_SIGACTION, signal, 0, &raw mut old as usize, 8) };
-            let own = old.handler != SIG_DFL && old.handler != SIG_IGN;
-            if read.is_ok() && (own || (signal == SIGPIPE && old.handler == SIG_IGN)) {
-                let default = Action {
-                    handler: SIG_DFL,
-                    flags: 0,
-                    restorer: 0,
-                    mask: 0,
-                };
-                // SAFETY: sets the signal's action from `default`.
-                let _ = unsafe { call4(RT_SIGACTION, signal, &raw const default as usize, 0, 8) };
-            }
-        }
-    }
-
-    /// An empty signal mask, as agents start with.
-    pub fn unblock_signals() {
-        const SIG_SETMASK: usize = 2;
-        let none: u64 = 0;
-        // SAFETY: sets the mask from `none`; the size is the kernel's mask's.
-        let _ = unsafe { call4(RT_SIGPROCMASK, SIG_SETMASK, &raw const none as usize, 0, 8) };
-    }
-
-    /// Runs `program`; returns only its error.
-    pub fn execve(program: *const u8, argv: *const *const u8, envp: *const *const u8) -> usize {
-        // SAFETY: NUL-terminated strings, and arrays of them that end with NULL.
-        let ret = unsafe { call4(EXECVE, program as usize, argv as usize, envp as usize, 0) };
-        ret.err().unwrap_or(0)
-    }
-
-    /// The bytes of a NUL-terminated string, without the NUL.
-    pub fn c_bytes<'a>(at: *const u8) -> &'a [u8] {
-        let mut len = 0;
-        // SAFETY: the caller's string ends with NUL.
-        while unsafe { *at.add(len) } != 0 {
-            len += 1;
-        }
-        // SAFETY: `len` bytes before the NUL.
-        unsafe { std::slice::from_raw_parts(at, len) }
-    }
-}
+/// The system calls, shared with `catalyst-shim`.
+#[path = "../../../shim/sys.rs"]
+mod sys;

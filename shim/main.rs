@@ -487,7 +487,11 @@ fn exec(command: &Command) -> usize {
     }
     let program = command.program;
     if program.contains(&b'/') {
-        return sys::execve(program.as_ptr(), command.argv.as_ptr(), command.envp.as_ptr());
+        return sys::execve(
+            program.as_ptr(),
+            command.argv.as_ptr(),
+            command.envp.as_ptr(),
+        );
     }
     // A bare name: looked up on the agent's `PATH`, as `execvp` does.
     let path = command

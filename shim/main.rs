@@ -30,6 +30,8 @@ const MAX_MESSAGE: usize = 1 << 20;
 
 mod sys;
 
+use sys::{say, say_error};
+
 /// The process's entry: the stack holds `argc`, `argv` and `envp` (System V ABI).
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
@@ -151,74 +153,6 @@ unsafe extern "C" fn strlen(at: *const u8) -> usize {
     len
 }
 
-/// Writes `catalyst: ` and `parts` as one line on stderr (the agent's stderr file).
-fn say(parts: &[&[u8]]) {
-    let mut line = [0u8; 1024];
-    let mut len = 0;
-    for part in [&b"catalyst: "[..]]
-        .iter()
-        .chain(parts)
-        .chain([&&b"\n"[..]])
-    {
-        let room = (line.len() - 1 - len).min(part.len());
-        line[len..len + room].copy_from_slice(&part[..room]);
-        len += room;
-    }
-    if line[len - 1] != b'\n' {
-        line[len] = b'\n';
-        len += 1;
-    }
-    let _ = sys::write(2, &line[..len]);
-}
-
-/// The text of an error number, as `strerror` would say the common ones.
-fn error_text(errno: usize, digits: &mut [u8; 20]) -> [&[u8]; 3] {
-    let text: &[u8] = match errno {
-        1 => b"Operation not permitted",
-        2 => b"No such file or directory",
-        3 => b"No such process",
-        5 => b"Input/output error",
-        7 => b"Argument list too long",
-        8 => b"Exec format error",
-        12 => b"Cannot allocate memory",
-        13 => b"Permission denied",
-        20 => b"Not a directory",
-        21 => b"Is a directory",
-        26 => b"Text file busy",
-        28 => b"No space left on device",
-        30 => b"Read-only file system",
-        36 => b"File name too long",
-        40 => b"Too many levels of symbolic links",
-        _ => b"error",
-    };
-    [text, b" (os error ", decimal(errno, digits)]
-}
-
-/// `n` in decimal, written at the end of `digits`.
-fn decimal(mut n: usize, digits: &mut [u8; 20]) -> &[u8] {
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &digits[at..];
-        }
-    }
-}
-
-/// Says `what` failed with `errno`.
-fn say_error(what: &[&[u8]], errno: usize) {
-    let mut digits = [0u8; 20];
-    let [text, open, number] = error_text(errno, &mut digits);
-    let mut parts: [&[u8]; 12] = [b""; 12];
-    let n = what.len().min(8);
-    parts[..n].copy_from_slice(&what[..n]);
-    parts[n..n + 4].copy_from_slice(&[b": ", text, open, number]);
-    parts[n + 4] = b")";
-    say(&parts[..n + 5]);
-}
-
 /// The bytes of a NUL-terminated string, without the NUL.
 fn c_str<'a>(at: *const u8) -> &'a [u8] {
     // SAFETY: the kernel's argument and environment strings, and the message's fields, end
@@ -321,7 +255,6 @@ fn setup(args: &[*const u8]) -> Result<(), ()> {
 /// v1: the calling thread, which is this whole process, moves without the kernel's global
 /// cgroup lock) or `cgroup.procs` (v2), named by `procs`.
 fn join(procs: &[u8]) -> Result<(), ()> {
-    const O_WRONLY_CLOEXEC: usize = 0o1 | 0o2000000;
     let failed = |e| {
         say_error(
             &[b"cannot join the attempt's control group `", procs, b"`"],
@@ -334,10 +267,9 @@ fn join(procs: &[u8]) -> Result<(), ()> {
         return Err(());
     }
     path[..procs.len()].copy_from_slice(procs);
-    let fd = sys::open(path[..=procs.len()].as_ptr(), O_WRONLY_CLOEXEC).map_err(failed)?;
-    let written = sys::write(fd, b"0");
-    sys::close(fd);
-    written.map(drop).map_err(failed)
+    sys::join_cgroup(path[..=procs.len()].as_ptr())
+        .map(drop)
+        .map_err(failed)
 }
 
 enum Unread {
@@ -475,15 +407,9 @@ fn exec(command: &Command) -> usize {
         return e;
     }
     if command.stdin_null {
-        const O_RDONLY: usize = 0;
-        let fd = match sys::open(b"/dev/null\0".as_ptr(), O_RDONLY) {
-            Ok(fd) => fd,
-            Err(e) => return e,
-        };
-        if let Err(e) = sys::dup2(fd, 0) {
+        if let Err(e) = sys::stdin_from_null() {
             return e;
         }
-        sys::close(fd);
     }
     let program = command.program;
     if program.contains(&b'/') {

@@ -1,7 +1,7 @@
 //! Linux system calls on x86-64, made without the C library: by `catalyst-shim` (`main.rs`,
 //! which has no C library) and by the daemon's clones before they `execve`
 //! (`src/daemon/agent/cloned.rs`, where the C library's wrappers would write the spawner
-//! thread's `errno`). Each uses some of them.
+//! thread's `errno`), and the one error line they write. Each uses some of them.
 #![allow(dead_code)]
 
 use core::arch::asm;
@@ -245,7 +245,97 @@ pub fn execve(program: *const u8, argv: *const *const u8, envp: *const *const u8
     ret.err().unwrap_or(0)
 }
 
+/// `open` flags.
+const O_RDONLY: usize = 0;
+const O_WRONLY: usize = 1;
+const O_CLOEXEC: usize = 0o2000000;
+
+/// Joins a control group by writing `0` (the writer itself) to its join file, the
+/// NUL-terminated `path`.
+pub fn join_cgroup(path: *const u8) -> Result {
+    let fd = open(path, O_WRONLY | O_CLOEXEC)?;
+    let written = write(fd, b"0");
+    close(fd);
+    written
+}
+
+/// Stdin from `/dev/null`.
+pub fn stdin_from_null() -> Result {
+    let fd = open(c"/dev/null".as_ptr().cast(), O_RDONLY | O_CLOEXEC)?;
+    let duped = dup2(fd, 0);
+    close(fd);
+    duped
+}
+
 pub fn exit(code: u8) -> ! {
     // SAFETY: ends the process.
     unsafe { asm!("syscall", in("rax") EXIT_GROUP, in("rdi") code as usize, options(noreturn)) }
+}
+
+/// Writes `catalyst: ` and `parts` as one line on stderr (the agent's stderr file).
+pub fn say(parts: &[&[u8]]) {
+    let mut line = [0u8; 1024];
+    let mut len = 0;
+    for part in [&b"catalyst: "[..]]
+        .iter()
+        .chain(parts)
+        .chain([&&b"\n"[..]])
+    {
+        let room = (line.len() - 1 - len).min(part.len());
+        line[len..len + room].copy_from_slice(&part[..room]);
+        len += room;
+    }
+    if line[len - 1] != b'\n' {
+        line[len] = b'\n';
+        len += 1;
+    }
+    let _ = write(2, &line[..len]);
+}
+
+/// The text of an error number, as `strerror` would say the common ones.
+fn error_text(errno: usize, digits: &mut [u8; 20]) -> [&[u8]; 3] {
+    let text: &[u8] = match errno {
+        1 => b"Operation not permitted",
+        2 => b"No such file or directory",
+        3 => b"No such process",
+        5 => b"Input/output error",
+        7 => b"Argument list too long",
+        8 => b"Exec format error",
+        12 => b"Cannot allocate memory",
+        13 => b"Permission denied",
+        20 => b"Not a directory",
+        21 => b"Is a directory",
+        26 => b"Text file busy",
+        28 => b"No space left on device",
+        30 => b"Read-only file system",
+        36 => b"File name too long",
+        40 => b"Too many levels of symbolic links",
+        _ => b"error",
+    };
+    [text, b" (os error ", decimal(errno, digits)]
+}
+
+/// `n` in decimal, written at the end of `digits`.
+fn decimal(mut n: usize, digits: &mut [u8; 20]) -> &[u8] {
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &digits[at..];
+        }
+    }
+}
+
+/// Says `what` failed with `errno`.
+pub fn say_error(what: &[&[u8]], errno: usize) {
+    let mut digits = [0u8; 20];
+    let [text, open, number] = error_text(errno, &mut digits);
+    let mut parts: [&[u8]; 12] = [b""; 12];
+    let n = what.len().min(8);
+    parts[..n].copy_from_slice(&what[..n]);
+    parts[n..n + 4].copy_from_slice(&[b": ", text, open, number]);
+    parts[n + 4] = b")";
+    say(&parts[..n + 5]);
 }

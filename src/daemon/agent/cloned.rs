@@ -299,15 +299,16 @@ impl Drop for Child {
         }
         // It dies in a moment; what it may still read stays alive until it is reaped, and
         // is never freed while it may be (leaked if no thread can wait for it).
+        // The thread holds one reference until the child is reaped (or is no child of ours
+        // any more); this one is forgotten if the thread cannot start.
         let (pid, shared) = (self.pid, self.shared.take());
         let waited = std::sync::Arc::new(std::sync::Mutex::new(shared));
         let kept = waited.clone();
         let reaper = std::thread::Builder::new()
             .name("catalyst-reaper".into())
             .spawn(move || {
-                if reap(pid, 0).is_ok() {
-                    drop(kept.lock().map(|mut s| s.take()));
-                }
+                let _ = reap(pid, 0);
+                drop(kept);
             });
         if reaper.is_err() {
             std::mem::forget(waited);
@@ -427,13 +428,13 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     }
     if plan.set_niceness {
         if let Err(e) = sys::set_niceness(plan.niceness as isize) {
-            say(&[b"cannot set the niceness"], e);
+            sys::say_error(&[b"cannot set the niceness"], e);
             return 126;
         }
     }
     if !plan.cgroup.is_null() {
-        if let Err(e) = join(plan.cgroup) {
-            say(&[b"cannot join the attempt's control group"], e);
+        if let Err(e) = sys::join_cgroup(plan.cgroup) {
+            sys::say_error(&[b"cannot join the attempt's control group"], e);
             return 126;
         }
     }
@@ -446,73 +447,25 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: written before the go byte, and alive until this process is reaped.
     let image = unsafe { &*std::ptr::read_volatile(&plan.image) };
     if image.stdin_null {
-        if let Err(e) = stdin_null() {
-            say(&[b"cannot open /dev/null"], e);
+        if let Err(e) = sys::stdin_from_null() {
+            sys::say_error(&[b"cannot open /dev/null"], e);
             return 127;
         }
     }
     if let Err(e) = sys::chdir(image.cwd) {
-        say(&[b"cannot enter the worktree"], e);
+        sys::say_error(&[b"cannot enter the worktree"], e);
         return 127;
     }
     sys::unblock_signals();
     let e = sys::execve(image.program, image.argv, image.envp);
-    say(&[b"cannot run `", c_bytes(image.program), b"`"], e);
+    sys::say_error(&[b"cannot run `", c_bytes(image.program), b"`"], e);
     127
-}
-
-/// `open` flags.
-const O_RDONLY: usize = 0;
-const O_WRONLY: usize = 1;
-const O_CLOEXEC: usize = 0o2000000;
-
-/// Joins a control group by writing `0` to its join file (the NUL-terminated `path`).
-fn join(path: *const u8) -> sys::Result {
-    let fd = sys::open(path, O_WRONLY | O_CLOEXEC)?;
-    let written = sys::write(fd, b"0");
-    sys::close(fd);
-    written
-}
-
-/// Stdin from `/dev/null`.
-fn stdin_null() -> sys::Result {
-    let fd = sys::open(c"/dev/null".as_ptr().cast(), O_RDONLY | O_CLOEXEC)?;
-    let duped = sys::dup2(fd, 0);
-    sys::close(fd);
-    duped
 }
 
 /// The bytes of a NUL-terminated string, without the NUL.
 fn c_bytes<'a>(at: *const u8) -> &'a [u8] {
     // SAFETY: the caller's string ends with NUL, and lives as long as the process reads it.
     unsafe { std::ffi::CStr::from_ptr(at.cast()) }.to_bytes()
-}
-
-/// Writes `catalyst: <what>: os error <errno>` on stderr (the agent's stderr file).
-fn say(what: &[&[u8]], errno: usize) {
-    let mut line = [0u8; 512];
-    let mut len = 0;
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut n = errno;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    let parts = [b"catalyst: " as &[u8]]
-        .into_iter()
-        .chain(what.iter().copied())
-        .chain([b": os error " as &[u8], &digits[at..], b"\n"]);
-    for part in parts {
-        let room = (line.len() - len).min(part.len());
-        line[len..len + room].copy_from_slice(&part[..room]);
-        len += room;
-    }
-    let _ = sys::write(2, &line[..len]);
 }
 
 /// The system calls, shared with `catalyst-shim`.

@@ -178,7 +178,7 @@ async fn a_program_that_cannot_run_is_said_on_stderr_with_exit_127() {
     let (_, stderr, code) = finished(process).await;
     assert_eq!(code, Some(127));
     assert!(
-        stderr.contains("cannot run `/nonexistent/agent`: os error 2"),
+        stderr.contains("cannot run `/nonexistent/agent`: No such file or directory (os error 2)"),
         "{stderr}"
     );
 }

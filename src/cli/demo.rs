@@ -130,14 +130,19 @@ pub fn init_repo(dir: &Path) -> Result<(), DemoError> {
 }
 
 /// `config` (from [`stub_config`]) with its stub profile unconfined, for a machine without
-/// bubblewrap; whoever calls it says so. A profile already unconfined is left as it is.
+/// bubblewrap; whoever calls it says so. A profile already unconfined is left as it is. The
+/// stub agent is catalyst's own program, so it may run unconfined under a root daemon too
+/// (`allow_unconfined_root`).
 pub fn unconfined(config: &str) -> String {
     const FORMAT: &str = "format = \"claude-stream-json\", ";
     const UNCONFINED: &str = "format = \"claude-stream-json\", sandbox = \"none\", ";
     if config.contains(UNCONFINED) {
         return config.to_owned();
     }
-    config.replacen(FORMAT, UNCONFINED, 1)
+    format!(
+        "allow_unconfined_root = true\n{}",
+        config.replacen(FORMAT, UNCONFINED, 1)
+    )
 }
 
 /// The config that runs `agent` (argv prefix) as a Claude Code stand-in with `scenario`,

@@ -6,7 +6,7 @@
 use std::process::{Command, Stdio};
 
 use crate::domain::agent::profile::AgentProfile;
-use crate::domain::agent::sandbox::SandboxKind;
+use crate::domain::agent::sandbox::{SandboxKind, BWRAP_NAMESPACES};
 
 /// The bubblewrap program, looked up on the daemon's `PATH`.
 pub const BWRAP: &str = "bwrap";
@@ -23,6 +23,8 @@ pub enum SandboxError {
     Broken { profile: String, stderr: String },
     #[error("the agent profile `{profile}` asks for a bubblewrap sandbox, which exists only on Linux; set `sandbox = \"none\"` in the profile")]
     NotLinux { profile: String },
+    #[error("the agent profile `{profile}` runs agents unconfined (`sandbox = \"none\"`) and the daemon runs as root, so every agent would hold every capability; use the bubblewrap sandbox, run the daemon as an unprivileged user, or set `allow_unconfined_root = true` in the config to accept it")]
+    RootUnconfined { profile: String },
 }
 
 /// Whether a bubblewrap sandbox can run on this machine (the check [`check`] makes).
@@ -33,22 +35,27 @@ pub fn available() -> bool {
 /// One confined `true` with the namespaces every attempt uses.
 fn trial() -> std::io::Result<std::process::Output> {
     Command::new(BWRAP)
+        .args(BWRAP_NAMESPACES)
         .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
-        .args([
-            "--unshare-pid",
-            "--unshare-net",
-            "--die-with-parent",
-            "--",
-            "true",
-        ])
+        .args(["--unshare-net", "--", "true"])
         .stdin(Stdio::null())
         .output()
 }
 
 /// Checks that `profile` (named `name`) can run its agents as it says: for a bubblewrap
-/// sandbox, one confined `true` with the namespaces every attempt uses.
-pub fn check(name: &str, profile: &AgentProfile) -> Result<(), SandboxError> {
+/// sandbox, one confined `true` with the namespaces every attempt uses. An unconfined profile
+/// under a daemon running as root is refused unless `allow_root` (the config's
+/// `allow_unconfined_root`) says otherwise: its agents would hold every capability.
+pub fn check(name: &str, profile: &AgentProfile, allow_root: bool) -> Result<(), SandboxError> {
     if profile.sandbox == SandboxKind::None {
+        if nix::unistd::geteuid().is_root() {
+            if !allow_root {
+                return Err(SandboxError::RootUnconfined {
+                    profile: name.to_owned(),
+                });
+            }
+            tracing::warn!(profile = %name, "`allow_unconfined_root = true`: agents run unconfined as root, with every capability");
+        }
         tracing::warn!(profile = %name, "the sandbox is off (`sandbox = \"none\"`): agents run unconfined, limited only by the hooks' tool policy");
         return Ok(());
     }

@@ -8,6 +8,7 @@ mod files;
 mod formulas;
 mod processes;
 mod readonly;
+mod root;
 
 use catalyst_testkit::{bead, TestDaemon};
 use stub_claude::ShellEntry;

@@ -44,7 +44,7 @@ impl Loaded {
         let hook = crate::daemon::load::hook_bin(&catalyst);
         let mut sandbox = None;
         if let Ok(profile) = config.profile() {
-            crate::daemon::sandbox::check(&config.agent, &profile)?;
+            crate::daemon::sandbox::check(&config.agent, &profile, config.allow_unconfined_root)?;
             sandbox = sandbox_template(&profile, paths, &catalyst).map(Arc::new);
         }
         if config.budget().is_none() {

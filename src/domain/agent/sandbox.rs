@@ -15,6 +15,22 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+/// The namespaces and privileges of every bubblewrap sandbox: its own user namespace with every
+/// capability dropped (bubblewrap keeps them all for a daemon started as root, and a root agent
+/// could then remount `/`, unmount the private `/tmp` or the hidden state folder, and leave its
+/// mounts), its own PID, IPC and UTS namespaces, and death with its parent. bubblewrap always
+/// sets `no_new_privs`, so nothing the agent executes gains a capability back.
+pub const BWRAP_NAMESPACES: [&str; 8] = [
+    "--unshare-user",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+];
+
 /// The hidden subcommand of `catalyst-hook` and `catalyst` that is the first process of a
 /// `model-only` network namespace (see `cli::sandbox_net`).
 pub const SANDBOX_NET_COMMAND: &str = "__sandbox-net";
@@ -94,8 +110,7 @@ pub struct Confinement<'a> {
 /// folders, then what is writable inside them.
 pub fn bwrap_args(c: &Confinement<'_>) -> Vec<OsString> {
     let mut args = Args::default();
-    args.flags(&["--die-with-parent", "--unshare-pid", "--unshare-ipc"]);
-    args.flags(&["--unshare-uts", "--unshare-cgroup-try"]);
+    args.flags(&BWRAP_NAMESPACES);
     if c.network != Network::Open {
         args.flags(&["--unshare-net"]);
     }
@@ -266,6 +281,7 @@ mod tests {
             "over the private /tmp"
         );
         assert!(a.contains(&"--unshare-net".to_owned()));
+        position(&a, &["--unshare-user", "--cap-drop", "ALL"]);
         assert_eq!(a.last().map(String::as_str), Some("--"));
         let common = position(&a, &["--ro-bind", "/r/.git", "/r/.git"]);
         let objects = position(&a, &["--bind", "/r/.git/objects", "/r/.git/objects"]);

@@ -103,6 +103,9 @@ pub struct Config {
     pub web: web::WebConfig,
     /// Agents on other machines (off unless `nats` is set).
     pub cluster: cluster::ClusterConfig,
+    /// Lets a daemon running as root run a profile with `sandbox = "none"`, whose agents then
+    /// hold every capability. Off: such a config is refused.
+    pub allow_unconfined_root: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -149,6 +152,7 @@ impl Default for Config {
             aspects: Vec::new(),
             web: web::WebConfig::default(),
             cluster: cluster::ClusterConfig::default(),
+            allow_unconfined_root: false,
         }
     }
 }

@@ -1,0 +1,81 @@
+//! A daemon started as root (a system service, a container): bubblewrap keeps every capability
+//! of a root caller unless told otherwise, and an agent holding them could remount `/`
+//! writable, unmount the private `/tmp` and the empty file system over the state folder, read
+//! the journal and approve a waiting bead through the daemon's real socket. These run only as
+//! root, as CI does.
+
+use catalyst_testkit::{bead, TestDaemon};
+
+use crate::{MAIN_CHECKOUT, STATE};
+
+fn root() -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    println!("SKIPPED: the daemon is not running as root");
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_daemons_agent_holds_no_capability_and_cannot_leave_its_mounts() {
+    if crate::skip() || !root() {
+        return;
+    }
+    let planted = format!("/etc/catalyst-root-escape-{}", std::process::id());
+    let commands = [
+        "grep CapEff /proc/self/status".to_owned(),
+        "mount -o remount,rw /".to_owned(),
+        "umount -l /tmp".to_owned(),
+        format!("umount -l {STATE}"),
+        format!("touch {planted}"),
+        format!("cat {STATE}/journal.jsonl"),
+        format!(
+            "{} ctl --workspace {MAIN_CHECKOUT} approve cat-gated",
+            catalyst_testkit::catalyst_bin().display()
+        ),
+    ];
+    let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let scenario = format!(
+        "[[rule]]\nrole = \"implement\"\nbead = \"cat-gated\"\nresponses = [{{ write = {{ \"impl.txt\" = \"impl\\n\" }} }}]\n\n{}",
+        crate::implement_runs(&commands)
+    );
+    let daemon = TestDaemon::start(&scenario, "").await;
+    daemon.submit_gated_waiting("cat-gated", "true").await;
+    let id = daemon.submit(bead("Tries everything root could")).await;
+    daemon.wait_status(&id, "closed").await;
+    let shell = daemon
+        .invocations()
+        .into_iter()
+        .find(|i| i.bead.as_deref() == Some(id.as_str()) && i.role() == "implement")
+        .expect("the second bead's agent ran")
+        .shell;
+    let escaped = std::path::Path::new(&planted).exists();
+    let _ = std::fs::remove_file(&planted);
+    assert!(!escaped, "a file written on the host: {shell:?}");
+    assert!(
+        shell[0].output.contains("CapEff:\t0000000000000000"),
+        "{shell:?}"
+    );
+    for s in &shell[1..] {
+        assert_ne!(s.exit_code, Some(0), "{s:?} in {shell:?}");
+    }
+    let shown = daemon.show("cat-gated").await;
+    assert_eq!(shown["bead"]["status"], "in_progress", "{shown}");
+}
+
+#[test]
+fn an_unconfined_profile_is_refused_under_a_root_daemon_unless_the_config_accepts_it() {
+    if !root() {
+        return;
+    }
+    let profile = catalyst::domain::agent::profile::AgentProfile {
+        sandbox: catalyst::domain::agent::sandbox::SandboxKind::None,
+        ..catalyst::domain::agent::profile::AgentProfile::claude()
+    };
+    let refused = catalyst::daemon::sandbox::check("loose", &profile, false)
+        .expect_err("refused as root")
+        .to_string();
+    assert!(refused.contains("allow_unconfined_root"), "{refused}");
+    catalyst::daemon::sandbox::check("loose", &profile, true)
+        .expect("accepted when the config says so");
+}

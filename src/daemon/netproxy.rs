@@ -44,15 +44,35 @@ impl std::fmt::Debug for OnRefused {
 /// Serves one socket per route until dropped.
 pub struct NetGuard {
     _stop: DropGuard,
+    /// The short folder the sockets are in when `dir` was too long for them; removed on drop.
+    short: Option<tempfile::TempDir>,
+}
+
+impl NetGuard {
+    /// The folder holding the sockets when it is not the one [`start`] was given (a path too
+    /// long for a Unix socket address): the sandbox must make it reachable.
+    pub fn outside_dir(&self) -> Option<&Path> {
+        self.short.as_ref().map(tempfile::TempDir::path)
+    }
 }
 
 /// Binds `dir/<n>.sock` for each route and serves them; returns the socket paths, in order.
+/// When those paths would be too long for a Unix socket address (a workspace deep in the file
+/// system), the sockets go in a new private folder in the temporary folder instead, named at
+/// random and removed with the guard ([`NetGuard::outside_dir`]).
 pub fn start(
     dir: &Path,
     routes: Vec<Route>,
     refused: Option<OnRefused>,
 ) -> io::Result<(NetGuard, Vec<PathBuf>)> {
-    std::fs::create_dir_all(dir)?;
+    let longest = dir.join(format!("{}.sock", routes.len()));
+    let short = if longest.as_os_str().len() > crate::daemon::paths::MAX_SOCKET_PATH {
+        Some(tempfile::Builder::new().prefix("catalyst-net-").tempdir()?)
+    } else {
+        std::fs::create_dir_all(dir)?;
+        None
+    };
+    let dir = short.as_ref().map_or(dir, tempfile::TempDir::path);
     let stop = CancellationToken::new();
     let mut paths = Vec::new();
     for (n, route) in routes.into_iter().enumerate() {
@@ -82,6 +102,7 @@ pub fn start(
     Ok((
         NetGuard {
             _stop: stop.drop_guard(),
+            short,
         },
         paths,
     ))

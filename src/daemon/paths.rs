@@ -8,7 +8,7 @@ use crate::domain::id::BeadId;
 pub const STATE_DIR: &str = ".catalyst";
 
 /// Socket paths longer than this do not fit `sockaddr_un` on every platform.
-const MAX_SOCKET_PATH: usize = 100;
+pub(crate) const MAX_SOCKET_PATH: usize = 100;
 
 /// The files and folders of one workspace.
 #[derive(Clone, Debug)]

@@ -70,8 +70,9 @@ impl Unavailable {
                  (the daemon reloads it), then `catalyst ctl resume`"
             }
             Unavailable::Preparation => {
-                "the daemon cannot prepare steps (worktree, run folder, target branch): fix the \
-                 cause named in the reason (e.g. `target_branch` in .catalyst/config.toml), then \
+                "the daemon cannot prepare steps (worktree, run folder, sockets, target branch): \
+                 fix the cause named in the reason (a full disk, a folder it cannot write, a \
+                 `target_branch` in .catalyst/config.toml that does not exist), then \
                  `catalyst ctl resume`"
             }
         }

@@ -6,6 +6,7 @@
 mod control;
 mod files;
 mod formulas;
+mod paths;
 mod processes;
 mod readonly;
 mod root;

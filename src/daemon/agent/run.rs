@@ -98,7 +98,8 @@ async fn start(spec: &RunSpec, early: Option<Launch>) -> Result<Running, StartEr
                 net = Some(guard);
                 inner = through;
             }
-            confined(sandbox, spec, &inner)
+            let net_sockets = net.as_ref().and_then(NetGuard::outside_dir);
+            confined(sandbox, spec, net_sockets, &inner)
         }
         None => prepared.argv.clone(),
     };
@@ -250,13 +251,19 @@ fn network(
 const NET_DIR: &str = "net";
 
 /// `argv` run inside the attempt's sandbox: `bwrap`, its arguments, then `argv`.
-fn confined(sandbox: &SandboxSpec, spec: &RunSpec, argv: &[OsString]) -> Vec<OsString> {
+fn confined(
+    sandbox: &SandboxSpec,
+    spec: &RunSpec,
+    net_sockets: Option<&Path>,
+    argv: &[OsString],
+) -> Vec<OsString> {
     let mut out = vec![sandbox.bwrap.clone().into_os_string()];
     out.extend(bwrap_args(&Confinement {
         worktree: &spec.worktree,
         run_dir: &spec.run_dir,
         state: &sandbox.state,
         socket: &sandbox.socket,
+        net_sockets,
         git: sandbox.git.as_ref(),
         writable: &sandbox.writable,
         readable: &sandbox.readable,

@@ -356,7 +356,7 @@ fn install_prefix(program: &Path, state: &Path) -> Option<PathBuf> {
 pub fn attempt_socket(run_dir: &Path) -> PathBuf {
     use std::hash::{Hash, Hasher};
     let local = run_dir.join(HOOK_SOCKET);
-    if local.as_os_str().len() <= MAX_SOCKET_PATH {
+    if local.as_os_str().len() <= crate::daemon::paths::MAX_SOCKET_PATH {
         return local;
     }
     let mut hash = std::collections::hash_map::DefaultHasher::new();
@@ -366,9 +366,6 @@ pub fn attempt_socket(run_dir: &Path) -> PathBuf {
 
 /// The attempt socket's name in the run folder.
 const HOOK_SOCKET: &str = "hook.sock";
-
-/// The longest socket path used (Unix sockets take about 108 bytes).
-const MAX_SOCKET_PATH: usize = 100;
 
 /// The sandbox a profile asks for, worked out once when the config is loaded (it reads the
 /// environment and looks programs up on `PATH`); each attempt adds its socket, and the runner
@@ -538,7 +535,7 @@ mod tests {
         let long = PathBuf::from(format!("/{}/runs/cat-1/implement/1", "x".repeat(120)));
         let socket = attempt_socket(&long);
         assert!(
-            socket.as_os_str().len() <= MAX_SOCKET_PATH,
+            socket.as_os_str().len() <= crate::daemon::paths::MAX_SOCKET_PATH,
             "{}",
             socket.display()
         );

@@ -92,8 +92,11 @@ pub struct Confinement<'a> {
     pub run_dir: &'a Path,
     /// The daemon's state folder (`.catalyst`), hidden.
     pub state: &'a Path,
-    /// The control socket, reachable inside.
+    /// The attempt's own socket, reachable inside.
     pub socket: &'a Path,
+    /// The folder of the attempt's network sockets, when it is not in the run folder (a run
+    /// folder whose path is too long for a socket address), reachable inside.
+    pub net_sockets: Option<&'a Path>,
     /// `None` when the worktree is not a linked git worktree (a gate's scratch folder).
     pub git: Option<&'a GitMounts>,
     /// Paths the agent may write besides the above (the profile's and the config's), already
@@ -121,6 +124,9 @@ pub fn bwrap_args(c: &Confinement<'_>) -> Vec<OsString> {
     args.one("--tmpfs", c.state);
     for path in c.readable {
         args.pair("--ro-bind-try", path, path);
+    }
+    if let Some(sockets) = c.net_sockets {
+        args.bind(sockets);
     }
     args.bind(c.worktree);
     args.bind(c.run_dir);
@@ -240,6 +246,7 @@ mod tests {
             run_dir: Path::new("/r/.catalyst/runs/cat-1/implement/1"),
             state: Path::new("/r/.catalyst"),
             socket: Path::new("/r/.catalyst/catalystd.sock"),
+            net_sockets: Some(Path::new("/tmp/catalyst-net-x")),
             git: Some(&git),
             writable: &writable,
             readable: &[PathBuf::from("/tmp/ci/target")],
@@ -280,6 +287,14 @@ mod tests {
             position(&a, &["--tmpfs", "/tmp"]) < readable,
             "over the private /tmp"
         );
+        assert!(
+            position(&a, &["--tmpfs", "/tmp"])
+                < position(
+                    &a,
+                    &["--bind", "/tmp/catalyst-net-x", "/tmp/catalyst-net-x"]
+                ),
+            "the short socket folder over the private /tmp"
+        );
         assert!(a.contains(&"--unshare-net".to_owned()));
         position(&a, &["--unshare-user", "--cap-drop", "ALL"]);
         assert_eq!(a.last().map(String::as_str), Some("--"));
@@ -301,6 +316,7 @@ mod tests {
             run_dir: Path::new("/run"),
             state: Path::new("/s"),
             socket: Path::new("/s/sock"),
+            net_sockets: None,
             git: None,
             writable: &[],
             readable: &[],

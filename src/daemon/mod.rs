@@ -256,9 +256,7 @@ async fn run_with(
     let loaded = Loaded::load(&paths)?;
     // Bound before anything else starts: an address in use or refused stops the start.
     let web = match web.or_else(|| loaded.config.web.listen.clone()) {
-        Some(listen) => {
-            Some(web::Web::bind(&paths, &listen, loaded.config.web.allow_remote).await?)
-        }
+        Some(listen) => Some(web::Web::bind(&paths, &listen, &loaded.config.web).await?),
         None => None,
     };
     let (mut store, report) = Store::open(&paths.state)?;

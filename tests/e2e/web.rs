@@ -132,6 +132,62 @@ async fn every_page_needs_the_token_which_a_link_turns_into_a_strict_cookie() {
     assert_eq!(script.status(), StatusCode::OK);
 }
 
+/// DNS rebinding: a page of another site whose name was pointed at this machine sends its
+/// requests with its own name as `Host`, and the browser adds the dashboard's cookie. The
+/// server answered them as its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_naming_another_host_is_refused_whatever_it_carries() {
+    let (_daemon, base, token) = dashboard(QUICK).await;
+    let http = client();
+    let port = base.rsplit(':').next().expect("a port").to_owned();
+    let cookie = format!("catalyst_token={token}");
+    for host in [
+        format!("rebind.example:{port}"),
+        "rebind.example".to_owned(),
+    ] {
+        let with_cookie = http
+            .get(format!("{base}/"))
+            .header(reqwest::header::HOST, &host)
+            .header(COOKIE, &cookie)
+            .send()
+            .await
+            .expect("get");
+        assert_eq!(
+            with_cookie.status(),
+            StatusCode::MISDIRECTED_REQUEST,
+            "{host}"
+        );
+        assert!(with_cookie
+            .text()
+            .await
+            .expect("body")
+            .contains("[web] hosts"));
+        let with_bearer = http
+            .post(format!("{base}/actions/pause"))
+            .header(reqwest::header::HOST, &host)
+            .bearer_auth(&token)
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(
+            with_bearer.status(),
+            StatusCode::MISDIRECTED_REQUEST,
+            "{host}"
+        );
+    }
+    let by_name = http
+        .get(format!("http://localhost:{port}/"))
+        .header(COOKIE, &cookie)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(
+        by_name.status(),
+        StatusCode::OK,
+        "localhost is this dashboard"
+    );
+}
+
 /// The CSRF token of the board page.
 async fn csrf(http: &reqwest::Client, base: &str, token: &str) -> String {
     let page = http

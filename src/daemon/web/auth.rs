@@ -83,6 +83,61 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The names a request may give in its `Host` header: the address the dashboard listens on,
+/// `localhost` and the loopback addresses, and the config's `[web] hosts`, each with the
+/// listening port. Any other name is refused before the token is looked at, so a page of
+/// another site whose name was pointed at this machine (DNS rebinding) gets nothing, whatever
+/// cookie the browser holds.
+#[derive(Clone, Debug)]
+pub struct Hosts(Arc<[String]>);
+
+impl Hosts {
+    pub fn new(addr: std::net::SocketAddr, extra: &[String]) -> Hosts {
+        let port = addr.port();
+        let mut names: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
+            .iter()
+            .map(|h| format!("{h}:{port}"))
+            .collect();
+        if !addr.ip().is_unspecified() {
+            names.push(addr.to_string());
+        }
+        names.extend(
+            extra
+                .iter()
+                .map(|h| format!("{}:{port}", h.to_ascii_lowercase())),
+        );
+        Hosts(names.into())
+    }
+
+    /// Whether `host` (a `Host` header's value) is one of them; a name without a port is
+    /// taken as port 80, as a browser would send it.
+    fn allows(&self, host: &str) -> bool {
+        let host = host.to_ascii_lowercase();
+        let with_port = if host.ends_with(']') || !host.contains(':') {
+            format!("{host}:80")
+        } else {
+            host
+        };
+        self.0.iter().any(|h| *h == with_port)
+    }
+}
+
+/// The middleware in front of [`require`]: refuses a request whose `Host` is not one of
+/// [`Hosts`] (or that has none).
+pub async fn check_host(State(hosts): State<Hosts>, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok());
+    match host {
+        Some(host) if hosts.allows(host) => next.run(request).await,
+        _ => refuse(
+            StatusCode::MISDIRECTED_REQUEST,
+            "this request names a host that is not this dashboard's (add it to `[web] hosts` if people reach the dashboard by that name)",
+        ),
+    }
+}
+
 /// How a request proved it may come in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Proof {
@@ -222,6 +277,37 @@ mod tests {
         assert_eq!(first.token().len(), 64);
         let mode = std::fs::metadata(&path).expect("meta").permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_host_is_the_listening_address_localhost_or_a_configured_name() {
+        let hosts = Hosts::new(
+            "127.0.0.1:7400".parse().expect("addr"),
+            &["Dash.example.com".to_owned()],
+        );
+        for ok in [
+            "127.0.0.1:7400",
+            "localhost:7400",
+            "LOCALHOST:7400",
+            "[::1]:7400",
+            "dash.example.com:7400",
+        ] {
+            assert!(hosts.allows(ok), "{ok}");
+        }
+        for refused in [
+            "evil.example:7400",
+            "127.0.0.1:7401",
+            "localhost",
+            "dash.example.com",
+            "127.0.0.1.evil.example:7400",
+            "",
+        ] {
+            assert!(!hosts.allows(refused), "{refused}");
+        }
+        let any = Hosts::new("0.0.0.0:80".parse().expect("addr"), &[]);
+        assert!(any.allows("localhost"), "port 80 may go unsaid");
+        assert!(!any.allows("0.0.0.0:80"), "nobody browses to the wildcard");
+        assert!(!any.allows("10.1.2.3"));
     }
 
     #[test]

@@ -64,12 +64,18 @@ pub struct Web {
     listener: TcpListener,
     secrets: Secrets,
     addr: SocketAddr,
+    hosts: auth::Hosts,
 }
 
 impl Web {
-    /// Binds `listen` and writes a new token to `.catalyst/web.token`.
-    pub async fn bind(paths: &Paths, listen: &str, allow_remote: bool) -> Result<Web, WebError> {
-        let wanted = address(listen, allow_remote)?;
+    /// Binds `[web] listen` (or `listen`, given on the command line) and writes a new token to
+    /// `.catalyst/web.token`.
+    pub async fn bind(
+        paths: &Paths,
+        listen: &str,
+        config: &crate::domain::config::web::WebConfig,
+    ) -> Result<Web, WebError> {
+        let wanted = address(listen, config.allow_remote)?;
         let listener = TcpListener::bind(wanted)
             .await
             .map_err(|source| WebError::Bind {
@@ -86,6 +92,7 @@ impl Web {
             listener,
             secrets,
             addr,
+            hosts: auth::Hosts::new(addr, &config.hosts),
         })
     }
 
@@ -133,6 +140,10 @@ pub async fn serve(web: Web, engine: EngineHandle, paths: Paths, shutdown: Cance
         .layer(axum::middleware::from_fn_with_state(
             web.secrets.clone(),
             auth::require,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            web.hosts.clone(),
+            auth::check_host,
         ))
         .with_state(shared);
     let stop = shutdown.clone();

@@ -198,6 +198,12 @@ pub const KEYS: &[Key] = &[
         "web.allow_remote",
         "let `listen` be an address other than loopback (the traffic is plain HTTP)",
     ),
+    Key {
+        key: "web.hosts",
+        note: "host names a request's `Host` may name besides the listening address and \
+               localhost (a remote dashboard's name); any other is refused",
+        example: Some("[\"dash.example.com\"]"),
+    },
     key(
         "cluster",
         "agents on other machines: off unless `nats` names servers; then `catalyst worker` \

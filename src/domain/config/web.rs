@@ -12,4 +12,7 @@ pub struct WebConfig {
     /// Whether `listen` may be an address other than loopback (every page still needs the
     /// token; the traffic is plain HTTP).
     pub allow_remote: bool,
+    /// Host names, besides the listening address and `localhost`, that requests may name in
+    /// their `Host` header (the name people reach a remote dashboard by).
+    pub hosts: Vec<String>,
 }

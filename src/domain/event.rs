@@ -33,9 +33,15 @@ pub struct Event {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum EventBody {
-    /// A bead entered the store (submitted, dropped in the inbox, imported).
+    /// A bead entered the store (submitted, dropped in the inbox, imported, followed).
+    /// `by_person`: a person submitted it on the control socket (`ctl submit`, the web form),
+    /// so its formula vars may choose a gate's command ([`crate::domain::model::VARS_BY_PERSON_KEY`]).
     #[serde(rename = "bead.created")]
-    BeadCreated { bead: Box<Bead> },
+    BeadCreated {
+        bead: Box<Bead>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        by_person: bool,
+    },
     /// Fields of a bead changed (not its status: see `bead.status`).
     #[serde(rename = "bead.updated")]
     BeadUpdated { id: BeadId, patch: Box<BeadPatch> },
@@ -325,7 +331,7 @@ impl EventBody {
     /// The bead the event is about, for filtering a subscription by bead.
     pub fn bead(&self) -> Option<&BeadId> {
         match self {
-            EventBody::BeadCreated { bead } => Some(&bead.id),
+            EventBody::BeadCreated { bead, .. } => Some(&bead.id),
             EventBody::BeadUpdated { id, .. }
             | EventBody::BeadStatus { id, .. }
             | EventBody::BeadComment { id, .. } => Some(id),

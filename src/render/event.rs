@@ -36,7 +36,7 @@ fn kind_style(body: &EventBody) -> anstyle::Style {
 fn subject(body: &EventBody) -> String {
     use EventBody as B;
     match body {
-        B::BeadCreated { bead } => bead.id.to_string(),
+        B::BeadCreated { bead, .. } => bead.id.to_string(),
         B::BeadUpdated { id, .. } | B::BeadStatus { id, .. } | B::BeadComment { id, .. } => {
             id.to_string()
         }
@@ -68,7 +68,7 @@ fn subject(body: &EventBody) -> String {
 fn detail(body: &EventBody) -> String {
     use EventBody as B;
     match body {
-        B::BeadCreated { bead } => format!("{:?}", bead.title),
+        B::BeadCreated { bead, .. } => format!("{:?}", bead.title),
         B::BeadStatus { status, reason, .. } => format!(
             "-> {status}{}",
             reason

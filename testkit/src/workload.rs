@@ -55,6 +55,7 @@ pub fn workload(n: u64) -> Vec<Event> {
             more: false,
             body: EventBody::BeadCreated {
                 bead: Box::new(bead),
+                by_person: true,
             },
         });
     }

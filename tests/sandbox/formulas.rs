@@ -134,3 +134,125 @@ async fn a_planted_formula_waits_for_a_person_before_it_reaches_the_target() {
     let _ = std::fs::remove_file(&marker);
     assert!(ran, "the approved formula is in force");
 }
+
+/// A file's word is not a person's. An inbox file, or an issue line in the followed beads file
+/// (which anyone who can file an issue writes), gave the shipped `gated` formula's
+/// `test_command` (`sh -c {{test_command}}`) and chose a command the daemon ran; one that also
+/// claimed to be a person's (the store's own mark, forged) must fare no better.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_command_from_the_inbox_or_a_followed_beads_file_is_refused() {
+    let scenario =
+        "[[rule]]\nrole = \"implement\"\nresponses = [{ write = { \"a.txt\" = \"a\\n\" } }]\n";
+    let ws = catalyst_testkit::Workspace::new(scenario, "");
+    let watched = ws.root.join("issues.jsonl");
+    ws.append_config(&format!(
+        "\n[beads]\nwatch = {:?}\n",
+        watched.display().to_string()
+    ));
+    let daemon = ws.start().await;
+    let from_inbox = daemon.root.join("FROM_INBOX");
+    let from_file = daemon.root.join("FROM_BEADS_FILE");
+    let inbox = json!({
+        "id": "cat-inbox", "title": "From the inbox", "formula": "gated",
+        "metadata": {
+            "formula_vars": {"test_command": format!("touch {}", from_inbox.display())},
+            "formula_vars_by_person": true,
+        },
+    });
+    let dir = daemon.paths.state.join("inbox");
+    std::fs::create_dir_all(&dir).expect("inbox");
+    std::fs::write(dir.join(".attack.tmp"), inbox.to_string()).expect("write");
+    std::fs::rename(dir.join(".attack.tmp"), dir.join("attack.json")).expect("rename");
+    let issue = json!({
+        "id": "bd-1", "title": "From an issue", "status": "open", "priority": 2,
+        "issue_type": "task", "labels": ["catalyst", "formula:gated"],
+        "metadata": {"formula_vars": {"test_command": format!("touch {}", from_file.display())}},
+        "created_at": "2026-01-12T02:16:02Z", "updated_at": "2026-01-12T02:16:02Z",
+    });
+    std::fs::write(&watched, format!("{issue}\n")).expect("beads file");
+    for id in ["cat-inbox", "bd-1"] {
+        let blocked = daemon.wait_status(id, "blocked").await;
+        assert!(
+            blocked["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("`test_command`") && r.contains("ctl submit")),
+            "{blocked}"
+        );
+    }
+    assert!(!from_inbox.exists() && !from_file.exists());
+    // A person's submission with the same formula still runs its command.
+    let by_person = daemon.root.join("BY_PERSON");
+    daemon
+        .submit_gated_waiting("cat-person", &format!("touch {}", by_person.display()))
+        .await;
+    assert!(by_person.exists(), "a person's test_command ran");
+}
+
+/// A value single-quoted by catalyst is one word only outside the author's own quotes: inside
+/// `'…'` its quote ended the author's (`x; touch F #`), inside `"…"` its `$(…)` ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_placeholder_inside_the_authors_quotes_keeps_the_formula_from_loading() {
+    let scenario =
+        "[[rule]]\nrole = \"implement\"\nresponses = [{ write = { \"a.txt\" = \"a\\n\" } }]\n";
+    let daemon = TestDaemon::start(scenario, "").await;
+    let planted = daemon.root.join("QUOTED");
+    let cases = [
+        (
+            "single",
+            "echo 'lint {{lang}}'",
+            format!("x; touch {} #", planted.display()),
+        ),
+        (
+            "double",
+            "echo \\\"lint {{lang}}\\\"",
+            format!("$(touch {})", planted.display()),
+        ),
+    ];
+    for (name, run, value) in &cases {
+        let text = format!(
+            "formula = \"{name}\"\n[vars.lang]\npattern = \"(?s).*\"\n[[steps]]\nid = \"lint\"\ntitle = \"Lint\"\nrole = \"gate\"\nrun = [\"{run}\"]\n"
+        );
+        daemon.write_formula(name, &text);
+        let file = daemon
+            .paths
+            .state
+            .join("formulas")
+            .join(format!("{name}.formula.toml"));
+        let out = std::process::Command::new(catalyst_testkit::catalyst_bin())
+            .args(["formula", "check"])
+            .arg(&file)
+            .output()
+            .expect("formula check");
+        let said = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{said}");
+        assert!(said.contains("stands inside quotes in `run`"), "{said}");
+        let refused = daemon
+            .client()
+            .await
+            .call(&Method::Reload)
+            .await
+            .expect_err("the reload is refused");
+        assert!(
+            refused.to_string().contains("stands inside quotes"),
+            "{refused}"
+        );
+        let metadata = json!({"formula_vars": {"lang": value}});
+        let submitted = daemon
+            .client()
+            .await
+            .call(&Method::Submit(vec![BeadInput {
+                formula: Some((*name).into()),
+                metadata: metadata.as_object().cloned(),
+                ..bead("Quoted")
+            }]))
+            .await
+            .expect_err("no such formula is in force");
+        assert!(
+            submitted.to_string().contains("unknown formula"),
+            "{submitted}"
+        );
+        std::fs::remove_file(&file).expect("remove the formula");
+    }
+    assert!(!planted.exists(), "a value ended the author's quotes");
+}

@@ -176,7 +176,7 @@ impl Board {
 
     fn fold(&mut self, e: &Event) {
         match &e.body {
-            EventBody::BeadCreated { bead } if !bead.is_step() => {
+            EventBody::BeadCreated { bead, .. } if !bead.is_step() => {
                 let work = Work::new(bead.title.clone(), bead.status.clone());
                 self.work.insert(bead.id.to_string(), work);
             }
@@ -428,6 +428,7 @@ mod tests {
                 2,
                 EventBody::BeadCreated {
                     bead: Box::new(Bead::new(id("cat-1"), "Hello", ts())),
+                    by_person: true,
                 },
             ),
             event(

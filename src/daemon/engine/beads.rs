@@ -52,6 +52,7 @@ impl Engine {
                         .insert(SYNC_KEY.into(), Value::Object(marker));
                     events.push(EventBody::BeadCreated {
                         bead: Box::new(bead),
+                        by_person: false,
                     });
                 }
                 None => {}

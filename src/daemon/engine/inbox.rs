@@ -107,7 +107,7 @@ impl Engine {
             }
         }
         let (ids, events) = self
-            .submission(inputs)
+            .submission(inputs, false)
             .map_err(|e| Refusal::File(e.message))?;
         self.check_for_client(&events)
             .map_err(|e| Refusal::File(e.message))?;

@@ -20,7 +20,7 @@ use crate::domain::unavailable::PauseScope;
 
 use super::{Engine, Input, Running};
 use crate::daemon::runner::{self, GateJob, GitTaskError, JobError, JobSources, StepJob};
-use crate::domain::model::VARS_KEY;
+use crate::domain::model::{vars_by_person, VARS_KEY};
 
 /// Agent steps dispatched beyond `max_agents`, made ready to start the moment an agent slot
 /// frees (see [`Engine::agent_limit`]).
@@ -413,7 +413,8 @@ impl Engine {
                     .formulas
                     .with_aspects(formula, &aspects)
                     .and_then(|f| {
-                        pour(&f, bead, &vars, crate::daemon::clock::now())
+                        f.check_command_vars(&vars, vars_by_person(bead))
+                            .and_then(|()| pour(&f, bead, &vars, crate::daemon::clock::now()))
                             .map_err(|e| e.to_string())
                     })
             }

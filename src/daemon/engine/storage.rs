@@ -337,6 +337,7 @@ mod tests {
         engine
             .record(vec![EventBody::BeadCreated {
                 bead: Box::new(bead),
+                by_person: true,
             }])
             .expect("created");
         engine

@@ -67,8 +67,10 @@ pub fn plan(state: &State, beads: Vec<Bead>) -> (Vec<EventBody>, ImportReport) {
             }
             continue;
         }
+        // An import is a file's word, not a person's: its vars never choose a gate's command.
         let event = EventBody::BeadCreated {
             bead: Box::new(bead),
+            by_person: false,
         };
         match state.check_group(std::iter::once(&event)) {
             Ok(()) => {
@@ -76,7 +78,7 @@ pub fn plan(state: &State, beads: Vec<Bead>) -> (Vec<EventBody>, ImportReport) {
                 events.push(event);
             }
             Err(e) => {
-                if let EventBody::BeadCreated { bead } = event {
+                if let EventBody::BeadCreated { bead, .. } = event {
                     report.invalid.push((bead.id.to_string(), e.to_string()));
                 }
             }

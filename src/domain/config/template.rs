@@ -101,6 +101,11 @@ pub const KEYS: &[Key] = &[
         "turns one Claude Code attempt may take (`--max-turns`); 0 turns it off",
     ),
     key(
+        "allow_unconfined_root",
+        "let a daemon running as root use a profile with `sandbox = \"none\"`, whose agents \
+         then hold every capability; off, such a config is refused",
+    ),
+    key(
         "max_processes",
         "processes (threads too) one agent attempt or gate may have at once; 0 turns it off",
     ),
@@ -198,12 +203,11 @@ pub const KEYS: &[Key] = &[
         "web.allow_remote",
         "let `listen` be an address other than loopback (the traffic is plain HTTP)",
     ),
-    Key {
-        key: "web.hosts",
-        note: "host names a request's `Host` may name besides the listening address and \
-               localhost (a remote dashboard's name); any other is refused",
-        example: Some("[\"dash.example.com\"]"),
-    },
+    key(
+        "web.hosts",
+        "host names a request's `Host` may give besides the listening address and localhost \
+         (the name people reach a remote dashboard by); any other is refused",
+    ),
     key(
         "cluster",
         "agents on other machines: off unless `nats` names servers; then `catalyst worker` \

@@ -224,6 +224,15 @@ impl Formula {
             ("notes", step.notes.as_str()),
         ];
         let mut reported = HashSet::new();
+        for command in &step.run {
+            for name in super::vars::quoted_placeholders(command) {
+                if reported.insert(("quoted", name)) {
+                    problem(format!(
+                        "`{{{{{name}}}}}` stands inside quotes in `run` (`{command}`): catalyst quotes each value itself, and inside the author's quotes a value could end them or run `$(…)`; take the quotes away around it"
+                    ));
+                }
+            }
+        }
         for (field, text) in fields.into_iter().chain(run) {
             for name in placeholders(text) {
                 if field == "run" && name == "title" {
@@ -561,6 +570,10 @@ mod tests {
              "a: `{{title}}` cannot be used in `run`"),
             ("[[steps]]\nid = \"a\"\ntitle = \"A\"\nrole = \"gate\"\nrun = [\"echo {{known}}\"]\n",
              "a: var `known` is used in `run`, so it needs a `pattern` (or an `enum`)"),
+            ("[vars.lang]\npattern = \".*\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\nrole = \"gate\"\nrun = [\"echo 'lint {{lang}}'\"]\n",
+             "a: `{{lang}}` stands inside quotes in `run` (`echo 'lint {{lang}}'`)"),
+            ("[vars.lang]\npattern = \".*\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\nrole = \"gate\"\nrun = [\"echo \\\"lint {{lang}}\\\"\"]\n",
+             "a: `{{lang}}` stands inside quotes in `run`"),
             ("[[steps]]\nid = \"a\"\ntitle = \"A\"\nmetadata = { catalyst = 1 }\n",
              "a: metadata key `catalyst` is reserved"),
             ("[vars.bead]\ndefault = \"x\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",

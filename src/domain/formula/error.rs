@@ -37,6 +37,9 @@ pub enum PourError {
         step: String,
         source: IdError,
     },
+    /// A bead that did not come from a person gave a value for a var used in a gate's command.
+    #[error("formula `{formula}`: var `{name}` is used in a gate's command, so only a person's `ctl submit` (or the formula's default) may give it a value; this bead came from the inbox, an import or a followed beads file")]
+    CommandVarNotByPerson { formula: String, name: String },
     /// The formula did not pass [`super::Formula::check`].
     #[error("formula `{formula}` cannot be poured: {problem}")]
     Invalid { formula: String, problem: String },

@@ -52,6 +52,43 @@ fn scan(text: &str) -> Vec<(Range<usize>, &str)> {
     found
 }
 
+/// The placeholders of a shell command line that stand inside the author's own quotes (`'…'`,
+/// `"…"` or backticks), left to right. A value is substituted single-quoted, which makes it one
+/// word only outside quotes: inside `'…'` its quotes end the author's, and inside `"…"` or
+/// backticks its `$(…)` runs.
+pub fn quoted_placeholders(command: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    let bytes = command.as_bytes();
+    let mut quote: Option<u8> = None;
+    let mut escaped = false;
+    let placeholders = scan(command);
+    let mut next = placeholders.iter().peekable();
+    for (i, &b) in bytes.iter().enumerate() {
+        while let Some((range, name)) = next.peek() {
+            if range.start > i {
+                break;
+            }
+            if range.start == i && quote.is_some() {
+                found.push(*name);
+            }
+            next.next();
+        }
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match (quote, b) {
+            (Some(b'\''), b'\'') => quote = None,
+            (Some(b'\''), _) => {}
+            (_, b'\\') => escaped = true,
+            (Some(q), b) if b == q => quote = None,
+            (None, b'\'' | b'"' | b'`') => quote = Some(b),
+            _ => {}
+        }
+    }
+    found
+}
+
 /// The names of the `{{name}}` placeholders in `text`, left to right (repeats included).
 pub fn placeholders(text: &str) -> Vec<&str> {
     scan(text).into_iter().map(|(_, name)| name).collect()
@@ -93,6 +130,39 @@ pub fn substitute_quoted(text: &str, values: &BTreeMap<String, String>) -> Strin
 }
 
 impl Formula {
+    /// The vars whose values reach a gate's command (placeholders in any step's `run`).
+    pub fn command_vars(&self) -> std::collections::BTreeSet<&str> {
+        self.steps
+            .iter()
+            .flat_map(|s| s.run.iter())
+            .flat_map(|c| placeholders(c))
+            .collect()
+    }
+
+    /// Refuses values given for [`Formula::command_vars`] unless `by_person`: a command chosen
+    /// per bead comes from the formula's default or a person's submission, never from a file
+    /// anyone who can write an inbox file or file an issue controls.
+    pub fn check_command_vars(
+        &self,
+        given: &BTreeMap<String, String>,
+        by_person: bool,
+    ) -> Result<(), PourError> {
+        if by_person {
+            return Ok(());
+        }
+        match self
+            .command_vars()
+            .into_iter()
+            .find(|v| given.contains_key(*v))
+        {
+            Some(name) => Err(PourError::CommandVarNotByPerson {
+                formula: self.name.clone(),
+                name: name.to_owned(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// The values a pour substitutes: the given values, then declared defaults, then the
     /// built-ins `bead` and `title` from `work`.
     ///

@@ -243,6 +243,37 @@ pub const NEVER_READY_TYPES: [&str; 3] = ["molecule", "gate", "message"];
 /// The key under a work bead's `metadata` of its formula variables (an object of strings).
 pub const VARS_KEY: &str = "formula_vars";
 
+/// The key under a work bead's `metadata` that says a person gave its formula vars (on the
+/// control socket), so they may choose a gate's command. The store sets it when the bead is
+/// created and takes it off a bead that came any other way (the inbox, an import, a followed
+/// beads file), whatever the bead said.
+pub const VARS_BY_PERSON_KEY: &str = "formula_vars_by_person";
+
+/// Sets or removes [`VARS_BY_PERSON_KEY`] on a bead entering the store.
+pub fn mark_vars_origin(bead: &mut Bead, by_person: bool) {
+    let given = bead
+        .metadata
+        .as_ref()
+        .is_some_and(|m| m.contains_key(VARS_KEY));
+    match bead.metadata.as_mut() {
+        Some(m) if by_person && given => {
+            m.insert(VARS_BY_PERSON_KEY.into(), serde_json::Value::Bool(true));
+        }
+        Some(m) => {
+            m.remove(VARS_BY_PERSON_KEY);
+        }
+        None => {}
+    }
+}
+
+/// Whether a person gave `bead`'s formula vars ([`VARS_BY_PERSON_KEY`]).
+pub fn vars_by_person(bead: &Bead) -> bool {
+    bead.metadata
+        .as_ref()
+        .and_then(|m| m.get(VARS_BY_PERSON_KEY))
+        .is_some_and(|v| v == &serde_json::Value::Bool(true))
+}
+
 /// Highest priority value accepted (lowest urgency).
 pub const MAX_PRIORITY: u8 = 4;
 

@@ -25,7 +25,7 @@ impl State {
 
     pub(super) fn check(&self, body: &EventBody, created: &mut Created) -> Result<(), ApplyError> {
         match body {
-            EventBody::BeadCreated { bead } => self.check_create(bead, created),
+            EventBody::BeadCreated { bead, .. } => self.check_create(bead, created),
             EventBody::BeadUpdated { id, patch } => {
                 self.check_exists(id, created)?;
                 check_patch(id, patch)
@@ -175,7 +175,7 @@ fn check_patch(id: &BeadId, patch: &BeadPatch) -> Result<(), ApplyError> {
 /// for what comes in only, not on replay: a journal written before the limit still loads.
 fn check_size(body: &EventBody) -> Result<(), ApplyError> {
     let (id, what, size) = match body {
-        EventBody::BeadCreated { bead } => (&bead.id, "it is", json_size(bead)),
+        EventBody::BeadCreated { bead, .. } => (&bead.id, "it is", json_size(bead)),
         EventBody::BeadUpdated { id, patch } => (id, "the update is", json_size(patch)),
         EventBody::BeadComment { id, comment } => (id, "the comment is", json_size(comment)),
         _ => return Ok(()),

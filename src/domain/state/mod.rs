@@ -234,7 +234,11 @@ impl State {
         self.check(&event.body, &mut Created::default())?;
         let ts = event.ts;
         match event.body {
-            EventBody::BeadCreated { bead } => {
+            EventBody::BeadCreated {
+                mut bead,
+                by_person,
+            } => {
+                crate::domain::model::mark_vars_origin(&mut bead, by_person);
                 self.graph.insert(*bead, true);
             }
             EventBody::BeadUpdated { id, patch } => self.apply_patch(&id, *patch, ts),

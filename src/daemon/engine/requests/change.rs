@@ -18,7 +18,7 @@ use crate::daemon::engine::{Engine, Handled};
 
 impl Engine {
     pub(super) fn submit(&mut self, inputs: Vec<BeadInput>) -> Handled<Submitted> {
-        let (ids, events) = self.submission(inputs)?;
+        let (ids, events) = self.submission(inputs, true)?;
         let written = self.record_for_client(events)?;
         Ok(Submitted {
             ids,
@@ -27,9 +27,11 @@ impl Engine {
     }
 
     /// The beads of a submission, checked and filled in, and the events that create them.
+    /// `by_person`: it came on the control socket, not from a file (the inbox).
     pub(in crate::daemon::engine) fn submission(
         &mut self,
         inputs: Vec<BeadInput>,
+        by_person: bool,
     ) -> Handled<(Vec<BeadId>, Vec<EventBody>)> {
         let now = crate::daemon::clock::now();
         let mut beads = Vec::with_capacity(inputs.len());
@@ -42,7 +44,10 @@ impl Engine {
         let ids: Vec<BeadId> = beads.iter().map(|b| b.id.clone()).collect();
         let events = beads
             .into_iter()
-            .map(|b| EventBody::BeadCreated { bead: Box::new(b) })
+            .map(|b| EventBody::BeadCreated {
+                bead: Box::new(b),
+                by_person,
+            })
             .collect();
         Ok((ids, events))
     }

@@ -38,7 +38,10 @@ fn sealed(json: &str) -> Vec<u8> {
 }
 
 fn created(b: Bead) -> EventBody {
-    EventBody::BeadCreated { bead: Box::new(b) }
+    EventBody::BeadCreated {
+        bead: Box::new(b),
+        by_person: true,
+    }
 }
 
 fn status(name: &str, s: Status) -> EventBody {

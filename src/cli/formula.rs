@@ -137,7 +137,8 @@ fn load(workspace: Option<&Path>) -> Result<FormulaSet, String> {
     } else {
         PromptSet::builtin()
     };
-    let (set, problems) = crate::daemon::load::formulas(&paths.formula_dirs(), &|n| prompts.has(n));
+    let (set, problems) =
+        crate::daemon::load::formulas(&paths.workspace, &paths.formula_dirs(), &|n| prompts.has(n));
     let errors: Vec<String> = problems
         .iter()
         .filter(|p| !p.warning)

@@ -1,7 +1,13 @@
 //! Reading the workflow's files from disk: `config.toml`, the prompts file and the formula
 //! folders. Parsing and checking them is the domain's; this is only where the bytes come from.
+//!
+//! No symbolic link is followed on the way: a bead's merge could otherwise bring a link
+//! (`.beads -> ` a folder an agent writes) that turns an agent's files into the workflow, with
+//! no approval asked for the files behind it. A link where a workflow file or folder should be
+//! is an error that names it.
 
-use std::io;
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::domain::config::{Config, ConfigError};
@@ -10,7 +16,7 @@ use crate::domain::prompt::{PromptError, PromptSet};
 
 /// Loads `path`, or the defaults when it does not exist.
 pub fn config(path: &Path) -> Result<Config, ConfigError> {
-    match std::fs::read_to_string(path) {
+    match read_no_link(path) {
         Ok(text) => Config::parse(&text, &path.display().to_string()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Config::default()),
         Err(source) => Err(ConfigError::Read {
@@ -24,24 +30,71 @@ pub fn config(path: &Path) -> Result<Config, ConfigError> {
 /// of the same name or add new ones, and its `contract`, if any, replaces the built-in
 /// contract. Templates the file leaves out stay built in.
 pub fn prompts(path: &Path) -> Result<PromptSet, PromptError> {
-    let text = std::fs::read_to_string(path).map_err(|source| PromptError::Read {
+    let text = read_no_link(path).map_err(|source| PromptError::Read {
         path: path.to_owned(),
         source,
     })?;
     PromptSet::builtin().overlay(&text, &path.display().to_string())
 }
 
-/// The built-in formulas, then every `*.formula.toml` in `dirs`, in order (each folder's
-/// files sorted by name). A formula replaces an earlier one of the same name, so a
-/// workspace can override a built-in formula.
+/// Reads the file at `path` whole, refusing a symbolic link there.
+fn read_no_link(path: &Path) -> io::Result<String> {
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::ELOOP) => linked(path),
+            _ => e,
+        })?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// The error for a symbolic link where a workflow file or folder is read.
+fn linked(path: &Path) -> io::Error {
+    io::Error::other(format!(
+        "`{}` is a symbolic link, and catalyst does not follow links when it reads formulas, prompts and config",
+        path.display()
+    ))
+}
+
+/// Fails when `dir`, or a folder between `root` and it, is a symbolic link.
+fn no_link_below(root: &Path, dir: &Path) -> io::Result<()> {
+    let Ok(below) = dir.strip_prefix(root) else {
+        return Ok(());
+    };
+    let mut path = root.to_path_buf();
+    for part in below.components() {
+        path.push(part);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => return Err(linked(&path)),
+            Ok(_) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The built-in formulas, then every `*.formula.toml` in `dirs` (folders under `root`), in
+/// order (each folder's files sorted by name). A formula replaces an earlier one of the same
+/// name, so a workspace can override a built-in formula.
 ///
 /// A file with problems is left out and its problems returned, so one broken file does not
 /// stop the daemon from running the others. A folder that does not exist is skipped
-/// silently (`.beads/formulas/` usually does not); one that cannot be read is a problem.
-pub fn formulas(dirs: &[PathBuf], has_prompt: &dyn Fn(&str) -> bool) -> (FormulaSet, Vec<Problem>) {
+/// silently (`.beads/formulas/` usually does not); one that cannot be read, or that is (or is
+/// reached through) a symbolic link below `root`, is a problem, and so is a formula file that
+/// is a link.
+pub fn formulas(
+    root: &Path,
+    dirs: &[PathBuf],
+    has_prompt: &dyn Fn(&str) -> bool,
+) -> (FormulaSet, Vec<Problem>) {
     let (mut set, mut problems) = FormulaSet::builtin(has_prompt);
     for dir in dirs {
-        let files = match formula_files(dir) {
+        let files = no_link_below(root, dir).and_then(|()| formula_files(dir));
+        let files = match files {
             Ok(files) => files,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => {
@@ -54,7 +107,7 @@ pub fn formulas(dirs: &[PathBuf], has_prompt: &dyn Fn(&str) -> bool) -> (Formula
         };
         for path in files {
             let file = path.display().to_string();
-            match std::fs::read_to_string(&path) {
+            match read_no_link(&path) {
                 Ok(text) => set.add_file(&text, &file, has_prompt, &mut problems),
                 Err(e) => problems.push(Problem::formula(&file, format!("cannot read: {e}"))),
             }
@@ -73,7 +126,9 @@ fn formula_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
             .file_name()
             .to_str()
             .is_some_and(|name| name.ends_with(FORMULA_EXT) && !name.starts_with('.'));
-        if is_formula && entry.file_type()?.is_file() {
+        let kind = entry.file_type()?;
+        if is_formula && (kind.is_file() || kind.is_symlink()) {
+            // A link is read (and refused) so that it is reported, not skipped unseen.
             files.push(entry.path());
         }
     }
@@ -153,7 +208,9 @@ mod tests {
         write("notes.toml", "not a formula");
         let missing = dir.path().join("missing");
 
-        let (set, problems) = formulas(&[missing, dir.path().to_owned()], &|n| prompts.has(n));
+        let (set, problems) = formulas(dir.path(), &[missing, dir.path().to_owned()], &|n| {
+            prompts.has(n)
+        });
         assert_eq!(set.names().collect::<Vec<_>>(), ["ci", "feature", "gated"]);
         assert_eq!(
             set.get("feature").expect("feature").steps.len(),
@@ -178,6 +235,55 @@ mod tests {
             shown.starts_with(&format!("{}: a: unknown key `modle`", file.display())),
             "{shown}"
         );
+    }
+
+    /// A merged `.beads -> <a folder an agent writes>` made the daemon load a formula from
+    /// the agent's folder, and run its gate, with no approval asked for the files behind it.
+    #[test]
+    fn a_linked_formula_folder_or_file_is_a_problem_and_not_read() {
+        use std::os::unix::fs::symlink;
+        let prompts = PromptSet::builtin();
+        let workspace = tempfile::tempdir().expect("tempdir");
+        let elsewhere = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(elsewhere.path().join("formulas")).expect("mkdir");
+        let planted = "formula = \"planted\"\n[[steps]]\nid = \"g\"\ntitle = \"G\"\nrole = \"gate\"\nrun = [\"true\"]\n";
+        std::fs::write(
+            elsewhere.path().join("formulas/planted.formula.toml"),
+            planted,
+        )
+        .expect("write");
+        symlink(elsewhere.path(), workspace.path().join(".beads")).expect("link the folder");
+        let own = workspace.path().join(".catalyst/formulas");
+        std::fs::create_dir_all(&own).expect("mkdir");
+        symlink(
+            elsewhere.path().join("formulas/planted.formula.toml"),
+            own.join("linked.formula.toml"),
+        )
+        .expect("link the file");
+        let dirs = [workspace.path().join(".beads/formulas"), own.clone()];
+        let (set, problems) = formulas(workspace.path(), &dirs, &|n| prompts.has(n));
+        assert!(
+            set.get("planted").is_none(),
+            "{:?}",
+            set.names().collect::<Vec<_>>()
+        );
+        let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        for name in [".beads`", "linked.formula.toml`"] {
+            assert!(
+                shown
+                    .iter()
+                    .any(|p| p.contains(name) && p.contains("symbolic link")),
+                "{name} in {shown:#?}"
+            );
+        }
+        let config = workspace.path().join(".catalyst/config.toml");
+        symlink(
+            elsewhere.path().join("formulas/planted.formula.toml"),
+            &config,
+        )
+        .expect("link");
+        let refused = super::config(&config).expect_err("a linked config");
+        assert!(refused.to_string().contains("symbolic link"), "{refused}");
     }
 
     #[test]

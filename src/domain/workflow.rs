@@ -8,16 +8,30 @@ use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
 /// The config's `workflow_files` when it does not say: the files catalyst itself reads, and
 /// where common CI systems and git hook managers keep theirs.
-pub const DEFAULT_WORKFLOW_FILES: [&str; 9] = [
+pub const DEFAULT_WORKFLOW_FILES: [&str; 21] = [
     ".catalyst/",
     ".beads/",
     "*.formula.toml",
     "agent_prompts.toml",
+    // CI systems.
     ".github/",
     ".gitlab-ci.yml",
+    ".gitlab/",
+    ".circleci/",
+    "Jenkinsfile",
+    "azure-pipelines.yml",
+    "bitbucket-pipelines.yml",
+    ".buildkite/",
+    ".drone.yml",
+    ".travis.yml",
+    // Git hook managers, and what git itself reads from the tree.
     ".githooks/",
     ".husky/",
     ".pre-commit-config.yaml",
+    "lefthook.yml",
+    "lefthook.yaml",
+    ".lefthook.yml",
+    ".gitmodules",
 ];
 
 /// Paths relative to the repository's root, matched like `.gitignore` lines: `dir/` is the
@@ -45,6 +59,40 @@ impl WorkflowFiles {
     /// Whether `path` (relative to the repository's root, `/`-separated) is a workflow file.
     pub fn matches(&self, path: &str) -> bool {
         self.set.is_match(path.trim_start_matches("./"))
+    }
+
+    /// Whether `path` is a workflow file or a folder that workflow files are in (`.beads`
+    /// for `.beads/`).
+    fn covers(&self, path: &str) -> bool {
+        self.matches(path) || self.matches(&format!("{path}/_"))
+    }
+
+    /// Whether a symbolic link at `path` to `target` (its text, as git stores it) needs a
+    /// person's approval: it stands where a workflow file or folder is (a committed
+    /// `.beads -> elsewhere` would make elsewhere's files the workflow), or it points out of
+    /// the repository, at its root, or into a workflow path. A target that is not UTF-8 is
+    /// held too.
+    pub fn link_needs_approval(&self, path: &str, target: &[u8]) -> bool {
+        let Ok(target) = std::str::from_utf8(target) else {
+            return true;
+        };
+        if self.covers(path) || target.starts_with('/') {
+            return true;
+        }
+        let mut resolved: Vec<&str> = path.split('/').collect();
+        resolved.pop();
+        for part in target.split('/') {
+            match part {
+                "" | "." => {}
+                ".." => {
+                    if resolved.pop().is_none() {
+                        return true;
+                    }
+                }
+                name => resolved.push(name),
+            }
+        }
+        resolved.is_empty() || self.covers(&resolved.join("/"))
     }
 }
 
@@ -88,6 +136,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_link_at_out_of_or_into_the_workflow_needs_approval() {
+        let files = WorkflowFiles::default();
+        let cases: &[(&str, &str, bool)] = &[
+            (".beads", "/home/agent/planted", true),
+            (".beads", "src/planted", true),
+            (".github", "ci", true),
+            ("docs/shared", "/etc", true),
+            ("docs/up", "../..", true),
+            ("docs/root", "..", true),
+            ("docs/beads", "../.beads/formulas", true),
+            ("tools/flow.toml", "../x.formula.toml", true),
+            ("docs/logo.svg", "../assets/logo.svg", false),
+            ("src/lib", "./inner/lib", false),
+            ("a/b/c", "../../d", false),
+        ];
+        for (path, target, held) in cases {
+            assert_eq!(
+                files.link_needs_approval(path, target.as_bytes()),
+                *held,
+                "{path} -> {target}"
+            );
+        }
+        assert!(files.link_needs_approval("x", b"\xff"));
+    }
+
+    #[test]
     fn the_defaults_cover_formulas_prompts_state_beads_and_ci() {
         let files = WorkflowFiles::default();
         for path in [
@@ -103,6 +177,13 @@ mod tests {
             ".githooks/pre-commit",
             ".husky/pre-push",
             "./.pre-commit-config.yaml",
+            ".circleci/config.yml",
+            ".gitlab/ci/build.yml",
+            "Jenkinsfile",
+            "azure-pipelines.yml",
+            "bitbucket-pipelines.yml",
+            "lefthook.yml",
+            ".gitmodules",
         ] {
             assert!(files.matches(path), "{path} should be a workflow file");
         }

@@ -256,3 +256,67 @@ async fn a_placeholder_inside_the_authors_quotes_keeps_the_formula_from_loading(
     }
     assert!(!planted.exists(), "a value ended the author's quotes");
 }
+
+/// A link is not a folder: an implementer committed `.beads -> <a folder outside the
+/// repository that it may write>`, the `.beads/` pattern did not match the link, the change
+/// merged without an approval, and the daemon then loaded a formula through the link and ran
+/// its gate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_link_where_the_workflow_lives_waits_for_a_person_and_is_never_followed() {
+    let marker = std::env::temp_dir().join(format!("catalyst-linked-{}", std::process::id()));
+    let ws = catalyst_testkit::Workspace::new("", "");
+    // What the agent wrote where it may (the stub's folder is writable in its sandbox).
+    let outside = ws.stub_file("planted");
+    std::fs::create_dir_all(outside.join("formulas")).expect("mkdir");
+    std::fs::write(
+        outside.join("formulas/feature.formula.toml"),
+        format!(
+            "formula = \"feature\"\n[[steps]]\nid = \"planted\"\ntitle = \"Planted\"\nrole = \"gate\"\nrun = [\"touch {}\"]\n",
+            marker.display()
+        ),
+    )
+    .expect("write");
+    let link = toml::Value::String(format!("ln -s {} .beads", outside.display())).to_string();
+    ws.set_scenario(&format!(
+        "[[rule]]\nbead = \"cat-link\"\nrole = \"implement\"\nresponses = [{{ shell = [{link}], write = {{ \"code.txt\" = \"code\\n\" }} }}]\n\
+         [[rule]]\nrole = \"implement\"\nresponses = [{{ write = {{ \"other.txt\" = \"other\\n\" }} }}]\n"
+    ));
+    let daemon = ws.start().await;
+    daemon.submit(bead_with_id("cat-link")).await;
+    let held = daemon
+        .wait_for("the merge held for the link", |e| {
+            e["type"] == "merge.held" && e["bead"] == "cat-link"
+        })
+        .await;
+    assert_eq!(held["files"], json!([".beads"]), "{held}");
+
+    // Approved by a person, the link merges, but the daemon still does not read through it.
+    daemon
+        .call(Method::Approve(ApproveParams {
+            id: "cat-link".into(),
+            comment: None,
+        }))
+        .await;
+    daemon.wait_status("cat-link", "closed").await;
+    let refused = daemon
+        .client()
+        .await
+        .call(&Method::Reload)
+        .await
+        .expect_err("a linked formula folder is refused");
+    assert!(refused.to_string().contains("symbolic link"), "{refused}");
+    daemon.submit(bead_with_id("cat-after")).await;
+    let after = daemon
+        .wait_for("cat-after poured", |e| {
+            e["type"] == "molecule.poured" && e["bead"] == "cat-after"
+        })
+        .await;
+    assert!(
+        poured_steps(&after).contains(&"implement".to_owned()),
+        "{after}"
+    );
+    daemon.wait_status("cat-after", "closed").await;
+    let ran = marker.exists();
+    let _ = std::fs::remove_file(&marker);
+    assert!(!ran, "the gate behind the link ran");
+}

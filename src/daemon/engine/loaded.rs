@@ -71,7 +71,9 @@ impl Loaded {
             PromptSet::builtin()
         };
         let (formulas, problems) =
-            crate::daemon::load::formulas(&paths.formula_dirs(), &|name| prompts.has(name));
+            crate::daemon::load::formulas(&paths.workspace, &paths.formula_dirs(), &|name| {
+                prompts.has(name)
+            });
         let (warnings, errors): (Vec<_>, Vec<_>) = problems.iter().partition(|p| p.warning);
         if !errors.is_empty() {
             let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();

@@ -300,8 +300,10 @@ impl Repo {
     }
 }
 
-/// The workflow files that the change from `base` to `tip` adds, changes or removes, less
-/// those that `tip` holds exactly as the `approved` commit does.
+/// The workflow files that the change from `base` to `tip` adds, changes or removes, and the
+/// symbolic links it adds or changes that need an approval
+/// ([`WorkflowFiles::link_needs_approval`]), less those that `tip` holds exactly as the
+/// `approved` commit does.
 fn held_files(
     repo: &Repository,
     base: Oid,
@@ -318,6 +320,16 @@ fn held_files(
             if let Some(path) = file.path().and_then(|p| p.to_str()) {
                 if files.matches(path) {
                     touched.insert(path.to_owned());
+                }
+            }
+        }
+        let new = delta.new_file();
+        if new.mode() == git2::FileMode::Link {
+            let target = repo.find_blob(new.id())?;
+            let path = new.path().map(|p| p.to_string_lossy().into_owned());
+            if let Some(path) = path {
+                if files.link_needs_approval(&path, target.content()) {
+                    touched.insert(path);
                 }
             }
         }

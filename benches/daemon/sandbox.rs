@@ -36,7 +36,7 @@ fn confined(dir: &Path, network: Network) -> SandboxSpec {
     SandboxSpec {
         bwrap: catalyst::daemon::sandbox::BWRAP.into(),
         state: dir.join("state"),
-        socket: dir.join("run/hook.sock"),
+        socket: Some(dir.join("run/hook.sock")),
         git: None,
         writable: Vec::new(),
         readable: Vec::new(),

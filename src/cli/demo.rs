@@ -129,10 +129,10 @@ pub fn init_repo(dir: &Path) -> Result<(), DemoError> {
     Ok(())
 }
 
-/// `config` (from [`stub_config`]) with its stub profile unconfined, for a machine without
-/// bubblewrap; whoever calls it says so. A profile already unconfined is left as it is. The
-/// stub agent is catalyst's own program, so it may run unconfined under a root daemon too
-/// (`allow_unconfined_root`).
+/// `config` (from [`stub_config`]) with its stub profile and its gates unconfined, for a
+/// machine without bubblewrap; whoever calls it says so. A profile already unconfined is left
+/// as it is. The stub agent is catalyst's own program, so it may run unconfined under a root
+/// daemon too (`allow_unconfined_root`).
 pub fn unconfined(config: &str) -> String {
     const FORMAT: &str = "format = \"claude-stream-json\", ";
     const UNCONFINED: &str = "format = \"claude-stream-json\", sandbox = \"none\", ";
@@ -140,7 +140,7 @@ pub fn unconfined(config: &str) -> String {
         return config.to_owned();
     }
     format!(
-        "allow_unconfined_root = true\n{}",
+        "allow_unconfined_root = true\ngate_sandbox = \"none\"\n{}",
         config.replacen(FORMAT, UNCONFINED, 1)
     )
 }
@@ -232,7 +232,7 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
         // the sandbox a real agent needs.
         writeln!(
             out,
-            "note: bubblewrap (`bwrap`) is not installed, so this demo runs its stub agents unconfined (`sandbox = \"none\"`); install it to see them sandboxed, as every real agent is"
+            "note: bubblewrap (`bwrap`) is not installed, so this demo runs its stub agents and its gates unconfined (`sandbox = \"none\"`, `gate_sandbox = \"none\"`); install it to see them sandboxed, as every real agent is"
         )?;
         config = unconfined(&config);
     }

@@ -1,30 +1,36 @@
-//! Whether the sandbox the configured profile asks for can run on this machine, checked when
-//! the config is loaded, so that a missing bubblewrap stops the daemon at start-up (or refuses
-//! a reload) with a sentence saying what to do, instead of failing every attempt later. A
-//! profile with `sandbox = "none"` is logged as running its agents unconfined.
+//! Whether the sandbox the config asks for (the agent profile's, and the gates') can run on
+//! this machine, checked when the config is loaded, so that a missing bubblewrap stops the
+//! daemon at start-up (or refuses a reload) with a sentence saying what to do, instead of
+//! failing every attempt later. A sandbox turned off is logged; under a root daemon it is
+//! refused unless the config's `allow_unconfined_root` accepts it.
 
 use std::process::{Command, Stdio};
 
-use crate::domain::agent::profile::AgentProfile;
 use crate::domain::agent::sandbox::{SandboxKind, BWRAP_NAMESPACES};
 
 /// The bubblewrap program, looked up on the daemon's `PATH`.
 pub const BWRAP: &str = "bwrap";
 
-/// Why the configured sandbox cannot run.
+/// Why the configured sandbox cannot run. `who` names what it confines ("the agent profile
+/// `claude`", "gates"), `off` the setting that turns it off.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
-    #[error("the agent profile `{profile}` runs agents in a bubblewrap sandbox, but `{BWRAP}` cannot be started ({source}); install bubblewrap (Debian and Ubuntu: `apt install bubblewrap`) or set `sandbox = \"none\"` in the profile to run agents unconfined")]
+    #[error("{who} run in a bubblewrap sandbox, but `{BWRAP}` cannot be started ({source}); install bubblewrap (Debian and Ubuntu: `apt install bubblewrap`) or set {off} to run them unconfined")]
     Missing {
-        profile: String,
+        who: String,
+        off: &'static str,
         source: std::io::Error,
     },
-    #[error("the agent profile `{profile}` runs agents in a bubblewrap sandbox, but `{BWRAP}` fails on this machine: {stderr}; set `sandbox = \"none\"` in the profile to run agents unconfined")]
-    Broken { profile: String, stderr: String },
-    #[error("the agent profile `{profile}` asks for a bubblewrap sandbox, which exists only on Linux; set `sandbox = \"none\"` in the profile")]
-    NotLinux { profile: String },
-    #[error("the agent profile `{profile}` runs agents unconfined (`sandbox = \"none\"`) and the daemon runs as root, so every agent would hold every capability; use the bubblewrap sandbox, run the daemon as an unprivileged user, or set `allow_unconfined_root = true` in the config to accept it")]
-    RootUnconfined { profile: String },
+    #[error("{who} run in a bubblewrap sandbox, but `{BWRAP}` fails on this machine: {stderr}; set {off} to run them unconfined")]
+    Broken {
+        who: String,
+        off: &'static str,
+        stderr: String,
+    },
+    #[error("{who} ask for a bubblewrap sandbox, which exists only on Linux; set {off}")]
+    NotLinux { who: String, off: &'static str },
+    #[error("{who} run unconfined ({off}) and the daemon runs as root, so they would hold every capability; use the bubblewrap sandbox, run the daemon as an unprivileged user, or set `allow_unconfined_root = true` in the config to accept it")]
+    RootUnconfined { who: String, off: &'static str },
 }
 
 /// Whether a bubblewrap sandbox can run on this machine (the check [`check`] makes).
@@ -42,35 +48,60 @@ fn trial() -> std::io::Result<std::process::Output> {
         .output()
 }
 
-/// Checks that `profile` (named `name`) can run its agents as it says: for a bubblewrap
-/// sandbox, one confined `true` with the namespaces every attempt uses. An unconfined profile
-/// under a daemon running as root is refused unless `allow_root` (the config's
-/// `allow_unconfined_root`) says otherwise: its agents would hold every capability.
-pub fn check(name: &str, profile: &AgentProfile, allow_root: bool) -> Result<(), SandboxError> {
-    if profile.sandbox == SandboxKind::None {
+/// What a sandbox confines, for [`check`].
+#[derive(Clone, Copy, Debug)]
+pub enum Confined<'a> {
+    /// The agents of the profile of this name.
+    Agents(&'a str),
+    /// The gates' commands (`gate_sandbox`).
+    Gates,
+}
+
+impl Confined<'_> {
+    fn who(self) -> String {
+        match self {
+            Confined::Agents(name) => format!("the agents of profile `{name}`"),
+            Confined::Gates => "gates".to_owned(),
+        }
+    }
+
+    fn off(self) -> &'static str {
+        match self {
+            Confined::Agents(_) => "`sandbox = \"none\"` in the profile",
+            Confined::Gates => "`gate_sandbox = \"none\"`",
+        }
+    }
+}
+
+/// Checks that `what` can run as `kind` says: for a bubblewrap sandbox, one confined `true`
+/// with the namespaces every attempt uses. No sandbox under a daemon running as root is
+/// refused unless `allow_root` (the config's `allow_unconfined_root`) says otherwise: what
+/// runs would hold every capability.
+pub fn check(what: Confined<'_>, kind: SandboxKind, allow_root: bool) -> Result<(), SandboxError> {
+    let (who, off) = (what.who(), what.off());
+    if kind == SandboxKind::None {
         if nix::unistd::geteuid().is_root() {
             if !allow_root {
-                return Err(SandboxError::RootUnconfined {
-                    profile: name.to_owned(),
-                });
+                return Err(SandboxError::RootUnconfined { who, off });
             }
-            tracing::warn!(profile = %name, "`allow_unconfined_root = true`: agents run unconfined as root, with every capability");
+            tracing::warn!("`allow_unconfined_root = true`: {who} run unconfined as root, with every capability");
+        } else {
+            tracing::warn!("the sandbox is off ({off}): {who} run unconfined");
         }
-        tracing::warn!(profile = %name, "the sandbox is off (`sandbox = \"none\"`): agents run unconfined, limited only by the hooks' tool policy");
         return Ok(());
     }
     if !cfg!(target_os = "linux") {
-        return Err(SandboxError::NotLinux {
-            profile: name.to_owned(),
-        });
+        return Err(SandboxError::NotLinux { who, off });
     }
     let out = trial().map_err(|source| SandboxError::Missing {
-        profile: name.to_owned(),
+        who: who.clone(),
+        off,
         source,
     })?;
     if !out.status.success() {
         return Err(SandboxError::Broken {
-            profile: name.to_owned(),
+            who,
+            off,
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
         });
     }

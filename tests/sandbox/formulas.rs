@@ -44,6 +44,15 @@ async fn a_value_outside_its_pattern_is_refused_and_a_quoted_one_runs_as_one_wor
     assert!(!planted.exists(), "the injected command ran: {passed}");
 }
 
+/// Config that lets sandboxed gates write the temporary folder, where the tests' gates leave
+/// their proof of having run.
+fn gates_may_write_temp() -> String {
+    format!(
+        "gate_writable = [{}]\n",
+        toml::Value::String(std::env::temp_dir().display().to_string())
+    )
+}
+
 /// Where the planted formula goes: a folder the daemon reads formulas from.
 const PLANTED: &str = ".beads/formulas/feature.formula.toml";
 
@@ -76,7 +85,8 @@ fn poured_steps(event: &serde_json::Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_planted_formula_waits_for_a_person_before_it_reaches_the_target() {
     let marker = std::env::temp_dir().join(format!("catalyst-planted-{}", std::process::id()));
-    let daemon = TestDaemon::start(&planting(&marker), "").await;
+    // The planted gate's proof is a file beside the marker's: gates may write there.
+    let daemon = TestDaemon::start(&planting(&marker), &gates_may_write_temp()).await;
     daemon.submit(bead_with_id("cat-plant")).await;
     let held = daemon
         .wait_for("the merge held for its workflow file", |e| {
@@ -143,7 +153,7 @@ async fn a_planted_formula_waits_for_a_person_before_it_reaches_the_target() {
 async fn a_gate_command_from_the_inbox_or_a_followed_beads_file_is_refused() {
     let scenario =
         "[[rule]]\nrole = \"implement\"\nresponses = [{ write = { \"a.txt\" = \"a\\n\" } }]\n";
-    let ws = catalyst_testkit::Workspace::new(scenario, "");
+    let ws = catalyst_testkit::Workspace::new(scenario, &gates_may_write_temp());
     let watched = ws.root.join("issues.jsonl");
     ws.append_config(&format!(
         "\n[beads]\nwatch = {:?}\n",
@@ -264,7 +274,7 @@ async fn a_placeholder_inside_the_authors_quotes_keeps_the_formula_from_loading(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_committed_link_where_the_workflow_lives_waits_for_a_person_and_is_never_followed() {
     let marker = std::env::temp_dir().join(format!("catalyst-linked-{}", std::process::id()));
-    let ws = catalyst_testkit::Workspace::new("", "");
+    let ws = catalyst_testkit::Workspace::new("", &gates_may_write_temp());
     // What the agent wrote where it may (the stub's folder is writable in its sandbox).
     let outside = ws.stub_file("planted");
     std::fs::create_dir_all(outside.join("formulas")).expect("mkdir");

@@ -6,6 +6,7 @@
 mod control;
 mod files;
 mod formulas;
+mod gates;
 mod paths;
 mod processes;
 mod readonly;

@@ -64,18 +64,17 @@ async fn a_root_daemons_agent_holds_no_capability_and_cannot_leave_its_mounts() 
 }
 
 #[test]
-fn an_unconfined_profile_is_refused_under_a_root_daemon_unless_the_config_accepts_it() {
+fn an_unconfined_profile_or_gate_is_refused_under_a_root_daemon_unless_the_config_accepts_it() {
+    use catalyst::daemon::sandbox::{check, Confined};
+    use catalyst::domain::agent::sandbox::SandboxKind;
     if !root() {
         return;
     }
-    let profile = catalyst::domain::agent::profile::AgentProfile {
-        sandbox: catalyst::domain::agent::sandbox::SandboxKind::None,
-        ..catalyst::domain::agent::profile::AgentProfile::claude()
-    };
-    let refused = catalyst::daemon::sandbox::check("loose", &profile, false)
-        .expect_err("refused as root")
-        .to_string();
-    assert!(refused.contains("allow_unconfined_root"), "{refused}");
-    catalyst::daemon::sandbox::check("loose", &profile, true)
-        .expect("accepted when the config says so");
+    for what in [Confined::Agents("loose"), Confined::Gates] {
+        let refused = check(what, SandboxKind::None, false)
+            .expect_err("refused as root")
+            .to_string();
+        assert!(refused.contains("allow_unconfined_root"), "{refused}");
+        check(what, SandboxKind::None, true).expect("accepted when the config says so");
+    }
 }

@@ -99,7 +99,8 @@ pub struct SandboxSpec {
     pub bwrap: PathBuf,
     /// The daemon's state folder, hidden but for the run folder and the socket.
     pub state: PathBuf,
-    pub socket: PathBuf,
+    /// The attempt's own socket (its hooks); none for a gate.
+    pub socket: Option<PathBuf>,
     /// Set by the runner once the bead's worktree exists.
     pub git: Option<GitMounts>,
     /// Paths the agent may write besides its worktree and run folder.

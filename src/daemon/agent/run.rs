@@ -262,7 +262,7 @@ fn confined(
         worktree: &spec.worktree,
         run_dir: &spec.run_dir,
         state: &sandbox.state,
-        socket: &sandbox.socket,
+        socket: sandbox.socket.as_deref(),
         net_sockets,
         git: sandbox.git.as_ref(),
         writable: &sandbox.writable,

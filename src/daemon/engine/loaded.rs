@@ -6,7 +6,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::daemon::agent::{shim_bin, Launcher, SandboxSpec};
-use crate::daemon::runner::sandbox_template;
+use crate::daemon::runner::{gate_sandbox_template, sandbox_template};
+use crate::daemon::sandbox::Confined;
 use crate::daemon::Paths;
 use crate::domain::config::{Config, ConfigError};
 use crate::domain::formula::FormulaSet;
@@ -28,6 +29,8 @@ pub struct Loaded {
     pub hook: Option<Arc<PathBuf>>,
     /// The configured profile's sandbox, resolved at load (see `runner::sandbox_template`).
     pub sandbox: Option<Arc<SandboxSpec>>,
+    /// The gates' sandbox (`gate_sandbox`), the same for every gate; `None` when it is off.
+    pub gate_sandbox: Option<Arc<SandboxSpec>>,
     /// The files a bead may change only with a person's approval; None when that is off.
     pub workflow_files: Option<Arc<WorkflowFiles>>,
     /// Starts agents' processes ahead of their attempts, with `catalyst-shim` (else
@@ -44,9 +47,16 @@ impl Loaded {
         let hook = crate::daemon::load::hook_bin(&catalyst);
         let mut sandbox = None;
         if let Ok(profile) = config.profile() {
-            crate::daemon::sandbox::check(&config.agent, &profile, config.allow_unconfined_root)?;
+            let agents = Confined::Agents(&config.agent);
+            crate::daemon::sandbox::check(agents, profile.sandbox, config.allow_unconfined_root)?;
             sandbox = sandbox_template(&profile, paths, &catalyst).map(Arc::new);
         }
+        crate::daemon::sandbox::check(
+            Confined::Gates,
+            config.gate_sandbox,
+            config.allow_unconfined_root,
+        )?;
+        let gate_sandbox = gate_sandbox_template(&config, paths).map(Arc::new);
         if config.budget().is_none() {
             tracing::warn!("`budget_usd = 0`: beads have no spending limit");
         }
@@ -113,6 +123,7 @@ impl Loaded {
             hook: hook.map(Arc::new),
             catalyst: Arc::new(catalyst),
             sandbox,
+            gate_sandbox,
             workflow_files,
         })
     }

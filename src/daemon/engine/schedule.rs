@@ -298,6 +298,21 @@ impl Engine {
 
     fn start_gate(&mut self, work: &BeadId, step: &Bead, meta: &StepMeta) -> bool {
         let attempt = meta.attempts + 1;
+        let config = &self.loaded.config;
+        let sandbox = if meta.unconfined {
+            if nix::unistd::geteuid().is_root() && !config.allow_unconfined_root {
+                let reason = format!(
+                    "gate `{}` says `sandbox = \"none\"`, and the daemon runs as root, so its commands would hold every capability; take that line out of the formula, run the daemon as an unprivileged user, or set `allow_unconfined_root = true`",
+                    meta.step
+                );
+                let _ = self.block_bead(work, Some(&step.id), &reason);
+                return false;
+            }
+            tracing::warn!(step = %step.id, "this gate runs unconfined (`sandbox = \"none\"` in its formula)");
+            None
+        } else {
+            self.loaded.gate_sandbox.clone()
+        };
         let dispatched = EventBody::StepDispatched {
             bead: work.clone(),
             step: step.id.clone(),
@@ -309,6 +324,7 @@ impl Engine {
         }
         let config = &self.loaded.config;
         let job = GateJob {
+            sandbox,
             work: work.clone(),
             step: step.id.clone(),
             attempt,

@@ -1,12 +1,13 @@
 //! One attempt of a gate step: its commands, run by the daemon in the worktree.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::daemon::agent::{self, RunSpec};
+use crate::daemon::agent::{self, RunSpec, SandboxSpec};
 use crate::daemon::worktree::{CommitId, Repo};
 use crate::domain::agent::profile::AgentProfile;
 use crate::domain::agent::report::{Exit, RunReport};
@@ -35,6 +36,8 @@ pub struct GateJob {
     /// The niceness its commands run at (`agent_nice`).
     pub nice: u32,
     pub reset_to: Option<String>,
+    /// The gates' sandbox (`gate_sandbox`); `None` runs the commands unconfined.
+    pub sandbox: Option<Arc<SandboxSpec>>,
 }
 
 /// The most output of a failed gate command passed on to the fix step.
@@ -81,6 +84,19 @@ pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone 
             }
         };
     done.base = Some(base);
+    let sandbox = match confine(&job).await {
+        Ok(sandbox) => sandbox,
+        Err(e) => {
+            return StepDone::unavailable(
+                &job.work,
+                &job.step,
+                Role::Gate,
+                job.attempt,
+                Unavailable::Preparation,
+                format!("cannot find the repository's git folder for the gate's sandbox: {e}"),
+            )
+        }
+    };
     let deadline = tokio::time::Instant::now() + job.timeout;
     let mut records = Vec::new();
     let mut outcome = Some(Outcome::GatePassed);
@@ -89,7 +105,7 @@ pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone 
         let left = deadline
             .saturating_duration_since(tokio::time::Instant::now())
             .max(Duration::from_secs(1));
-        let spec = command_spec(&job, i, command, left);
+        let spec = command_spec(&job, sandbox.as_ref(), i, command, left);
         let report = agent::run(spec.clone(), cancel.clone()).await;
         write_json(&spec.run_dir.join(REPORT_FILE), &report);
         done.duration_ms += report.duration_ms;
@@ -126,9 +142,31 @@ pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone 
     done
 }
 
+/// The gate's sandbox with the repository's git folder readable in it (a repository under
+/// `/tmp` would be behind the sandbox's private `/tmp`), or `None` when it runs unconfined.
+async fn confine(job: &GateJob) -> Result<Option<SandboxSpec>, String> {
+    let Some(template) = &job.sandbox else {
+        return Ok(None);
+    };
+    let repo = job.repo.clone();
+    let common = tokio::task::spawn_blocking(move || repo.common_dir())
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let mut sandbox = SandboxSpec::clone(template);
+    sandbox.readable.push(common);
+    Ok(Some(sandbox))
+}
+
 /// How the gate's `n`th command (from 0) runs: `sh -c command` in the bead's worktree, within
-/// `left` of the gate's time.
-fn command_spec(job: &GateJob, n: usize, command: &str, left: Duration) -> RunSpec {
+/// `left` of the gate's time, in `sandbox` when there is one.
+fn command_spec(
+    job: &GateJob,
+    sandbox: Option<&SandboxSpec>,
+    n: usize,
+    command: &str,
+    left: Duration,
+) -> RunSpec {
     RunSpec {
         profile: AgentProfile::shell(),
         model: String::new(),
@@ -145,7 +183,7 @@ fn command_spec(job: &GateJob, n: usize, command: &str, left: Duration) -> RunSp
         stall_timeout: left,
         grace: job.grace,
         output_cap: job.output_cap,
-        sandbox: None,
+        sandbox: sandbox.cloned(),
         max_processes: job.max_processes,
         nice: job.nice,
         conversation: None,

@@ -327,7 +327,7 @@ pub(super) fn attempt_env(
 /// The profile's sandbox (see [`sandbox_template`]) for an attempt with the socket `socket`.
 pub(super) fn with_socket(template: Option<&SandboxSpec>, socket: &Path) -> Option<SandboxSpec> {
     template.map(|template| SandboxSpec {
-        socket: socket.to_owned(),
+        socket: Some(socket.to_owned()),
         ..template.clone()
     })
 }
@@ -426,11 +426,37 @@ pub fn sandbox_template(
         readable,
         bwrap: PathBuf::from(BWRAP),
         state: paths.state.clone(),
-        socket: PathBuf::new(),
+        socket: None,
         git: None,
         writable,
         network: profile.network,
         net,
+    })
+}
+
+/// The gates' sandbox, worked out when the config is loaded: the agents' confinement with no
+/// socket, no model, the network `gate_network` says and, writable, only the worktree, a
+/// private `/tmp` and `gate_writable`. The runner adds the repository's git folder, read-only.
+/// `None` when `gate_sandbox = "none"`.
+pub fn gate_sandbox_template(config: &Config, paths: &Paths) -> Option<SandboxSpec> {
+    if config.gate_sandbox == SandboxKind::None {
+        return None;
+    }
+    let var = |name: &str| std::env::var(name).ok();
+    let writable = config
+        .gate_writable
+        .iter()
+        .filter_map(|p| expand_path(p, &var))
+        .collect();
+    Some(SandboxSpec {
+        readable: Vec::new(),
+        bwrap: PathBuf::from(BWRAP),
+        state: paths.state.clone(),
+        socket: None,
+        git: None,
+        writable,
+        network: config.gate_network,
+        net: None,
     })
 }
 

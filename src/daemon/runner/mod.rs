@@ -30,7 +30,7 @@ use crate::domain::unavailable::Unavailable;
 pub use agent_step::run_agent_step;
 pub use error::{GitTaskError, JobError};
 pub use gate::{run_gate_step, GateJob};
-pub use job::{sandbox_template, JobSources, StepJob};
+pub use job::{gate_sandbox_template, sandbox_template, JobSources, StepJob};
 pub use order::{job_from_order, WorkerSources};
 pub use remote::{run_on_worker, Pending, Remote};
 pub use slots::{AgentSlot, AgentSlots};

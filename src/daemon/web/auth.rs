@@ -118,7 +118,7 @@ impl Hosts {
         } else {
             host
         };
-        self.0.iter().any(|h| *h == with_port)
+        self.0.contains(&with_port)
     }
 }
 

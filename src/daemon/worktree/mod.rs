@@ -413,6 +413,11 @@ impl Repo {
     }
 
     /// A handle of the main repository: an idle one when there is one ([`handles`]).
+    /// The repository's git folder (`.git`, the common one of its worktrees).
+    pub fn common_dir(&self) -> Result<PathBuf, GitError> {
+        Ok(self.main_repo()?.commondir().to_path_buf())
+    }
+
     fn main_repo(&self) -> Result<handles::Kept<'_>, GitError> {
         self.handles.take(&self.workspace).ctx(|| {
             format!(

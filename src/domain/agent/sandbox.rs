@@ -92,8 +92,8 @@ pub struct Confinement<'a> {
     pub run_dir: &'a Path,
     /// The daemon's state folder (`.catalyst`), hidden.
     pub state: &'a Path,
-    /// The attempt's own socket, reachable inside.
-    pub socket: &'a Path,
+    /// The attempt's own socket, reachable inside; none for a gate.
+    pub socket: Option<&'a Path>,
     /// The folder of the attempt's network sockets, when it is not in the run folder (a run
     /// folder whose path is too long for a socket address), reachable inside.
     pub net_sockets: Option<&'a Path>,
@@ -143,7 +143,9 @@ pub fn bwrap_args(c: &Confinement<'_>) -> Vec<OsString> {
     for path in c.writable {
         args.pair("--bind-try", path, path);
     }
-    args.bind(c.socket);
+    if let Some(socket) = c.socket {
+        args.bind(socket);
+    }
     args.one("--chdir", c.worktree);
     args.flags(&["--"]);
     args.0
@@ -245,7 +247,7 @@ mod tests {
             worktree: Path::new("/r/.catalyst/worktrees/cat-1"),
             run_dir: Path::new("/r/.catalyst/runs/cat-1/implement/1"),
             state: Path::new("/r/.catalyst"),
-            socket: Path::new("/r/.catalyst/catalystd.sock"),
+            socket: Some(Path::new("/r/.catalyst/catalystd.sock")),
             net_sockets: Some(Path::new("/tmp/catalyst-net-x")),
             git: Some(&git),
             writable: &writable,
@@ -315,7 +317,7 @@ mod tests {
             worktree: Path::new("/w"),
             run_dir: Path::new("/run"),
             state: Path::new("/s"),
-            socket: Path::new("/s/sock"),
+            socket: None,
             net_sockets: None,
             git: None,
             writable: &[],

@@ -104,8 +104,17 @@ pub struct Config {
     /// Agents on other machines (off unless `nats` is set).
     pub cluster: cluster::ClusterConfig,
     /// Lets a daemon running as root run a profile with `sandbox = "none"`, whose agents then
-    /// hold every capability. Off: such a config is refused.
+    /// hold every capability, and gates unconfined. Off: such a config is refused.
     pub allow_unconfined_root: bool,
+    /// How gates' commands are confined: `bwrap` (the default on Linux) runs them in the
+    /// agents' sandbox; `none` runs them with the daemon's rights (logged at every load). A
+    /// formula's gate may say `sandbox = "none"` for itself.
+    pub gate_sandbox: crate::domain::agent::sandbox::SandboxKind,
+    /// What a sandboxed gate reaches on the network: `none` (the default) or `open`.
+    pub gate_network: crate::domain::agent::sandbox::Network,
+    /// Paths a sandboxed gate may write besides the worktree and a private `/tmp` (a build
+    /// tool's cache, such as `~/.cargo`); those that do not exist are skipped.
+    pub gate_writable: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,6 +162,9 @@ impl Default for Config {
             web: web::WebConfig::default(),
             cluster: cluster::ClusterConfig::default(),
             allow_unconfined_root: false,
+            gate_sandbox: crate::domain::agent::sandbox::SandboxKind::default(),
+            gate_network: crate::domain::agent::sandbox::Network::None,
+            gate_writable: Vec::new(),
         }
     }
 }
@@ -251,6 +263,9 @@ impl Config {
             ));
         }
         self.check_ranges()?;
+        if self.gate_network == crate::domain::agent::sandbox::Network::ModelOnly {
+            return Err("`gate_network` is `none` or `open`: a gate talks to no model".to_owned());
+        }
         if self.target_branch.is_empty() || git_ref_unsafe(&self.target_branch) {
             return Err(format!(
                 "`target_branch` `{}` is not a branch name",

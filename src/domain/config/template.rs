@@ -106,6 +106,21 @@ pub const KEYS: &[Key] = &[
          then hold every capability; off, such a config is refused",
     ),
     key(
+        "gate_sandbox",
+        "how gates' commands are confined: \"bwrap\" (the default on Linux) runs them in the \
+         agents' sandbox, worktree writable; \"none\" runs them with the daemon's rights \
+         (logged); a formula's gate may say `sandbox = \"none\"` for itself",
+    ),
+    key(
+        "gate_network",
+        "what a sandboxed gate reaches: \"none\" (its own loopback) or \"open\"",
+    ),
+    key(
+        "gate_writable",
+        "paths a sandboxed gate may write besides its worktree and a private /tmp (a build \
+         tool's cache, e.g. \"~/.cargo\"); missing ones are skipped",
+    ),
+    key(
         "max_processes",
         "processes (threads too) one agent attempt or gate may have at once; 0 turns it off",
     ),

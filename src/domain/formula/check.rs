@@ -417,6 +417,11 @@ fn check_role(step: &Step, has_prompt: &dyn Fn(&str) -> bool, problem: &mut impl
             "`run` is only for gate steps (`role = \"gate\"`), and this step's role is `{role}`"
         ));
     }
+    if role != Role::Gate && step.unconfined {
+        problem(format!(
+            "`sandbox` is only for gate steps (an agent's sandbox is its profile's), and this step's role is `{role}`"
+        ));
+    }
     if !role.is_agent() {
         let set = [
             ("model", step.model.is_some()),

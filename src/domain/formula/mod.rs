@@ -194,6 +194,9 @@ pub struct Step {
     pub run: Vec<String>,
     /// Seconds the agent or gate may run.
     pub timeout: Option<u64>,
+    /// Gate steps only: `sandbox = "none"` runs the gate's commands outside the sandbox (the
+    /// per-gate opt-out, logged each time it runs).
+    pub unconfined: bool,
     pub max_fix_iterations: Option<u32>,
     /// Tools the agent may use, replacing the role's default policy.
     pub tools: Option<Vec<String>>,
@@ -237,6 +240,7 @@ impl Step {
             prompt: None,
             run: Vec::new(),
             timeout: None,
+            unconfined: false,
             max_fix_iterations: None,
             tools: None,
             recheck: Vec::new(),

@@ -590,6 +590,17 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
     let prompt = r.string("prompt");
     let run = r.strings("run").unwrap_or_default();
     let timeout = r.integer("timeout", 1, i64::MAX).map(|t| t as u64);
+    let sandbox = r.string("sandbox");
+    let unconfined = match sandbox.as_deref() {
+        None | Some("bwrap") => false,
+        Some("none") => true,
+        Some(other) => {
+            r.problem(format!(
+                "unknown `sandbox = \"{other}\"` (expected `bwrap` or `none`)"
+            ));
+            false
+        }
+    };
     let max_fix_iterations = r
         .integer("max_fix_iterations", 0, u32::MAX.into())
         .map(|n| n as u32);
@@ -619,6 +630,7 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
         prompt,
         run,
         timeout,
+        unconfined,
         max_fix_iterations,
         tools,
         recheck,

@@ -117,6 +117,7 @@ fn step_meta(
             .map(|c| substitute_quoted(c, values))
             .collect(),
         timeout: step.timeout,
+        unconfined: step.unconfined,
         max_fix_iterations: step.max_fix_iterations,
         tools: step.tools.clone(),
         recheck: step.recheck.clone(),

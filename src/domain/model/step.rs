@@ -31,6 +31,9 @@ pub struct StepMeta {
     /// Seconds an agent or gate may run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
+    /// A gate whose formula says `sandbox = "none"`: its commands run unconfined.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unconfined: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_fix_iterations: Option<u32>,
     /// Tools offered on this step's agent command line, replacing the role's list (the role's
@@ -111,6 +114,7 @@ impl StepMeta {
             prompt: None,
             run: Vec::new(),
             timeout: None,
+            unconfined: false,
             max_fix_iterations: None,
             tools: None,
             fixes: None,

@@ -7,6 +7,7 @@ mod control;
 mod files;
 mod formulas;
 mod gates;
+mod git;
 mod paths;
 mod processes;
 mod readonly;

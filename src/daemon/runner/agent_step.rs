@@ -319,6 +319,7 @@ async fn confine(job: &mut StepJob) -> Result<(), GitTaskError> {
         job.run_dir.join(SANDBOX_DIR),
     );
     let mounts = git(move || repo.sandbox_mounts(&tree, &private)).await?;
+    job.spec.env.extend(mounts.env());
     if let Some(sandbox) = &mut job.spec.sandbox {
         sandbox.git = Some(mounts);
     }

@@ -2,10 +2,12 @@
 //! profile asks for, and the bubblewrap command line that gives it.
 //!
 //! Inside the sandbox the root file system is read-only; the attempt may write only its bead's
-//! worktree, its run folder, a private `/tmp`, the agent CLI's own state (the profile's
-//! `writable` paths) and, of the shared repository, the object store and the worktree's own
-//! admin folder. Its branch ref is a private copy the daemon hands back after the attempt, so
-//! other beads' refs, `.git/config` and `.git/hooks` stay read-only. The daemon's state folder
+//! worktree, its run folder, a private `/tmp` and the agent CLI's own state (the profile's
+//! `writable` paths). The shared repository stays read-only whole: the worktree's admin folder
+//! and its branch ref are private copies mounted over the real ones, new objects go to a
+//! private object folder (git's `GIT_OBJECT_DIRECTORY`, the shared store as its alternate),
+//! and the worktree's `.git` file is mounted read-only, so no agent can make git read a
+//! config, hook or fsmonitor of its own. The daemon imports and checks the commits afterwards. The daemon's state folder
 //! (journal, other worktrees, other run folders) is hidden behind an empty file system, except
 //! the control socket, which `catalyst hook` needs. The agent gets its own PID namespace and dies
 //! with its parent; with a network policy other than `open` it gets its own network namespace.
@@ -68,21 +70,45 @@ pub enum Network {
     None,
 }
 
-/// The git paths one attempt's sandbox exposes, found by the daemon for the bead.
+/// The git paths one attempt's sandbox exposes, found by the daemon for the bead. Each pair is
+/// a real folder and the attempt's private copy mounted over it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GitMounts {
     /// The repository's git folder (`.git`), read-only: mounted again in case the private
     /// `/tmp` or the hidden state folder covers it.
     pub common: PathBuf,
-    /// The shared object store (`.git/objects`): written by `git add` and `git commit`.
+    /// The worktree's `.git` file, mounted read-only over itself: an agent that could replace
+    /// it (with a folder holding a config of its own) would run its fsmonitor or hooks in a
+    /// person's `git status`, or point the daemon's commit at another checkout.
+    pub dot_git: PathBuf,
+    /// The worktree's admin folder (`.git/worktrees/<name>`: its HEAD, index and logs).
+    pub admin: (PathBuf, PathBuf),
+    /// The private object folder the agent's git writes new objects to
+    /// ([`GIT_OBJECT_DIRECTORY`](GitMounts::env)); it lies in the run folder.
     pub objects: PathBuf,
-    /// The worktree's admin folder (`.git/worktrees/<name>`): its HEAD, index and logs.
-    pub admin: PathBuf,
     /// The folder of the bead branches' refs (`.git/refs/heads/catalyst`), and the private
     /// copy mounted over it, which holds only this bead's ref.
     pub refs: (PathBuf, PathBuf),
     /// The same for their reflogs (`.git/logs/refs/heads/catalyst`).
     pub logs: (PathBuf, PathBuf),
+}
+
+impl GitMounts {
+    /// The environment that sends the agent's new objects to its private folder, the shared
+    /// store read through it as an alternate.
+    pub fn env(&self) -> [(String, String); 2] {
+        let shared = self.common.join("objects");
+        [
+            (
+                "GIT_OBJECT_DIRECTORY".to_owned(),
+                self.objects.display().to_string(),
+            ),
+            (
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES".to_owned(),
+                shared.display().to_string(),
+            ),
+        ]
+    }
 }
 
 /// Everything one attempt's sandbox is made from.
@@ -135,10 +161,10 @@ pub fn bwrap_args(c: &Confinement<'_>) -> Vec<OsString> {
     args.pair("--ro-bind-try", &policy, &policy);
     if let Some(git) = c.git {
         args.pair("--ro-bind", &git.common, &git.common);
-        args.bind(&git.objects);
-        args.bind(&git.admin);
+        args.pair("--bind", &git.admin.1, &git.admin.0);
         args.pair("--bind", &git.refs.1, &git.refs.0);
         args.pair("--bind", &git.logs.1, &git.logs.0);
+        args.pair("--ro-bind", &git.dot_git, &git.dot_git);
     }
     for path in c.writable {
         args.pair("--bind-try", path, path);
@@ -234,8 +260,9 @@ mod tests {
     fn the_state_folder_is_hidden_before_the_run_folder_and_socket_inside_it_are_bound() {
         let git = GitMounts {
             common: "/r/.git".into(),
-            objects: "/r/.git/objects".into(),
-            admin: "/r/.git/worktrees/cat-1".into(),
+            dot_git: "/r/.catalyst/worktrees/cat-1/.git".into(),
+            admin: ("/r/.git/worktrees/cat-1".into(), "/run/admin".into()),
+            objects: "/run/objects".into(),
             refs: ("/r/.git/refs/heads/catalyst".into(), "/run/refs".into()),
             logs: (
                 "/r/.git/logs/refs/heads/catalyst".into(),
@@ -301,10 +328,26 @@ mod tests {
         position(&a, &["--unshare-user", "--cap-drop", "ALL"]);
         assert_eq!(a.last().map(String::as_str), Some("--"));
         let common = position(&a, &["--ro-bind", "/r/.git", "/r/.git"]);
-        let objects = position(&a, &["--bind", "/r/.git/objects", "/r/.git/objects"]);
+        let admin = position(&a, &["--bind", "/run/admin", "/r/.git/worktrees/cat-1"]);
         assert!(
-            common < objects,
-            "the writable parts go over the read-only git folder"
+            common < admin,
+            "the private parts go over the read-only git folder"
+        );
+        assert!(
+            !a.iter().any(|x| x == "/r/.git/objects"),
+            "the shared objects stay read-only"
+        );
+        let dot_git = position(
+            &a,
+            &[
+                "--ro-bind",
+                "/r/.catalyst/worktrees/cat-1/.git",
+                "/r/.catalyst/worktrees/cat-1/.git",
+            ],
+        );
+        assert!(
+            tree < dot_git,
+            "the .git file read-only over the writable worktree"
         );
         assert!(!a
             .iter()

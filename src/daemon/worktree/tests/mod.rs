@@ -5,6 +5,7 @@ mod change;
 mod commit;
 mod create;
 mod merge;
+mod sandbox;
 mod spare;
 
 use std::fs;

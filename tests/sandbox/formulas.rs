@@ -330,3 +330,31 @@ async fn a_committed_link_where_the_workflow_lives_waits_for_a_person_and_is_nev
     let _ = std::fs::remove_file(&marker);
     assert!(!ran, "the gate behind the link ran");
 }
+
+/// The workspace's own word: a gate command set once in the config's `[vars]` runs for a bead
+/// from the inbox that gives none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_command_from_the_config_runs_for_any_bead() {
+    let scenario =
+        "[[rule]]\nrole = \"implement\"\nresponses = [{ write = { \"a.txt\" = \"a\\n\" } }]\n";
+    let marker = std::env::temp_dir().join(format!("catalyst-config-var-{}", std::process::id()));
+    let config = format!(
+        "{}[vars]\ntest_command = {}\n",
+        gates_may_write_temp(),
+        toml::Value::String(format!("touch {}", marker.display()))
+    );
+    let daemon = TestDaemon::start(scenario, &config).await;
+    let dir = daemon.paths.state.join("inbox");
+    std::fs::create_dir_all(&dir).expect("inbox");
+    let bead = json!({"id": "cat-inbox", "title": "From the inbox", "formula": "gated"});
+    std::fs::write(dir.join(".b.tmp"), bead.to_string()).expect("write");
+    std::fs::rename(dir.join(".b.tmp"), dir.join("b.json")).expect("rename");
+    daemon
+        .wait_for("the approval to wait", |e| {
+            e["type"] == "gate.waiting" && e["step"] == "cat-inbox.approve"
+        })
+        .await;
+    let ran = marker.exists();
+    let _ = std::fs::remove_file(&marker);
+    assert!(ran, "the config's test_command ran");
+}

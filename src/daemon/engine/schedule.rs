@@ -430,7 +430,10 @@ impl Engine {
                     .with_aspects(formula, &aspects)
                     .and_then(|f| {
                         f.check_command_vars(&vars, vars_by_person(bead))
-                            .and_then(|()| pour(&f, bead, &vars, crate::daemon::clock::now()))
+                            .and_then(|()| {
+                                let vars = f.with_workspace_vars(vars, &self.loaded.config.vars);
+                                pour(&f, bead, &vars, crate::daemon::clock::now())
+                            })
                             .map_err(|e| e.to_string())
                     })
             }

@@ -115,6 +115,9 @@ pub struct Config {
     /// Paths a sandboxed gate may write besides the worktree and a private `/tmp` (a build
     /// tool's cache, such as `~/.cargo`); those that do not exist are skipped.
     pub gate_writable: Vec<String>,
+    /// Values for formula vars in this workspace (`test_command = "cargo test"`), used by
+    /// every formula that declares the var, unless the bead gives its own.
+    pub vars: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,6 +168,7 @@ impl Default for Config {
             gate_sandbox: crate::domain::agent::sandbox::SandboxKind::default(),
             gate_network: crate::domain::agent::sandbox::Network::None,
             gate_writable: Vec::new(),
+            vars: BTreeMap::new(),
         }
     }
 }

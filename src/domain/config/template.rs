@@ -166,6 +166,12 @@ pub const KEYS: &[Key] = &[
         "per agent role, `[tool_policy.<role>]` with `access` (`read-only` or `worktree`) and \
          `tools` (what `--tools` offers a Claude Code agent), over the built-in ones",
     ),
+    key(
+        "vars",
+        "values for formula vars in this workspace (`test_command = \"cargo test\"`), used by \
+         every formula that declares the var unless the bead gives its own; unlike a bead from \
+         the inbox or the followed beads file, they may choose a gate's command",
+    ),
     key("router", "retries, escalation and the fix loop"),
     key(
         "router.max_attempts",

@@ -139,6 +139,22 @@ impl Formula {
             .collect()
     }
 
+    /// `given` with the workspace's values (the config's `[vars]`) for the vars this formula
+    /// declares and `given` leaves out: a bead's own value wins, then the workspace's, then
+    /// the formula's default.
+    pub fn with_workspace_vars(
+        &self,
+        mut given: BTreeMap<String, String>,
+        workspace: &BTreeMap<String, String>,
+    ) -> BTreeMap<String, String> {
+        for (name, value) in workspace {
+            if self.vars.contains_key(name) && !given.contains_key(name) {
+                given.insert(name.clone(), value.clone());
+            }
+        }
+        given
+    }
+
     /// Refuses values given for [`Formula::command_vars`] unless `by_person`: a command chosen
     /// per bead comes from the formula's default or a person's submission, never from a file
     /// anyone who can write an inbox file or file an issue controls.

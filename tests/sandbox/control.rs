@@ -1,6 +1,5 @@
 //! The control socket: an agent reaches only its own attempt's hooks, never a person's methods.
 
-use catalyst_testkit::{bead, TestDaemon};
 use serde_json::json;
 
 use crate::MAIN_CHECKOUT;
@@ -43,20 +42,7 @@ async fn an_agent_cannot_approve_a_waiting_bead_or_stop_the_daemon() {
         ),
     ];
     let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
-    let scenario = format!(
-        "[[rule]]\nrole = \"implement\"\nbead = \"cat-gated\"\nresponses = [{{ write = {{ \"impl.txt\" = \"impl\\n\" }} }}]\n\n{}",
-        crate::implement_runs(&commands)
-    );
-    let daemon = TestDaemon::start(&scenario, "").await;
-    daemon.submit_gated_waiting("cat-gated", "true").await;
-    let id = daemon.submit(bead("Tries to approve it")).await;
-    daemon.wait_status(&id, "closed").await;
-    let shell = daemon
-        .invocations()
-        .into_iter()
-        .find(|i| i.bead.as_deref() == Some(id.as_str()) && i.role() == "implement")
-        .expect("the second bead's agent ran")
-        .shell;
+    let (daemon, shell) = crate::attempt_beside_a_waiting_approval(&commands).await;
     for s in &shell[..4] {
         assert!(s.output.contains("\"forbidden\""), "{s:?}");
     }

@@ -71,6 +71,28 @@ pub async fn attempt_configured(
     (daemon, shell)
 }
 
+/// Runs a bead whose implement agent runs `commands` while another bead, `cat-gated`, waits
+/// for a person's approval; returns the daemon and what each command printed, once the bead
+/// has closed.
+pub async fn attempt_beside_a_waiting_approval(commands: &[&str]) -> (TestDaemon, Vec<ShellEntry>) {
+    let scenario = format!(
+        "[[rule]]\nrole = \"implement\"\nbead = \"cat-gated\"\nresponses = [{{ write = {{ \"impl.txt\" = \"impl\\n\" }} }}]\n\n{}",
+        implement_runs(commands)
+    );
+    let daemon = TestDaemon::start(&scenario, "").await;
+    daemon.submit_gated_waiting("cat-gated", "true").await;
+    let id = daemon.submit(bead("Tries to get past the approval")).await;
+    daemon.wait_status(&id, "closed").await;
+    let shell = daemon
+        .invocations()
+        .into_iter()
+        .find(|i| i.bead.as_deref() == Some(id.as_str()) && i.role() == "implement")
+        .expect("the second bead's agent ran")
+        .shell;
+    assert_eq!(shell.len(), commands.len(), "every command ran: {shell:?}");
+    (daemon, shell)
+}
+
 /// What each of the `n` commands the implement agent ran printed.
 pub fn implement_shell(daemon: &TestDaemon, n: usize) -> Vec<ShellEntry> {
     let shell = daemon

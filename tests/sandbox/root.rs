@@ -4,8 +4,6 @@
 //! the journal and approve a waiting bead through the daemon's real socket. These run only as
 //! root, as CI does.
 
-use catalyst_testkit::{bead, TestDaemon};
-
 use crate::{MAIN_CHECKOUT, STATE};
 
 fn root() -> bool {
@@ -35,20 +33,7 @@ async fn a_root_daemons_agent_holds_no_capability_and_cannot_leave_its_mounts() 
         ),
     ];
     let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
-    let scenario = format!(
-        "[[rule]]\nrole = \"implement\"\nbead = \"cat-gated\"\nresponses = [{{ write = {{ \"impl.txt\" = \"impl\\n\" }} }}]\n\n{}",
-        crate::implement_runs(&commands)
-    );
-    let daemon = TestDaemon::start(&scenario, "").await;
-    daemon.submit_gated_waiting("cat-gated", "true").await;
-    let id = daemon.submit(bead("Tries everything root could")).await;
-    daemon.wait_status(&id, "closed").await;
-    let shell = daemon
-        .invocations()
-        .into_iter()
-        .find(|i| i.bead.as_deref() == Some(id.as_str()) && i.role() == "implement")
-        .expect("the second bead's agent ran")
-        .shell;
+    let (daemon, shell) = crate::attempt_beside_a_waiting_approval(&commands).await;
     let escaped = std::path::Path::new(&planted).exists();
     let _ = std::fs::remove_file(&planted);
     assert!(!escaped, "a file written on the host: {shell:?}");

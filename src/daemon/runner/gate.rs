@@ -69,32 +69,28 @@ struct GateRecord<'a> {
 /// output and report stay in the run folder, under `command-<n>/`.
 pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone {
     let mut done = StepDone::failed(&job.work, &job.step, Role::Gate, job.attempt, String::new());
+    let unprepared = |reason: String| {
+        StepDone::unavailable(
+            &job.work,
+            &job.step,
+            Role::Gate,
+            job.attempt,
+            Unavailable::Preparation,
+            reason,
+        )
+    };
     let base =
         match prepare_worktree(&job.repo, &job.work, &job.target, job.reset_to.as_deref()).await {
             Ok(base) => base,
-            Err(e) => {
-                return StepDone::unavailable(
-                    &job.work,
-                    &job.step,
-                    Role::Gate,
-                    job.attempt,
-                    Unavailable::Preparation,
-                    format!("cannot prepare the worktree: {e}"),
-                )
-            }
+            Err(e) => return unprepared(format!("cannot prepare the worktree: {e}")),
         };
     done.base = Some(base);
     let sandbox = match confine(&job).await {
         Ok(sandbox) => sandbox,
         Err(e) => {
-            return StepDone::unavailable(
-                &job.work,
-                &job.step,
-                Role::Gate,
-                job.attempt,
-                Unavailable::Preparation,
-                format!("cannot find the repository's git folder for the gate's sandbox: {e}"),
-            )
+            return unprepared(format!(
+                "cannot find the repository's git folder for the gate's sandbox: {e}"
+            ))
         }
     };
     let deadline = tokio::time::Instant::now() + job.timeout;

@@ -105,3 +105,36 @@ async fn a_push_reaches_no_remote() {
         "{shell:?}"
     );
 }
+
+/// An agent CLI that is not installed is the profile's trouble, not the bead's: inside the
+/// sandbox its program was looked up by bubblewrap's child, which exited 127, and six attempts
+/// went by in 50 ms, the last on a stronger model. Now it is looked up before the sandbox
+/// starts, and dispatching pauses with its name and no attempt counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_cli_that_is_not_installed_pauses_the_profile_and_costs_no_attempt() {
+    if crate::skip() {
+        return;
+    }
+    let daemon = catalyst_testkit::TestDaemon::start_with(|_| {
+        "agent = \"ghost\"\nprofiles = { ghost = { command = [\"ghost-claude\", \"-p\"], format = \"claude-stream-json\" } }\n"
+            .to_owned()
+    })
+    .await;
+    let mut events = daemon.subscribe(0).await;
+    let id = daemon
+        .submit(catalyst_testkit::bead("Nobody to run it"))
+        .await;
+    let paused = events
+        .wait_for("dispatching paused", |e| e["type"] == "dispatch.paused")
+        .await;
+    let reason = paused["reason"].as_str().expect("reason");
+    assert!(reason.contains("cannot run `ghost-claude`"), "{reason}");
+    let journal = daemon.journal();
+    let failed: Vec<_> = journal
+        .iter()
+        .filter(|e| e["type"] == "step.result" && e["outcome"] != "unavailable")
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    let shown = daemon.show(&id).await;
+    assert_ne!(shown["bead"]["status"], "blocked", "{shown}");
+}

@@ -89,10 +89,19 @@ pub(super) async fn run(
 /// becomes the `early` shim when there is one, else it is spawned now.
 async fn start(spec: &RunSpec, early: Option<Launch>) -> Result<Running, StartError> {
     let prepared = prepare(spec).await?;
+    let env = agent_env(spec);
     let mut net = None;
     let argv = match &spec.sandbox {
         Some(sandbox) => {
             let mut inner = prepared.argv.clone();
+            // Looked up here as outside, so that an agent CLI that is not installed is a
+            // paused profile with its name, not an exit code 127 from inside the sandbox that
+            // costs an attempt.
+            if let Some(first) = inner.first_mut() {
+                let found = resolve(first, &env)
+                    .ok_or_else(|| StartError::NotFound(first.to_string_lossy().into_owned()))?;
+                *first = found.into_os_string();
+            }
             if let Some(plan) = &sandbox.net {
                 let (guard, through) = network(plan, &spec.run_dir, inner)?;
                 net = Some(guard);
@@ -111,7 +120,6 @@ async fn start(spec: &RunSpec, early: Option<Launch>) -> Result<Running, StartEr
         Some(early) => early.ready().await,
         None => None,
     };
-    let env = agent_env(spec);
     let (child, limit) = match launched {
         Some(mut launched) => {
             let exec = shim::Exec {

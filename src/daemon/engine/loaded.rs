@@ -142,6 +142,19 @@ impl Engine {
                 "`beads.watch` changed: the daemon follows the new file after a restart"
             );
         }
+        let profile = loaded.config.profile().ok();
+        if profile != self.loaded.config.profile().ok() {
+            // A changed profile is checked as at start: a program that is not installed is
+            // said now, not at the first dispatch.
+            if let Some(profile) = profile {
+                tokio::task::spawn_blocking(move || {
+                    match crate::daemon::preflight::agent_cli(&profile) {
+                        Ok(fine) => tracing::info!("{fine}"),
+                        Err(problem) => tracing::warn!("{problem}"),
+                    }
+                });
+            }
+        }
         self.slots.resize(loaded.config.max_agents);
         self.loaded = loaded;
         tracing::info!("reloaded config, prompts and formulas");

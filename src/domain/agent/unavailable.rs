@@ -41,8 +41,11 @@ const CONNECTION: [&str; 10] = [
 
 /// Phrases of an agent that cannot run as configured: a program the sandbox's `execvp` cannot
 /// find, a model the API does not know.
-const CONFIG: [&str; 4] = [
+const CONFIG: [&str; 5] = [
     "execvp",
+    // What catalyst's own launchers say (the sandbox's network forwarder, the shim) when the
+    // agent's program cannot be executed.
+    "cannot run `",
     "model_not_found",
     "not_found_error",
     "does not exist or you do not have access",
@@ -80,6 +83,10 @@ mod tests {
     fn error_texts_are_classified_by_what_they_name() {
         let cases = [
             ("Not logged in · Please run /login", Some(Unavailable::Auth)),
+            (
+                "catalyst: cannot run `ghost-claude`: No such file or directory (os error 2)",
+                Some(Unavailable::Config),
+            ),
             (
                 "Invalid API key · Please run /login",
                 Some(Unavailable::Auth),

@@ -112,12 +112,12 @@ pub async fn run(
             }
             let mut view = View::new(&req, paint);
             if attempt.model.is_none() {
-                view.note(
-                    &format!(
-                        "a gate: its commands and their output are listed by `catalyst ctl show {work} --runs`"
-                    ),
-                    out,
-                )?;
+                // A gate's output is its commands' text, each headed by its command line.
+                view.lines = TranscriptView::new(true, paint);
+                if !read_whole(&mut client, &attempt, &req, &mut view, out).await? {
+                    view.note("no output", out)?;
+                }
+                view.finish(live, out)?;
             } else if let (true, Some(d)) = (live, dispatches.as_mut()) {
                 follow_attempt(socket, &mut client, &attempt, &req, d, &mut view, out).await?;
             } else {

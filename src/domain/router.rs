@@ -233,7 +233,15 @@ pub fn route(
         }
         Outcome::GatePassed if role == Role::Gate => Decision::Close,
         Outcome::GateFailed { output } if role == Role::Gate => {
-            reject(FixSource::Gate, output.clone(), None, counters, max_fix)
+            // A person reading why the bead blocked sees the end of what failed.
+            let tail = last_lines(output, GATE_TAIL_LINES);
+            reject(
+                FixSource::Gate,
+                output.clone(),
+                Some(tail),
+                counters,
+                max_fix,
+            )
         }
         Outcome::Approved { .. } if role == Role::Approval => Decision::Close,
         // A merge held for its workflow files is rejected like an approval step: the fix
@@ -299,6 +307,18 @@ fn finished(
 }
 
 /// A rejection of any kind: another fix while under the limit, else block.
+/// How many lines of a failing gate's output a block reason ends with.
+const GATE_TAIL_LINES: usize = 20;
+
+/// The last `n` lines of `text` (all of it when it has fewer).
+fn last_lines(text: &str, n: usize) -> &str {
+    let text = text.trim_end();
+    match text.rmatch_indices('\n').nth(n.saturating_sub(1)) {
+        Some((i, _)) => &text[i + 1..],
+        None => text,
+    }
+}
+
 fn reject(
     source: FixSource,
     instructions: String,

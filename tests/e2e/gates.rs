@@ -367,3 +367,34 @@ async fn ctl_submit_var_gives_the_formula_its_variables_without_an_inbox_file() 
         "{failed}"
     );
 }
+
+/// A failing gate was hard to read: `ctl logs` of the gate step printed no output, and the
+/// reason the bead blocked with did not say what failed. Both show the command's output now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_gate_shows_its_output_in_the_logs_and_the_block_reason() {
+    let daemon = TestDaemon::start("", "").await;
+    daemon
+        .add_formula(
+            "strict",
+            "formula = \"strict\"\n[[steps]]\nid = \"checks\"\ntitle = \"Checks\"\nrole = \"gate\"\nmax_fix_iterations = 1\nrun = [\"echo checking the build && echo 'boom: test x failed' >&2 && exit 3\"]\n",
+        )
+        .await;
+    let id = daemon
+        .submit(BeadInput {
+            formula: Some("strict".into()),
+            ..bead("Strict")
+        })
+        .await;
+    let blocked = daemon.wait_status(&id, "blocked").await;
+    let reason = blocked["reason"].as_str().expect("a reason");
+    assert!(reason.contains("boom: test x failed"), "{reason}");
+    let step = format!("{id}.checks");
+    let (code, out) = ctl(&daemon, &["logs", &step]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("$ echo checking the build"), "{out}");
+    assert!(out.contains("checking the build\n"), "{out}");
+    assert!(out.contains("exit code 3"), "{out}");
+    let (code, err) = ctl(&daemon, &["logs", &step, "--stderr"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("boom: test x failed"), "{err}");
+}

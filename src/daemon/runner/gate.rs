@@ -104,6 +104,7 @@ pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone 
         let spec = command_spec(&job, sandbox.as_ref(), i, command, left);
         let report = agent::run(spec.clone(), cancel.clone()).await;
         write_json(&spec.run_dir.join(REPORT_FILE), &report);
+        gather_output(&job.run_dir, &spec.run_dir, command, &report);
         done.duration_ms += report.duration_ms;
         done.exit = report.exit.to_string();
         records.push(CommandRecord {
@@ -136,6 +137,32 @@ pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone 
         );
     }
     done
+}
+
+/// Appends a finished command's stdout and stderr to the attempt's own `stdout` and `stderr`,
+/// each headed by the command line and ended by how it ended: what `ctl logs` shows of a gate.
+/// Best effort: the command's own files stay whatever happens here.
+fn gather_output(attempt_dir: &Path, command_dir: &Path, command: &str, report: &RunReport) {
+    use std::io::Write;
+    for stream in [agent::STDOUT_FILE, agent::STDERR_FILE] {
+        let body = std::fs::read(command_dir.join(stream)).unwrap_or_default();
+        let path = attempt_dir.join(stream);
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut file| {
+                writeln!(file, "$ {command}")?;
+                file.write_all(&body)?;
+                if !body.is_empty() && !body.ends_with(b"\n") {
+                    writeln!(file)?;
+                }
+                writeln!(file, "({})", report.exit)
+            });
+        if let Err(e) = written {
+            tracing::warn!(path = %path.display(), error = %e, "cannot gather a gate command's output");
+        }
+    }
 }
 
 /// The gate's sandbox with the repository's git folder readable in it (a repository under

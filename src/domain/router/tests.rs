@@ -67,6 +67,24 @@ const REVIEW_FIX: &str = "- add a test\n- fix auth.go:45";
 const NO_CHANGES: &str = "no changes: the agent reported DONE but the worktree did not change";
 
 #[test]
+fn a_blocked_gate_says_the_end_of_its_output() {
+    let output: String = (1..=30).map(|n| format!("line {n}\n")).collect();
+    let decision = route(
+        Role::Gate,
+        &Outcome::GateFailed { output },
+        &counters(0, false, 2),
+        Some(3),
+        &RouterConfig::default(),
+    );
+    let Decision::Block { reason, .. } = decision else {
+        panic!("{decision:?}");
+    };
+    assert!(reason.ends_with("; last: line 11\nline 12\nline 13\nline 14\nline 15\nline 16\nline 17\nline 18\nline 19\nline 20\nline 21\nline 22\nline 23\nline 24\nline 25\nline 26\nline 27\nline 28\nline 29\nline 30"), "{reason}");
+    assert_eq!(last_lines("a\nb\n", 5), "a\nb");
+    assert_eq!(last_lines("a\nb\nc", 2), "b\nc");
+}
+
+#[test]
 fn the_routing_table() {
     use BlockCause::*;
     use ResultStatus::{Blocked, Error};
@@ -123,7 +141,7 @@ fn the_routing_table() {
             Gate,
             Outcome::GateFailed { output: "test x failed".into() },
             counters(0, false, 2),
-            block(FixLimit, "the gate failed 3 times (the limit is 3)"),
+            block(FixLimit, "the gate failed 3 times (the limit is 3); last: test x failed"),
         ),
         (
             "approved by a person",

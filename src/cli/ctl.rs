@@ -204,8 +204,13 @@ pub enum CtlCommand {
     Watch,
     /// Re-read config, prompts and formulas.
     Reload,
-    /// Stop the daemon (running agents get the grace period).
-    Shutdown,
+    /// Stop the daemon (running agents get the grace period); it answers `status` as
+    /// `stopping` meanwhile.
+    Shutdown {
+        /// Return only once the daemon has stopped.
+        #[arg(long)]
+        wait: bool,
+    },
     /// The workers on other machines that run its agents (`[cluster]`): slots, models, what
     /// each runs, and when it last said it was there.
     Workers,
@@ -363,6 +368,14 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
             out.write_all(text.as_bytes())?;
             return Ok(());
         }
+        CtlCommand::Shutdown { wait: true } => {
+            client.call(&Method::Shutdown).await?;
+            writeln!(out, "stopping: running agents get the grace period")?;
+            out.flush()?;
+            wait_until_gone(&args.socket()).await;
+            writeln!(out, "stopped")?;
+            return Ok(());
+        }
         CtlCommand::Diff { bead } => {
             let workspace = match args.workspace() {
                 Some(w) => w,
@@ -384,6 +397,13 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
     let text = render(&method, result, Paint::for_stdout())?;
     out.write_all(text.as_bytes())?;
     Ok(())
+}
+
+/// Waits until the daemon behind `socket` no longer answers a connection: it has stopped.
+async fn wait_until_gone(socket: &std::path::Path) {
+    while Client::connect(socket).await.is_ok() {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 /// The answer to `method` for people.
@@ -459,7 +479,7 @@ fn method_for(command: &CtlCommand) -> Result<Method, CtlError> {
             model: model.clone(),
         }),
         CtlCommand::Reload => Method::Reload,
-        CtlCommand::Shutdown => Method::Shutdown,
+        CtlCommand::Shutdown { .. } => Method::Shutdown,
         CtlCommand::Workers => Method::Workers,
         CtlCommand::Events { .. }
         | CtlCommand::Logs { .. }

@@ -323,25 +323,17 @@ async fn run_with(
     for file in crate::daemon::fswatch::inbox_files(&paths.inbox()) {
         let _ = handle.tx.send(Input::Inbox(file)).await;
     }
+    // The server answers until the engine has stopped (a `shutdown` request fires
+    // `shutdown`, as a signal does), so `status` says `stopping` meanwhile.
     let serving = CancellationToken::new();
     let server = tokio::spawn(server::serve(
         listener,
         handle.clone(),
         paths.clone(),
-        serving.clone(),
+        (serving.clone(), shutdown.clone()),
         tracker.clone(),
         bus,
     ));
-    // A `shutdown` request arrives through the server, which cancels `serving`; the engine
-    // stops on `shutdown`, so pass it on.
-    let requests = serving.clone();
-    let forward = shutdown.clone();
-    tokio::spawn(async move {
-        tokio::select! {
-            () = forward.cancelled() => {}
-            () = requests.cancelled() => forward.cancel(),
-        }
-    });
     if let Some(web) = web {
         tracing::info!("web dashboard: {}", web.link());
         tokio::spawn(web::serve(

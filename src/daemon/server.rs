@@ -60,18 +60,22 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
 struct Shared {
     engine: EngineHandle,
     paths: Paths,
+    /// Fires when the server stops: streams end then.
     shutdown: CancellationToken,
+    /// Asks the daemon to stop (a `shutdown` request); the server goes on answering while the
+    /// running agents get their grace period, so `status` says `stopping`.
+    stop: CancellationToken,
     uid: u32,
     /// The cluster's bus when `[cluster]` is on (`workers`).
     cluster: Option<Arc<crate::daemon::cluster::bus::Bus>>,
 }
 
-/// Accepts connections until `shutdown` fires.
+/// Accepts connections until `shutdown` fires; a `shutdown` request fires `stop`.
 pub async fn serve(
     listener: UnixListener,
     engine: EngineHandle,
     paths: Paths,
-    shutdown: CancellationToken,
+    (shutdown, stop): (CancellationToken, CancellationToken),
     tracker: TaskTracker,
     cluster: Option<Arc<crate::daemon::cluster::bus::Bus>>,
 ) {
@@ -79,6 +83,7 @@ pub async fn serve(
         engine,
         paths,
         shutdown: shutdown.clone(),
+        stop,
         uid: nix::unistd::getuid().as_raw(),
         cluster,
     };
@@ -182,7 +187,7 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
             ConnectionMethod::Shutdown => {
                 let answer = Stopping { stopping: true };
                 send(&mut conn, &Response::ok(id, answer)).await?;
-                shared.shutdown.cancel();
+                shared.stop.cancel();
                 return Ok(());
             }
             ConnectionMethod::Workers => {

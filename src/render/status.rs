@@ -14,10 +14,15 @@ use super::{render_beads, render_event_with};
 pub fn render_status(s: &StatusAnswer, recent: &[Event], paint: Paint) -> String {
     let waiting = s.running.iter().filter(|r| r.waiting_for_slot).count();
     let mut out = format!(
-        "catalystd {} (pid {}) on {}\nseq {}  ready {}  running {}{}{}{}\n",
+        "catalystd {} (pid {}) on {}{}\nseq {}  ready {}  running {}{}{}{}\n",
         s.version,
         s.pid,
         s.workspace.display(),
+        if s.stopping {
+            "\nSTOPPING: no new steps; running agents get the grace period"
+        } else {
+            ""
+        },
         s.seq,
         s.ready,
         s.running.len() - waiting,

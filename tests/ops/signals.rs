@@ -205,6 +205,46 @@ async fn ctl_shutdown_stops_the_daemon() {
     );
 }
 
+/// During the grace period after `ctl shutdown`, `ctl status` said the daemon was not running
+/// while it and its agent were alive: the control server had stopped at the request. It now
+/// answers `stopping` until the daemon exits, and `ctl shutdown --wait` returns only then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_daemon_says_so_and_shutdown_wait_returns_once_it_is_gone() {
+    let ws = Workspace::new("", "shutdown_grace_secs = 60");
+    let go = waiting_implement(&ws);
+    let mut daemon = ws.spawn();
+    let id = daemon.submit(bead("Write a")).await;
+    implement_running(&daemon, &id).await;
+    let (code, out, err) = catalyst_testkit::cli::catalyst(&ws.repo, &["ctl", "shutdown"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, status, err) = catalyst_testkit::cli::catalyst(&ws.repo, &["ctl", "status"]);
+    assert_eq!(code, 0, "{status}{err}");
+    assert!(status.contains("STOPPING"), "{status}");
+    let json = daemon.call(catalyst::protocol::Method::Status).await;
+    assert_eq!(json["stopping"], true, "{json}");
+
+    use tokio::io::AsyncBufReadExt;
+    let mut waiting = tokio::process::Command::new(catalyst_testkit::catalyst_bin())
+        .args(["ctl", "shutdown", "--wait"])
+        .current_dir(&ws.repo)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("ctl shutdown --wait");
+    let mut lines = tokio::io::BufReader::new(waiting.stdout.take().expect("stdout")).lines();
+    let first = lines.next_line().await.expect("read").expect("a line");
+    assert!(first.starts_with("stopping"), "{first}");
+    std::fs::write(&go, "").expect("release the agent");
+    let exited = daemon.wait_exit().await;
+    assert!(exited.success(), "{exited}\n{}", daemon.stderr());
+    let last = tokio::time::timeout(catalyst_testkit::TIMEOUT, lines.next_line())
+        .await
+        .expect("ctl shutdown --wait returns")
+        .expect("read");
+    assert_eq!(last.as_deref(), Some("stopped"));
+    let code = waiting.wait().await.expect("ctl exits");
+    assert!(code.success(), "{code}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_log_tells_the_story_of_a_blocked_bead_one_line_per_decision() {
     let ws = Workspace::new(IMPLEMENT_REPORTS_BLOCKED, "");

@@ -340,7 +340,7 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
                 types: (!types.is_empty()).then(|| types.clone()),
                 follow: *follow,
             };
-            return events(&mut client, out, args.json, params).await;
+            return events(client, &args.socket(), out, args.json, params).await;
         }
         CtlCommand::Logs {
             target,
@@ -568,28 +568,55 @@ fn update_method(command: &CtlCommand) -> Result<Method, CtlError> {
 
 /// Prints the event stream: for people one line per event, for scripts each event as JSON
 /// with its keys in alphabetical order.
+/// `ctl events`: the events `params` asks for. Following (`-f`), a stream the daemon ends
+/// (it stopped) is taken up again once it answers at `socket` again, from the event after the
+/// last one printed, so a restart loses and repeats nothing.
 async fn events(
-    client: &mut Client,
+    mut client: Client,
+    socket: &std::path::Path,
     out: &mut impl Write,
     json: bool,
-    params: SubscribeParams,
+    mut params: SubscribeParams,
 ) -> Result<(), CtlError> {
-    client.subscribe(params).await?;
     let paint = Paint::for_stdout();
-    while let Some(line) = client.next_event().await? {
-        let StreamLine::Event(event) = line else {
-            break;
-        };
-        if json {
-            let value = serde_json::to_value(&event)
-                .map_err(|e| ClientError::Protocol(format!("an event: {e}")))?;
-            writeln!(out, "{value}")?;
-        } else {
-            writeln!(out, "{}", render_event_with(&event, paint))?;
+    loop {
+        client.subscribe(params.clone()).await?;
+        loop {
+            let line = match client.next_event().await {
+                Ok(Some(line)) => line,
+                // The daemon went away mid-stream: as an end, for a follower to take up again.
+                Ok(None) | Err(ClientError::Io { .. }) => break,
+                Err(e) => return Err(e.into()),
+            };
+            let StreamLine::Event(event) = line else {
+                break;
+            };
+            params.since = Some(event.seq);
+            if json {
+                let value = serde_json::to_value(&event)
+                    .map_err(|e| ClientError::Protocol(format!("an event: {e}")))?;
+                writeln!(out, "{value}")?;
+            } else {
+                writeln!(out, "{}", render_event_with(&event, paint))?;
+            }
+            out.flush()?;
         }
-        out.flush()?;
+        if !params.follow {
+            return Ok(());
+        }
+        eprintln!("catalyst: the daemon stopped; following again once it is back");
+        client = reconnect(socket).await;
     }
-    Ok(())
+}
+
+/// A connection to the daemon at `socket`, once it answers again.
+async fn reconnect(socket: &std::path::Path) -> Client {
+    loop {
+        if let Ok(client) = Client::connect(socket).await {
+            return client;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 /// How many of the last events `ctl status` shows.

@@ -271,3 +271,58 @@ async fn the_log_tells_the_story_of_a_blocked_bead_one_line_per_decision() {
         "the block and why, at info:\n{log}"
     );
 }
+
+/// `ctl events -f` ended when the daemon restarted, so a script following the events missed
+/// what came after. It now takes the stream up again once the daemon is back, from the event
+/// after the last it printed: every event once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_follow_survives_a_restart_and_resumes_from_its_seq() {
+    use tokio::io::AsyncBufReadExt;
+    let ws = Workspace::new(catalyst_testkit::scenario::IMPLEMENT_WRITES_HELLO, "");
+    let mut daemon = ws.spawn();
+    let first = daemon.submit(bead("Before the restart")).await;
+    daemon.wait_status(&first, "closed").await;
+    let mut follower = tokio::process::Command::new(catalyst_testkit::catalyst_bin())
+        .args(["ctl", "--json", "events", "-f"])
+        .current_dir(&ws.repo)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("ctl events -f");
+    let mut lines = tokio::io::BufReader::new(follower.stdout.take().expect("stdout")).lines();
+    let mut seqs = Vec::new();
+    let mut created = Vec::new();
+    let mut read_until = async |want: &str, seqs: &mut Vec<u64>, created: &mut Vec<String>| {
+        tokio::time::timeout(catalyst_testkit::TIMEOUT, async {
+            while let Some(line) = lines.next_line().await.expect("read") {
+                let event: serde_json::Value = serde_json::from_str(&line).expect("json");
+                seqs.push(event["seq"].as_u64().expect("seq"));
+                if event["type"] == "bead.created" {
+                    created.push(event["bead"]["id"].as_str().expect("id").to_owned());
+                }
+                if created.iter().any(|c| c == want) {
+                    return;
+                }
+            }
+            panic!("the stream ended");
+        })
+        .await
+        .expect("the bead's creation is followed");
+    };
+    read_until(&first, &mut seqs, &mut created).await;
+
+    assert!(daemon.terminate().await.success());
+    let daemon = ws.spawn();
+    let second = daemon.submit(bead("After the restart")).await;
+    read_until(&second, &mut seqs, &mut created).await;
+    assert_eq!(created, [first, second]);
+    let mut sorted = seqs.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(seqs, sorted, "every event once, in order");
+    assert!(
+        follower.try_wait().expect("status").is_none(),
+        "still following"
+    );
+}

@@ -254,3 +254,38 @@ async fn status_shows_what_needs_a_person_and_watch_opens_with_history() {
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit().await.success());
 }
+
+/// `ctl watch` ended when the daemon restarted. It now says the daemon stopped, and once the
+/// daemon is back it follows again from where it was: a bead submitted after the restart
+/// appears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_watch_waits_out_a_restart_and_follows_again() {
+    if !have("tmux") {
+        return;
+    }
+    let ws = Workspace::new(catalyst_testkit::scenario::IMPLEMENT_WRITES_HELLO, "");
+    let mut daemon = ws.spawn();
+    daemon.client().await;
+    let tmux = Tmux::start(&ws.root);
+    tmux.type_line(&format!(
+        "{} ctl watch --workspace {}; echo watch-exited-$?",
+        catalyst_bin().display(),
+        ws.repo.display()
+    ));
+    tmux.wait_screen("the watch view", |s| s.contains("BEADS (0)"))
+        .await;
+    assert!(daemon.terminate().await.success());
+    tmux.wait_screen("the view saying the daemon stopped", |s| {
+        s.contains("catalystd stopped") && !s.contains("watch-exited")
+    })
+    .await;
+    let daemon = ws.spawn();
+    let id = daemon.submit(bead("After the restart")).await;
+    tmux.wait_screen("the new bead on the board", |s| {
+        s.contains(&id) && !s.contains("catalystd stopped")
+    })
+    .await;
+    tmux.run(&["send-keys", "-t", "t", "q"]);
+    tmux.wait_screen("the shell again", |s| s.contains("watch-exited-0"))
+        .await;
+}

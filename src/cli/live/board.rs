@@ -76,6 +76,8 @@ struct Run {
 #[derive(Debug, Default)]
 pub struct Board {
     pub seq: u64,
+    /// Said under the header while there is something to say (the daemon went away).
+    pub note: Option<String>,
     header: String,
     work: BTreeMap<String, Work>,
     owner: HashMap<String, String>,
@@ -96,6 +98,7 @@ impl Board {
     ) -> Board {
         let mut board = Board {
             seq: status.seq,
+            note: None,
             header: format!(
                 "catalystd {} (pid {}) on {}",
                 status.version,
@@ -257,7 +260,10 @@ impl Board {
     pub fn render(&self, now: DateTime<Utc>, width: usize, height: usize) -> Vec<String> {
         let mut lines = vec![
             format!("{}  seq {}", self.header, self.seq),
-            "q or Ctrl-C to quit".to_owned(),
+            match &self.note {
+                Some(note) => format!("{note} · q or Ctrl-C to quit"),
+                None => "q or Ctrl-C to quit".to_owned(),
+            },
             String::new(),
         ];
         let order = |s: &Status| match s {

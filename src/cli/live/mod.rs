@@ -72,8 +72,9 @@ impl<W: Write> Drop for Screen<'_, W> {
     }
 }
 
-/// Runs the view until the user quits or the daemon goes away. `client` is a connection to
-/// the daemon at `socket`; a second one carries the event stream.
+/// Runs the view until the user quits. `client` is a connection to the daemon at `socket`; a
+/// second one carries the event stream. When the daemon goes away the view says so and takes
+/// the stream up again, from the board's seq, once the daemon answers again.
 pub async fn run(
     mut client: Client,
     socket: &Path,
@@ -100,29 +101,30 @@ pub async fn run(
         })
         .await?;
     let mut board = Board::new(&status, &work, &all, chrono::Utc::now());
-    let mut events = Client::connect(socket).await?;
-    events
-        .subscribe(SubscribeParams {
-            // The view opens with the recent history, not an empty list.
-            since: Some(board.seq.saturating_sub(board::HISTORY as u64)),
-            bead: None,
-            types: None,
-            follow: true,
-        })
-        .await?;
+    // The view opens with the recent history, not an empty list.
+    let since = board.seq.saturating_sub(board::HISTORY as u64);
+    let mut events = Some(follow(socket, since).await?);
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut keys = EventStream::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut screen = Screen::enter(out)?;
-    let mut ended = None;
     loop {
         let (width, height) = terminal::size().unwrap_or((80, 24));
         screen.draw(&board.render(chrono::Utc::now(), width.into(), height.into()))?;
+        let next = async {
+            match events.as_mut() {
+                Some(stream) => stream.next_event().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            event = events.next_event() => match event {
+            event = next => match event {
                 Ok(Some(StreamLine::Event(e))) => board.apply(&e),
-                Ok(Some(StreamLine::End(_)) | None) => { ended = Some("catalystd closed the connection"); break }
+                Ok(Some(StreamLine::End(_)) | None) | Err(ClientError::Io { .. }) => {
+                    events = None;
+                    board.note = Some("catalystd stopped: following again once it is back".into());
+                }
                 Err(e) => return Err(e.into()),
             },
             key = keys.next() => match key {
@@ -136,13 +138,31 @@ pub async fn run(
                 Some(Err(e)) => return Err(e.into()),
                 None => break,
             },
-            _ = tick.tick() => {}
+            _ = tick.tick() => {
+                if events.is_none() {
+                    if let Ok(stream) = follow(socket, board.seq).await {
+                        events = Some(stream);
+                        board.note = None;
+                    }
+                }
+            }
             _ = term.recv() => break,
         }
     }
     drop(screen);
-    if let Some(why) = ended {
-        writeln!(out, "{why}")?;
-    }
     Ok(())
+}
+
+/// A connection to the daemon at `socket` following every event after `since`.
+async fn follow(socket: &Path, since: u64) -> Result<Client, ClientError> {
+    let mut events = Client::connect(socket).await?;
+    events
+        .subscribe(SubscribeParams {
+            since: Some(since),
+            bead: None,
+            types: None,
+            follow: true,
+        })
+        .await?;
+    Ok(events)
 }

@@ -437,3 +437,56 @@ async fn a_dropped_browser_leaves_no_chromium_behind() {
     })
     .await;
 }
+
+/// After about three visits to live pages, the next page waited about 20 s in Chromium with
+/// its default settings: the back/forward cache kept the pages it left, their event streams
+/// open, and the browser has six connections per host. Pages close their streams when hidden
+/// now; a run of visits back and forth loads every page at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn visits_back_and_forth_between_live_pages_never_wait_for_a_connection() {
+    let Some(browser) = browser().await else {
+        return;
+    };
+    let ws = catalyst_testkit::Workspace::new("", "");
+    let go = ws.stub_file("go");
+    ws.set_scenario(&catalyst_testkit::scenario::implement_waits_for(&go));
+    let (daemon, base, token) = catalyst_testkit::web::dashboard_on(ws).await;
+    let id = daemon.submit(bead("Kept running")).await;
+    daemon
+        .wait_for("the implement attempt", |e| {
+            e["type"] == "step.dispatched" && e["step"] == format!("{id}.implement")
+        })
+        .await;
+    let page = &browser.client;
+    // A page that waits for a connection fails its load here instead of after 20 s.
+    page.update_timeouts(fantoccini::wd::TimeoutConfiguration::new(
+        None,
+        Some(std::time::Duration::from_secs(8)),
+        None,
+    ))
+    .await
+    .expect("timeouts");
+    page.goto(&format!("{base}/?token={token}"))
+        .await
+        .expect("open the link");
+    for round in 0..5 {
+        page.goto(&format!("{base}/beads/{id}"))
+            .await
+            .unwrap_or_else(|e| panic!("the bead's page, round {round}: {e}"));
+        wait_for_text(page, "#output", "session started").await;
+        page.back()
+            .await
+            .unwrap_or_else(|e| panic!("back to the board, round {round}: {e}"));
+        page.forward()
+            .await
+            .unwrap_or_else(|e| panic!("forward to the bead, round {round}: {e}"));
+        page.goto(&format!("{base}/"))
+            .await
+            .unwrap_or_else(|e| panic!("the board, round {round}: {e}"));
+    }
+    std::fs::write(&go, "").expect("release the agent");
+    page.goto(&format!("{base}/beads/{id}"))
+        .await
+        .expect("the bead's page once more");
+    wait_for_text(page, "header .state", "closed").await;
+}

@@ -58,22 +58,44 @@
       (event.status ? " " + event.status : "") + (event.summary ? ": " + event.summary : "");
   }
 
-  const since = Math.max(0, Number(body.dataset.seq || 0) - (feed ? 20 : 0));
-  let url = "/events?since=" + since;
-  if (bead) url += "&bead=" + encodeURIComponent(bead);
-  const source = new EventSource(url);
   const start = Number(body.dataset.seq || 0);
-  source.onmessage = function (message) {
-    let event;
-    try { event = JSON.parse(message.data); } catch (e) { return; }
-    if (feed) {
-      const item = document.createElement("li");
-      item.textContent = describe(event);
-      feed.insertBefore(item, feed.firstChild);
-      while (feed.children.length > 200) feed.removeChild(feed.lastChild);
-    }
-    if (event.seq > start && event.type !== "agent.tool") soon();
-  };
+  // The last event seen: a stream opened again (the page came back from the browser's
+  // back/forward cache) goes on from there.
+  let seen = Math.max(0, start - (feed ? 20 : 0));
+  let source = null;
+  function listen() {
+    let url = "/events?since=" + seen;
+    if (bead) url += "&bead=" + encodeURIComponent(bead);
+    source = new EventSource(url);
+    source.onmessage = function (message) {
+      let event;
+      try { event = JSON.parse(message.data); } catch (e) { return; }
+      if (event.seq <= seen) return;
+      seen = event.seq;
+      if (feed) {
+        const item = document.createElement("li");
+        item.textContent = describe(event);
+        feed.insertBefore(item, feed.firstChild);
+        while (feed.children.length > 200) feed.removeChild(feed.lastChild);
+      }
+      if (event.seq > start && event.type !== "agent.tool") soon();
+    };
+  }
+  listen();
+
+  // A page kept in the back/forward cache would keep its streams open, and a browser has six
+  // connections per host: after a few visits the next page waited for one. Streams close when
+  // the page is hidden and open again if it is shown again.
+  window.addEventListener("pagehide", function () {
+    if (source) { source.close(); source = null; }
+    if (tail) { tail.close(); tail = null; }
+    tailing = "";
+  });
+  window.addEventListener("pageshow", function (e) {
+    if (!e.persisted) return;
+    if (!source) listen();
+    refresh();
+  });
 
   // The running attempt's output, restarted when a refresh shows another attempt running.
   let tail = null;

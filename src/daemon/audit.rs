@@ -5,6 +5,7 @@
 //! Read by the connection task ([`add_runs`]) on top of the engine's `show`: reading run
 //! folders and scanning a long journal must not hold up the engine.
 
+use crate::domain::router::Decision;
 use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -97,9 +98,12 @@ pub fn add_runs(show: &mut ShowAnswer, paths: &Paths) {
         };
         let mut records = runs(paths, &show.id, &detail.step, detail.attempts);
         for record in &mut records {
-            if let Some((ts, model)) = found.get(&(step.id.to_string(), record.attempt)) {
-                record.dispatched_at = Some(*ts);
-                record.model = Some(model.clone());
+            if let Some(found) = found.get(&(step.id.to_string(), record.attempt)) {
+                if let Some((ts, model)) = &found.at {
+                    record.dispatched_at = Some(*ts);
+                    record.model = Some(model.clone());
+                }
+                record.failed.clone_from(&found.failed);
             }
         }
         detail.runs = Some(records);
@@ -150,6 +154,7 @@ fn run(dir: &Path, attempt: u32) -> RunRecord {
         commit: text(&result, &["commit"]),
         cost_usd: report.get("cost_usd").and_then(Value::as_f64),
         dispatched_at: None,
+        failed: None,
         duration_ms: number(&report, "duration_ms"),
         exit: report
             .get("exit")
@@ -197,9 +202,18 @@ fn files(dir: &Path) -> RunFiles {
     }
 }
 
-/// When and with which model each attempt of a bead's steps was dispatched, from every journal
-/// segment in the state folder: `(step id, attempt) → (ts, model)`.
-pub fn dispatches(state: &Path, bead: &str) -> HashMap<(String, u32), (Timestamp, Option<String>)> {
+/// What the journal says of one attempt.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Dispatch {
+    /// When and with which model it was dispatched.
+    pub at: Option<(Timestamp, Option<String>)>,
+    /// Why the daemon counted it as failed (it retried, escalated or blocked after it).
+    pub failed: Option<String>,
+}
+
+/// What each attempt of a bead's steps was, from every journal segment in the state folder:
+/// `(step id, attempt) → Dispatch`.
+pub fn dispatches(state: &Path, bead: &str) -> HashMap<(String, u32), Dispatch> {
     let mut segments: Vec<PathBuf> = std::fs::read_dir(state)
         .into_iter()
         .flatten()
@@ -223,22 +237,39 @@ pub fn dispatches(state: &Path, bead: &str) -> HashMap<(String, u32), (Timestamp
         for line in std::io::BufReader::new(file).lines() {
             let Ok(line) = line else { break };
             // Most lines are something else: skip them before parsing.
-            if !line.contains("\"step.dispatched\"") || !line.contains(&quoted) {
+            let wanted = line.contains("\"step.dispatched\"") || line.contains("\"step.result\"");
+            if !wanted || !line.contains(&quoted) {
                 continue;
             }
             let Ok(event) = serde_json::from_str::<Event>(&line) else {
                 continue;
             };
-            if let EventBody::StepDispatched {
-                bead: b,
-                step,
-                attempt,
-                model,
-            } = event.body
-            {
-                if b.as_str() == bead {
-                    out.insert((step.to_string(), attempt), (event.ts, model));
+            match event.body {
+                EventBody::StepDispatched {
+                    bead: b,
+                    step,
+                    attempt,
+                    model,
+                } if b.as_str() == bead => {
+                    let entry: &mut Dispatch = out.entry((step.to_string(), attempt)).or_default();
+                    entry.at = Some((event.ts, model));
                 }
+                EventBody::StepResult {
+                    bead: b,
+                    step,
+                    attempt,
+                    decision,
+                    ..
+                } if b.as_str() == bead => {
+                    let failed = match decision {
+                        Decision::Retry { reason, .. }
+                        | Decision::Escalate { reason, .. }
+                        | Decision::Block { reason, .. } => Some(reason),
+                        _ => None,
+                    };
+                    out.entry((step.to_string(), attempt)).or_default().failed = failed;
+                }
+                _ => {}
             }
         }
     }
@@ -276,17 +307,20 @@ mod tests {
         .expect("live");
         let found = dispatches(dir.path(), "cat-1");
         assert_eq!(found.len(), 2);
-        let model = |attempt| found[&("cat-1.implement".to_owned(), attempt)].1.clone();
+        let at = |attempt| {
+            found[&("cat-1.implement".to_owned(), attempt)]
+                .at
+                .clone()
+                .expect("dispatched")
+        };
+        let model = |attempt| at(attempt).1;
         assert_eq!(model(1).as_deref(), Some("sonnet"));
         assert_eq!(
             model(2).as_deref(),
             Some("opus"),
             "the later dispatch of an attempt wins"
         );
-        assert_eq!(
-            found[&("cat-1.implement".to_owned(), 2)].0.to_string(),
-            "2026-01-01T00:00:03Z"
-        );
+        assert_eq!(at(2).0.to_string(), "2026-01-01T00:00:03Z");
     }
 
     #[test]

@@ -194,6 +194,10 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatched_at: Option<Timestamp>,
     pub duration_ms: Option<u64>,
+    /// Why the daemon counted the attempt as failed (it retried, escalated or blocked after
+    /// it), from the journal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
     /// How the process ended: `exit code 0`, `killed by SIGKILL`, …
     pub exit: Option<String>,
     pub files: RunFiles,

@@ -164,6 +164,7 @@ mod tests {
             commit: None,
             cost_usd: None,
             dispatched_at: None,
+            failed: None,
             duration_ms: None,
             exit: None,
             files: RunFiles::default(),

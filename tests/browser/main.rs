@@ -372,7 +372,7 @@ async fn a_rejection_typed_on_the_page_starts_the_fix_step_it_asks_for() {
     // attempt once it has run.
     wait_for_text(page, "tr.step", &fix_step).await;
     wait_for_text(page, "svg.molecule g.node", &fix_step).await;
-    wait_for_text(page, ".comment pre", reason).await;
+    wait_for_text(page, ".comment .text", reason).await;
     wait_for_text(page, "tr.run", "renamed the flag").await;
     screenshot(page, "fix-step").await;
 }

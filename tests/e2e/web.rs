@@ -777,3 +777,81 @@ responses = [{ append = { "hello.txt" = "again\n" }, summary = "tried again" }]
     assert_eq!(again.code, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(again.body.contains("class=\"error\""), "{}", again.body);
 }
+
+/// The board and a bead's page say what needs a person and read as `ctl` does: a blocked bead
+/// is named with its reason on the board and under a banner on its page, which offers Retry
+/// and a Cancel that asks first; a cancelled bead reads `cancelled` and offers neither; a
+/// failed attempt says it failed and why; text is Markdown, never markup; times are `<time>`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_say_what_needs_a_person_and_read_as_ctl_does() {
+    let scenario = r#"
+[[rule]]
+role = "implement"
+bead = "cat-stuck"
+responses = [{ status = "BLOCKED", summary = "the spec contradicts itself" }]
+
+[[rule]]
+role = "implement"
+responses = [{ summary = "looked, changed nothing" }, { write = { "a.txt" = "a\n" } }]
+"#;
+    let (daemon, site) = Site::start(scenario).await;
+    let stuck = daemon
+        .submit(catalyst::protocol::BeadInput {
+            id: Some("cat-stuck".into()),
+            description: Some(
+                "**Bold** words.\n\n<script>alert(1)</script>\n\n[click](javascript:alert(2))\n"
+                    .into(),
+            ),
+            ..bead("Stuck")
+        })
+        .await;
+    daemon.wait_status(&stuck, "blocked").await;
+    let board = site.get("/").await.body;
+    assert!(board.contains("Needs a person"), "{board}");
+    assert!(
+        board.contains("cat-stuck</a> blocked: ") && board.contains("the spec contradicts itself"),
+        "{board}"
+    );
+    let page = site.get(&format!("/beads/{stuck}")).await.body;
+    assert!(page.contains("class=\"banner blocked\""), "{page}");
+    assert!(page.contains("the spec contradicts itself"), "{page}");
+    assert!(
+        page.contains("/retry\""),
+        "a blocked bead offers Retry: {page}"
+    );
+    assert!(page.contains("data-confirm=\"Cancel cat-stuck?"), "{page}");
+    assert!(page.contains("<strong>Bold</strong>"), "{page}");
+    assert!(!page.contains("<script>alert(1)"), "{page}");
+    assert!(
+        !page.to_ascii_lowercase().contains("href=\"javascript"),
+        "{page}"
+    );
+    assert!(page.contains("<time datetime=\""), "{page}");
+
+    let retried = daemon.submit(bead("Tries twice")).await;
+    daemon.wait_status(&retried, "closed").await;
+    let page = site.get(&format!("/beads/{retried}")).await.body;
+    assert!(page.contains("<tr class=\"run failed\""), "{page}");
+    assert!(
+        page.contains("<strong>failed</strong>: no changes"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("/cancel\""),
+        "a closed bead offers no Cancel: {page}"
+    );
+    assert!(!page.contains("/retry\""), "nor Retry: {page}");
+
+    daemon
+        .call(catalyst::protocol::Method::Cancel(
+            catalyst::protocol::CloseParams {
+                id: stuck.clone(),
+                reason: None,
+            },
+        ))
+        .await;
+    let page = site.get(&format!("/beads/{stuck}")).await.body;
+    assert!(page.contains("data-live=\"state\">cancelled<"), "{page}");
+    let board = site.get("/?status=closed").await.body;
+    assert!(board.contains(">cancelled"), "{board}");
+}

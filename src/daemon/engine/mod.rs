@@ -49,6 +49,7 @@ pub use error::{EngineError, LoadError};
 pub use input::{EngineHandle, Input};
 pub use loaded::Loaded;
 pub use reports::{MergeFailure, MergeRan, MergeReport};
+pub(crate) use requests::blocked_reason;
 pub use summary::Summary;
 
 /// A step attempt that is running. A bead runs one step at a time in its worktree, or several

@@ -15,7 +15,7 @@ use super::Engine;
 pub const DAEMON: &str = "catalyst";
 
 /// How the daemon's comment on a bead it blocks starts; the reason follows.
-pub(super) const BLOCKED_COMMENT: &str = "[daemon] BLOCKED:";
+pub(crate) const BLOCKED_COMMENT: &str = "[daemon] BLOCKED:";
 
 /// A decision as events, and the pause it asks for.
 #[derive(Debug)]

@@ -51,7 +51,9 @@ async fn render_bead(
     })
     .await
     .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let blocked_reason = crate::daemon::engine::blocked_reason(&show.bead);
     let context = json!({
+        "blocked_reason": blocked_reason,
         "show": show,
         "seq": seq,
         "graph": drawing,

@@ -8,6 +8,7 @@ pub mod auth;
 mod bead;
 mod events;
 mod graph;
+mod markdown;
 mod pages;
 mod runs;
 

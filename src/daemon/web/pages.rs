@@ -27,6 +27,18 @@ impl Pages {
     pub fn new() -> Pages {
         let mut env = Environment::new();
         env.set_auto_escape_callback(|_| AutoEscape::Html);
+        // People's and agents' text as Markdown, rendered safe (see `markdown`).
+        env.add_filter("markdown", |text: &str| {
+            minijinja::Value::from_safe_string(super::markdown::to_html(text))
+        });
+        // A bead's status as people read it: `cancelled` for one `cancel` closed, as `ctl`
+        // says it.
+        env.add_filter("state", |status: &str, close_reason: Option<&str>| {
+            let status: crate::domain::model::Status =
+                serde_json::from_value(serde_json::Value::String(status.to_owned()))
+                    .unwrap_or(crate::domain::model::Status::Open);
+            crate::render::status_label(&status, close_reason).replace('_', " ")
+        });
         env.add_template("board.html", include_str!("assets/board.html"))
             .expect("the board template parses");
         env.add_template("bead.html", include_str!("assets/bead.html"))

@@ -344,11 +344,16 @@ fn latest_blocked(mut blocked: Vec<&Bead>) -> Vec<BlockedBead> {
         .map(|b| BlockedBead {
             id: b.id.clone(),
             title: b.title.clone(),
-            reason: b.comments.iter().rev().find_map(|c| {
-                c.text
-                    .strip_prefix(BLOCKED_COMMENT)
-                    .map(|r| r.trim().to_owned())
-            }),
+            reason: blocked_reason(b),
         })
         .collect()
+}
+
+/// Why `bead` is blocked: the daemon's last `BLOCKED` comment on it.
+pub(crate) fn blocked_reason(bead: &Bead) -> Option<String> {
+    bead.comments.iter().rev().find_map(|c| {
+        c.text
+            .strip_prefix(BLOCKED_COMMENT)
+            .map(|r| r.trim().to_owned())
+    })
 }

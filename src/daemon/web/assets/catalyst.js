@@ -23,6 +23,31 @@
     });
   }
 
+  // Times as people read them: how long ago, in words, with the local date and time on
+  // hover. The page carries them as UTC (`<time datetime>`).
+  function localTimes(root) {
+    const now = Date.now();
+    root.querySelectorAll("time[datetime]").forEach(function (t) {
+      const at = new Date(t.getAttribute("datetime"));
+      if (isNaN(at)) return;
+      const secs = Math.round((now - at.getTime()) / 1000);
+      let text;
+      if (secs < 45) text = "just now";
+      else if (secs < 90 * 60) text = Math.round(secs / 60) + " min ago";
+      else if (secs < 36 * 3600) text = Math.round(secs / 3600) + " h ago";
+      else text = at.toLocaleDateString();
+      t.textContent = text;
+      t.title = at.toLocaleString();
+    });
+  }
+  localTimes(document);
+
+  // A form that asks first (cancelling a bead) goes only once the person confirms.
+  document.addEventListener("submit", function (e) {
+    const question = e.target.dataset && e.target.dataset.confirm;
+    if (question && !window.confirm(question)) e.preventDefault();
+  });
+
   let refreshing = false;
   let again = false;
   function refresh() {
@@ -32,6 +57,7 @@
       .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
       .then(function (html) {
         const fresh = new DOMParser().parseFromString(html, "text/html");
+        localTimes(fresh);
         document.querySelectorAll("[data-live]").forEach(function (part) {
           const next = fresh.querySelector('[data-live="' + part.dataset.live + '"]');
           if (!next || next.outerHTML === part.outerHTML || busy(part)) return;

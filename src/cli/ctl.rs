@@ -422,6 +422,24 @@ fn render(method: &Method, result: serde_json::Value, paint: Paint) -> Result<St
         Method::Workers => {
             crate::render::render_workers(&answer_as::<WorkersAnswer>(name, result)?, paint)
         }
+        Method::Reload => "reloaded config, prompts and formulas\n".to_owned(),
+        Method::Shutdown => "stopping: running agents get the grace period\n".to_owned(),
+        Method::Pause(_) | Method::Resume(_) => {
+            let state: crate::protocol::PauseState = answer_as(name, result)?;
+            let mut text = if state.paused {
+                "dispatching is paused (`catalyst ctl resume` goes on)".to_owned()
+            } else {
+                "dispatching runs".to_owned()
+            };
+            if !state.paused_models.is_empty() {
+                text.push_str(&format!(
+                    "; paused models: {}",
+                    state.paused_models.join(", ")
+                ));
+            }
+            text.push('\n');
+            text
+        }
         _ => format!("{}\n", compact(&result)),
     })
 }

@@ -279,6 +279,12 @@ pub async fn run(out: &mut impl Write, keep: bool) -> Result<(), DemoError> {
         Ok(result) => result?,
         Err(e) => return Err(DemoError::DaemonTask(e)),
     }
+    if !keep {
+        writeln!(
+            out,
+            "the demo repository goes now; `catalyst demo --keep` keeps it to look at"
+        )?;
+    }
     if keep {
         let kept = dir.keep();
         let repo = kept.join("repo");

@@ -139,6 +139,8 @@ fn the_demo_runs_the_fix_loop_and_merges() {
     );
     assert!(text.contains("merge.completed"), "{text}");
     assert!(text.contains("is closed"), "{text}");
+    // It removes the repository it named, and says how to keep it.
+    assert!(text.contains("`catalyst demo --keep` keeps it"), "{text}");
 }
 
 /// A gated bead that waits for a person at its approval step.
@@ -427,9 +429,19 @@ async fn cancelling_stops_the_agent_and_ctl_says_cancelled_and_what_waits() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctl_prints_local_times_aligned_columns_and_colour_only_on_a_terminal() {
     let daemon = TestDaemon::start(GATED, "").await;
-    // Paused, so the beads stay as they are while they are looked at.
-    let (code, _, err) = daemon.ctl(&["pause"], "").await;
+    // Paused, so the beads stay as they are while they are looked at; said in words.
+    let (code, said, err) = daemon.ctl(&["pause"], "").await;
     assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        said,
+        "dispatching is paused (`catalyst ctl resume` goes on)\n"
+    );
+    let (code, said, err) = daemon.ctl(&["reload"], "").await;
+    assert_eq!(
+        (code, said.as_str()),
+        (0, "reloaded config, prompts and formulas\n"),
+        "{err}"
+    );
     for id in ["cat-1", "cat-with-a-long-id"] {
         daemon.submit(bead_with_id(id)).await;
     }

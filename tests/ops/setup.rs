@@ -226,6 +226,15 @@ fn systemd_units_pass_systemd_analyze_verify() {
     );
     let text = std::fs::read_to_string(&user_unit).expect("unit");
     assert!(text.contains("Type=notify"), "{text}");
+    // Filled in, readable by people, with no word of placeholders left.
+    assert!(!text.contains('@'), "{text}");
+    assert!(!text.contains("placeholder"), "{text}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&user_unit)
+        .expect("meta")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o644, "the unit is written 0644");
     assert!(
         text.contains(&format!(
             "EnvironmentFile=-{}/.catalyst/env",

@@ -230,6 +230,12 @@ pub fn install(spec: &Spec, out: &mut impl Write) -> Result<(), ServiceError> {
     let existed = r.file.exists();
     crate::daemon::fsutil::write_atomic(&r.file, r.text.as_bytes())
         .map_err(io("cannot write", &r.file))?;
+    // A service file is read by the service manager and by people, as those in /etc are.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&r.file, std::fs::Permissions::from_mode(0o644))
+            .map_err(io("cannot make readable", &r.file))?;
+    }
     let said = writeln!(
         out,
         "{} {}\nenable and start it with:\n  {}",

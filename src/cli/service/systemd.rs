@@ -91,11 +91,26 @@ pub(super) fn render(spec: &Spec) -> Result<Rendered, ServiceError> {
     }
 }
 
-/// Replaces the contrib file's how-to-install header line with a note of who wrote it.
+/// The unit with a note of who wrote it instead of the contrib file's how-to-install
+/// paragraph (the one that speaks of the `@…@` placeholders, which are filled in by now).
 fn written_by(text: &str) -> String {
+    let mut kept = Vec::new();
+    let mut skipping = false;
+    for line in text.lines() {
+        if line.starts_with('#') && line.contains("@…@") {
+            skipping = true;
+        }
+        if skipping && !line.starts_with('#') {
+            skipping = false;
+        }
+        if !skipping {
+            kept.push(line);
+        }
+    }
     format!(
-        "# Written by `catalyst service install` ({}); edits are lost on the next install.\n{text}",
-        env!("CARGO_PKG_VERSION")
+        "# Written by `catalyst service install` ({}); edits are lost on the next install.\n{}\n",
+        env!("CARGO_PKG_VERSION"),
+        kept.join("\n")
     )
 }
 

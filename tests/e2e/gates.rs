@@ -216,12 +216,22 @@ responses = [{ write = { "renamed.txt" = "renamed\n" }, summary = "renamed the f
         .map(|c| c["id"].to_string())
         .collect();
     assert_eq!(ids.len(), comments.len(), "comment ids are unique");
+    // The fixed code passed the checks and the review again before the person was asked
+    // again: a rejection's fix once went straight back to the approval, unchecked.
+    let checks = format!("{id}.checks");
+    let events = daemon.events().await;
+    let checked_again = events.iter().any(|e| {
+        e["type"] == "gate.passed"
+            && e["step"] == checks.as_str()
+            && e["seq"].as_u64() > Some(after)
+    });
+    assert!(checked_again, "the checks ran again after the fix");
     let (code, _) = ctl(&daemon, &["approve", &id]).await;
     assert_eq!(code, 0);
     daemon.wait_status(&id, "closed").await;
     assert_eq!(
         daemon.roles_of(&id),
-        ["refine", "implement", "review", "fix"]
+        ["refine", "implement", "review", "fix", "review"]
     );
     assert_eq!(
         daemon.file_on_main("renamed.txt").as_deref(),

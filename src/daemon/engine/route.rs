@@ -138,6 +138,15 @@ impl Engine {
                         status: Status::Open,
                         reason: None,
                     });
+                    // The fixed code must pass again what it passed before the rejection: the
+                    // gates and reviews the fixed step comes after run again, in their order.
+                    for again in self.checks_before(fixed) {
+                        events.push(EventBody::BeadStatus {
+                            id: again,
+                            status: Status::Open,
+                            reason: None,
+                        });
+                    }
                 }
             }
             Decision::CreateFix {
@@ -191,6 +200,41 @@ impl Engine {
             }
         }
         events
+    }
+
+    /// The closed gate and review steps that step `of` comes after (through `blocks`
+    /// dependencies, transitively): what a fix for `of` must pass again.
+    fn checks_before(&self, of: &BeadId) -> Vec<BeadId> {
+        let state = self.store.state();
+        let mut seen = std::collections::HashSet::new();
+        let mut todo = vec![of.clone()];
+        let mut found = Vec::new();
+        while let Some(id) = todo.pop() {
+            let Some(bead) = state.get(id.as_str()) else {
+                continue;
+            };
+            for dep in &bead.dependencies {
+                let crate::domain::id::DepTarget::Bead(before) = &dep.depends_on_id else {
+                    continue;
+                };
+                if dep.dep_type != crate::domain::model::DepType::Blocks
+                    || !seen.insert(before.clone())
+                {
+                    continue;
+                }
+                let Some(step) = state.get(before.as_str()) else {
+                    continue;
+                };
+                let is_check = step
+                    .step_meta()
+                    .is_some_and(|m| matches!(m.role, Role::Gate | Role::Review));
+                if is_check && step.status == Status::Closed {
+                    found.push(before.clone());
+                }
+                todo.push(before.clone());
+            }
+        }
+        found
     }
 
     /// Closes the work bead when `closing` was its last open step.

@@ -1,6 +1,6 @@
 //! Which file system the workspaces are made on, printed before the rows: on ext4 without a
 //! journal, every file created scans the inodes freed in the last seconds, and the rows that
-//! create thousands of files measure that scan as much as catalyst (README "Benchmarks").
+//! create thousands of files measure that scan as much as catalyst (docs/benchmarks.md).
 
 use std::path::Path;
 
@@ -33,7 +33,7 @@ impl Kind {
             Kind::Ext4 { journal: true } => "ext4 with a journal",
             Kind::Ext4 { journal: false } => {
                 "ext4 WITHOUT a journal: creating a file scans recently freed inodes, \
-                 so rows that create many files are slower and vary (README \"Benchmarks\")"
+                 so rows that create many files are slower and vary (docs/benchmarks.md)"
             }
             Kind::Other => "another file system",
         }

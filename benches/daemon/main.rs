@@ -8,7 +8,7 @@
 //! Run: `cargo bench --bench daemon` (all rows), `cargo bench --bench daemon -- ROW…` with
 //! ROW one of `overhead chain latency fanout scale sandbox hook git web cluster`, and `--quick`
 //! for small
-//! sizes. Workspaces are made under `TMPDIR` (README "Benchmarks" on why the file system
+//! sizes. Workspaces are made under `TMPDIR` (docs/benchmarks.md on why the file system
 //! matters).
 //! The `chain` row needs pueue 4.0.4, which `benches/pueue.sh` builds from crates.io into
 //! `target/bench-cache/`; without it the row says so and is skipped.

@@ -372,13 +372,14 @@ mod tests {
     use super::*;
     use crate::domain::config::Config;
 
-    /// The stub profile the README gives people to paste is the one the demo and the tests run.
+    /// The stub profile the README's tour gives people to paste is the one the demo and the
+    /// tests run.
     #[test]
     fn the_readme_stub_profile_is_the_one_the_demo_runs() {
         let readme = include_str!("../../README.md");
         let section = &readme[readme
-            .find("## Testing with stub-claude")
-            .expect("the README's stub section")..];
+            .find("## Five minutes with the stub agent")
+            .expect("the README's tour with the stub agent")..];
         let block = section
             .split("```toml\n")
             .nth(2)

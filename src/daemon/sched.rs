@@ -5,7 +5,7 @@
 //! thread that wakes takes the CPU from the one running there, and on a busy machine the kernel
 //! stops looking for an idle CPU for it: a daemon thread woke onto the CPU of a running agent,
 //! the agent waited behind it, and the other CPU sat idle (11% of the overhead benchmark's time
-//! on 2 CPUs, with a task waiting each time; README "Benchmarks"). A batch thread that wakes
+//! on 2 CPUs, with a task waiting each time; docs/benchmarks.md). A batch thread that wakes
 //! waits for the running one's turn to end, or goes to an idle CPU; its share of the CPU and its
 //! niceness are unchanged.
 //!
@@ -21,7 +21,7 @@
 //! blocking threads than CPUs: a blocking thread that finishes a task takes the next one queued
 //! without sleeping, where an unbounded pool (tokio's default is 512) grew to 17 threads in
 //! the overhead benchmark and woke a cold one for nearly every task. On 2 CPUs this took
-//! `catalystd` in the overhead benchmark from 1.46x the floor to 1.31x (README "Benchmarks").
+//! `catalystd` in the overhead benchmark from 1.46x the floor to 1.31x (docs/benchmarks.md).
 
 use std::io;
 

@@ -1,8 +1,8 @@
 //! `catalyst-shim`, the agents' process shim without a C library (`shim/main.rs`), which the
 //! daemon's binaries carry and write out into the state folder for the [`super::Launcher`] to
 //! start. It starts in tens of microseconds where `catalyst-hook __exec` takes about half a
-//! millisecond of CPU, once per attempt (README "Benchmarks"). Builds for other machines than
-//! x86-64 Linux carry none, and the daemon starts `catalyst-hook __exec` instead.
+//! millisecond of CPU, once per attempt (docs/agents.md#the-process-shim). Builds for other
+//! machines than x86-64 Linux carry none, and the daemon starts `catalyst-hook __exec` instead.
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;

@@ -1,7 +1,7 @@
 //! The commented config `catalyst init` writes: every key at its default, commented out, with a
 //! note above it. The values come from [`Config::default`] serialized, the notes from one table,
-//! [`KEYS`], so the file cannot show a default the code does not have. The README's
-//! "Configuration" section is a copy of it, which a test keeps the same.
+//! [`KEYS`], so the file cannot show a default the code does not have. `docs/configuration.md`
+//! holds a copy of it, which a test keeps the same.
 
 use crate::domain::agent::profile::BUILTIN_PROFILES;
 use crate::domain::model::Role;

@@ -305,28 +305,31 @@ fn the_template_shows_every_key_at_its_default() {
     }
 }
 
-/// The README's "Configuration" section, up to the next heading.
-fn readme_config_section() -> &'static str {
-    let readme = include_str!("../../../README.md");
-    let start = readme
-        .find("### Configuration\n")
-        .expect("the README's Configuration section");
-    let section = &readme[start..];
-    let end = ["\n## ", "\n### "]
-        .iter()
-        .filter_map(|heading| section[4..].find(heading))
-        .min()
-        .map_or(section.len(), |i| i + 4);
+/// `docs/configuration.md`: a copy of the template `catalyst init` writes, then an example of
+/// the tables with entries.
+const CONFIGURATION_DOC: &str = include_str!("../../../docs/configuration.md");
+
+/// The part of `docs/configuration.md` under `heading`, up to the next heading of its level.
+fn doc_section(heading: &str) -> &'static str {
+    let doc = CONFIGURATION_DOC;
+    let start = doc
+        .find(&format!("\n{heading}\n"))
+        .unwrap_or_else(|| panic!("docs/configuration.md has a section `{heading}`"))
+        + 1;
+    let section = &doc[start..];
+    let end = section[heading.len()..]
+        .find("\n## ")
+        .map_or(section.len(), |i| i + heading.len());
     &section[..end]
 }
 
 #[test]
-fn the_readme_shows_the_template_and_names_every_key() {
-    let section = readme_config_section();
+fn the_configuration_doc_shows_the_template_and_names_every_key() {
+    let section = doc_section("## The file `catalyst init` writes");
     let template = template::commented();
     assert!(
         section.contains(&format!("```toml\n{template}```")),
-        "README.md's Configuration section must hold the template as it is now:\n{template}"
+        "docs/configuration.md must hold the template as it is now:\n{template}"
     );
     let (keys, entries) = every_key();
     for key in keys {
@@ -336,21 +339,22 @@ fn the_readme_shows_the_template_and_names_every_key() {
             "{key}"
         );
     }
+    let example = doc_section("## Tables with entries of your own");
     for (table, fields) in entries {
         for field in fields {
             assert!(
-                section.contains(&format!("{field} = ")),
+                example.contains(&format!("{field} = ")),
                 "the example sets `{table}`'s `{field}`"
             );
         }
     }
     // The example of tables with entries is a config that loads.
-    let example = section
+    let example = example
         .split("```toml\n")
-        .nth(2)
+        .nth(1)
         .and_then(|rest| rest.split("```").next())
-        .expect("the example after the template");
-    let config = Config::parse(example, "README.md").unwrap_or_else(|e| panic!("{e}"));
+        .expect("the example's TOML block");
+    let config = Config::parse(example, "docs/configuration.md").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         config.profile().unwrap().command,
         AgentProfile::claude().command

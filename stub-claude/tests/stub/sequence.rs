@@ -256,8 +256,8 @@ fn counts_are_kept_per_workspace() {
 fn the_readme_scenario_rejects_once_then_approves() {
     let readme = include_str!("../../../README.md");
     let section = &readme[readme
-        .find("## Testing with stub-claude")
-        .expect("the README's stub section")..];
+        .find("## Five minutes with the stub agent")
+        .expect("the README's tour with the stub agent")..];
     let scenario = section
         .split("```toml\n")
         .nth(1)

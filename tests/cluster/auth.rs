@@ -37,12 +37,13 @@ async fn a_missing_or_wrong_token_stops_the_daemon_and_the_worker_with_the_reaso
     let ws = Workspace::new("", "");
     let remote = shared_remote(&ws);
     let missing = ws.root.join("no-such-token");
-    ws.append_config(&format!(
-        "[cluster]\nnats = [{:?}]\nremote = {:?}\ntoken_file = {:?}\n",
-        cluster.url(0),
-        remote.display().to_string(),
-        missing.display().to_string()
-    ));
+    let token = cluster.token_file().expect("a token file");
+    let config = cluster.config_for(&remote, 10).replace(
+        &format!("{:?}", token.display().to_string()),
+        &format!("{:?}", missing.display().to_string()),
+    );
+    assert!(config.contains("no-such-token"), "{config}");
+    ws.append_config(&config);
     let mut daemon = ws.catalystd().spawn();
     let status = daemon.wait_exit().await;
     assert!(!status.success(), "{status}");
@@ -54,12 +55,18 @@ async fn a_missing_or_wrong_token_stops_the_daemon_and_the_worker_with_the_reaso
     // A worker that gives the wrong token is refused by the server, and says so.
     let wrong = ws.root.join("wrong-token");
     std::fs::write(&wrong, "not-the-token\n").expect("a token file");
+    // The worker's flags for this cluster, its token file replaced by the wrong one.
+    let mut args = cluster.worker_args("w1");
+    let at = args
+        .iter()
+        .position(|a| a == "--nats-token-file")
+        .expect("a token flag");
+    args[at + 1] = wrong.clone().into();
     let out = std::process::Command::new(catalyst_testkit::catalyst_bin())
         .arg("worker")
+        .args(&args)
         .arg("--nats")
         .arg(cluster.url(0))
-        .arg("--nats-token-file")
-        .arg(&wrong)
         .arg("--repo")
         .arg(&remote)
         .arg("--workdir")

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use catalyst::daemon::cluster::worker::Worker;
 use catalyst::domain::agent::attempt::AttemptPolicy;
-use catalyst::domain::cluster::{attempt_ref, base_ref, AttemptOrder, Limits, Marker};
+use catalyst::domain::cluster::{attempt_ref, base_ref, AgentAsk, AttemptOrder, Limits, Marker};
 use catalyst::domain::context::{Context, StepInfo};
 use catalyst::domain::id::BeadId;
 use catalyst::domain::model::{Bead, Role};
@@ -36,13 +36,13 @@ role = "implement"
 responses = [{ write = { "hello.txt" = "hello from a worker\n" }, summary = "wrote hello.txt" }]
 "#;
 
-/// An implement order for `cat-1` starting at `base`, as the daemon of `ws` would make it.
-fn order(ws: &Workspace, base: &str) -> AttemptOrder {
+/// An implement order for `cat-1` starting at `base`, as a daemon whose agent is the stub would
+/// make it.
+fn order(base: &str) -> AttemptOrder {
     let work = BeadId::new("cat-1").expect("id");
     let step = BeadId::new("cat-1.implement").expect("id");
     let ts = catalyst::domain::time::Timestamp::parse("2026-11-26T00:00:00Z").expect("ts");
     let bead = Bead::new(work.clone(), "Say hello", ts);
-    let config = catalyst::daemon::load::config(&ws.paths.config()).expect("config");
     AttemptOrder {
         dispatch: "d-1".into(),
         work: work.clone(),
@@ -92,7 +92,12 @@ fn order(ws: &Workspace, base: &str) -> AttemptOrder {
             context: "/on/the/daemon/context.md".into(),
             contract: "end with a result block".into(),
         },
-        profile: config.profile().expect("profile"),
+        agent: AgentAsk {
+            profile: "stub".into(),
+            max_turns: Some(20),
+            budget_left_usd: None,
+            tools: None,
+        },
         model_id: "sonnet".into(),
         limits: Limits {
             timeout_secs: 120,
@@ -131,8 +136,14 @@ async fn a_worker_runs_an_order_in_its_own_clone_and_pushes_the_commit_back() {
         1,
     )
     .await
-    .expect("the worker's workspace");
-    let order = order(&ws, &base);
+    .expect("the worker's workspace")
+    // The daemon's profiles: its config holds the stub's.
+    .with_profiles(
+        catalyst::daemon::cluster::worker::read_profiles(&ws.paths.config()).expect("profiles"),
+        !catalyst_testkit::sandboxed(),
+    )
+    .expect("sandboxed profiles");
+    let order = order(&base);
     let end = worker.run(&order, CancellationToken::new()).await;
 
     assert_eq!((end.dispatch.as_str(), end.worker.as_str()), ("d-1", "w1"));

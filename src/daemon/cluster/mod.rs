@@ -3,12 +3,18 @@
 //! journal, routing, gates and merges; commits travel through a git remote both sides reach.
 //!
 //! - [`bus`]: the daemon's side of NATS: orders out, ends back, leases, cancels, workers;
+//! - [`admit`]: what the daemon takes from workers: listed ones, under their keys;
+//! - [`link`]: reaching NATS: URLs, logging in, TLS;
+//! - [`trust`]: keys, and messages signed and checked with them;
 //! - [`serve`]: `catalyst worker`: orders taken, run, ended, leases held;
 //! - [`worker`]: a worker's side: an order run in the worker's own workspace, its commit
 //!   pushed back;
 //! - [`trouble`]: a worker that cannot prepare attempts takes no orders for a while.
 
+pub mod admit;
 pub mod bus;
+pub mod link;
 pub mod serve;
 pub mod trouble;
+pub mod trust;
 pub mod worker;

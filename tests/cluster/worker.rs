@@ -38,7 +38,7 @@ responses = [{ write = { "hello.txt" = "hello from a worker\n" }, summary = "wro
 
 /// An implement order for `cat-1` starting at `base`, as a daemon whose agent is the stub would
 /// make it.
-fn order(base: &str) -> AttemptOrder {
+pub fn order(base: &str) -> AttemptOrder {
     let work = BeadId::new("cat-1").expect("id");
     let step = BeadId::new("cat-1.implement").expect("id");
     let ts = catalyst::domain::time::Timestamp::parse("2026-11-26T00:00:00Z").expect("ts");

@@ -35,7 +35,7 @@ struct Node {
 }
 
 /// The workers the daemon's config lists, each with its key ([`NatsCluster::key_file`]).
-pub const WORKERS: [&str; 3] = ["w1", "w2", "w3"];
+pub const WORKERS: [&str; 4] = ["w0", "w1", "w2", "w3"];
 
 /// How clients log in to the nodes.
 enum Login {

@@ -30,19 +30,14 @@ use tokio::sync::{oneshot, watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use super::admit::{Admit, Record};
+use super::held::{self, take_ends, Waiting, Waitings};
 use super::link::{retry, Link};
-use super::trust::{KeyError, Refusal, Signer};
+use super::trust::{KeyError, Signer};
 use crate::daemon::runner::{Pending, Remote};
 use crate::daemon::worktree::transport;
-use crate::domain::cluster::{
-    bead_of_ref, AttemptEnd, AttemptOrder, Kind, Lease, Subjects, WorkerBeat, REFS,
-};
+use crate::domain::cluster::{bead_of_ref, AttemptOrder, Kind, Subjects, WorkerBeat, REFS};
 use crate::domain::config::cluster::ClusterConfig;
 use crate::domain::id::BeadId;
-
-/// How long an end that came before any lease of its attempt was heard waits for one (the
-/// worker sends its lease first, but leases and ends reach the daemon by different ways).
-const LEASE_FIRST: Duration = Duration::from_secs(2);
 
 /// A worker that has not said it is there for this long is left out of `ctl workers`.
 pub const WORKER_GONE: Duration = Duration::from_secs(30);
@@ -66,15 +61,6 @@ pub enum ClusterError {
     Setup { what: String, detail: String },
 }
 
-/// An attempt the daemon waits for.
-struct Waiting {
-    end: oneshot::Sender<AttemptEnd>,
-    /// The worker that holds it (the first whose lease was taken) and when it last renewed.
-    leases: watch::Sender<Option<(String, Instant)>>,
-    /// The holder's last lease's `seq`: one not above it is a lease heard again.
-    seq: u64,
-}
-
 /// The daemon's connection to its workers.
 pub struct Bus {
     subjects: Subjects,
@@ -83,7 +69,7 @@ pub struct Bus {
     remote: String,
     lease: Duration,
     replicas: usize,
-    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+    waiting: Waitings,
     consumers: tokio::sync::Mutex<HashSet<String>>,
     workers: Arc<Mutex<BTreeMap<String, (WorkerBeat, Instant)>>>,
     /// Commits the shared remote holds, with a ref that holds each (see [`Remote::known`]).
@@ -155,7 +141,9 @@ impl Bus {
             "the daemon's cluster key: give it to each worker as `--daemon-key`"
         );
         let admit = Arc::new(Admit::new(&config.workers, record)?);
-        let client = Link::of(config).connect().await?;
+        let link = Link::of(config);
+        link.check()?;
+        let client = link.connect().await?;
         let js = jetstream::new(client.clone());
         let subjects = Subjects::new(&config.name);
         let replicas = config.replicas();
@@ -241,39 +229,11 @@ impl Bus {
         self.admit.refused()
     }
 
-    /// Takes the leases of listed workers: the first taken holds the attempt, and only its
-    /// later leases (not one heard again) renew it.
+    /// Takes the leases of listed workers (see [`held::take_lease`]).
     async fn follow_leases(&self, shutdown: CancellationToken) -> Result<(), ClusterError> {
         let (waiting, admit) = (self.waiting.clone(), self.admit.clone());
         self.follow(self.subjects.leases(), shutdown, move |subject, payload| {
-            let lease: Lease =
-                match admit.check(subject, payload, Kind::Lease, |l: &Lease| &l.worker) {
-                    Ok(lease) => lease,
-                    Err(refusal) => return admit.refuse(subject, Kind::Lease, &refusal),
-                };
-            let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(w) = waiting.get_mut(&lease.dispatch) else {
-                return;
-            };
-            let holder = w.leases.borrow().as_ref().map(|(h, _)| h.clone());
-            match holder {
-                Some(holder) if holder != lease.worker => {
-                    drop(waiting);
-                    let refusal = Refusal::NotTheHolder {
-                        worker: lease.worker,
-                        dispatch: lease.dispatch,
-                        holder,
-                    };
-                    admit.refuse(subject, Kind::Lease, &refusal);
-                }
-                Some(_) if lease.seq <= w.seq => {
-                    tracing::debug!(dispatch = %lease.dispatch, "a lease heard again: ignored");
-                }
-                _ => {
-                    w.seq = lease.seq;
-                    w.leases.send_replace(Some((lease.worker, Instant::now())));
-                }
-            }
+            held::take_lease(&waiting, &admit, subject, payload);
         })
         .await
     }
@@ -529,92 +489,4 @@ fn stream_config(name: String, subjects: String, replicas: usize) -> stream::Con
         duplicate_window: Duration::from_secs(120),
         ..Default::default()
     }
-}
-
-/// Reads ends as they come and hands each to the attempt waiting for it, if it comes from the
-/// worker holding that attempt; an end no attempt waits for is dropped, and one [`Admit`] or
-/// the holder refuses is recorded and dropped, leaving the attempt to wait for its real end.
-/// Each is acknowledged once handled.
-async fn take_ends(
-    reader: consumer::PullConsumer,
-    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
-    admit: Arc<Admit>,
-    shutdown: CancellationToken,
-) {
-    loop {
-        let mut messages = match reader.messages().await {
-            Ok(messages) => messages,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the attempts' ends; trying again");
-                tokio::select! {
-                    () = shutdown.cancelled() => return,
-                    () = tokio::time::sleep(Duration::from_secs(1)) => continue,
-                }
-            }
-        };
-        loop {
-            let message = tokio::select! {
-                () = shutdown.cancelled() => return,
-                next = messages.next() => match next {
-                    Some(Ok(m)) => m,
-                    Some(Err(e)) => {
-                        tracing::debug!(error = %e, "reading ends");
-                        continue;
-                    }
-                    None => break,
-                },
-            };
-            let subject = message.subject.as_str();
-            match admit.check(subject, &message.payload, Kind::End, |e: &AttemptEnd| {
-                &e.worker
-            }) {
-                Ok(end) => match hand_end(&waiting, end).await {
-                    Ok(()) => {}
-                    Err(refusal) => admit.refuse(subject, Kind::End, &refusal),
-                },
-                Err(refusal) => admit.refuse(subject, Kind::End, &refusal),
-            }
-            if let Err(e) = message.ack().await {
-                tracing::warn!(error = %e, "cannot acknowledge an end");
-            }
-        }
-    }
-}
-
-/// Hands `end` (from a listed worker, under its key) to the attempt waiting for it, if its
-/// worker holds that attempt's lease. An end heard before any lease of its attempt waits a
-/// moment for one ([`LEASE_FIRST`]); with none, its worker is taken for the holder.
-async fn hand_end(
-    waiting: &Mutex<HashMap<String, Waiting>>,
-    end: AttemptEnd,
-) -> Result<(), Refusal> {
-    let leases = waiting
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&end.dispatch)
-        .map(|w| w.leases.subscribe());
-    let Some(mut leases) = leases else {
-        tracing::info!(
-            dispatch = %end.dispatch, worker = %end.worker,
-            "an end no attempt waits for (superseded, or from before a restart): ignored"
-        );
-        return Ok(());
-    };
-    let _ = tokio::time::timeout(LEASE_FIRST, leases.wait_for(Option::is_some)).await;
-    let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(w) = waiting.get(&end.dispatch) else {
-        return Ok(());
-    };
-    let holder = w.leases.borrow().as_ref().map(|(h, _)| h.clone());
-    if let Some(holder) = holder.filter(|h| *h != end.worker) {
-        return Err(Refusal::NotTheHolder {
-            worker: end.worker,
-            dispatch: end.dispatch,
-            holder,
-        });
-    }
-    if let Some(w) = waiting.remove(&end.dispatch) {
-        let _ = w.end.send(end);
-    }
-    Ok(())
 }

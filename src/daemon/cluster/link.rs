@@ -43,10 +43,10 @@ impl Link {
         }
     }
 
-    /// Refuses a server off this machine without TLS unless `insecure`, which is logged.
-    /// Ok(true): TLS for every server.
+    /// Refuses a server off this machine without TLS unless `insecure`, which is logged:
+    /// called once at start, before anything else is done. Ok(true): TLS for every server.
     pub fn check(&self) -> Result<bool, ClusterError> {
-        let tls = check_transport(&self.urls, self.insecure).map_err(ClusterError::Transport)?;
+        let tls = self.tls()?;
         if self.insecure {
             if let Err(clear) = check_transport(&self.urls, false) {
                 tracing::warn!("`insecure`: orders and ends cross the network in clear ({clear})");
@@ -55,10 +55,15 @@ impl Link {
         Ok(tls)
     }
 
+    /// Whether TLS is required of every server, with [`Link::check`]'s refusal.
+    fn tls(&self) -> Result<bool, ClusterError> {
+        check_transport(&self.urls, self.insecure).map_err(ClusterError::Transport)
+    }
+
     /// A client of the servers (any one that answers within 5 s; it reconnects to the others
     /// when that one goes), logged in as this link says.
     pub async fn connect(&self) -> Result<async_nats::Client, ClusterError> {
-        let tls = self.check()?;
+        let tls = self.tls()?;
         let mut options =
             async_nats::ConnectOptions::new().connection_timeout(Duration::from_secs(5));
         if tls {

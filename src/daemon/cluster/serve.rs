@@ -19,17 +19,15 @@ use tokio_util::sync::CancellationToken;
 
 use super::bus::{model_consumer, ClusterError};
 use super::link::{retry, Link};
+use super::speak::{say_present, Speaker};
 use super::trouble::Trouble;
 use super::trust::{self, KeyError, Refusal, Signer, Verifier};
 use super::worker::{Worker, WorkerError};
 use crate::domain::agent::profile::AgentProfile;
-use crate::domain::cluster::{AttemptEnd, AttemptOrder, Kind, Lease, Subjects, WorkerBeat};
+use crate::domain::cluster::{AttemptOrder, Kind, Subjects};
 use crate::domain::config::cluster::subject_token;
 use crate::domain::id::BeadId;
 use crate::domain::router::Outcome;
-
-/// How often a worker says it is there.
-const PRESENCE: Duration = Duration::from_secs(2);
 
 /// How long one request for an order stays open (an order that comes meanwhile is delivered
 /// at once; the request is then made again).
@@ -88,7 +86,7 @@ pub enum ServeError {
 }
 
 /// The attempts a worker runs, by dispatch: their step and what stops them.
-type Running = Arc<Mutex<HashMap<String, (BeadId, CancellationToken)>>>;
+pub(super) type Running = Arc<Mutex<HashMap<String, (BeadId, CancellationToken)>>>;
 
 /// Serves until `shutdown`; running attempts are then stopped and their ends sent (without
 /// an outcome: they run again elsewhere).
@@ -191,15 +189,6 @@ pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> Result<(
     Ok(())
 }
 
-/// What a worker sends, signed with its key, each on its own subject.
-struct Speaker {
-    client: async_nats::Client,
-    js: jetstream::Context,
-    subjects: Subjects,
-    signer: Signer,
-    name: String,
-}
-
 /// What a worker's takers share: where orders come from and ends go, whose orders they take,
 /// the workspace that runs them, the attempts running and the slots left.
 struct Taker {
@@ -272,6 +261,12 @@ async fn take_orders(taker: Arc<Taker>, consumer: consumer::PullConsumer) {
 }
 
 impl Taker {
+    /// Logs an order that is not the daemon's, which nothing runs.
+    fn refuse(&self, subject: &str, refusal: &Refusal) {
+        let refused = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
+        tracing::warn!(%subject, %refusal, refused, "refused an order: it is not the daemon's; nothing runs");
+    }
+
     /// How long the worker still takes no orders after an attempt it could not prepare.
     fn waits(&self) -> Option<Duration> {
         self.trouble
@@ -326,14 +321,6 @@ impl Taker {
     }
 }
 
-impl Taker {
-    /// Logs an order that is not the daemon's, which nothing runs.
-    fn refuse(&self, subject: &str, refusal: &Refusal) {
-        let refused = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
-        tracing::warn!(%subject, %refusal, refused, "refused an order: it is not the daemon's; nothing runs");
-    }
-}
-
 /// The consumers of the models this worker takes that it does not follow yet: those named,
 /// made if the daemon has not yet; else every model consumer the daemon made.
 async fn model_consumers(
@@ -378,103 +365,6 @@ async fn model_consumers(
         }
     }
     out
-}
-
-impl Speaker {
-    /// Says the worker holds `dispatch`, the `seq`th time.
-    async fn lease(&self, dispatch: &str, seq: u64) {
-        let lease = Lease {
-            dispatch: dispatch.to_owned(),
-            worker: self.name.clone(),
-            seq,
-        };
-        let payload = self.signer.seal(Kind::Lease, &lease);
-        let subject = self.subjects.lease(&self.name);
-        if let Err(e) = self.client.publish(subject, payload.into()).await {
-            tracing::warn!(error = %e, "cannot renew a lease");
-        }
-    }
-
-    /// Renews the order's lease every third of it, forever (dropped when the attempt ends).
-    async fn renew_lease(&self, order: &AttemptOrder) {
-        let every = Duration::from_secs(order.lease_secs.max(1)) / 3;
-        let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
-        // The first tick is at once; the lease taken with the order was the first.
-        let mut seq = 1;
-        loop {
-            tick.tick().await;
-            seq += 1;
-            self.lease(&order.dispatch, seq).await;
-        }
-    }
-
-    /// Sends an attempt's end, trying again until JetStream takes it (once: its id is its
-    /// dispatch, its worker and the start of its signature, which nobody else can make
-    /// ahead of it to have the real end dropped as a duplicate).
-    async fn send_end(&self, end: &AttemptEnd) {
-        let signed = self.signer.sign(Kind::End, end);
-        let id = format!(
-            "{}/{}/{}",
-            end.dispatch,
-            end.worker,
-            signed.sig.chars().take(16).collect::<String>()
-        );
-        let payload = serde_json::to_vec(&signed).unwrap_or_default();
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Msg-Id", id.as_str());
-        let subject = self.subjects.end(&self.name);
-        let sent = retry("sending an attempt's end", || async {
-            self.js
-                .publish_with_headers(subject.clone(), headers.clone(), payload.clone().into())
-                .await?
-                .await
-                .map_err(async_nats::Error::from)
-        })
-        .await;
-        match sent {
-            Ok(_) => {
-                tracing::info!(step = %end.step, attempt = end.attempt, "sent the attempt's end")
-            }
-            Err(e) => {
-                tracing::error!(step = %end.step, error = %e, "cannot send an attempt's end; the daemon runs it again when the lease runs out")
-            }
-        }
-    }
-}
-
-async fn say_present(
-    speaker: Arc<Speaker>,
-    opts: WorkerOptions,
-    running: Running,
-    trouble: Arc<Mutex<Trouble>>,
-    shutdown: CancellationToken,
-) {
-    let mut tick = tokio::time::interval(PRESENCE);
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let steps = running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .map(|(step, _)| step.clone())
-            .collect();
-        let beat = WorkerBeat {
-            name: opts.name.clone(),
-            slots: opts.slots,
-            models: opts.models.clone(),
-            running: steps,
-            trouble: trouble
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .reason(Instant::now()),
-        };
-        let payload = speaker.signer.seal(Kind::Presence, &beat);
-        let subject = speaker.subjects.worker(&speaker.name);
-        let _ = speaker.client.publish(subject, payload.into()).await;
-    }
 }
 
 /// Stops the attempts the daemon cancels (in a message signed with its key).

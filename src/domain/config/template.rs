@@ -238,7 +238,7 @@ pub const KEYS: &[Key] = &[
         key: "cluster.workers",
         note: "the workers the daemon trusts, by name, with each one's public key (`catalyst \
                cluster-key FILE` prints it): leases, ends and presence are taken from these \
-               only, signed with their keys; required with `nats`",
+               only, signed with their keys; required with `nats` (read at start)",
         example: Some("{ build-7 = \"UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4\" }"),
     },
     Key {

@@ -2,9 +2,10 @@
 //! only signed by the key `[cluster] workers` lists for the worker it names, and sent on that
 //! worker's own subject (which a NATS server's permissions can keep to it). Anything else is
 //! refused: logged, and recorded as a `cluster.refused` event, at most [`RECORDED_PER_MINUTE`]
-//! a minute so that a flood of junk cannot fill the journal.
+//! a minute and one per sender, kind of message and reason every [`SAME_AGAIN`], so that a
+//! flood of junk or a worker left out of the list cannot fill the journal.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,6 +17,10 @@ use crate::domain::cluster::{sender_of, Kind};
 
 /// The most refusals recorded in the journal in a minute; the rest are counted and logged.
 pub const RECORDED_PER_MINUTE: u32 = 60;
+
+/// How long the same refusal (sender, kind of message, reason) is not recorded again: a
+/// worker the daemon does not list says it is there every two seconds.
+pub const SAME_AGAIN: Duration = Duration::from_secs(600);
 
 /// A refusal as the engine records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,6 +40,8 @@ pub struct Admit {
     workers: BTreeMap<String, Verifier>,
     record: Record,
     window: Mutex<(Instant, u32)>,
+    /// When each refusal was last recorded, by sender, kind of message and reason.
+    recent: Mutex<HashMap<(String, &'static str, &'static str), Instant>>,
     refused: AtomicU64,
 }
 
@@ -49,6 +56,7 @@ impl Admit {
             workers,
             record,
             window: Mutex::new((Instant::now(), 0)),
+            recent: Mutex::default(),
             refused: AtomicU64::new(0),
         })
     }
@@ -86,6 +94,25 @@ impl Admit {
     pub fn refuse(&self, subject: &str, kind: Kind, refusal: &Refusal) {
         let total = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
         let from = sender_of(subject).to_owned();
+        let now = Instant::now();
+        let again = {
+            let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+            if recent.len() > 10_000 {
+                recent.retain(|_, at| now.duration_since(*at) < SAME_AGAIN);
+            }
+            let key = (from.clone(), kind.as_str(), refusal.code());
+            match recent.get(&key) {
+                Some(at) if now.duration_since(*at) < SAME_AGAIN => true,
+                _ => {
+                    recent.insert(key, now);
+                    false
+                }
+            }
+        };
+        if again {
+            tracing::debug!(%subject, what = kind.as_str(), %refusal, total, "refused a message on the cluster's subjects again");
+            return;
+        }
         let recorded = {
             let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
             if window.0.elapsed() >= Duration::from_secs(60) {
@@ -183,7 +210,7 @@ mod tests {
             admit.refuse(subject, Kind::Lease, &refused);
         }
         let seen = seen.lock().expect("lock");
-        assert_eq!(seen.len(), 4);
+        assert_eq!(seen.len(), 4, "each a refusal of its own");
         assert_eq!((seen[2].from.as_str(), seen[2].what), ("w3", "lease"));
         assert_eq!(admit.refused(), 4);
     }
@@ -198,10 +225,35 @@ mod tests {
             })
         };
         let admit = Admit::new(&BTreeMap::new(), record).expect("no keys");
-        for _ in 0..100 {
-            admit.refuse("c.end.x", Kind::End, &Refusal::NotSigned("junk".into()));
+        for i in 0..100 {
+            let subject = format!("c.end.x{i}");
+            admit.refuse(&subject, Kind::End, &Refusal::NotSigned("junk".into()));
         }
         assert_eq!(seen.load(Ordering::Relaxed), u64::from(RECORDED_PER_MINUTE));
         assert_eq!(admit.refused(), 100);
+    }
+
+    #[test]
+    fn the_same_refusal_is_recorded_once_in_ten_minutes() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record: Record = {
+            let seen = seen.clone();
+            Arc::new(move |r: Refused| seen.lock().expect("lock").push(r.reason))
+        };
+        let admit = Admit::new(&BTreeMap::new(), record).expect("no keys");
+        let unlisted = Refusal::Unlisted {
+            worker: "w9".into(),
+        };
+        for _ in 0..5 {
+            admit.refuse("c.worker.w9", Kind::Presence, &unlisted);
+        }
+        admit.refuse("c.end.w9", Kind::End, &unlisted);
+        admit.refuse("c.end.w9", Kind::End, &Refusal::NotSigned("junk".into()));
+        assert_eq!(
+            seen.lock().expect("lock").len(),
+            3,
+            "presence once, each end once"
+        );
+        assert_eq!(admit.refused(), 7);
     }
 }

@@ -59,6 +59,22 @@ pub enum Refusal {
     },
 }
 
+impl Refusal {
+    /// The kind of refusal, whatever its details.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::NotSigned(_) => "not-signed",
+            Refusal::BadSignature(_) => "bad-signature",
+            Refusal::Body { .. } => "body",
+            Refusal::NotTheDaemon { .. } => "not-the-daemon",
+            Refusal::Unlisted { .. } => "unlisted",
+            Refusal::WrongKey { .. } => "wrong-key",
+            Refusal::WrongSubject { .. } => "wrong-subject",
+            Refusal::NotTheHolder { .. } => "not-the-holder",
+        }
+    }
+}
+
 /// A key pair of this side, from its seed file.
 pub struct Signer {
     pair: KeyPair,

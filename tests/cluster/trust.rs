@@ -82,29 +82,50 @@ fn orders_refused(worker: &WorkerProcess) -> usize {
     worker.log_text().matches("refused an order").count()
 }
 
+/// A client of node `i` of `cluster`: logged in as `user` would be, or as nobody.
+async fn attacker(cluster: &NatsCluster, i: usize, user: Option<&str>) -> async_nats::Client {
+    match user {
+        Some(user) => cluster.client_as(user, &cluster.url(i)).await,
+        None => async_nats::connect(cluster.url(i)).await.ok(),
+    }
+    .expect("the attacker connects")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn forged_orders_from_an_unauthenticated_client_or_another_workers_key_run_nothing() {
-    let Some(cluster) = NatsCluster::start(3).await else {
-        return;
-    };
+async fn forged_orders_from_an_unauthenticated_client_run_nothing() {
+    // The nodes take anyone, as the first set-up documented.
+    if let Some(cluster) = NatsCluster::start(3).await {
+        forged_orders_run_nothing(&cluster, None).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_orders_from_another_worker_logged_in_with_the_shared_token_run_nothing() {
+    // w2 holds the token every worker holds, and its own key.
+    if let Some(cluster) = NatsCluster::start_with_token(3, "s3cret-token").await {
+        forged_orders_run_nothing(&cluster, Some("w2")).await;
+    }
+}
+
+/// Orders forged by a client logged in as `user` (or nobody) are refused by the worker `w1`,
+/// which runs none of them and goes on taking the daemon's.
+async fn forged_orders_run_nothing(cluster: &NatsCluster, user: Option<&str>) {
     let ws = Workspace::new(&fix_loop(&["cat-real"]), "");
     let remote = shared_remote(&ws);
     ws.append_config(&cluster.config_for(&remote, 10));
     let daemon: TestDaemon = ws.start().await;
-    let w1 = start_worker(&ws, &cluster, &remote, "w1", 1);
+    let w1 = start_worker(&ws, cluster, &remote, "w1", 1);
     eventually("w1 to say it is there", async || {
         let (_, out, _) = daemon.ctl(&["workers"], "").await;
         out.contains("w1").then_some(())
     })
     .await;
 
-    // Nobody logs in: the nodes take anyone, as the first set-up documented.
-    let attacker = async_nats::connect(cluster.url(1)).await.expect("connect");
-    let js = jetstream::new(attacker);
+    let js = jetstream::new(attacker(cluster, 1, user).await);
     let subject = "catalyst.attempt.sonnet";
     let proof = ws.root.join("PROOF");
     let old = command_line_order(&proof);
-    let w2 = signer_of(&cluster, "w2");
+    let w2 = signer_of(cluster, "w2");
     let stranger = Signer::new();
     let forged: Vec<(&str, Vec<u8>)> = vec![
         // The first attack as it was: a command line, unsigned.
@@ -279,18 +300,30 @@ async fn the_real_review_stood(daemon: &TestDaemon, ws: &Workspace, bead: &str) 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn forged_ends_are_refused_and_the_real_reviewers_verdict_stands() {
-    let Some(cluster) = NatsCluster::start(3).await else {
-        return;
-    };
+async fn forged_ends_from_an_unauthenticated_client_are_refused_and_the_real_verdict_stands() {
+    if let Some(cluster) = NatsCluster::start(3).await {
+        forged_ends_are_refused(&cluster, None).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_ends_from_another_worker_with_the_shared_token_are_refused_and_the_real_verdict_stands(
+) {
+    if let Some(cluster) = NatsCluster::start_with_token(3, "s3cret-token").await {
+        forged_ends_are_refused(&cluster, Some("w2")).await;
+    }
+}
+
+/// Ends forged by a client logged in as `user` (or nobody), which reads the orders, are
+/// refused and recorded while `w1` holds the review; the real reviewer's end is applied.
+async fn forged_ends_are_refused(cluster: &NatsCluster, user: Option<&str>) {
     let ws = Workspace::new("", "");
     ws.set_scenario(&held_review(&ws, "cat-v"));
     let remote = shared_remote(&ws);
     ws.append_config(&cluster.config_for(&remote, 10));
     let daemon: TestDaemon = ws.start().await;
-    let w1 = start_worker(&ws, &cluster, &remote, "w1", 1);
-    // Nobody logs in, and reads the orders.
-    let attacker = async_nats::connect(cluster.url(2)).await.expect("connect");
+    let w1 = start_worker(&ws, cluster, &remote, "w1", 1);
+    let attacker = attacker(cluster, 2, user).await;
     let mut orders = attacker
         .subscribe("catalyst.attempt.>")
         .await
@@ -299,7 +332,7 @@ async fn forged_ends_are_refused_and_the_real_reviewers_verdict_stands() {
     let order = review_held_by_w1(&daemon, &mut orders, "cat-v").await;
 
     let js = jetstream::new(attacker);
-    let w2 = signer_of(&cluster, "w2");
+    let w2 = signer_of(cluster, "w2");
     let stranger = Signer::new();
     let bare = |worker: &str| serde_json::to_vec(&approving_end(&order, worker)).expect("json");
     let forged: Vec<(&str, Vec<u8>)> = vec![

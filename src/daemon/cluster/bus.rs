@@ -31,8 +31,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::admit::{Admit, Record};
 use super::held::{self, take_ends, Waiting, Waitings};
+pub use super::link::ClusterError;
 use super::link::{retry, Link};
-use super::trust::{KeyError, Signer};
+use super::trust::Signer;
 use crate::daemon::runner::{Pending, Remote};
 use crate::daemon::worktree::transport;
 use crate::domain::cluster::{bead_of_ref, AttemptOrder, Kind, Subjects, WorkerBeat, REFS};
@@ -41,25 +42,6 @@ use crate::domain::id::BeadId;
 
 /// A worker that has not said it is there for this long is left out of `ctl workers`.
 pub const WORKER_GONE: Duration = Duration::from_secs(30);
-
-/// Why the cluster cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    #[error("cannot reach NATS at {urls}: {detail}")]
-    Connect { urls: String, detail: String },
-    #[error("cannot read the NATS {what} file `{path}`: {detail}")]
-    Secret {
-        what: &'static str,
-        path: PathBuf,
-        detail: String,
-    },
-    #[error("NATS server URL {0}")]
-    Transport(String),
-    #[error(transparent)]
-    Key(#[from] KeyError),
-    #[error("cannot set up JetStream's `{what}`: {detail}")]
-    Setup { what: String, detail: String },
-}
 
 /// The daemon's connection to its workers.
 pub struct Bus {

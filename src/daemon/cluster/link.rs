@@ -7,12 +7,31 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::bus::ClusterError;
+use super::trust::KeyError;
 use crate::domain::config::cluster::{check_transport, ClusterConfig};
 
 /// How long a JetStream call may take before it is tried again (a leader election takes a
 /// few seconds).
 const TRY_FOR: Duration = Duration::from_secs(30);
+
+/// Why the cluster cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("cannot reach NATS at {urls}: {detail}")]
+    Connect { urls: String, detail: String },
+    #[error("cannot read the NATS {what} file `{path}`: {detail}")]
+    Secret {
+        what: &'static str,
+        path: PathBuf,
+        detail: String,
+    },
+    #[error("NATS server URL {0}")]
+    Transport(String),
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error("cannot set up JetStream's `{what}`: {detail}")]
+    Setup { what: String, detail: String },
+}
 
 /// The NATS servers and how to log in to them.
 #[derive(Clone, Debug, Default)]

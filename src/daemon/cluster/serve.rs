@@ -19,15 +19,18 @@ use tokio_util::sync::CancellationToken;
 
 use super::bus::{model_consumer, ClusterError};
 use super::link::{retry, Link};
-use super::speak::{say_present, Speaker};
+use super::speak::Speaker;
 use super::trouble::Trouble;
 use super::trust::{self, KeyError, Refusal, Signer, Verifier};
 use super::worker::{Worker, WorkerError};
 use crate::domain::agent::profile::AgentProfile;
-use crate::domain::cluster::{AttemptOrder, Kind, Subjects};
+use crate::domain::cluster::{AttemptOrder, Kind, Subjects, WorkerBeat};
 use crate::domain::config::cluster::subject_token;
 use crate::domain::id::BeadId;
 use crate::domain::router::Outcome;
+
+/// How often a worker says it is there.
+const PRESENCE: Duration = Duration::from_secs(2);
 
 /// How long one request for an order stays open (an order that comes meanwhile is delivered
 /// at once; the request is then made again).
@@ -86,7 +89,7 @@ pub enum ServeError {
 }
 
 /// The attempts a worker runs, by dispatch: their step and what stops them.
-pub(super) type Running = Arc<Mutex<HashMap<String, (BeadId, CancellationToken)>>>;
+type Running = Arc<Mutex<HashMap<String, (BeadId, CancellationToken)>>>;
 
 /// Serves until `shutdown`; running attempts are then stopped and their ends sent (without
 /// an outcome: they run again elsewhere).
@@ -365,6 +368,42 @@ async fn model_consumers(
         }
     }
     out
+}
+
+/// Says the worker is there every [`PRESENCE`], with what it runs and its trouble.
+async fn say_present(
+    speaker: Arc<Speaker>,
+    opts: WorkerOptions,
+    running: Running,
+    trouble: Arc<Mutex<Trouble>>,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(PRESENCE);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let steps = running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|(step, _)| step.clone())
+            .collect();
+        let beat = WorkerBeat {
+            name: opts.name.clone(),
+            slots: opts.slots,
+            models: opts.models.clone(),
+            running: steps,
+            trouble: trouble
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .reason(Instant::now()),
+        };
+        let payload = speaker.signer.seal(Kind::Presence, &beat);
+        let subject = speaker.subjects.worker(&speaker.name);
+        let _ = speaker.client.publish(subject, payload.into()).await;
+    }
 }
 
 /// Stops the attempts the daemon cancels (in a message signed with its key).

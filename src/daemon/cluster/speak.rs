@@ -3,20 +3,13 @@
 //! `<name>.worker.<worker>`), so that a NATS server's permissions can keep each worker to
 //! its own.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_nats::jetstream;
-use tokio_util::sync::CancellationToken;
 
 use super::link::retry;
-use super::serve::{Running, WorkerOptions};
-use super::trouble::Trouble;
 use super::trust::Signer;
-use crate::domain::cluster::{AttemptEnd, AttemptOrder, Kind, Lease, Subjects, WorkerBeat};
-
-/// How often a worker says it is there.
-const PRESENCE: Duration = Duration::from_secs(2);
+use crate::domain::cluster::{AttemptEnd, AttemptOrder, Kind, Lease, Subjects};
 
 /// What a worker sends, signed with its key, each on its own subject.
 pub(super) struct Speaker {
@@ -86,40 +79,5 @@ impl Speaker {
                 tracing::error!(step = %end.step, error = %e, "cannot send an attempt's end; the daemon runs it again when the lease runs out")
             }
         }
-    }
-}
-
-pub(super) async fn say_present(
-    speaker: Arc<Speaker>,
-    opts: WorkerOptions,
-    running: Running,
-    trouble: Arc<Mutex<Trouble>>,
-    shutdown: CancellationToken,
-) {
-    let mut tick = tokio::time::interval(PRESENCE);
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let steps = running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .map(|(step, _)| step.clone())
-            .collect();
-        let beat = WorkerBeat {
-            name: opts.name.clone(),
-            slots: opts.slots,
-            models: opts.models.clone(),
-            running: steps,
-            trouble: trouble
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .reason(Instant::now()),
-        };
-        let payload = speaker.signer.seal(Kind::Presence, &beat);
-        let subject = speaker.subjects.worker(&speaker.name);
-        let _ = speaker.client.publish(subject, payload.into()).await;
     }
 }

@@ -51,7 +51,89 @@ pub struct NatsCluster {
     nodes: Vec<Node>,
     server: PathBuf,
     login: Login,
+    /// The CA whose certificate the nodes present for `127.0.0.1`, when clients speak TLS.
+    tls_ca: Option<PathBuf>,
     _dir: TempDir,
+}
+
+/// How a cluster's nodes are set up.
+#[derive(Default)]
+struct Setup<'a> {
+    token: Option<&'a str>,
+    users: bool,
+    tls: bool,
+}
+
+/// A CA and a certificate of `127.0.0.1` it signed, made with `openssl` in `dir`: the CA's
+/// certificate, the server's and its key. `None` without `openssl`.
+fn make_certificates(dir: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    let openssl = |args: &[&str]| {
+        Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .ok()?;
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let made = openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &["-keyout", "ca-key.pem", "-out", "ca.pem", "-days", "2"],
+            &["-subj", "/CN=catalyst test CA"],
+        ]
+        .concat(),
+    ) && openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "server-key.pem",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        ]
+        .concat(),
+    ) && openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca-key.pem",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    ]);
+    made.then(|| {
+        (
+            dir.join("ca.pem"),
+            dir.join("server.pem"),
+            dir.join("server-key.pem"),
+        )
+    })
 }
 
 /// The seed file `name` in the cluster's `keys` folder, made with a new key the first time,
@@ -125,30 +207,69 @@ impl NatsCluster {
     /// Starts `n` nodes and waits until JetStream answers on every one (its meta leader
     /// elected). `None`, saying why, when `nats-server` is not installed.
     pub async fn start(n: usize) -> Option<NatsCluster> {
-        Self::start_with(n, None, false).await
+        Self::start_with(n, Setup::default()).await
+    }
+
+    /// [`NatsCluster::start`] whose nodes speak TLS only, with a certificate of `127.0.0.1`
+    /// from a CA of their own ([`NatsCluster::tls_ca`]); their URLs are `tls://`. `None`,
+    /// saying why, without `openssl` to make the certificates.
+    pub async fn start_with_tls(n: usize) -> Option<NatsCluster> {
+        Self::start_with(
+            n,
+            Setup {
+                tls: true,
+                ..Setup::default()
+            },
+        )
+        .await
     }
 
     /// [`NatsCluster::start`] whose nodes take only the nkey users of the daemon and of
     /// [`WORKERS`], each with its permissions; [`NatsCluster::nats_nkey_file`] holds each one's
     /// seed, which the daemon's config and [`start_worker`] use.
     pub async fn start_with_users(n: usize) -> Option<NatsCluster> {
-        Self::start_with(n, None, true).await
+        Self::start_with(
+            n,
+            Setup {
+                users: true,
+                ..Setup::default()
+            },
+        )
+        .await
     }
 
     /// [`NatsCluster::start`] whose nodes take only clients that give `token`; the daemon's
     /// config ([`NatsCluster::config_for`]) and the workers ([`start_worker`]) read it from
     /// [`NatsCluster::token_file`].
     pub async fn start_with_token(n: usize, token: &str) -> Option<NatsCluster> {
-        Self::start_with(n, Some(token), false).await
+        Self::start_with(
+            n,
+            Setup {
+                token: Some(token),
+                ..Setup::default()
+            },
+        )
+        .await
     }
 
-    async fn start_with(n: usize, token: Option<&str>, users: bool) -> Option<NatsCluster> {
+    async fn start_with(n: usize, setup: Setup<'_>) -> Option<NatsCluster> {
         let Some(server) = nats_server() else {
             eprintln!("skipping: nats-server is not installed (.ci/install-test-deps installs it)");
             return None;
         };
         let dir = tempfile::tempdir().expect("a folder for the cluster");
+        let Setup { token, users, tls } = setup;
         let users = users.then(|| users_block(dir.path()));
+        let certificates = match tls {
+            true => match make_certificates(dir.path()) {
+                Some(made) => Some(made),
+                None => {
+                    eprintln!("skipping: openssl cannot make the TLS test certificates");
+                    return None;
+                }
+            },
+            false => None,
+        };
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let routes: Vec<String> = ports
             .iter()
@@ -171,6 +292,13 @@ impl NatsCluster {
                 }
                 if let Some(users) = &users {
                     text.push_str(users);
+                }
+                if let Some((_, cert, key)) = &certificates {
+                    text.push_str(&format!(
+                        "tls {{\n  cert_file: {:?}\n  key_file: {:?}\n}}\n",
+                        cert.display().to_string(),
+                        key.display().to_string()
+                    ));
                 }
                 // One node is a server of its own: a cluster of one elects no leader.
                 if n > 1 {
@@ -202,6 +330,7 @@ impl NatsCluster {
             nodes,
             server,
             login,
+            tls_ca: certificates.map(|(ca, _, _)| ca),
             _dir: dir,
         };
         for i in 0..n {
@@ -251,7 +380,13 @@ impl NatsCluster {
 
     /// The client URL of node `i`.
     pub fn url(&self, i: usize) -> String {
-        format!("nats://127.0.0.1:{}", self.nodes[i].client_port)
+        let scheme = if self.tls_ca.is_some() { "tls" } else { "nats" };
+        format!("{scheme}://127.0.0.1:{}", self.nodes[i].client_port)
+    }
+
+    /// The certificate of the CA the nodes' certificates come from, when they speak TLS.
+    pub fn tls_ca(&self) -> Option<&Path> {
+        self.tls_ca.as_deref()
     }
 
     /// Every node's client URL.
@@ -305,6 +440,10 @@ impl NatsCluster {
             }
             Login::Anyone => async_nats::ConnectOptions::new(),
         };
+        let options = match &self.tls_ca {
+            Some(ca) => options.add_root_certificates(ca.clone()).require_tls(true),
+            None => options,
+        };
         options.connect(url).await.ok()
     }
 
@@ -323,6 +462,9 @@ impl NatsCluster {
         }
         if let Some(nkey) = self.nats_nkey_file(name) {
             args.extend(["--nats-nkey".into(), nkey.into()]);
+        }
+        if let Some(ca) = self.tls_ca() {
+            args.extend(["--tls-ca".into(), ca.into()]);
         }
         let (_, daemon) = self.key_file("daemon");
         let (own, _) = self.key_file(name);
@@ -350,6 +492,9 @@ impl NatsCluster {
             .unwrap_or_default();
         if let Some(nkey) = self.nats_nkey_file("daemon") {
             login.push_str(&format!("nkey_file = {:?}\n", nkey.display().to_string()));
+        }
+        if let Some(ca) = self.tls_ca() {
+            login.push_str(&format!("tls_ca_file = {:?}\n", ca.display().to_string()));
         }
         let (key_file, _) = self.key_file("daemon");
         let workers: Vec<String> = WORKERS

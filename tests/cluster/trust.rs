@@ -565,3 +565,54 @@ async fn a_worker_refuses_a_profile_that_runs_unconfined_unless_allowed() {
         "{err}"
     );
 }
+
+/// A worker the daemon does not list takes orders like any other (they are the daemon's,
+/// signed), but its leases and ends are refused: the attempt it took must not wait for it
+/// forever. Once the order has left the queue with no lease the daemon takes, for a lease's
+/// time, the attempt is interrupted (not counted) and runs again on a listed worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_taken_by_a_worker_the_daemon_does_not_list_runs_again_on_one_it_does() {
+    let Some(cluster) = NatsCluster::start(1).await else {
+        return;
+    };
+    let ws = Workspace::new(&fix_loop(&["cat-x"]), "");
+    let remote = shared_remote(&ws);
+    ws.append_config(&cluster.config_for(&remote, 3));
+    let daemon: TestDaemon = ws.start().await;
+    // Its key is made, but `[cluster] workers` does not list it.
+    let rogue = start_worker(&ws, &cluster, &remote, "w9", 1);
+    let id = daemon.submit(bead_with_id("cat-x")).await;
+    daemon
+        .wait_for("w9's lease refused", |e| {
+            e["type"] == "cluster.refused" && e["from"] == "w9" && e["what"] == "lease"
+        })
+        .await;
+    daemon
+        .wait_for("the attempt w9 took interrupted", |e| {
+            e["type"] == "step.interrupted"
+        })
+        .await;
+    drop(rogue);
+    let w1 = start_worker(&ws, &cluster, &remote, "w1", 1);
+    all_closed(
+        &daemon,
+        std::slice::from_ref(&id),
+        std::slice::from_ref(&w1),
+    )
+    .await;
+    let events = daemon.events().await;
+    assert!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "step.result")
+            .all(|e| e["counters"]["failed_attempts"] == 0),
+        "the attempts w9 took are not counted"
+    );
+    assert!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "step.started")
+            .all(|e| e["worker"] == "w1"),
+        "only w1 is said to have run anything"
+    );
+}

@@ -338,6 +338,7 @@ impl Bus {
                     end: end_tx,
                     leases: lease_tx,
                     seq: 0,
+                    queued: None,
                 },
             );
         let mut headers = async_nats::HeaderMap::new();
@@ -351,9 +352,17 @@ impl Bus {
                 .map_err(async_nats::Error::from)
         })
         .await;
-        if let Err(e) = published {
-            self.forget(&order.dispatch);
-            return Err(e.to_string());
+        match published {
+            Ok(ack) => {
+                let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(w) = waiting.get_mut(&order.dispatch) {
+                    w.queued = Some(ack.sequence);
+                }
+            }
+            Err(e) => {
+                self.forget(&order.dispatch);
+                return Err(e.to_string());
+            }
         }
         Ok(Pending { end, leases })
     }
@@ -404,6 +413,28 @@ impl Remote for Bus {
             .unwrap_or_else(|e| e.into_inner())
             .push_back((work.clone(), Instant::now()));
         self.retiring.notify_one();
+    }
+
+    fn taken(&self, dispatch: &str) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        let queued = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(dispatch)
+            .and_then(|w| w.queued);
+        Box::pin(async move {
+            let Some(sequence) = queued else {
+                return false;
+            };
+            let Ok(stream) = self.js.get_stream(self.subjects.attempts_stream()).await else {
+                return false;
+            };
+            // A work queue keeps an order until a worker acknowledges it.
+            matches!(
+                stream.get_raw_message(sequence).await,
+                Err(e) if e.kind() == stream::RawMessageErrorKind::NoMessageFound
+            )
+        })
     }
 
     fn cancel(&self, dispatch: &str) {

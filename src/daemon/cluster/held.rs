@@ -27,6 +27,8 @@ pub(super) struct Waiting {
     pub(super) leases: watch::Sender<Option<(String, Instant)>>,
     /// The holder's last lease's `seq`: one not above it is a lease heard again.
     pub(super) seq: u64,
+    /// The order's sequence in the attempts stream, once JetStream stored it.
+    pub(super) queued: Option<u64>,
 }
 
 /// The attempts waiting, by dispatch.

@@ -10,6 +10,7 @@ use futures::StreamExt;
 
 mod auth;
 mod faults;
+mod forged;
 mod run;
 mod trust;
 mod worker;

@@ -200,3 +200,37 @@ async fn a_worker_runs_an_order_in_its_own_clone_and_pushes_the_commit_back() {
         .collect();
     assert_eq!(spares.len(), 1, "kept as the one spare: {spares:?}");
 }
+
+/// An order names a profile; a worker runs only its own, so one it lacks is handed back as
+/// its trouble (the daemon runs the attempt elsewhere), and nothing runs here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_hands_back_an_order_for_a_profile_it_does_not_have() {
+    let ws = Workspace::new(WRITES_HELLO, "");
+    let remote = ws.root.join("remote.git");
+    git(
+        &ws.root,
+        &["init", "--quiet", "--bare", remote.to_str().expect("utf-8")],
+    );
+    let remote_url = remote.display().to_string();
+    git(&ws.repo, &["push", "--quiet", &remote_url, "main"]);
+    let base = git(&ws.repo, &["rev-parse", "main"]);
+    // The built-in profiles only: not the daemon's `stub`.
+    let worker = Worker::open(
+        "w1",
+        &remote_url,
+        &ws.root.join("worker"),
+        &catalyst_testkit::catalyst_bin(),
+        1,
+    )
+    .await
+    .expect("the worker's workspace");
+    let end = worker.run(&order(&base), CancellationToken::new()).await;
+    match &end.outcome {
+        Some(Outcome::Unavailable { reason, .. }) => assert!(
+            reason.contains("profile `stub` is not one of this worker's (`claude`, `codex`)"),
+            "{reason}"
+        ),
+        other => panic!("handed back, not {other:?}"),
+    }
+    assert!(ws.invocations().is_empty(), "no agent ran");
+}

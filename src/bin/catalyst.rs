@@ -54,32 +54,14 @@ enum Command {
     /// Run agent attempts for a daemon on another machine (`[cluster]` in its config): take
     /// them from NATS JetStream, at most `--slots` at once, in a clone of the shared git
     /// remote under `--workdir`, and send each one's end and commit back.
-    Worker {
-        /// NATS servers (`nats://host:4222`), repeated or separated by commas.
-        #[arg(long, required = true, value_delimiter = ',')]
-        nats: Vec<String>,
-        /// A file holding the token the NATS servers ask for (the daemon's `[cluster]
-        /// token_file`), so it is not on the command line.
-        #[arg(long)]
-        nats_token_file: Option<PathBuf>,
-        /// The git repository the daemon and its workers share (its `[cluster] remote`).
-        #[arg(long)]
-        repo: String,
-        /// The folder the worker keeps its clone, worktrees and run folders in.
-        #[arg(long)]
-        workdir: PathBuf,
-        /// Attempts run at once.
-        #[arg(long, default_value_t = 1)]
-        slots: usize,
-        /// The models it takes attempts of, separated by commas (default: every model).
-        #[arg(long, value_delimiter = ',')]
-        models: Vec<String>,
-        /// Its name in `ctl workers` and the events (default: the host name and pid).
-        #[arg(long)]
-        name: Option<String>,
-        /// The daemon's `[cluster] name`.
-        #[arg(long, default_value = "catalyst")]
-        cluster_name: String,
+    Worker(Box<WorkerArgs>),
+    /// Print the public key of the cluster key whose seed is in FILE, making FILE (readable
+    /// by its owner only) with a new key when it does not exist: for a worker's `--key-file`
+    /// (the daemon's `[cluster] workers` lists the key) or the daemon's `[cluster] key_file`
+    /// (workers take it as `--daemon-key`).
+    ClusterKey {
+        /// The seed file.
+        file: PathBuf,
     },
     /// Set up a repository for catalystd: `.catalyst/config.toml`, `.git/info/exclude`, and
     /// which agent CLIs are on PATH.
@@ -126,6 +108,67 @@ enum Command {
         #[arg(long, conflicts_with = "page")]
         dir: Option<PathBuf>,
     },
+}
+
+/// `catalyst worker`'s flags.
+#[derive(clap::Args, Debug)]
+struct WorkerArgs {
+    /// NATS servers (`tls://host:4222`; `nats://` on this machine), repeated or separated
+    /// by commas.
+    #[arg(long, required = true, value_delimiter = ',')]
+    nats: Vec<String>,
+    /// A file holding the token the NATS servers ask for (the daemon's `[cluster]
+    /// token_file`), so it is not on the command line.
+    #[arg(long, group = "nats_login")]
+    nats_token_file: Option<PathBuf>,
+    /// A NATS credentials file (`.creds`) to log in with.
+    #[arg(long, group = "nats_login")]
+    nats_creds: Option<PathBuf>,
+    /// A file holding the seed of the worker's NATS nkey user (`SU…`) to log in with.
+    #[arg(long, group = "nats_login")]
+    nats_nkey: Option<PathBuf>,
+    /// CA certificates (PEM) the servers' TLS certificates are checked against, besides
+    /// the system's.
+    #[arg(long)]
+    tls_ca: Option<PathBuf>,
+    /// Speak plain `nats://` to servers off this machine (orders and ends then cross the
+    /// network in clear).
+    #[arg(long)]
+    insecure: bool,
+    /// The daemon's public key (`U…`, which it logs at start): only orders and cancels
+    /// signed with it are taken.
+    #[arg(long, required = true)]
+    daemon_key: String,
+    /// The seed file of the worker's own key, which signs its leases and ends (made when
+    /// missing; the daemon's `[cluster] workers` lists its public key under `--name`).
+    #[arg(long, required = true)]
+    key_file: PathBuf,
+    /// A TOML file whose `[profiles.<name>]` tables (as in the daemon's config) are the
+    /// profiles orders may name besides the built-in `claude` and `codex`.
+    #[arg(long)]
+    profiles: Option<PathBuf>,
+    /// Let a profile with `sandbox = "none"` run its agents unconfined.
+    #[arg(long)]
+    allow_unconfined: bool,
+    /// The git repository the daemon and its workers share (its `[cluster] remote`).
+    #[arg(long)]
+    repo: String,
+    /// The folder the worker keeps its clone, worktrees and run folders in.
+    #[arg(long)]
+    workdir: PathBuf,
+    /// Attempts run at once.
+    #[arg(long, default_value_t = 1)]
+    slots: usize,
+    /// The models it takes attempts of, separated by commas (default: every model).
+    #[arg(long, value_delimiter = ',')]
+    models: Vec<String>,
+    /// Its name in `ctl workers`, the events and the daemon's `[cluster] workers`: letters,
+    /// digits, `-` or `_` (default: the host name).
+    #[arg(long)]
+    name: Option<String>,
+    /// The daemon's `[cluster] name`.
+    #[arg(long, default_value = "catalyst")]
+    cluster_name: String,
 }
 
 /// The man pages `catalyst man` prints.
@@ -437,16 +480,30 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
             Ok(Outcome::Ok)
         }
         Command::Hook { event } => hook(event).map(Outcome::Code),
-        Command::Worker {
-            nats,
-            nats_token_file,
-            repo,
-            workdir,
-            slots,
-            models,
-            name,
-            cluster_name,
-        } => {
+        Command::ClusterKey { file } => {
+            let (signer, _) = catalyst::daemon::cluster::trust::Signer::load_or_make(&file)?;
+            writeln!(io::stdout().lock(), "{}", signer.public_key())?;
+            Ok(Outcome::Ok)
+        }
+        Command::Worker(args) => {
+            let WorkerArgs {
+                nats,
+                nats_token_file,
+                nats_creds,
+                nats_nkey,
+                tls_ca,
+                insecure,
+                daemon_key,
+                key_file,
+                profiles,
+                allow_unconfined,
+                repo,
+                workdir,
+                slots,
+                models,
+                name,
+                cluster_name,
+            } = *args;
             tracing_subscriber::fmt()
                 .with_writer(io::stderr)
                 .with_env_filter(
@@ -454,16 +511,33 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
                         .unwrap_or_else(|_| "info".into()),
                 )
                 .init();
+            // The host name, as one subject token: the daemon lists workers by name.
             let name = name.unwrap_or_else(|| {
                 let host = nix::unistd::gethostname()
                     .ok()
                     .and_then(|h| h.into_string().ok())
                     .unwrap_or_else(|| "worker".into());
-                format!("{host}-{}", std::process::id())
+                catalyst::domain::cluster::token(host.split('.').next().unwrap_or("worker"))
             });
+            let profiles = match profiles {
+                Some(file) => catalyst::daemon::cluster::worker::read_profiles(&file)
+                    .map_err(anyhow::Error::msg)?,
+                None => Default::default(),
+            };
+            let link = catalyst::daemon::cluster::link::Link {
+                urls: nats,
+                token_file: nats_token_file,
+                credentials_file: nats_creds,
+                nkey_file: nats_nkey,
+                tls_ca_file: tls_ca,
+                insecure,
+            };
             let opts = catalyst::daemon::cluster::serve::WorkerOptions {
-                nats,
-                nats_token_file,
+                link,
+                daemon_key,
+                key_file,
+                profiles,
+                allow_unconfined,
                 remote: repo,
                 workdir,
                 slots,

@@ -34,6 +34,7 @@ pub mod worktree;
 
 use std::fs::File;
 use std::io::{Read, Seek, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::UnixListener;
@@ -124,6 +125,10 @@ pub fn lock(paths: &Paths) -> Result<Lock, DaemonError> {
 
 /// How long a lock whose recorded holder is gone may stay held (see [`lock`]).
 const LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// The daemon's cluster key in the state folder, when `[cluster] key_file` names no other:
+/// made at the first start with the cluster on.
+pub const CLUSTER_KEY_FILE: &str = "cluster.nk";
 
 /// Whether the process `pid` (as written in the lock file) exists.
 fn alive(pid: &str) -> bool {
@@ -297,13 +302,25 @@ async fn run_with(
     let models = loaded.config.known_models();
     let (mut engine, handle, rx) = Engine::new(paths.clone(), store, loaded, repo, tracker.clone());
     let bus = if cluster.is_on() {
-        let bus = crate::daemon::cluster::bus::Bus::connect(
-            &cluster,
-            models,
-            &paths.workspace,
-            shutdown.clone(),
-        )
-        .await?;
+        let tx = handle.tx.clone();
+        let record: crate::daemon::cluster::admit::Record = Arc::new(move |refused| {
+            let crate::daemon::cluster::admit::Refused { from, what, reason } = refused;
+            let what = what.to_owned();
+            // Full: the refusal is in the log, which is enough under a flood.
+            let _ = tx.try_send(Input::ClusterRefused { from, what, reason });
+        });
+        let key_file = cluster
+            .key_file
+            .clone()
+            .unwrap_or_else(|| paths.state.join(CLUSTER_KEY_FILE));
+        let setting = crate::daemon::cluster::bus::Setting {
+            models: models.into_iter().collect(),
+            workspace: &paths.workspace,
+            key_file: &key_file,
+            record,
+        };
+        let bus =
+            crate::daemon::cluster::bus::Bus::connect(&cluster, setting, shutdown.clone()).await?;
         tracing::info!(nats = %cluster.nats.join(", "), "agent attempts run on the cluster's workers");
         engine.set_remote(bus.clone());
         Some(bus)

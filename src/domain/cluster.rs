@@ -5,7 +5,11 @@
 //! An order holds everything the worker needs and nothing that names a place on the daemon's
 //! machine: the prompt comes rendered with [`Marker`]s where the worker's own paths go, the
 //! context with the earlier steps' final messages and the change under review filled in, and
-//! the attempt's policy and agent profile as the daemon worked them out.
+//! the attempt's policy as the daemon worked it out. It names the agent's profile rather
+//! than carrying a command line ([`AgentAsk`]): a worker runs only profiles of its own.
+//!
+//! Every message travels [`Signed`]: orders and cancels by the daemon's key, leases, ends and
+//! presence by the worker's (docs/cluster.md, "Securing a cluster").
 
 use std::path::Path;
 
@@ -73,8 +77,10 @@ impl WorkerPaths<'_> {
     }
 }
 
-/// One agent attempt for a worker to run.
+/// One agent attempt for a worker to run. Unknown fields are refused: an order in another
+/// shape (one that carries a command line, say) is not run in part.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AttemptOrder {
     /// Names this hand-out of the attempt: leases and the end carry it back, and an end whose
     /// dispatch is not the one the daemon waits for is ignored.
@@ -103,13 +109,41 @@ pub struct AttemptOrder {
     pub change: Option<String>,
     /// The attempt's tool policy; the worker puts in its own worktree and context paths.
     pub policy: AttemptPolicy,
-    /// The agent's profile, with its caps and tool list for this attempt.
-    pub profile: AgentProfile,
+    /// The agent's profile by name, with its caps and tool list for this attempt.
+    pub agent: AgentAsk,
     /// The id passed to the agent CLI.
     pub model_id: String,
     pub limits: Limits,
     /// How long the worker holds the attempt without renewing its [`Lease`].
     pub lease_secs: u64,
+}
+
+/// The agent an order asks for: a profile of the worker's own by name, and what is per
+/// attempt. The command line, environment and sandbox stay the worker's: whoever can publish
+/// an order can at most choose among the programs the worker's owner allowed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentAsk {
+    /// The profile's name (`claude`, `codex`, or one of the worker's `profiles`).
+    pub profile: String,
+    /// Claude Code's `--max-turns`.
+    pub max_turns: Option<u32>,
+    /// What is left of the bead's budget (Claude Code's `--max-budget-usd`).
+    pub budget_left_usd: Option<f64>,
+    /// The role's tool list (Claude Code's `--tools`); `None`: the profile's own.
+    pub tools: Option<Vec<String>>,
+}
+
+impl AgentAsk {
+    /// `base` (the profile this ask names) with this attempt's caps and tools, as the daemon
+    /// builds a local attempt's command.
+    pub fn apply(&self, base: AgentProfile) -> AgentProfile {
+        let profile = base.with_caps(self.max_turns, self.budget_left_usd);
+        match &self.tools {
+            Some(tools) => profile.with_tools(tools),
+            None => profile,
+        }
+    }
 }
 
 /// The limits an attempt runs under, as the daemon's config sets them.
@@ -153,6 +187,48 @@ pub struct AttemptEnd {
 pub struct Lease {
     pub dispatch: String,
     pub worker: String,
+    /// Counts up with each renewal: a lease heard again (replayed) renews nothing.
+    pub seq: u64,
+}
+
+/// What a message is, signed with it, so that a signature over one kind never passes for
+/// another (a lease's for an end, say).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Order,
+    Cancel,
+    Lease,
+    End,
+    Presence,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Order => "order",
+            Kind::Cancel => "cancel",
+            Kind::Lease => "lease",
+            Kind::End => "end",
+            Kind::Presence => "presence",
+        }
+    }
+
+    /// The bytes a signature of a message of this kind covers: a prefix naming catalyst and
+    /// the kind, then the whole message as sent.
+    pub fn signed_bytes(self, body: &str) -> Vec<u8> {
+        format!("catalyst-cluster/1 {}\n{body}", self.as_str()).into_bytes()
+    }
+}
+
+/// A message with its signer's public key (an nkey, `U…`) and the Ed25519 signature of
+/// [`Kind::signed_bytes`] (base64url, no padding). `body` is the message's JSON as signed,
+/// kept as text so that the bytes checked are the bytes signed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Signed {
+    pub key: String,
+    pub sig: String,
+    pub body: String,
 }
 
 /// A worker says it is there, every few seconds, for `ctl workers`.
@@ -209,9 +285,14 @@ impl Subjects {
         format!("{}-model-{}", self.name, token(model))
     }
 
-    /// The ends of attempts.
+    /// The ends of attempts, each on its worker's subject.
     pub fn ends(&self) -> String {
-        format!("{}.end", self.name)
+        format!("{}.end.*", self.name)
+    }
+
+    /// The ends `worker` sends: a NATS server's permissions can keep each worker to its own.
+    pub fn end(&self, worker: &str) -> String {
+        format!("{}.end.{}", self.name, token(worker))
     }
 
     /// The daemon's consumer of ends.
@@ -219,9 +300,14 @@ impl Subjects {
         format!("{}-daemon", self.name)
     }
 
-    /// Leases (core NATS).
+    /// Leases (core NATS), each on its worker's subject.
     pub fn leases(&self) -> String {
-        format!("{}.lease", self.name)
+        format!("{}.lease.*", self.name)
+    }
+
+    /// The leases `worker` sends.
+    pub fn lease(&self, worker: &str) -> String {
+        format!("{}.lease.{}", self.name, token(worker))
     }
 
     /// Cancels of attempts (core NATS).
@@ -229,10 +315,21 @@ impl Subjects {
         format!("{}.cancel", self.name)
     }
 
-    /// Workers' presence (core NATS).
+    /// Workers' presence (core NATS), each on its worker's subject.
     pub fn workers(&self) -> String {
-        format!("{}.worker", self.name)
+        format!("{}.worker.*", self.name)
     }
+
+    /// The presence messages `worker` sends.
+    pub fn worker(&self, worker: &str) -> String {
+        format!("{}.worker.{}", self.name, token(worker))
+    }
+}
+
+/// The worker a subject of [`Subjects::end`], [`Subjects::lease`] or [`Subjects::worker`]
+/// belongs to: its last token.
+pub fn sender_of(subject: &str) -> &str {
+    subject.rsplit('.').next().unwrap_or_default()
 }
 
 /// `text` as one subject token: what is not a letter, digit, `-` or `_` becomes `_`.
@@ -317,6 +414,32 @@ mod tests {
         let s = Subjects::new("cat");
         assert_eq!(s.attempt("claude-opus-4.1"), "cat.attempt.claude-opus-4_1");
         assert_eq!(s.model_consumer("a b"), "cat-model-a_b");
+    }
+
+    #[test]
+    fn a_workers_messages_go_on_subjects_that_name_it() {
+        let s = Subjects::new("cat");
+        assert_eq!(s.end("build-7"), "cat.end.build-7");
+        assert_eq!(s.lease("build-7"), "cat.lease.build-7");
+        assert_eq!(s.worker("build-7"), "cat.worker.build-7");
+        assert_eq!(sender_of(&s.end("build-7")), "build-7");
+        assert_eq!(s.ends(), "cat.end.*");
+    }
+
+    #[test]
+    fn an_order_that_carries_a_command_line_does_not_parse() {
+        let ask = AgentAsk {
+            profile: "claude".into(),
+            max_turns: Some(3),
+            budget_left_usd: None,
+            tools: Some(vec!["Read".into()]),
+        };
+        let profile = ask.apply(AgentProfile::claude());
+        assert!(profile
+            .command
+            .ends_with(&["--tools".into(), "Read".into()]));
+        let json = r#"{"profile":"x","max_turns":null,"budget_left_usd":null,"tools":null,"command":["sh"]}"#;
+        assert!(serde_json::from_str::<AgentAsk>(json).is_err());
     }
 
     #[test]

@@ -249,6 +249,16 @@ pub enum EventBody {
     /// `store` names the store: made when its journal is new (the first event) and the same
     /// at every start after; the daemon's branches carry it (docs/worktrees.md). Journals
     /// written before store ids have none until the next start records one.
+    /// A message on the cluster's subjects that the daemon did not take (`[cluster]`): not
+    /// signed, signed by a key it does not trust for its sender, or from a worker that does
+    /// not hold the attempt it speaks of. `from` is the sender its subject names, `what` the
+    /// kind of message (`end`, `lease`, `presence`).
+    #[serde(rename = "cluster.refused")]
+    ClusterRefused {
+        from: String,
+        what: String,
+        reason: String,
+    },
     #[serde(rename = "daemon.started")]
     DaemonStarted {
         pid: u32,
@@ -265,7 +275,7 @@ pub enum EventBody {
 
 impl EventBody {
     /// Every event's `type` name, in the order of [`EventBody`].
-    pub const KINDS: [&'static str; 27] = [
+    pub const KINDS: [&'static str; 28] = [
         "bead.created",
         "bead.updated",
         "bead.status",
@@ -291,6 +301,7 @@ impl EventBody {
         "agent.tool",
         "model.paused",
         "dispatch.paused",
+        "cluster.refused",
         "daemon.started",
         "daemon.stopping",
     ];
@@ -323,6 +334,7 @@ impl EventBody {
             EventBody::AgentTool { .. } => "agent.tool",
             EventBody::ModelPaused { .. } => "model.paused",
             EventBody::DispatchPaused { .. } => "dispatch.paused",
+            EventBody::ClusterRefused { .. } => "cluster.refused",
             EventBody::DaemonStarted { .. } => "daemon.started",
             EventBody::DaemonStopping { .. } => "daemon.stopping",
         }
@@ -356,6 +368,7 @@ impl EventBody {
             | EventBody::AgentTool { bead, .. } => Some(bead),
             EventBody::ModelPaused { .. }
             | EventBody::DispatchPaused { .. }
+            | EventBody::ClusterRefused { .. }
             | EventBody::DaemonStarted { .. }
             | EventBody::DaemonStopping { .. } => None,
         }

@@ -61,6 +61,7 @@ fn subject(body: &EventBody) -> String {
         | B::WorktreeRemoved { bead } => bead.to_string(),
         B::ModelPaused { model, .. } => model.clone(),
         B::DispatchPaused { scope, cause, .. } => format!("{scope} ({cause})"),
+        B::ClusterRefused { from, what, .. } => format!("{what} from {from}"),
         B::DaemonStarted { .. } | B::DaemonStopping { .. } => String::new(),
     }
 }
@@ -145,7 +146,8 @@ fn detail(body: &EventBody) -> String {
         | B::StepEscalated { reason, .. }
         | B::MergeConflict { reason, .. }
         | B::ModelPaused { reason, .. }
-        | B::DispatchPaused { reason, .. } => first_line(reason),
+        | B::DispatchPaused { reason, .. }
+        | B::ClusterRefused { reason, .. } => first_line(reason),
         B::DaemonStopping { reason } => reason.as_deref().map(first_line).unwrap_or_default(),
         B::GateFailed { output, .. } => first_line(output),
         B::BeadUpdated { .. }

@@ -4,7 +4,14 @@
 //! on the same ports and folder. The servers are killed when the cluster is dropped.
 //!
 //! Also the rest of a cluster's set-up: a bare repository as the shared remote
-//! ([`shared_remote`]) and `catalyst worker` processes ([`start_worker`]).
+//! ([`shared_remote`]) and `catalyst worker` processes ([`start_worker`]), and the keys they
+//! sign with: the daemon's, and those of the workers [`WORKERS`], which the daemon's config
+//! ([`NatsCluster::config_for`]) lists.
+//!
+//! The nodes take any client ([`NatsCluster::start`]), clients with a token
+//! ([`NatsCluster::start_with_token`]), or nkey users with the permissions docs/cluster.md
+//! gives ([`NatsCluster::start_with_users`]): the daemon may do everything, a worker only
+//! take orders and send on its own subjects.
 //!
 //! `nats-server` comes from Debian's package (`.ci/install-test-deps` installs it);
 //! [`NatsCluster::start`] gives `None`, printing why, where it is missing, so the tests skip.
@@ -27,13 +34,158 @@ struct Node {
     process: Option<Child>,
 }
 
+/// The workers the daemon's config lists, each with its key ([`NatsCluster::key_file`]).
+pub const WORKERS: [&str; 4] = ["w0", "w1", "w2", "w3"];
+
+/// How clients log in to the nodes.
+enum Login {
+    Anyone,
+    /// The token, and the file holding it.
+    Token(String, PathBuf),
+    /// NATS nkey users: the daemon and each of [`WORKERS`], with their permissions.
+    Users,
+}
+
 /// `n` routed `nats-server`s with JetStream.
 pub struct NatsCluster {
     nodes: Vec<Node>,
     server: PathBuf,
-    /// The token every node asks clients for, and the file holding it.
-    token: Option<(String, PathBuf)>,
+    login: Login,
+    /// The CA whose certificate the nodes present for `127.0.0.1`, when clients speak TLS.
+    tls_ca: Option<PathBuf>,
     _dir: TempDir,
+}
+
+/// How a cluster's nodes are set up.
+#[derive(Default)]
+struct Setup<'a> {
+    token: Option<&'a str>,
+    users: bool,
+    tls: bool,
+}
+
+/// A CA and a certificate of `127.0.0.1` it signed, made with `openssl` in `dir`: the CA's
+/// certificate, the server's and its key. `None` without `openssl`.
+fn make_certificates(dir: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    let openssl = |args: &[&str]| {
+        Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .ok()?;
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let made = openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &["-keyout", "ca-key.pem", "-out", "ca.pem", "-days", "2"],
+            &["-subj", "/CN=catalyst test CA"],
+        ]
+        .concat(),
+    ) && openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "server-key.pem",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        ]
+        .concat(),
+    ) && openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca-key.pem",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    ]);
+    made.then(|| {
+        (
+            dir.join("ca.pem"),
+            dir.join("server.pem"),
+            dir.join("server-key.pem"),
+        )
+    })
+}
+
+/// The seed file `name` in the cluster's `keys` folder, made with a new key the first time,
+/// and its public key.
+fn key(dir: &Path, name: &str) -> (PathBuf, String) {
+    let file = dir.join("keys").join(format!("{name}.nk"));
+    let (signer, _) =
+        catalyst::daemon::cluster::trust::Signer::load_or_make(&file).expect("a key file");
+    (file, signer.public_key())
+}
+
+/// The `authorization` block of nodes whose clients are nkey users: the daemon may publish
+/// and subscribe to everything; a worker may take orders (and make the consumer of a model
+/// it names), and publish leases, ends and presence on its own subjects only.
+fn users_block(dir: &Path) -> String {
+    let (_, daemon) = key(dir, "nats-daemon");
+    let mut users = vec![format!(
+        "    {{ nkey: {daemon:?}, permissions: {{ publish: \">\", subscribe: \">\" }} }}"
+    )];
+    for worker in WORKERS {
+        let (_, nkey) = key(dir, &format!("nats-{worker}"));
+        users.push(format!(
+            "    {{ nkey: {nkey:?}, permissions: {{\n      publish: {{ allow: [{}] }}\n      subscribe: {{ allow: [\"_INBOX.>\", \"catalyst.cancel\"] }}\n    }} }}",
+            worker_publishes("catalyst", worker)
+                .iter()
+                .map(|s| format!("{s:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    format!(
+        "authorization {{\n  users: [\n{}\n  ]\n}}\n",
+        users.join("\n")
+    )
+}
+
+/// What the worker `worker` of the daemon named `name` may publish (docs/cluster.md).
+pub fn worker_publishes(name: &str, worker: &str) -> Vec<String> {
+    let stream = format!("{name}-attempts");
+    vec![
+        "$JS.API.INFO".into(),
+        format!("$JS.API.STREAM.INFO.{stream}"),
+        format!("$JS.API.CONSUMER.NAMES.{stream}"),
+        format!("$JS.API.CONSUMER.INFO.{stream}.*"),
+        format!("$JS.API.CONSUMER.CREATE.{stream}.>"),
+        format!("$JS.API.CONSUMER.DURABLE.CREATE.{stream}.*"),
+        format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.*"),
+        format!("$JS.ACK.{stream}.>"),
+        format!("{name}.lease.{worker}"),
+        format!("{name}.end.{worker}"),
+        format!("{name}.worker.{worker}"),
+    ]
 }
 
 /// `nats-server` on the `PATH`, or in `/usr/sbin` where Debian puts it.
@@ -55,22 +207,69 @@ impl NatsCluster {
     /// Starts `n` nodes and waits until JetStream answers on every one (its meta leader
     /// elected). `None`, saying why, when `nats-server` is not installed.
     pub async fn start(n: usize) -> Option<NatsCluster> {
-        Self::start_with(n, None).await
+        Self::start_with(n, Setup::default()).await
+    }
+
+    /// [`NatsCluster::start`] whose nodes speak TLS only, with a certificate of `127.0.0.1`
+    /// from a CA of their own ([`NatsCluster::tls_ca`]); their URLs are `tls://`. `None`,
+    /// saying why, without `openssl` to make the certificates.
+    pub async fn start_with_tls(n: usize) -> Option<NatsCluster> {
+        Self::start_with(
+            n,
+            Setup {
+                tls: true,
+                ..Setup::default()
+            },
+        )
+        .await
+    }
+
+    /// [`NatsCluster::start`] whose nodes take only the nkey users of the daemon and of
+    /// [`WORKERS`], each with its permissions; [`NatsCluster::nats_nkey_file`] holds each one's
+    /// seed, which the daemon's config and [`start_worker`] use.
+    pub async fn start_with_users(n: usize) -> Option<NatsCluster> {
+        Self::start_with(
+            n,
+            Setup {
+                users: true,
+                ..Setup::default()
+            },
+        )
+        .await
     }
 
     /// [`NatsCluster::start`] whose nodes take only clients that give `token`; the daemon's
     /// config ([`NatsCluster::config_for`]) and the workers ([`start_worker`]) read it from
     /// [`NatsCluster::token_file`].
     pub async fn start_with_token(n: usize, token: &str) -> Option<NatsCluster> {
-        Self::start_with(n, Some(token)).await
+        Self::start_with(
+            n,
+            Setup {
+                token: Some(token),
+                ..Setup::default()
+            },
+        )
+        .await
     }
 
-    async fn start_with(n: usize, token: Option<&str>) -> Option<NatsCluster> {
+    async fn start_with(n: usize, setup: Setup<'_>) -> Option<NatsCluster> {
         let Some(server) = nats_server() else {
             eprintln!("skipping: nats-server is not installed (.ci/install-test-deps installs it)");
             return None;
         };
         let dir = tempfile::tempdir().expect("a folder for the cluster");
+        let Setup { token, users, tls } = setup;
+        let users = users.then(|| users_block(dir.path()));
+        let certificates = match tls {
+            true => match make_certificates(dir.path()) {
+                Some(made) => Some(made),
+                None => {
+                    eprintln!("skipping: openssl cannot make the TLS test certificates");
+                    return None;
+                }
+            },
+            false => None,
+        };
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let routes: Vec<String> = ports
             .iter()
@@ -91,6 +290,16 @@ impl NatsCluster {
                 if let Some(token) = token {
                     text.push_str(&format!("authorization {{\n  token: {token:?}\n}}\n"));
                 }
+                if let Some(users) = &users {
+                    text.push_str(users);
+                }
+                if let Some((_, cert, key)) = &certificates {
+                    text.push_str(&format!(
+                        "tls {{\n  cert_file: {:?}\n  key_file: {:?}\n}}\n",
+                        cert.display().to_string(),
+                        key.display().to_string()
+                    ));
+                }
                 // One node is a server of its own: a cluster of one elects no leader.
                 if n > 1 {
                     text.push_str(&format!(
@@ -108,15 +317,20 @@ impl NatsCluster {
                 }
             })
             .collect();
-        let token = token.map(|t| {
-            let file = dir.path().join("token");
-            std::fs::write(&file, format!("{t}\n")).expect("the token file");
-            (t.to_owned(), file)
-        });
+        let login = match (token, users) {
+            (Some(t), _) => {
+                let file = dir.path().join("token");
+                std::fs::write(&file, format!("{t}\n")).expect("the token file");
+                Login::Token(t.to_owned(), file)
+            }
+            (None, Some(_)) => Login::Users,
+            (None, None) => Login::Anyone,
+        };
         let mut cluster = NatsCluster {
             nodes,
             server,
-            token,
+            login,
+            tls_ca: certificates.map(|(ca, _, _)| ca),
             _dir: dir,
         };
         for i in 0..n {
@@ -151,11 +365,7 @@ impl NatsCluster {
         let name = self.nodes[i].name.clone();
         eventually(&format!("JetStream on {name}"), async || {
             use futures::StreamExt;
-            let options = match &self.token {
-                Some((token, _)) => async_nats::ConnectOptions::with_token(token.clone()),
-                None => async_nats::ConnectOptions::new(),
-            };
-            let client = options.connect(&url).await.ok()?;
+            let client = self.client_as("daemon", &url).await?;
             let js = async_nats::jetstream::new(client);
             // Listing the streams needs the cluster's meta leader; an answer, even an empty
             // list, means JetStream is up. (Account info would do as well, but a 2.9
@@ -170,7 +380,13 @@ impl NatsCluster {
 
     /// The client URL of node `i`.
     pub fn url(&self, i: usize) -> String {
-        format!("nats://127.0.0.1:{}", self.nodes[i].client_port)
+        let scheme = if self.tls_ca.is_some() { "tls" } else { "nats" };
+        format!("{scheme}://127.0.0.1:{}", self.nodes[i].client_port)
+    }
+
+    /// The certificate of the CA the nodes' certificates come from, when they speak TLS.
+    pub fn tls_ca(&self) -> Option<&Path> {
+        self.tls_ca.as_deref()
     }
 
     /// Every node's client URL.
@@ -200,7 +416,65 @@ impl NatsCluster {
 
     /// The file holding the token the nodes ask for, when they ask for one.
     pub fn token_file(&self) -> Option<&Path> {
-        self.token.as_ref().map(|(_, file)| file.as_path())
+        match &self.login {
+            Login::Token(_, file) => Some(file),
+            _ => None,
+        }
+    }
+
+    /// The seed file of `user`'s NATS nkey (`daemon` or one of [`WORKERS`]), when the nodes
+    /// take nkey users.
+    pub fn nats_nkey_file(&self, user: &str) -> Option<PathBuf> {
+        matches!(self.login, Login::Users).then(|| key(self.dir(), &format!("nats-{user}")).0)
+    }
+
+    /// A client of node `url` logged in as `user` (`daemon` or one of [`WORKERS`]) would be,
+    /// or `None` when the node does not take it.
+    pub async fn client_as(&self, user: &str, url: &str) -> Option<async_nats::Client> {
+        let options = match &self.login {
+            Login::Token(token, _) => async_nats::ConnectOptions::with_token(token.clone()),
+            Login::Users => {
+                let file = self.nats_nkey_file(user)?;
+                let seed = std::fs::read_to_string(file).ok()?;
+                async_nats::ConnectOptions::with_nkey(seed.trim().to_owned())
+            }
+            Login::Anyone => async_nats::ConnectOptions::new(),
+        };
+        let options = match &self.tls_ca {
+            Some(ca) => options.add_root_certificates(ca.clone()).require_tls(true),
+            None => options,
+        };
+        options.connect(url).await.ok()
+    }
+
+    /// The seed file of the signing key of `who`: `daemon` or one of [`WORKERS`], and its
+    /// public key.
+    pub fn key_file(&self, who: &str) -> (PathBuf, String) {
+        key(self.dir(), who)
+    }
+
+    /// The flags of `catalyst worker` named `name` for this cluster: how it logs in, the
+    /// daemon's key and its own.
+    pub fn worker_args(&self, name: &str) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(token) = self.token_file() {
+            args.extend(["--nats-token-file".into(), token.into()]);
+        }
+        if let Some(nkey) = self.nats_nkey_file(name) {
+            args.extend(["--nats-nkey".into(), nkey.into()]);
+        }
+        if let Some(ca) = self.tls_ca() {
+            args.extend(["--tls-ca".into(), ca.into()]);
+        }
+        let (_, daemon) = self.key_file("daemon");
+        let (own, _) = self.key_file(name);
+        args.extend([
+            "--daemon-key".into(),
+            daemon.into(),
+            "--key-file".into(),
+            own.into(),
+        ]);
+        args
     }
 
     /// The folder holding the nodes' configs, logs and JetStream data.
@@ -212,14 +486,28 @@ impl NatsCluster {
     /// `lease_secs`.
     pub fn config_for(&self, remote: &Path, lease_secs: u64) -> String {
         let urls: Vec<String> = self.urls().iter().map(|u| format!("{u:?}")).collect();
-        let token = self
+        let mut login = self
             .token_file()
             .map(|f| format!("token_file = {:?}\n", f.display().to_string()))
             .unwrap_or_default();
+        if let Some(nkey) = self.nats_nkey_file("daemon") {
+            login.push_str(&format!("nkey_file = {:?}\n", nkey.display().to_string()));
+        }
+        if let Some(ca) = self.tls_ca() {
+            login.push_str(&format!("tls_ca_file = {:?}\n", ca.display().to_string()));
+        }
+        let (key_file, _) = self.key_file("daemon");
+        let workers: Vec<String> = WORKERS
+            .iter()
+            .map(|w| format!("{w} = {:?}", self.key_file(w).1))
+            .collect();
         format!(
-            "[cluster]\nnats = [{}]\nremote = {:?}\nlease_secs = {lease_secs}\n{token}",
+            "[cluster]\nnats = [{}]\nremote = {:?}\nlease_secs = {lease_secs}\n{login}\
+             key_file = {:?}\nworkers = {{ {} }}\n",
             urls.join(", "),
-            remote.display().to_string()
+            remote.display().to_string(),
+            key_file.display().to_string(),
+            workers.join(", ")
         )
     }
 }
@@ -296,9 +584,11 @@ pub fn start_worker_with_path(
     if let Some(path) = path {
         command.env("PATH", path);
     }
-    command.arg("worker");
-    if let Some(token) = cluster.token_file() {
-        command.arg("--nats-token-file").arg(token);
+    command.arg("worker").args(cluster.worker_args(name));
+    // The daemon's profiles (its config holds the stub's): an order names one.
+    command.arg("--profiles").arg(ws.paths.config());
+    if !crate::sandboxed() {
+        command.arg("--allow-unconfined");
     }
     let child = command
         .arg("--nats")

@@ -10,7 +10,9 @@ use futures::StreamExt;
 
 mod auth;
 mod faults;
+mod forged;
 mod run;
+mod trust;
 mod worker;
 
 /// The cluster the tests stand on: a stream kept on all three nodes goes on taking and

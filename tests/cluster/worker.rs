@@ -6,7 +6,7 @@ use std::process::Command;
 
 use catalyst::daemon::cluster::worker::Worker;
 use catalyst::domain::agent::attempt::AttemptPolicy;
-use catalyst::domain::cluster::{attempt_ref, base_ref, AttemptOrder, Limits, Marker};
+use catalyst::domain::cluster::{attempt_ref, base_ref, AgentAsk, AttemptOrder, Limits, Marker};
 use catalyst::domain::context::{Context, StepInfo};
 use catalyst::domain::id::BeadId;
 use catalyst::domain::model::{Bead, Role};
@@ -36,13 +36,13 @@ role = "implement"
 responses = [{ write = { "hello.txt" = "hello from a worker\n" }, summary = "wrote hello.txt" }]
 "#;
 
-/// An implement order for `cat-1` starting at `base`, as the daemon of `ws` would make it.
-fn order(ws: &Workspace, base: &str) -> AttemptOrder {
+/// An implement order for `cat-1` starting at `base`, as a daemon whose agent is the stub would
+/// make it.
+pub fn order(base: &str) -> AttemptOrder {
     let work = BeadId::new("cat-1").expect("id");
     let step = BeadId::new("cat-1.implement").expect("id");
     let ts = catalyst::domain::time::Timestamp::parse("2026-11-26T00:00:00Z").expect("ts");
     let bead = Bead::new(work.clone(), "Say hello", ts);
-    let config = catalyst::daemon::load::config(&ws.paths.config()).expect("config");
     AttemptOrder {
         dispatch: "d-1".into(),
         work: work.clone(),
@@ -92,7 +92,12 @@ fn order(ws: &Workspace, base: &str) -> AttemptOrder {
             context: "/on/the/daemon/context.md".into(),
             contract: "end with a result block".into(),
         },
-        profile: config.profile().expect("profile"),
+        agent: AgentAsk {
+            profile: "stub".into(),
+            max_turns: Some(20),
+            budget_left_usd: None,
+            tools: None,
+        },
         model_id: "sonnet".into(),
         limits: Limits {
             timeout_secs: 120,
@@ -131,8 +136,14 @@ async fn a_worker_runs_an_order_in_its_own_clone_and_pushes_the_commit_back() {
         1,
     )
     .await
-    .expect("the worker's workspace");
-    let order = order(&ws, &base);
+    .expect("the worker's workspace")
+    // The daemon's profiles: its config holds the stub's.
+    .with_profiles(
+        catalyst::daemon::cluster::worker::read_profiles(&ws.paths.config()).expect("profiles"),
+        !catalyst_testkit::sandboxed(),
+    )
+    .expect("sandboxed profiles");
+    let order = order(&base);
     let end = worker.run(&order, CancellationToken::new()).await;
 
     assert_eq!((end.dispatch.as_str(), end.worker.as_str()), ("d-1", "w1"));
@@ -188,4 +199,38 @@ async fn a_worker_runs_an_order_in_its_own_clone_and_pushes_the_commit_back() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(spares.len(), 1, "kept as the one spare: {spares:?}");
+}
+
+/// An order names a profile; a worker runs only its own, so one it lacks is handed back as
+/// its trouble (the daemon runs the attempt elsewhere), and nothing runs here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_hands_back_an_order_for_a_profile_it_does_not_have() {
+    let ws = Workspace::new(WRITES_HELLO, "");
+    let remote = ws.root.join("remote.git");
+    git(
+        &ws.root,
+        &["init", "--quiet", "--bare", remote.to_str().expect("utf-8")],
+    );
+    let remote_url = remote.display().to_string();
+    git(&ws.repo, &["push", "--quiet", &remote_url, "main"]);
+    let base = git(&ws.repo, &["rev-parse", "main"]);
+    // The built-in profiles only: not the daemon's `stub`.
+    let worker = Worker::open(
+        "w1",
+        &remote_url,
+        &ws.root.join("worker"),
+        &catalyst_testkit::catalyst_bin(),
+        1,
+    )
+    .await
+    .expect("the worker's workspace");
+    let end = worker.run(&order(&base), CancellationToken::new()).await;
+    match &end.outcome {
+        Some(Outcome::Unavailable { reason, .. }) => assert!(
+            reason.contains("profile `stub` is not one of this worker's (`claude`, `codex`)"),
+            "{reason}"
+        ),
+        other => panic!("handed back, not {other:?}"),
+    }
+    assert!(ws.invocations().is_empty(), "no agent ran");
 }

@@ -5,12 +5,17 @@
 //!   each with its dispatch as `Nats-Msg-Id`; the workers of a model share the durable pull
 //!   consumer `<name>-model-<model>`, so each order goes to one of them. The per-model caps
 //!   need nothing of NATS: the daemon hands out no more than they allow.
-//! - Ends come back on the work-queue stream `<name>-ends`, read by the durable consumer
-//!   `<name>-daemon`. An end is acknowledged once its waiting attempt took it, or when no
-//!   attempt waits for its dispatch any more (superseded, or from before a restart): it is
-//!   then ignored, so exactly one end per attempt is ever applied.
+//! - Ends come back on the work-queue stream `<name>-ends`, each on its worker's subject
+//!   `<name>.end.<worker>`, read by the durable consumer `<name>-daemon`. An end is
+//!   acknowledged once its waiting attempt took it, or when no attempt waits for its dispatch
+//!   any more (superseded, or from before a restart): it is then ignored, so exactly one end
+//!   per attempt is ever applied.
 //! - Leases, cancels and presence are plain NATS messages: losing one only delays a decision
 //!   the next one makes.
+//! - Orders and cancels go signed by the daemon's key; a lease, end or presence message is
+//!   taken only as [`Admit`] says, and an end or a lease only from the worker whose lease
+//!   first held the attempt. A refused message changes nothing: the real end still finds its
+//!   attempt waiting.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
@@ -24,37 +29,19 @@ use futures::StreamExt;
 use tokio::sync::{oneshot, watch, Notify};
 use tokio_util::sync::CancellationToken;
 
+use super::admit::{Admit, Record};
+use super::held::{self, take_ends, Waiting, Waitings};
+pub use super::link::ClusterError;
+use super::link::{retry, Link};
+use super::trust::Signer;
 use crate::daemon::runner::{Pending, Remote};
 use crate::daemon::worktree::transport;
-use crate::domain::cluster::{
-    bead_of_ref, AttemptEnd, AttemptOrder, Lease, Subjects, WorkerBeat, REFS,
-};
+use crate::domain::cluster::{bead_of_ref, AttemptOrder, Kind, Subjects, WorkerBeat, REFS};
 use crate::domain::config::cluster::ClusterConfig;
 use crate::domain::id::BeadId;
 
-/// How long a JetStream call may take before it is tried again (a leader election takes a
-/// few seconds).
-const TRY_FOR: Duration = Duration::from_secs(30);
-
 /// A worker that has not said it is there for this long is left out of `ctl workers`.
 pub const WORKER_GONE: Duration = Duration::from_secs(30);
-
-/// Why the cluster cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    #[error("cannot reach NATS at {urls}: {detail}")]
-    Connect { urls: String, detail: String },
-    #[error("cannot read the NATS token file `{path}`: {detail}")]
-    Token { path: PathBuf, detail: String },
-    #[error("cannot set up JetStream's `{what}`: {detail}")]
-    Setup { what: String, detail: String },
-}
-
-/// An attempt the daemon waits for.
-struct Waiting {
-    end: oneshot::Sender<AttemptEnd>,
-    leases: watch::Sender<Option<(String, Instant)>>,
-}
 
 /// The daemon's connection to its workers.
 pub struct Bus {
@@ -64,7 +51,7 @@ pub struct Bus {
     remote: String,
     lease: Duration,
     replicas: usize,
-    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+    waiting: Waitings,
     consumers: tokio::sync::Mutex<HashSet<String>>,
     workers: Arc<Mutex<BTreeMap<String, (WorkerBeat, Instant)>>>,
     /// Commits the shared remote holds, with a ref that holds each (see [`Remote::known`]).
@@ -76,6 +63,9 @@ pub struct Bus {
     retired: Mutex<VecDeque<(BeadId, Instant)>>,
     retiring: Notify,
     keep_refs: Duration,
+    /// Signs orders and cancels.
+    signer: Signer,
+    admit: Arc<Admit>,
 }
 
 /// The most commits [`Bus`] remembers the shared remote holds; past it, it starts over (a
@@ -96,75 +86,46 @@ pub fn model_consumer(subjects: &Subjects, model: &str) -> consumer::pull::Confi
     }
 }
 
-/// A client of the NATS servers `urls` (any one that answers within 5 s; it reconnects to
-/// the others when that one goes), with the token in `token_file` when there is one.
-pub async fn connect(
-    urls: &[String],
-    token_file: Option<&Path>,
-) -> Result<async_nats::Client, ClusterError> {
-    let mut options = async_nats::ConnectOptions::new().connection_timeout(Duration::from_secs(5));
-    if let Some(path) = token_file {
-        options = options.token(read_token(path)?);
-    }
-    options
-        .connect(urls.to_vec())
-        .await
-        .map_err(|e| ClusterError::Connect {
-            urls: urls.join(", "),
-            detail: e.to_string(),
-        })
-}
-
-/// The token in `path`: its first line, without surrounding white space.
-fn read_token(path: &Path) -> Result<String, ClusterError> {
-    let failed = |detail: String| ClusterError::Token {
-        path: path.to_path_buf(),
-        detail,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| failed(e.to_string()))?;
-    match text.lines().next().map(str::trim) {
-        Some(token) if !token.is_empty() => Ok(token.to_owned()),
-        _ => Err(failed("it is empty".into())),
-    }
-}
-
-/// Tries `call` until it succeeds or [`TRY_FOR`] has passed (JetStream answers nothing while
-/// its cluster elects a leader).
-pub async fn retry<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
-    what: &str,
-    mut call: impl FnMut() -> F,
-) -> Result<T, ClusterError> {
-    let deadline = Instant::now() + TRY_FOR;
-    loop {
-        match call().await {
-            Ok(value) => return Ok(value),
-            Err(e) if Instant::now() >= deadline => {
-                return Err(ClusterError::Setup {
-                    what: what.to_owned(),
-                    detail: e.to_string(),
-                })
-            }
-            Err(e) => {
-                tracing::debug!(what, error = %e, "JetStream is not ready; trying again");
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-        }
-    }
+/// What the daemon's side of the cluster is given besides its `[cluster]`.
+pub struct Setting<'a> {
+    /// The models whose consumers are made at start.
+    pub models: Vec<String>,
+    /// The daemon's repository, where `git` runs to reach the shared remote.
+    pub workspace: &'a Path,
+    /// The seed file of the daemon's key (made when missing).
+    pub key_file: &'a Path,
+    /// Where refused messages are recorded.
+    pub record: Record,
 }
 
 impl Bus {
     /// Connects to `config.nats`, makes the streams and the daemon's consumer, drops the
     /// orders a previous run of the daemon left (their attempts were interrupted and run
-    /// again), makes the consumer of each of `models` (so a worker finds them when it
-    /// starts, not after the first order), and follows ends, leases and workers until
-    /// `shutdown`.
+    /// again), makes the consumer of each model (so a worker finds them when it starts, not
+    /// after the first order), and follows ends, leases and workers until `shutdown`.
     pub async fn connect(
         config: &ClusterConfig,
-        models: impl IntoIterator<Item = String>,
-        workspace: &Path,
+        setting: Setting<'_>,
         shutdown: CancellationToken,
     ) -> Result<Arc<Bus>, ClusterError> {
-        let client = connect(&config.nats, config.token_file.as_deref()).await?;
+        let Setting {
+            models,
+            workspace,
+            key_file,
+            record,
+        } = setting;
+        let (signer, made) = Signer::load_or_make(key_file)?;
+        if made {
+            tracing::info!(path = %key_file.display(), "made the daemon's cluster key");
+        }
+        tracing::info!(
+            key = %signer.public_key(),
+            "the daemon's cluster key: give it to each worker as `--daemon-key`"
+        );
+        let admit = Arc::new(Admit::new(&config.workers, record)?);
+        let link = Link::of(config);
+        link.check()?;
+        let client = link.connect().await?;
         let js = jetstream::new(client.clone());
         let subjects = Subjects::new(&config.name);
         let replicas = config.replicas();
@@ -177,8 +138,13 @@ impl Bus {
             attempts.purge().await
         })
         .await?;
+        // Made or updated: a stream of an older daemon took all ends on one subject.
         let ends = stream_config(subjects.ends_stream(), subjects.ends(), replicas);
-        let ends = retry("the ends stream", || js.get_or_create_stream(ends.clone())).await?;
+        retry("the ends stream", || {
+            js.create_or_update_stream(ends.clone())
+        })
+        .await?;
+        let ends = retry("the ends stream", || js.get_stream(subjects.ends_stream())).await?;
         let reader = consumer::pull::Config {
             durable_name: Some(subjects.ends_consumer()),
             name: Some(subjects.ends_consumer()),
@@ -206,6 +172,8 @@ impl Bus {
             retired: Mutex::default(),
             retiring: Notify::new(),
             keep_refs: Duration::from_secs(config.keep_refs_secs),
+            signer,
+            admit,
         });
         for model in models {
             bus.model_consumer(&model)
@@ -215,7 +183,12 @@ impl Bus {
                     detail,
                 })?;
         }
-        tokio::spawn(take_ends(reader, bus.waiting.clone(), shutdown.clone()));
+        tokio::spawn(take_ends(
+            reader,
+            bus.waiting.clone(),
+            bus.admit.clone(),
+            shutdown.clone(),
+        ));
         tokio::spawn(prune_refs(bus.clone(), shutdown.clone()));
         bus.follow_leases(shutdown.clone()).await?;
         bus.follow_workers(shutdown).await?;
@@ -233,36 +206,48 @@ impl Bus {
             .collect()
     }
 
+    /// How many messages from the cluster's subjects were refused since the start.
+    pub fn refused(&self) -> u64 {
+        self.admit.refused()
+    }
+
+    /// Takes the leases of listed workers (see [`held::take_lease`]).
     async fn follow_leases(&self, shutdown: CancellationToken) -> Result<(), ClusterError> {
-        let waiting = self.waiting.clone();
-        self.follow(self.subjects.leases(), shutdown, move |lease: Lease| {
-            let waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(w) = waiting.get(&lease.dispatch) {
-                w.leases.send_replace(Some((lease.worker, Instant::now())));
-            }
+        let (waiting, admit) = (self.waiting.clone(), self.admit.clone());
+        self.follow(self.subjects.leases(), shutdown, move |subject, payload| {
+            held::take_lease(&waiting, &admit, subject, payload);
         })
         .await
     }
 
     async fn follow_workers(&self, shutdown: CancellationToken) -> Result<(), ClusterError> {
-        let workers = self.workers.clone();
+        let (workers, admit) = (self.workers.clone(), self.admit.clone());
         self.follow(
             self.subjects.workers(),
             shutdown,
-            move |beat: WorkerBeat| {
-                let mut workers = workers.lock().unwrap_or_else(|e| e.into_inner());
-                workers.insert(beat.name.clone(), (beat, Instant::now()));
+            move |subject, payload| match admit.check(
+                subject,
+                payload,
+                Kind::Presence,
+                |b: &WorkerBeat| &b.name,
+            ) {
+                Ok(beat) => {
+                    let mut workers = workers.lock().unwrap_or_else(|e| e.into_inner());
+                    workers.insert(beat.name.clone(), (beat, Instant::now()));
+                }
+                Err(refusal) => admit.refuse(subject, Kind::Presence, &refusal),
             },
         )
         .await
     }
 
-    /// Hands each message of `subject` that parses as a `T` to `take`, until `shutdown`.
-    async fn follow<T: serde::de::DeserializeOwned>(
+    /// Hands each message of `subject` to `take` with the subject it came on, until
+    /// `shutdown`.
+    async fn follow(
         &self,
         subject: String,
         shutdown: CancellationToken,
-        take: impl Fn(T) + Send + 'static,
+        take: impl Fn(&str, &[u8]) + Send + 'static,
     ) -> Result<(), ClusterError> {
         let mut messages = self.subscribe(subject).await?;
         tokio::spawn(async move {
@@ -274,9 +259,7 @@ impl Bus {
                         None => return,
                     },
                 };
-                if let Ok(value) = serde_json::from_slice::<T>(&message.payload) {
-                    take(value);
-                }
+                take(message.subject.as_str(), &message.payload);
             }
         });
         Ok(())
@@ -343,7 +326,7 @@ impl Bus {
 
     async fn hand_out(&self, order: AttemptOrder) -> Result<Pending, String> {
         self.model_consumer(&order.model).await?;
-        let payload = serde_json::to_vec(&order).map_err(|e| e.to_string())?;
+        let payload = self.signer.seal(Kind::Order, &order);
         let (end_tx, end) = oneshot::channel();
         let (lease_tx, leases) = watch::channel(None);
         self.waiting
@@ -354,6 +337,8 @@ impl Bus {
                 Waiting {
                     end: end_tx,
                     leases: lease_tx,
+                    seq: 0,
+                    queued: None,
                 },
             );
         let mut headers = async_nats::HeaderMap::new();
@@ -367,9 +352,17 @@ impl Bus {
                 .map_err(async_nats::Error::from)
         })
         .await;
-        if let Err(e) = published {
-            self.forget(&order.dispatch);
-            return Err(e.to_string());
+        match published {
+            Ok(ack) => {
+                let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(w) = waiting.get_mut(&order.dispatch) {
+                    w.queued = Some(ack.sequence);
+                }
+            }
+            Err(e) => {
+                self.forget(&order.dispatch);
+                return Err(e.to_string());
+            }
         }
         Ok(Pending { end, leases })
     }
@@ -422,15 +415,34 @@ impl Remote for Bus {
         self.retiring.notify_one();
     }
 
+    fn taken(&self, dispatch: &str) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        let queued = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(dispatch)
+            .and_then(|w| w.queued);
+        Box::pin(async move {
+            let Some(sequence) = queued else {
+                return false;
+            };
+            let Ok(stream) = self.js.get_stream(self.subjects.attempts_stream()).await else {
+                return false;
+            };
+            // A work queue keeps an order until a worker acknowledges it.
+            matches!(
+                stream.get_raw_message(sequence).await,
+                Err(e) if e.kind() == stream::RawMessageErrorKind::NoMessageFound
+            )
+        })
+    }
+
     fn cancel(&self, dispatch: &str) {
         self.forget(dispatch);
-        let (client, subject, dispatch) = (
-            self.client.clone(),
-            self.subjects.cancels(),
-            dispatch.to_owned(),
-        );
+        let (client, subject) = (self.client.clone(), self.subjects.cancels());
+        let payload = self.signer.seal(Kind::Cancel, &dispatch);
         tokio::spawn(async move {
-            if let Err(e) = client.publish(subject, dispatch.into()).await {
+            if let Err(e) = client.publish(subject, payload.into()).await {
                 tracing::warn!(error = %e, "cannot tell the workers of a cancel");
             }
         });
@@ -489,61 +501,5 @@ fn stream_config(name: String, subjects: String, replicas: usize) -> stream::Con
         num_replicas: replicas,
         duplicate_window: Duration::from_secs(120),
         ..Default::default()
-    }
-}
-
-/// Reads ends as they come and hands each to the attempt waiting for it; an end no attempt
-/// waits for is dropped. Each is acknowledged once handled.
-async fn take_ends(
-    reader: consumer::PullConsumer,
-    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
-    shutdown: CancellationToken,
-) {
-    loop {
-        let mut messages = match reader.messages().await {
-            Ok(messages) => messages,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the attempts' ends; trying again");
-                tokio::select! {
-                    () = shutdown.cancelled() => return,
-                    () = tokio::time::sleep(Duration::from_secs(1)) => continue,
-                }
-            }
-        };
-        loop {
-            let message = tokio::select! {
-                () = shutdown.cancelled() => return,
-                next = messages.next() => match next {
-                    Some(Ok(m)) => m,
-                    Some(Err(e)) => {
-                        tracing::debug!(error = %e, "reading ends");
-                        continue;
-                    }
-                    None => break,
-                },
-            };
-            match serde_json::from_slice::<AttemptEnd>(&message.payload) {
-                Ok(end) => {
-                    let taker = waiting
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&end.dispatch)
-                        .map(|w| w.end);
-                    match taker {
-                        Some(taker) => {
-                            let _ = taker.send(end);
-                        }
-                        None => tracing::info!(
-                            dispatch = %end.dispatch, worker = %end.worker,
-                            "an end no attempt waits for (superseded, or from before a restart): ignored"
-                        ),
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "an end that does not parse: dropped"),
-            }
-            if let Err(e) = message.ack().await {
-                tracing::warn!(error = %e, "cannot acknowledge an end");
-            }
-        }
     }
 }

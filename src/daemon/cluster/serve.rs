@@ -1,9 +1,14 @@
 //! `catalyst worker`: takes agent attempts from NATS, at most `slots` at once, runs each in
 //! its workspace ([`Worker`]) and sends its end back; says it is there every few seconds;
 //! holds each attempt by renewing its lease while it runs, and stops one the daemon cancels.
+//!
+//! It takes orders and cancels signed by the daemon's key only (`--daemon-key`); anything
+//! else on those subjects is refused, logged and dropped. Its own leases, ends and presence
+//! go signed by its key, each on its own subject.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,10 +17,15 @@ use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use super::bus::{model_consumer, retry, ClusterError};
+use super::bus::{model_consumer, ClusterError};
+use super::link::{retry, Link};
+use super::speak::Speaker;
 use super::trouble::Trouble;
+use super::trust::{self, KeyError, Refusal, Signer, Verifier};
 use super::worker::{Worker, WorkerError};
-use crate::domain::cluster::{AttemptOrder, Lease, Subjects, WorkerBeat};
+use crate::domain::agent::profile::AgentProfile;
+use crate::domain::cluster::{AttemptOrder, Kind, Subjects, WorkerBeat};
+use crate::domain::config::cluster::subject_token;
 use crate::domain::id::BeadId;
 use crate::domain::router::Outcome;
 
@@ -39,9 +49,19 @@ const RETRY_AFTER: Duration = Duration::from_millis(250);
 /// A worker's settings (`catalyst worker`'s flags).
 #[derive(Clone, Debug)]
 pub struct WorkerOptions {
-    pub nats: Vec<String>,
-    /// A file holding the NATS servers' token (`--nats-token-file`).
-    pub nats_token_file: Option<PathBuf>,
+    /// The NATS servers, how to log in to them and whether plain `nats://` off this machine
+    /// is allowed.
+    pub link: Link,
+    /// The daemon's public key (`--daemon-key`): only orders and cancels signed with it are
+    /// taken.
+    pub daemon_key: String,
+    /// The seed file of the worker's own key (`--key-file`), made when missing; the daemon
+    /// lists its public key under the worker's name.
+    pub key_file: PathBuf,
+    /// The profiles it runs, by name: the built-in ones, and those of `--profiles`.
+    pub profiles: BTreeMap<String, AgentProfile>,
+    /// Lets a profile with `sandbox = "none"` run (`--allow-unconfined`).
+    pub allow_unconfined: bool,
     /// The shared git remote.
     pub remote: String,
     pub workdir: PathBuf,
@@ -62,6 +82,10 @@ pub enum ServeError {
     Cluster(#[from] ClusterError),
     #[error(transparent)]
     Worker(#[from] WorkerError),
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error("the worker's name `{0}` must be letters, digits, `-` or `_`")]
+    Name(String),
 }
 
 /// The attempts a worker runs, by dispatch: their step and what stops them.
@@ -70,26 +94,47 @@ type Running = Arc<Mutex<HashMap<String, (BeadId, CancellationToken)>>>;
 /// Serves until `shutdown`; running attempts are then stopped and their ends sent (without
 /// an outcome: they run again elsewhere).
 pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> Result<(), ServeError> {
-    let client = super::bus::connect(&opts.nats, opts.nats_token_file.as_deref()).await?;
-    let js = jetstream::new(client.clone());
-    let subjects = Subjects::new(&opts.cluster);
+    if !subject_token(&opts.name) {
+        return Err(ServeError::Name(opts.name.clone()));
+    }
+    let daemon = Verifier::new(&opts.daemon_key)?;
+    opts.link.check()?;
+    let (signer, made) = Signer::load_or_make(&opts.key_file)?;
+    if made {
+        tracing::info!(path = %opts.key_file.display(), "made the worker's key");
+    }
+    tracing::info!(
+        key = %signer.public_key(),
+        "the worker's key: the daemon's `[cluster] workers` lists it as `{} = \"{}\"`",
+        opts.name,
+        signer.public_key()
+    );
     // A spare worktree per slot, up to four, as the daemon keeps per agent.
     let spares = opts.slots.clamp(1, 4);
-    let worker = Arc::new(
-        Worker::open(
-            &opts.name,
-            &opts.remote,
-            &opts.workdir,
-            &opts.catalyst,
-            spares,
-        )
-        .await?,
-    );
+    let worker = Worker::open(
+        &opts.name,
+        &opts.remote,
+        &opts.workdir,
+        &opts.catalyst,
+        spares,
+    )
+    .await?
+    .with_profiles(opts.profiles.clone(), opts.allow_unconfined)?;
+    let worker = Arc::new(worker);
+    let client = opts.link.connect().await?;
+    let js = jetstream::new(client.clone());
+    let subjects = Subjects::new(&opts.cluster);
+    let speaker = Arc::new(Speaker {
+        client: client.clone(),
+        js: js.clone(),
+        subjects: subjects.clone(),
+        signer,
+        name: opts.name.clone(),
+    });
     let running: Running = Arc::default();
     let trouble = Arc::new(Mutex::new(Trouble::default()));
     tokio::spawn(say_present(
-        client.clone(),
-        subjects.clone(),
+        speaker.clone(),
         opts.clone(),
         running.clone(),
         trouble.clone(),
@@ -98,19 +143,19 @@ pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> Result<(
     tokio::spawn(follow_cancels(
         client.clone(),
         subjects.clone(),
+        daemon.clone(),
         running.clone(),
         shutdown.clone(),
     ));
     tracing::info!(name = %opts.name, slots = opts.slots, "worker serving");
     let slots = Arc::new(Semaphore::new(opts.slots.max(1)));
     let taker = Arc::new(Taker {
-        client,
-        js: js.clone(),
-        subjects: subjects.clone(),
+        speaker,
+        daemon,
+        refused: AtomicU64::new(0),
         worker,
         running,
         slots: slots.clone(),
-        name: opts.name.clone(),
         shutdown: shutdown.clone(),
         trouble,
     });
@@ -147,16 +192,17 @@ pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> Result<(
     Ok(())
 }
 
-/// What a worker's takers share: where orders come from and ends go, the workspace that runs
-/// them, the attempts running and the slots left.
+/// What a worker's takers share: where orders come from and ends go, whose orders they take,
+/// the workspace that runs them, the attempts running and the slots left.
 struct Taker {
-    client: async_nats::Client,
-    js: jetstream::Context,
-    subjects: Subjects,
+    speaker: Arc<Speaker>,
+    /// The daemon's key: orders signed with another are refused.
+    daemon: Verifier,
+    /// Orders refused since the start.
+    refused: AtomicU64,
     worker: Arc<Worker>,
     running: Running,
     slots: Arc<Semaphore>,
-    name: String,
     shutdown: CancellationToken,
     trouble: Arc<Mutex<Trouble>>,
 }
@@ -218,6 +264,12 @@ async fn take_orders(taker: Arc<Taker>, consumer: consumer::PullConsumer) {
 }
 
 impl Taker {
+    /// Logs an order that is not the daemon's, which nothing runs.
+    fn refuse(&self, subject: &str, refusal: &Refusal) {
+        let refused = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
+        tracing::warn!(%subject, %refusal, refused, "refused an order: it is not the daemon's; nothing runs");
+    }
+
     /// How long the worker still takes no orders after an attempt it could not prepare.
     fn waits(&self) -> Option<Duration> {
         self.trouble
@@ -228,16 +280,18 @@ impl Taker {
 
     /// Runs the order of `message` in the slot `permit` holds, and sends its end.
     async fn start(self: Arc<Self>, message: jetstream::Message, permit: OwnedSemaphorePermit) {
-        let order: AttemptOrder = match serde_json::from_slice(&message.payload) {
-            Ok(order) => order,
-            Err(e) => {
-                tracing::warn!(error = %e, "an order that does not parse: dropped");
-                let _ = message.ack_with(jetstream::AckKind::Term).await;
-                return;
-            }
-        };
+        let order: AttemptOrder =
+            match trust::open_from(&message.payload, Kind::Order, &self.daemon) {
+                Ok(order) => order,
+                Err(refusal) => {
+                    self.refuse(&message.subject, &refusal);
+                    // Off the queue for good: nobody is to run it.
+                    let _ = message.ack_with(jetstream::AckKind::Term).await;
+                    return;
+                }
+            };
         // Held before it is taken off the queue: the daemon knows who runs it.
-        lease(&self.client, &self.subjects, &order.dispatch, &self.name).await;
+        self.speaker.lease(&order.dispatch, 1).await;
         if let Err(e) = message.ack().await {
             tracing::warn!(error = %e, "cannot take the order off the queue");
         }
@@ -247,7 +301,7 @@ impl Taker {
             .unwrap_or_else(|e| e.into_inner())
             .insert(order.dispatch.clone(), (order.step.clone(), cancel.clone()));
         tokio::spawn(async move {
-            let renew = renew_lease(&self.client, &self.subjects, &order, &self.name);
+            let renew = self.speaker.renew_lease(&order);
             let end = tokio::select! {
                 end = self.worker.run(&order, cancel) => end,
                 () = renew => unreachable!("renewing never ends"),
@@ -263,7 +317,7 @@ impl Taker {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .note(end.outcome.as_ref(), Instant::now());
-            send_end(&self.js, &self.subjects, &end).await;
+            self.speaker.send_end(&end).await;
             self.worker.finish(&order).await;
             drop(permit);
         });
@@ -316,62 +370,9 @@ async fn model_consumers(
     out
 }
 
-async fn lease(client: &async_nats::Client, subjects: &Subjects, dispatch: &str, worker: &str) {
-    let lease = Lease {
-        dispatch: dispatch.to_owned(),
-        worker: worker.to_owned(),
-    };
-    let payload = serde_json::to_vec(&lease).unwrap_or_default();
-    if let Err(e) = client.publish(subjects.leases(), payload.into()).await {
-        tracing::warn!(error = %e, "cannot renew a lease");
-    }
-}
-
-/// Renews the order's lease every third of it, forever (dropped when the attempt ends).
-async fn renew_lease(
-    client: &async_nats::Client,
-    subjects: &Subjects,
-    order: &AttemptOrder,
-    name: &str,
-) {
-    let every = Duration::from_secs(order.lease_secs.max(1)) / 3;
-    let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
-    loop {
-        tick.tick().await;
-        lease(client, subjects, &order.dispatch, name).await;
-    }
-}
-
-/// Sends an attempt's end, trying again until JetStream takes it (once, by its dispatch).
-async fn send_end(
-    js: &jetstream::Context,
-    subjects: &Subjects,
-    end: &crate::domain::cluster::AttemptEnd,
-) {
-    let payload = serde_json::to_vec(end).unwrap_or_default();
-    let mut headers = async_nats::HeaderMap::new();
-    headers.insert(
-        "Nats-Msg-Id",
-        format!("{}/{}", end.dispatch, end.worker).as_str(),
-    );
-    let sent = retry("sending an attempt's end", || async {
-        js.publish_with_headers(subjects.ends(), headers.clone(), payload.clone().into())
-            .await?
-            .await
-            .map_err(async_nats::Error::from)
-    })
-    .await;
-    match sent {
-        Ok(_) => tracing::info!(step = %end.step, attempt = end.attempt, "sent the attempt's end"),
-        Err(e) => {
-            tracing::error!(step = %end.step, error = %e, "cannot send an attempt's end; the daemon runs it again when the lease runs out")
-        }
-    }
-}
-
+/// Says the worker is there every [`PRESENCE`], with what it runs and its trouble.
 async fn say_present(
-    client: async_nats::Client,
-    subjects: Subjects,
+    speaker: Arc<Speaker>,
     opts: WorkerOptions,
     running: Running,
     trouble: Arc<Mutex<Trouble>>,
@@ -399,14 +400,17 @@ async fn say_present(
                 .unwrap_or_else(|e| e.into_inner())
                 .reason(Instant::now()),
         };
-        let payload = serde_json::to_vec(&beat).unwrap_or_default();
-        let _ = client.publish(subjects.workers(), payload.into()).await;
+        let payload = speaker.signer.seal(Kind::Presence, &beat);
+        let subject = speaker.subjects.worker(&speaker.name);
+        let _ = speaker.client.publish(subject, payload.into()).await;
     }
 }
 
+/// Stops the attempts the daemon cancels (in a message signed with its key).
 async fn follow_cancels(
     client: async_nats::Client,
     subjects: Subjects,
+    daemon: Verifier,
     running: Running,
     shutdown: CancellationToken,
 ) {
@@ -422,7 +426,13 @@ async fn follow_cancels(
                 None => return,
             },
         };
-        let dispatch = String::from_utf8_lossy(&message.payload).into_owned();
+        let dispatch: String = match trust::open_from(&message.payload, Kind::Cancel, &daemon) {
+            Ok(dispatch) => dispatch,
+            Err(refusal) => {
+                tracing::warn!(%refusal, "refused a cancel: it is not the daemon's");
+                continue;
+            }
+        };
         if let Some((step, cancel)) = running
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -6,8 +6,12 @@
 //!
 //! The hooks' tool decisions are made on the worker, from the attempt's policy, as the local
 //! hook makes them; the records the daemon journals as `agent.tool` come back with the end.
+//!
+//! The agent's command line is the worker's own: an order names one of its profiles (the
+//! built-in ones and those it was given), and a profile that runs unconfined is refused
+//! unless the worker's owner allowed it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -21,7 +25,7 @@ use crate::daemon::worktree::transport::{self as git, GitCommandError};
 use crate::daemon::worktree::{GitError, Repo};
 use crate::daemon::Paths;
 use crate::domain::agent::attempt::ToolRecord;
-use crate::domain::agent::profile::AgentProfile;
+use crate::domain::agent::profile::{AgentProfile, BUILTIN_PROFILES};
 use crate::domain::agent::report::RunReport;
 use crate::domain::agent::sandbox::SandboxKind;
 use crate::domain::cluster::{attempt_ref, AttemptEnd, AttemptOrder};
@@ -51,6 +55,8 @@ pub enum WorkerError {
     Clone(#[from] GitCommandError),
     #[error(transparent)]
     Repo(#[from] GitError),
+    #[error("profile `{0}` has `sandbox = \"none\"`: a worker runs its agents sandboxed; start it with `--allow-unconfined` to run that profile unconfined")]
+    Unconfined(String),
 }
 
 /// A worker's workspace: a clone of the shared remote in `<workdir>/repo`, whose
@@ -71,6 +77,8 @@ pub struct Worker {
     targets: tokio::sync::Mutex<std::collections::HashSet<String>>,
     /// Attempts running, by bead: a bead's worktree goes once none of its attempts runs here.
     active: tokio::sync::Mutex<HashMap<BeadId, usize>>,
+    /// The profiles orders may name: the built-in ones, and those the worker was given.
+    profiles: BTreeMap<String, AgentProfile>,
 }
 
 impl Worker {
@@ -123,7 +131,28 @@ impl Worker {
             sandbox: Mutex::default(),
             targets: tokio::sync::Mutex::default(),
             active: tokio::sync::Mutex::default(),
+            profiles: builtin_profiles(),
         })
+    }
+
+    /// The worker with `profiles` besides the built-in ones (one of the same name replaces
+    /// it). A profile with `sandbox = "none"` is refused unless `allow_unconfined`, and logged
+    /// when allowed.
+    pub fn with_profiles(
+        mut self,
+        profiles: BTreeMap<String, AgentProfile>,
+        allow_unconfined: bool,
+    ) -> Result<Worker, WorkerError> {
+        self.profiles.extend(profiles);
+        for (name, profile) in &self.profiles {
+            if profile.sandbox == SandboxKind::None {
+                if !allow_unconfined {
+                    return Err(WorkerError::Unconfined(name.clone()));
+                }
+                tracing::warn!(profile = %name, "`--allow-unconfined`: this profile's agents run unconfined");
+            }
+        }
+        Ok(self)
     }
 
     /// The worker's workspace (the clone).
@@ -140,16 +169,33 @@ impl Worker {
             .await
             .entry(order.work.clone())
             .or_default() += 1;
-        let mut done = if let Some(program) = missing_program(&order.profile) {
-            unavailable(
+        let profile = self
+            .profiles
+            .get(&order.agent.profile)
+            .map(|base| order.agent.apply(base.clone()));
+        let mut done = match profile {
+            None => unavailable(
                 order,
-                format!("`{program}` is not installed on this worker (not found on its PATH)"),
-            )
-        } else {
-            match self.fetch(order).await {
-                Ok(()) => self.run_fetched(order, cancel).await,
-                Err(e) => unavailable(order, format!("cannot fetch the starting commit: {e}")),
-            }
+                format!(
+                    "profile `{}` is not one of this worker's ({})",
+                    order.agent.profile,
+                    self.profiles
+                        .keys()
+                        .map(|p| format!("`{p}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ),
+            Some(profile) => match missing_program(&profile) {
+                Some(program) => unavailable(
+                    order,
+                    format!("`{program}` is not installed on this worker (not found on its PATH)"),
+                ),
+                None => match self.fetch(order).await {
+                    Ok(()) => self.run_fetched(order, &profile, cancel).await,
+                    Err(e) => unavailable(order, format!("cannot fetch the starting commit: {e}")),
+                },
+            },
         };
         if let Some(commit) = &done.commit {
             let reference = attempt_ref(&order.work, &order.step_name, order.attempt);
@@ -228,13 +274,19 @@ impl Worker {
         Ok(())
     }
 
-    async fn run_fetched(&self, order: &AttemptOrder, cancel: CancellationToken) -> StepDone {
-        let sandbox = self.sandbox(&order.profile);
+    async fn run_fetched(
+        &self,
+        order: &AttemptOrder,
+        profile: &AgentProfile,
+        cancel: CancellationToken,
+    ) -> StepDone {
+        let sandbox = self.sandbox(profile);
         let launcher = self.launcher(order.limits.nice, order.limits.max_processes);
         let sources = WorkerSources {
             paths: &self.paths,
             repo: &self.repo,
             settings: &self.settings,
+            profile,
             sandbox: sandbox.as_ref(),
             launcher: &launcher,
         };
@@ -295,6 +347,41 @@ impl Worker {
             stderr: tail(&run_dir.join(crate::daemon::agent::STDERR_FILE)),
         }
     }
+}
+
+/// The built-in profiles by name.
+fn builtin_profiles() -> BTreeMap<String, AgentProfile> {
+    BUILTIN_PROFILES
+        .iter()
+        .filter_map(|name| Some(((*name).to_owned(), AgentProfile::builtin(name)?)))
+        .collect()
+}
+
+/// The profiles of a worker's `--profiles` file: its `[profiles.<name>]` tables, as a daemon's
+/// config writes them (a profile named after a built-in one changes what it sets of it).
+/// Other keys are left alone, so a copy of the daemon's own config will do.
+pub fn read_profiles(path: &Path) -> Result<BTreeMap<String, AgentProfile>, String> {
+    #[derive(serde::Deserialize)]
+    struct File {
+        #[serde(default)]
+        profiles: BTreeMap<String, crate::domain::agent::profile::ProfileConfig>,
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the profiles file `{}`: {e}", path.display()))?;
+    let file: File = toml::from_str(&text)
+        .map_err(|e| format!("the profiles file `{}`: {e}", path.display()))?;
+    file.profiles
+        .into_iter()
+        .map(|(name, config)| {
+            let profile = config.resolve(&name).map_err(|e| {
+                format!(
+                    "the profiles file `{}`: `profiles.{name}`: {e}",
+                    path.display()
+                )
+            })?;
+            Ok((name, profile))
+        })
+        .collect()
 }
 
 /// A program the order's attempt needs that this machine does not have: the agent's command,

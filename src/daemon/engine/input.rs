@@ -37,6 +37,12 @@ pub enum Input {
         attempt: u32,
         worker: String,
     },
+    /// A message from the cluster's subjects was refused (`[cluster]`): recorded.
+    ClusterRefused {
+        from: String,
+        what: String,
+        reason: String,
+    },
     /// The daemon's fast-forward of the target branch ended (or could not start).
     MergeDone(Box<MergeReport>),
     /// A bead's worktree and branch were removed (or could not be).

@@ -440,6 +440,10 @@ impl Engine {
                 attempt,
                 worker,
             } => self.step_started(&step, attempt, worker),
+            Input::ClusterRefused { from, what, reason } => {
+                // Not written: the storage error is reported; the refusal stands.
+                let _ = self.record(vec![EventBody::ClusterRefused { from, what, reason }]);
+            }
             Input::MergeDone(report) => {
                 let _ = self.merge_done(*report);
             }

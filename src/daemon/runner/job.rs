@@ -14,7 +14,7 @@ use crate::daemon::Paths;
 use crate::domain::agent::attempt::AttemptPolicy;
 use crate::domain::agent::profile::AgentProfile;
 use crate::domain::agent::sandbox::{expand_path, url_endpoint, Network, SandboxKind};
-use crate::domain::cluster::Marker;
+use crate::domain::cluster::{AgentAsk, Marker};
 use crate::domain::config::Config;
 use crate::domain::context::{self, Context, EarlierStep, Feedback, FeedbackKind, StepInfo};
 use crate::domain::id::BeadId;
@@ -69,6 +69,9 @@ pub struct StepJob {
     /// What the attempt's hooks decide from, written to the run folder.
     pub(super) policy: AttemptPolicy,
     pub(super) settings: serde_json::Value,
+    /// The profile by name with this attempt's caps and tools, as an order names it (the
+    /// spec's profile is it, resolved).
+    pub(super) agent: AgentAsk,
     pub(super) spec: RunSpec,
     /// Hands the attempt a process started ahead (see [`Launcher`]).
     pub(super) launcher: Arc<Launcher>,
@@ -175,7 +178,15 @@ impl StepJob {
             from.prompts.contract(),
         );
         let socket = attempt_socket(&run_dir);
-        let mut spec = run_spec(from, bead, &step.id, meta, model, &run_dir, &socket)?;
+        let agent = agent_ask(config, bead, meta);
+        let mut spec = run_spec(
+            from,
+            bead,
+            (&step.id, meta),
+            (model, &agent),
+            &run_dir,
+            &socket,
+        )?;
         spec.worktree = worktree;
         spec.conversation = Some(Conversation::new(policy.role, &policy.contract));
         Ok(StepJob {
@@ -195,6 +206,7 @@ impl StepJob {
             prompt,
             policy,
             settings: from.settings.clone(),
+            agent,
             spec,
             launcher: from.launcher.clone(),
             slots: Some(from.slots.clone()),
@@ -260,27 +272,34 @@ impl PendingPrompt {
     }
 }
 
+/// The agent of one attempt of `meta`'s step: the config's profile by name, with the turn
+/// limit, what is left of the bead's budget and the role's tools.
+fn agent_ask(config: &Config, bead: &Bead, meta: &StepMeta) -> AgentAsk {
+    AgentAsk {
+        profile: config.agent.clone(),
+        max_turns: config.turn_limit(),
+        budget_left_usd: config
+            .budget()
+            .map(|b| b - crate::domain::state::spent(bead)),
+        tools: config
+            .role_policy(meta.role)
+            .tools_for(meta.tools.as_ref())
+            .map(<[String]>::to_vec),
+    }
+}
+
 /// The agent's command, environment and limits for one attempt; its prompt is rendered when
 /// the attempt starts.
 fn run_spec(
     from: JobSources<'_>,
     bead: &Bead,
-    step: &BeadId,
-    meta: &StepMeta,
-    model: &str,
+    (step, meta): (&BeadId, &StepMeta),
+    (model, agent): (&str, &AgentAsk),
     run_dir: &Path,
     socket: &Path,
 ) -> Result<RunSpec, JobError> {
     let config = from.config;
-    let budget_left = config
-        .budget()
-        .map(|b| b - crate::domain::state::spent(bead));
-    let mut profile = config
-        .profile()?
-        .with_caps(config.turn_limit(), budget_left);
-    if let Some(tools) = config.role_policy(meta.role).tools_for(meta.tools.as_ref()) {
-        profile = profile.with_tools(tools);
-    }
+    let profile = agent.apply(config.profile()?);
     let context_md = run_dir.join(context::CONTEXT_MD);
     let env = attempt_env(socket, &bead.id, step, meta.role, &context_md);
     let sandbox = with_socket(from.sandbox, socket);

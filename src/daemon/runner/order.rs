@@ -54,7 +54,7 @@ pub async fn order_of(
         context,
         change,
         policy: job.policy.clone(),
-        profile: spec.profile.clone(),
+        agent: job.agent.clone(),
         model_id: spec.model.clone(),
         limits: Limits {
             timeout_secs: spec.timeout.as_secs(),
@@ -97,7 +97,7 @@ pub fn job_from_order(order: &AttemptOrder, from: WorkerSources<'_>) -> StepJob 
     let env = attempt_env(&socket, &order.work, &order.step, order.role, &context_md);
     let limits = &order.limits;
     let spec = RunSpec {
-        profile: order.profile.clone(),
+        profile: from.profile.clone(),
         model: order.model_id.clone(),
         prompt: String::new(),
         worktree: worktree.clone(),
@@ -130,6 +130,7 @@ pub fn job_from_order(order: &AttemptOrder, from: WorkerSources<'_>) -> StepJob 
         prompt,
         policy,
         settings: from.settings.clone(),
+        agent: order.agent.clone(),
         spec,
         launcher: from.launcher.clone(),
         slots: None,
@@ -140,12 +141,14 @@ pub fn job_from_order(order: &AttemptOrder, from: WorkerSources<'_>) -> StepJob 
 }
 
 /// What a worker builds its jobs from: its own workspace (a clone of the shared remote), the
-/// hook settings for its own binaries, the sandbox its profile asks for, and its launcher.
+/// hook settings for its own binaries, its own profile of the name the order asks for (with
+/// the order's caps and tools), the sandbox that profile asks for, and its launcher.
 #[derive(Clone, Copy)]
 pub struct WorkerSources<'a> {
     pub paths: &'a Paths,
     pub repo: &'a Repo,
     pub settings: &'a serde_json::Value,
+    pub profile: &'a crate::domain::agent::profile::AgentProfile,
     pub sandbox: Option<&'a SandboxSpec>,
     pub launcher: &'a Arc<Launcher>,
 }

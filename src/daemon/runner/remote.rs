@@ -2,7 +2,7 @@
 //! which ends as a local one does, with a [`StepDone`] for the engine; the order it sends is
 //! made by [`super::order`].
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -35,6 +35,9 @@ pub trait Remote: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Result<Pending, String>> + Send + '_>>;
     /// Tells whoever runs `dispatch` to stop, and stops waiting for its end.
     fn cancel(&self, dispatch: &str);
+    /// Whether the order of `dispatch` has left the queue: some worker took it (false when
+    /// that cannot be told).
+    fn taken(&self, dispatch: &str) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
     /// A ref of the shared remote known to hold `commit`, if one is.
     fn known(&self, commit: &str) -> Option<String>;
     /// Notes that the shared remote's `reference` holds `commit`.
@@ -47,7 +50,7 @@ pub trait Remote: Send + Sync {
 /// lease (and which), once one has taken it.
 pub struct Pending {
     pub end: oneshot::Receiver<AttemptEnd>,
-    pub leases: watch::Receiver<Option<(String, std::time::Instant)>>,
+    pub leases: watch::Receiver<Option<(String, Instant)>>,
 }
 
 /// One attempt of an agent step run by a worker, as the daemon sees it: the worktree made
@@ -122,6 +125,8 @@ async fn run_remote(
     };
     let mut check = tokio::time::interval((lease / 3).max(Duration::from_millis(100)));
     let mut started = Some(started);
+    // When the order was first seen gone from the queue with no lease taken for it.
+    let mut unleased: Option<Instant> = None;
     tokio::pin!(end);
     let end = loop {
         tokio::select! {
@@ -141,6 +146,16 @@ async fn run_remote(
                 return done;
             }
             _ = check.tick() => {
+                // Taken off the queue, but by no worker whose lease the daemon takes (one it
+                // does not list, say): after a lease's time, it runs again.
+                if leases.borrow().is_none() && remote.taken(&dispatch).await {
+                    let since = *unleased.get_or_insert_with(Instant::now);
+                    if since.elapsed() > lease {
+                        tracing::warn!(step = %job.step, attempt = job.attempt, "a worker took the attempt but none the daemon trusts holds it; it runs again");
+                        remote.cancel(&dispatch);
+                        return done;
+                    }
+                }
                 let lost = leases
                     .borrow_and_update()
                     .as_ref()

@@ -236,10 +236,48 @@ pub const KEYS: &[Key] = &[
     ),
     key(
         "cluster.nats",
-        "the NATS servers (JetStream on), e.g. [\"nats://10.0.0.1:4222\", \
-         \"nats://10.0.0.2:4222\"]: several of one cluster, so one may be down (changing it \
-         needs a restart)",
+        "the NATS servers (JetStream on), e.g. [\"tls://10.0.0.1:4222\", \
+         \"tls://10.0.0.2:4222\"]: several of one cluster, so one may be down (changing it \
+         needs a restart); a server off this machine takes `tls://` unless `insecure`",
     ),
+    Key {
+        key: "cluster.workers",
+        note: "the workers the daemon trusts, by name, with each one's public key (`catalyst \
+               cluster-key FILE` prints it): leases, ends and presence are taken from these \
+               only, signed with their keys; required with `nats` (read at start)",
+        example: Some("{ build-7 = \"UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4\" }"),
+    },
+    Key {
+        key: "cluster.key_file",
+        note: "the seed of the daemon's own key, which signs its orders and cancels (workers \
+               take its public key as `--daemon-key`; the daemon logs it at start); unset: \
+               `.catalyst/cluster.nk`, made at the first start",
+        example: Some("\"/etc/catalyst/daemon.nk\""),
+    },
+    key(
+        "cluster.insecure",
+        "speak plain `nats://` to servers off this machine: orders (prompts, code) and ends \
+         (verdicts) then cross the network in clear",
+    ),
+    Key {
+        key: "cluster.tls_ca_file",
+        note: "CA certificates (PEM) the NATS servers' TLS certificates are checked against, \
+               besides the system's (workers: `--tls-ca`)",
+        example: Some("\"/etc/catalyst/nats-ca.pem\""),
+    },
+    Key {
+        key: "cluster.nkey_file",
+        note: "a file holding the seed of the daemon's NATS nkey user, for servers that list \
+               nkey users with permissions (workers: `--nats-nkey`); one of `token_file`, \
+               `credentials_file` and `nkey_file`",
+        example: Some("\"/etc/catalyst/nats-daemon.nk\""),
+    },
+    Key {
+        key: "cluster.credentials_file",
+        note: "a NATS credentials file (a user JWT and its seed), for servers of an operator \
+               set-up (workers: `--nats-creds`)",
+        example: Some("\"/etc/catalyst/daemon.creds\""),
+    },
     Key {
         key: "cluster.token_file",
         note: "a file holding the token the NATS servers ask for, read at start (workers: \
@@ -299,7 +337,11 @@ pub fn commented() -> String {
             None => (Some(&defaults), key.key),
         };
         match (table.and_then(|t| t.get(name)), key.example) {
-            (Some(toml::Value::Table(_)), _) => {
+            // A table inside a table, shown inline.
+            (Some(toml::Value::Table(_)), Some(example)) => {
+                out.push_str(&format!("# {name} = {example}\n"))
+            }
+            (Some(toml::Value::Table(_)), None) => {
                 if let Some(builtin) = builtin_entries(key.key) {
                     push_note(&mut out, &builtin);
                 }

@@ -272,6 +272,11 @@ fn the_template_shows_every_key_at_its_default() {
             "catalyst_bin",
             "beads.watch",
             "web.listen",
+            "cluster.workers",
+            "cluster.key_file",
+            "cluster.tls_ca_file",
+            "cluster.nkey_file",
+            "cluster.credentials_file",
             "cluster.token_file",
             "cluster.remote",
             "cluster.replicas"
@@ -288,6 +293,13 @@ fn the_template_shows_every_key_at_its_default() {
     assert!(with_examples.cluster.remote.is_some() && with_examples.cluster.replicas.is_some());
     assert!(with_examples.cluster.token_file.is_some());
     without_examples.cluster.token_file = None;
+    assert!(with_examples.cluster.workers.contains_key("build-7"));
+    assert!(with_examples.cluster.key_file.is_some() && with_examples.cluster.nkey_file.is_some());
+    without_examples.cluster.workers.clear();
+    without_examples.cluster.key_file = None;
+    without_examples.cluster.tls_ca_file = None;
+    without_examples.cluster.nkey_file = None;
+    without_examples.cluster.credentials_file = None;
     without_examples.cluster.remote = None;
     without_examples.cluster.replicas = None;
     assert_eq!(without_examples, Config::default(), "{uncommented}");

@@ -386,6 +386,7 @@ impl State {
             | EventBody::AgentTool { .. }
             | EventBody::ModelPaused { .. }
             | EventBody::DispatchPaused { .. }
+            | EventBody::ClusterRefused { .. }
             | EventBody::DaemonStopping { .. } => {}
             EventBody::DaemonStarted { store, .. } => {
                 if self.store.is_none() {

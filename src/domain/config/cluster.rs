@@ -193,7 +193,8 @@ fn on_loopback(rest: &str) -> bool {
     if host.eq_ignore_ascii_case("localhost") {
         return true;
     }
-    host.parse::<std::net::IpAddr>()
+    // `core`'s address type: parsing text, no socket.
+    host.parse::<core::net::IpAddr>()
         .is_ok_and(|ip| ip.is_loopback())
 }
 

@@ -603,7 +603,8 @@ async fn events(
             let line = match client.next_event().await {
                 Ok(Some(line)) => line,
                 // The daemon went away mid-stream: as an end, for a follower to take up again.
-                Ok(None) | Err(ClientError::Io { .. }) => break,
+                Ok(None) => break,
+                Err(ClientError::Io { .. }) if params.follow => break,
                 Err(e) => return Err(e.into()),
             };
             let StreamLine::Event(event) = line else {

@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use super::admit::{Admit, Record};
 use super::held::{self, take_ends, Waiting, Waitings};
 pub use super::link::ClusterError;
-use super::link::{retry, Link};
+use super::link::{publish_once, retry, Link};
 use super::trust::Signer;
 use crate::daemon::runner::{Pending, Remote};
 use crate::daemon::worktree::transport;
@@ -341,16 +341,14 @@ impl Bus {
                     queued: None,
                 },
             );
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Msg-Id", order.dispatch.as_str());
         let subject = self.subjects.attempt(&order.model);
-        let published = retry("handing an attempt out", || async {
-            self.js
-                .publish_with_headers(subject.clone(), headers.clone(), payload.clone().into())
-                .await?
-                .await
-                .map_err(async_nats::Error::from)
-        })
+        let published = publish_once(
+            &self.js,
+            "handing an attempt out",
+            subject,
+            &order.dispatch,
+            payload,
+        )
         .await;
         match published {
             Ok(ack) => {

@@ -132,6 +132,27 @@ fn first_line(path: &Path, what: &'static str) -> Result<String, ClusterError> {
     }
 }
 
+/// Publishes `payload` to `subject` in JetStream under the message id `id` (a retried publish
+/// is stored once), with [`retry`]; `what` names it in the error.
+pub async fn publish_once(
+    js: &async_nats::jetstream::Context,
+    what: &str,
+    subject: String,
+    id: &str,
+    payload: Vec<u8>,
+) -> Result<async_nats::jetstream::publish::PublishAck, ClusterError> {
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Msg-Id", id);
+    let payload = bytes::Bytes::from(payload);
+    retry(what, || async {
+        js.publish_with_headers(subject.clone(), headers.clone(), payload.clone())
+            .await?
+            .await
+            .map_err(async_nats::Error::from)
+    })
+    .await
+}
+
 /// Tries `call` until it succeeds or [`TRY_FOR`] has passed (JetStream answers nothing while
 /// its cluster elects a leader).
 pub async fn retry<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(

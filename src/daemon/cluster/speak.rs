@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 
-use super::link::retry;
+use super::link::publish_once;
 use super::trust::Signer;
 use crate::domain::cluster::{AttemptEnd, AttemptOrder, Kind, Lease, Subjects};
 
@@ -60,17 +60,8 @@ impl Speaker {
             signed.sig.chars().take(16).collect::<String>()
         );
         let payload = serde_json::to_vec(&signed).unwrap_or_default();
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Msg-Id", id.as_str());
         let subject = self.subjects.end(&self.name);
-        let sent = retry("sending an attempt's end", || async {
-            self.js
-                .publish_with_headers(subject.clone(), headers.clone(), payload.clone().into())
-                .await?
-                .await
-                .map_err(async_nats::Error::from)
-        })
-        .await;
+        let sent = publish_once(&self.js, "sending an attempt's end", subject, &id, payload).await;
         match sent {
             Ok(_) => {
                 tracing::info!(step = %end.step, attempt = end.attempt, "sent the attempt's end")

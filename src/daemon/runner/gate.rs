@@ -145,7 +145,6 @@ pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone 
 fn gather_output(attempt_dir: &Path, command_dir: &Path, command: &str, report: &RunReport) {
     use std::io::Write;
     for stream in [agent::STDOUT_FILE, agent::STDERR_FILE] {
-        let body = std::fs::read(command_dir.join(stream)).unwrap_or_default();
         let path = attempt_dir.join(stream);
         let written = std::fs::OpenOptions::new()
             .create(true)
@@ -153,10 +152,12 @@ fn gather_output(attempt_dir: &Path, command_dir: &Path, command: &str, report: 
             .open(&path)
             .and_then(|mut file| {
                 writeln!(file, "$ {command}")?;
-                file.write_all(&body)?;
-                if !body.is_empty() && !body.ends_with(b"\n") {
-                    writeln!(file)?;
+                // Copied, not read whole: a command's output may be as large as the cap.
+                if let Ok(mut output) = std::fs::File::open(command_dir.join(stream)) {
+                    std::io::copy(&mut output, &mut file)?;
                 }
+                // Its own line, whether or not the output ended one.
+                writeln!(file)?;
                 writeln!(file, "({})", report.exit)
             });
         if let Err(e) = written {

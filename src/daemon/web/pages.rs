@@ -34,9 +34,7 @@ impl Pages {
         // A bead's status as people read it: `cancelled` for one `cancel` closed, as `ctl`
         // says it.
         env.add_filter("state", |status: &str, close_reason: Option<&str>| {
-            let status: crate::domain::model::Status =
-                serde_json::from_value(serde_json::Value::String(status.to_owned()))
-                    .unwrap_or(crate::domain::model::Status::Open);
+            let status = crate::domain::model::Status::parse(status);
             crate::render::status_label(&status, close_reason).replace('_', " ")
         });
         env.add_template("board.html", include_str!("assets/board.html"))

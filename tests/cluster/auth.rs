@@ -63,19 +63,8 @@ async fn a_missing_or_wrong_token_stops_the_daemon_and_the_worker_with_the_reaso
         .position(|a| a == "--nats-token-file")
         .expect("a token flag");
     args[at + 1] = wrong.clone().into();
-    let out = std::process::Command::new(catalyst_testkit::catalyst_bin())
-        .arg("worker")
-        .args(&args)
-        .arg("--nats")
-        .arg(cluster.url(0))
-        .arg("--repo")
-        .arg(&remote)
-        .arg("--workdir")
-        .arg(ws.root.join("w1"))
-        .output()
-        .expect("run catalyst worker");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
+    args.extend(["--nats".into(), cluster.url(0).into()]);
+    let err = crate::worker_refuses(&args, &remote, &ws.root.join("w1"));
     assert!(err.contains("cannot reach NATS"), "{err}");
     assert!(err.to_lowercase().contains("authori"), "{err}");
 }
@@ -112,19 +101,12 @@ async fn a_bead_runs_on_a_worker_of_a_cluster_reached_over_tls() {
         .position(|a| a == "--tls-ca")
         .expect("a CA flag");
     args.drain(at..at + 2);
-    let out = std::process::Command::new(catalyst_testkit::catalyst_bin())
-        .arg("worker")
-        .args(&args)
-        .arg("--nats")
-        .arg(cluster.url(0))
-        .arg("--repo")
-        .arg(&remote)
-        .arg("--workdir")
-        .arg(ws.root.join("w2"))
-        .args(["--name", "w2"])
-        .output()
-        .expect("run catalyst worker");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
+    args.extend([
+        "--nats".into(),
+        cluster.url(0).into(),
+        "--name".into(),
+        "w2".into(),
+    ]);
+    let err = crate::worker_refuses(&args, &remote, &ws.root.join("w2"));
     assert!(err.contains("cannot reach NATS"), "{err}");
 }

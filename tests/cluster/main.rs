@@ -94,3 +94,24 @@ async fn a_replicated_work_queue_loses_nothing_when_a_node_is_killed() {
     assert_eq!(got, want, "each message once, none lost");
     cluster.restart(0).await;
 }
+
+/// Runs `catalyst worker` with `args` on `remote`, working in `workdir`, which must refuse to
+/// run: returns what it said on stderr.
+pub fn worker_refuses(
+    args: &[std::ffi::OsString],
+    remote: &std::path::Path,
+    workdir: &std::path::Path,
+) -> String {
+    let out = std::process::Command::new(catalyst_testkit::catalyst_bin())
+        .arg("worker")
+        .args(args)
+        .arg("--repo")
+        .arg(remote)
+        .arg("--workdir")
+        .arg(workdir)
+        .output()
+        .expect("run catalyst worker");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{err}");
+    err
+}

@@ -138,20 +138,17 @@ async fn a_nats_server_off_this_machine_without_tls_is_refused_before_connecting
 
     let (_, daemon_key) = key("daemon");
     let (w1_file, _) = key("w1");
-    let out = std::process::Command::new(catalyst_testkit::catalyst_bin())
-        .arg("worker")
-        .args(["--nats", "nats://192.0.2.1:4222", "--name", "w1"])
-        .args(["--daemon-key", &daemon_key])
-        .arg("--key-file")
-        .arg(&w1_file)
-        .arg("--repo")
-        .arg(&remote)
-        .arg("--workdir")
-        .arg(ws.root.join("w1"))
-        .output()
-        .expect("run catalyst worker");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
+    let args: Vec<std::ffi::OsString> = vec![
+        "--nats".into(),
+        "nats://192.0.2.1:4222".into(),
+        "--name".into(),
+        "w1".into(),
+        "--daemon-key".into(),
+        daemon_key.into(),
+        "--key-file".into(),
+        w1_file.into(),
+    ];
+    let err = crate::worker_refuses(&args, &remote, &ws.root.join("w1"));
     assert!(
         err.contains("`nats://192.0.2.1:4222` is not on this machine and not TLS")
             && err.contains("--insecure"),
@@ -171,22 +168,19 @@ async fn a_worker_refuses_a_profile_that_runs_unconfined_unless_allowed() {
     )
     .expect("a profiles file");
     let daemon_key = Signer::new().public_key();
-    let out = std::process::Command::new(catalyst_testkit::catalyst_bin())
-        .arg("worker")
-        .args(["--nats", "nats://127.0.0.1:9", "--name", "w1"])
-        .args(["--daemon-key", &daemon_key])
-        .arg("--key-file")
-        .arg(ws.root.join("w1.nk"))
-        .arg("--profiles")
-        .arg(&profiles)
-        .arg("--repo")
-        .arg(&remote)
-        .arg("--workdir")
-        .arg(ws.root.join("w1"))
-        .output()
-        .expect("run catalyst worker");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
+    let args: Vec<std::ffi::OsString> = vec![
+        "--nats".into(),
+        "nats://127.0.0.1:9".into(),
+        "--name".into(),
+        "w1".into(),
+        "--daemon-key".into(),
+        daemon_key.into(),
+        "--key-file".into(),
+        ws.root.join("w1.nk").into(),
+        "--profiles".into(),
+        profiles.clone().into(),
+    ];
+    let err = crate::worker_refuses(&args, &remote, &ws.root.join("w1"));
     assert!(
         err.contains("profile `loose` has `sandbox = \"none\"`")
             && err.contains("--allow-unconfined"),

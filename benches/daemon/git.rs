@@ -1,12 +1,13 @@
 //! The `git` row: what each git step of a bead costs the daemon, with spare worktrees (as
 //! `catalystd` runs) against without them: making the worktree, the clean check before an
-//! attempt, the daemon's commit, the fast-forward of the target and the removal. Each bead
+//! attempt, the daemon's commit, the landing of the bead on the target (the default merge commit) and the removal. Each bead
 //! adds a file, so the tree grows as a real project's does.
 
 use std::time::{Duration, Instant};
 
-use catalyst::daemon::worktree::{MergeGuard, MergeOutcome, Repo};
+use catalyst::daemon::worktree::{Landing, MergeGuard, MergeOutcome, Repo};
 use catalyst::domain::id::BeadId;
+use catalyst::domain::model::MergeStrategy;
 
 use crate::{percentile, row, workspace};
 
@@ -15,7 +16,7 @@ const STEPS: [&str; 5] = [
     "make the worktree",
     "clean check (changed_since)",
     "the daemon's commit (commit_all)",
-    "fast-forward the target",
+    "land on the target (a merge commit)",
     "remove the worktree",
 ];
 
@@ -70,7 +71,7 @@ fn run(n: usize, spares: usize) -> Vec<Vec<Duration>> {
         timed(2, start);
         let start = Instant::now();
         let merged = repo
-            .merge_into_target(&bead, "main", &MergeGuard::none())
+            .merge_into_target(&bead, "main", &MergeGuard::none(), &default_landing())
             .expect("merge");
         timed(3, start);
         assert!(matches!(merged, MergeOutcome::Merged { .. }), "{merged:?}");
@@ -82,4 +83,12 @@ fn run(n: usize, spares: usize) -> Vec<Vec<Duration>> {
         t.sort();
     }
     times
+}
+
+/// How `catalystd` lands a bead by default: a merge commit.
+pub(crate) fn default_landing() -> Landing {
+    Landing {
+        strategy: MergeStrategy::default(),
+        title: "a bench bead".into(),
+    }
 }

@@ -16,6 +16,7 @@ use catalyst::domain::prompt::{PromptSet, PromptVars};
 use catalyst_testkit::{catalyst_bin, TestDaemon, Workspace};
 use serde_json::Value;
 
+use crate::git::default_landing;
 use crate::{median, row, runtime, stop, target, workspace};
 
 /// How many times the floor and the two daemon runs are measured, one after the other: this
@@ -224,7 +225,7 @@ fn floor_bead(ws: &Workspace, repo: &Repo, prompts: &PromptSet, i: usize) {
     repo.commit_all(&bead, &format!("{bead} merge: {summary}"))
         .expect("commit");
     let merged = repo
-        .merge_into_target(&bead, "main", &MergeGuard::none())
+        .merge_into_target(&bead, "main", &MergeGuard::none(), &default_landing())
         .expect("merge");
     assert!(
         matches!(

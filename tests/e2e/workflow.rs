@@ -597,3 +597,79 @@ responses = [{ summary = "merged, honestly" }]
         "{retry}"
     );
 }
+
+/// `git` run in the workspace's repository; its output.
+fn git(ws: &Workspace, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&ws.repo)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn main_keeps_its_first_parents_and_the_repository_user_authors() {
+    let ws = Workspace::new(IMPLEMENT_WRITES_HELLO, "");
+    git(&ws, &["config", "user.name", "Ada Lovelace"]);
+    git(&ws, &["config", "user.email", "ada@example.com"]);
+    let daemon = ws.start().await;
+    let ws = daemon.workspace();
+    let id = daemon.submit(bead("Say hello")).await;
+    daemon.wait_status(&id, "closed").await;
+
+    let first_parents = git(
+        ws,
+        &["log", "--first-parent", "--format=%s|%an|%cn", "main"],
+    );
+    let newest = first_parents.lines().next().unwrap_or_default();
+    assert_eq!(
+        newest,
+        format!("Merge catalyst/{id}: Say hello|Ada Lovelace|catalyst"),
+        "{first_parents}"
+    );
+    assert!(
+        !first_parents.contains(&format!("{id} implement:")),
+        "the bead's own commits are off the first-parent line: {first_parents}"
+    );
+    let all = git(ws, &["log", "--format=%s|%an|%cn", "main"]);
+    assert!(
+        all.lines().any(
+            |l| l.starts_with(&format!("{id} implement: wrote hello.txt"))
+                && l.ends_with("|Ada Lovelace|catalyst")
+        ),
+        "the step's commit is the repository user's, committed by catalyst: {all}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_squash_strategy_lands_one_commit_named_after_the_bead() {
+    let daemon = TestDaemon::start(
+        IMPLEMENT_WRITES_HELLO,
+        "[merge]\nstrategy = \"squash\"\nauthor = \"Grace Hopper <grace@example.com>\"\n",
+    )
+    .await;
+    let ws = daemon.workspace();
+    let before = git(ws, &["rev-parse", "main"]);
+    let id = daemon.submit(bead("Say hello")).await;
+    daemon.wait_status(&id, "closed").await;
+
+    let parents = git(ws, &["log", "-1", "--format=%P", "main"]);
+    assert_eq!(parents.trim(), before.trim(), "one commit on the old tip");
+    let message = git(ws, &["log", "-1", "--format=%B%n--%n%an|%cn", "main"]);
+    assert!(message.starts_with("Say hello\n"), "{message}");
+    assert!(
+        message.contains(&format!("Catalyst-Bead: {id}")),
+        "{message}"
+    );
+    assert!(message.ends_with("Grace Hopper|catalyst\n"), "{message}");
+    assert_eq!(daemon.file_on_main("hello.txt").as_deref(), Some("hello\n"));
+    daemon
+        .wait_for("the worktree's removal", |e| {
+            e["type"] == "worktree.removed" && e["bead"] == id.as_str()
+        })
+        .await;
+    assert!(!daemon.branch_exists(&id), "the squashed branch is removed");
+}

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::daemon::runner::{GitTaskError, TARGET_FILE};
-use crate::daemon::worktree::{BranchMerge, CommitId, MergeGuard, MergeOutcome, Repo};
+use crate::daemon::worktree::{BranchMerge, CommitId, Landing, MergeGuard, MergeOutcome, Repo};
 use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Phase, Status};
@@ -44,6 +44,8 @@ struct Candidate {
     approved: Option<CommitId>,
     /// Whether the formula wants steps run again when the daemon merges the target in.
     recheck: bool,
+    /// How the bead lands on the target.
+    landing: Landing,
 }
 
 /// Everything the merge task needs.
@@ -89,6 +91,10 @@ impl Engine {
                     run_dir,
                     approved,
                     recheck: !meta.recheck.is_empty(),
+                    landing: Landing {
+                        strategy: meta.strategy.unwrap_or(self.loaded.config.merge.strategy),
+                        title: work.title.clone(),
+                    },
                 };
                 Some((work.priority, work.created_at, candidate))
             })
@@ -101,7 +107,10 @@ impl Engine {
             candidates: waiting.into_iter().map(|(_, _, c)| c).collect(),
             marker: self.paths.merge_marker(),
             started: self.started,
-            repo: self.repo.clone(),
+            repo: self
+                .repo
+                .clone()
+                .with_identity_of(&self.loaded.config.merge),
             target: self.loaded.config.target_branch.clone(),
             workflow_files: self.loaded.workflow_files.clone(),
         };
@@ -489,6 +498,7 @@ fn run_merge(mut job: MergeJob) -> MergeReport {
         run_dir,
         approved,
         recheck,
+        landing,
     } = job.candidates.swap_remove(pick);
     let guard = MergeGuard {
         files: job.workflow_files.clone(),
@@ -505,10 +515,13 @@ fn run_merge(mut job: MergeJob) -> MergeReport {
         error: e.into(),
     };
     let mut result = match interrupted {
-        Some(window) => job
+        Some(window) => {
+            job.repo
+                .resume_merge_into_target(&work, &job.target, &guard, &landing, window)
+        }
+        None => job
             .repo
-            .resume_merge_into_target(&work, &job.target, &guard, window),
-        None => job.repo.merge_into_target(&work, &job.target, &guard),
+            .merge_into_target(&work, &job.target, &guard, &landing),
     }
     .map_err(failure);
     // Not up to date: the daemon merges the target into the branch itself when git can, and
@@ -522,7 +535,7 @@ fn run_merge(mut job: MergeJob) -> MergeReport {
             Ok(BranchMerge::Merged(_)) => {
                 result = job
                     .repo
-                    .merge_into_target(&work, &job.target, &guard)
+                    .merge_into_target(&work, &job.target, &guard, &landing)
                     .map_err(failure);
             }
             Ok(BranchMerge::Conflict { files }) => conflicts = files,

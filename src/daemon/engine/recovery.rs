@@ -36,7 +36,9 @@ struct RecoveryJob {
     running: Vec<WasRunning>,
     /// The run folders' root: agents of this workspace carry a path under it.
     runs: PathBuf,
-    /// Closed beads, and whether each was cancelled.
+    /// Closed beads, and whether each is done with its branch: cancelled, or merged as the
+    /// journal records (a squashed or rebased bead's branch is never an ancestor of the
+    /// target, so git alone cannot tell).
     closed: HashMap<BeadId, bool>,
 }
 
@@ -67,7 +69,8 @@ impl Engine {
                     .close_reason
                     .as_deref()
                     .is_some_and(|r| r.starts_with("cancelled"));
-                (b.id.clone(), cancelled)
+                let done = cancelled || crate::domain::state::merged(b).is_some();
+                (b.id.clone(), done)
             })
             .collect();
         let job = RecoveryJob {
@@ -250,8 +253,8 @@ fn clear_interrupted_merge(job: &RecoveryJob) {
 }
 
 /// Worktrees and branches of beads that are closed and merged (or cancelled). A branch whose
-/// bead is unknown, open or blocked is kept, and so is a cancelled bead's branch that another
-/// store made (its bead of the same id is another bead).
+/// bead is unknown, open or blocked is kept, and so is a cancelled or merged bead's branch that
+/// another store made (its bead of the same id is another bead).
 fn sweep(job: &RecoveryJob) -> Vec<BeadId> {
     let listed = match job.repo.list() {
         Ok(listed) => listed,

@@ -196,7 +196,11 @@ impl StepJob {
             step_name: meta.step.clone(),
             role: meta.role,
             attempt,
-            repo: from.repo.clone().with_max_file_bytes(config.max_file_bytes),
+            repo: from
+                .repo
+                .clone()
+                .with_max_file_bytes(config.max_file_bytes)
+                .with_identity_of(&config.merge),
             target: config.target_branch.clone(),
             run_dir,
             socket,

@@ -5,9 +5,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use git2::{
-    IndexAddOption, Repository, RepositoryState, ResetType, Signature, Status, StatusOptions,
-};
+use git2::{IndexAddOption, Repository, RepositoryState, ResetType, Status, StatusOptions};
 use tracing::info;
 
 use super::error::Context;
@@ -67,7 +65,7 @@ impl Repo {
 
         let commit_what = || format!("committing in the worktree of bead `{bead}`");
         let tree = repo.find_tree(tree_id).ctx(commit_what)?;
-        let author = Signature::now(&self.author_name, &self.author_email).ctx(commit_what)?;
+        let (author, committer) = self.signatures(&repo).ctx(commit_what)?;
         let mut parents = vec![head];
         for oid in &merged {
             parents.push(repo.find_commit(*oid).ctx(commit_what)?);
@@ -76,7 +74,7 @@ impl Repo {
         // Updating through HEAD (checked above to be the bead's branch) makes libgit2 refuse
         // the commit if the branch moved since HEAD was read.
         let id = repo
-            .commit(Some("HEAD"), &author, &author, message, &tree, &parents)
+            .commit(Some("HEAD"), &author, &committer, message, &tree, &parents)
             .ctx(commit_what)?;
         if !merged.is_empty() {
             repo.cleanup_state().ctx(commit_what)?;

@@ -1,6 +1,8 @@
-//! The daemon's side of the merge step (docs/worktrees.md#the-merge): fast-forward the target to the bead's
-//! branch once the merge agent has brought the branch up to date, without ever rewriting the
-//! target's history or overwriting uncommitted work in a checkout of the target.
+//! The daemon's side of the merge step (docs/worktrees.md#the-merge): once the bead's branch
+//! contains the target (the daemon merged it in, or the merge agent did), the branch's tree
+//! lands on the target as the strategy says (a merge commit, a squashed commit, or the bead's
+//! commits replayed), without ever rewriting the target's history or overwriting uncommitted
+//! work in a checkout of the target.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -17,16 +19,26 @@ use tracing::info;
 use super::error::Context;
 use super::{branch_name, branch_tip, target_tip, CommitId, GitError, Repo};
 use crate::domain::id::BeadId;
+use crate::domain::model::MergeStrategy;
 use crate::domain::workflow::WorkflowFiles;
+
+/// How a bead lands on the target ([`Repo::merge_into_target`]).
+#[derive(Clone, Debug)]
+pub struct Landing {
+    pub strategy: MergeStrategy,
+    /// The bead's title, the subject of a merge or squashed commit.
+    pub title: String,
+}
 
 /// What [`Repo::merge_into_target`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum MergeOutcome {
-    /// The target moved forward from `from` to the bead's branch tip `to`.
+    /// The target moved forward from `from` to `to`, whose tree is the bead's branch tip's.
     Merged { from: CommitId, to: CommitId },
-    /// The target already contains the bead's branch tip (a repeat after a crash between
-    /// moving the ref and recording it, or a person merged it): nothing was changed.
+    /// The target already contains the bead's branch tip, or already has its tree (a repeat
+    /// after a crash between moving the ref and recording it, a person merged it, or the
+    /// bead changed nothing): nothing was changed.
     AlreadyMerged,
     /// The target's tip is not an ancestor of the bead's branch: the merge agent did not bring
     /// the branch up to date (or the target moved on since). Nothing was changed.
@@ -75,11 +87,14 @@ impl MergeGuard {
 }
 
 impl Repo {
-    /// Fast-forwards the local branch `target` to the bead's branch tip.
+    /// Lands the bead's branch tip on the local branch `target`, as `how` says: a merge
+    /// commit (first parent the target's tip, second the bead's tip), one squashed commit, or
+    /// the bead's commits replayed on the target. Whichever, the target's new tree is the
+    /// bead's tip's.
     ///
-    /// Decided in this order: if the target already contains the tip →
-    /// [`MergeOutcome::AlreadyMerged`]; if the target's tip is not an ancestor of the bead's
-    /// tip → [`MergeOutcome::NotUpToDate`]. Otherwise, if `target` is checked out (in the main
+    /// Decided in this order: if the target already contains the tip, or already has its
+    /// tree → [`MergeOutcome::AlreadyMerged`]; if the target's tip is not an ancestor of the
+    /// bead's tip → [`MergeOutcome::NotUpToDate`]. Otherwise, if `target` is checked out (in the main
     /// working directory or any linked worktree), that checkout must have no uncommitted
     /// changes to tracked files and nothing in the way of the new files, else
     /// [`MergeOutcome::TargetDirty`]; its index and files are then updated by a safe checkout
@@ -101,8 +116,9 @@ impl Repo {
         bead: &BeadId,
         target: &str,
         guard: &MergeGuard,
+        how: &Landing,
     ) -> Result<MergeOutcome, GitError> {
-        self.merge(bead, target, guard, None)
+        self.merge(bead, target, guard, how, None)
     }
 
     /// [`Repo::merge_into_target`] for a merge that a killed daemon had started: `window` is
@@ -116,9 +132,10 @@ impl Repo {
         bead: &BeadId,
         target: &str,
         guard: &MergeGuard,
+        how: &Landing,
         window: (SystemTime, SystemTime),
     ) -> Result<MergeOutcome, GitError> {
-        self.merge(bead, target, guard, Some(window))
+        self.merge(bead, target, guard, how, Some(window))
     }
 
     /// Merges the target's tip into the bead's branch, as `git merge <target>` on the branch
@@ -152,11 +169,18 @@ impl Repo {
         }
         let tree_id = index.write_tree_to(&repo).ctx(what)?;
         let tree = repo.find_tree(tree_id).ctx(what)?;
-        let author = git2::Signature::now(&self.author_name, &self.author_email).ctx(what)?;
+        let (author, committer) = self.signatures(&repo).ctx(what)?;
         let branch = branch_name(bead);
         let message = format!("Merge `{target}` into {branch}\n\nCatalyst-Step: merge/daemon\n");
         let commit = repo
-            .commit(None, &author, &author, &message, &tree, &[&ours, &theirs])
+            .commit(
+                None,
+                &author,
+                &committer,
+                &message,
+                &tree,
+                &[&ours, &theirs],
+            )
             .ctx(what)?;
         repo.reference_matching(
             &format!("refs/heads/{branch}"),
@@ -182,14 +206,18 @@ impl Repo {
         bead: &BeadId,
         target: &str,
         guard: &MergeGuard,
+        how: &Landing,
         interrupted: Option<(SystemTime, SystemTime)>,
     ) -> Result<MergeOutcome, GitError> {
         let _shared = self.exclusive();
         let repo = self.main_repo()?;
         let tip = branch_tip(&repo, bead)?;
-        let current = target_tip(&repo, target)?.id();
-        if contains(&repo, current, tip.id())
-            .ctx(|| format!("comparing `{target}` with `{}`", branch_name(bead)))?
+        let current_commit = target_tip(&repo, target)?;
+        let current = current_commit.id();
+        // A squashed or rebased bead is never an ancestor of the target; its tree is there.
+        if current_commit.tree_id() == tip.tree_id()
+            || contains(&repo, current, tip.id())
+                .ctx(|| format!("comparing `{target}` with `{}`", branch_name(bead)))?
         {
             return Ok(MergeOutcome::AlreadyMerged);
         }
@@ -223,8 +251,17 @@ impl Repo {
                 return Ok(MergeOutcome::TargetDirty { files });
             }
         }
-        let message = format!("catalyst: fast-forward to {}", branch_name(bead));
-        match repo.reference_matching(&refname, tip.id(), true, current, &message) {
+        let landed = self
+            .landing_commit(&repo, bead, &current_commit, &tip, how)
+            .ctx(|| {
+                format!(
+                    "making the {} commit of `{}`",
+                    how.strategy,
+                    branch_name(bead)
+                )
+            })?;
+        let message = format!("catalyst: {} {}", how.strategy, branch_name(bead));
+        match repo.reference_matching(&refname, landed, true, current, &message) {
             Ok(_) => {}
             Err(e) if e.code() == ErrorCode::Modified => {
                 return Err(GitError::TargetMoved {
@@ -232,13 +269,43 @@ impl Repo {
                     target: target.to_owned(),
                 })
             }
-            Err(e) => return Err(e).ctx(|| format!("moving `{target}` to `{}`", tip.id())),
+            Err(e) => return Err(e).ctx(|| format!("moving `{target}` to `{landed}`")),
         }
-        info!(%bead, %target, from = %current, to = %tip.id(), "fast-forwarded the target");
+        info!(%bead, %target, from = %current, to = %landed, strategy = %how.strategy, "merged into the target");
         Ok(MergeOutcome::Merged {
             from: current.into(),
-            to: tip.id().into(),
+            to: landed.into(),
         })
+    }
+
+    /// The commit the target moves to, made (not yet referenced) with the tree of `tip`,
+    /// which contains `onto`, the target's tip.
+    fn landing_commit(
+        &self,
+        repo: &Repository,
+        bead: &BeadId,
+        onto: &git2::Commit<'_>,
+        tip: &git2::Commit<'_>,
+        how: &Landing,
+    ) -> Result<Oid, git2::Error> {
+        let (author, committer) = self.signatures(repo)?;
+        let branch = branch_name(bead);
+        let title = how.title.lines().next().unwrap_or_default().trim();
+        let tree = tip.tree()?;
+        match how.strategy {
+            MergeStrategy::Merge => {
+                let message = format!("Merge {branch}: {title}\n\nCatalyst-Bead: {bead}\n");
+                repo.commit(None, &author, &committer, &message, &tree, &[onto, tip])
+            }
+            MergeStrategy::Squash => squash(repo, bead, title, onto, tip, (&author, &committer)),
+            MergeStrategy::Rebase => match replay(repo, onto, tip, &committer)? {
+                Some(replayed) => Ok(replayed),
+                None => {
+                    info!(%bead, "the bead's commits do not replay one by one; landing them squashed");
+                    squash(repo, bead, title, onto, tip, (&author, &committer))
+                }
+            },
+        }
     }
 
     /// The tip of the local branch `target`.
@@ -248,12 +315,16 @@ impl Repo {
         Ok(tip.into())
     }
 
-    /// Whether the bead's branch tip is the target's tip or one of its ancestors.
+    /// Whether the bead's branch tip is the target's tip or one of its ancestors, or the
+    /// target's tip has the branch tip's tree.
     pub fn is_merged(&self, bead: &BeadId, target: &str) -> Result<bool, GitError> {
         let repo = self.main_repo()?;
-        let tip = branch_tip(&repo, bead)?.id();
-        let current = target_tip(&repo, target)?.id();
-        contains(&repo, current, tip)
+        let tip = branch_tip(&repo, bead)?;
+        let current = target_tip(&repo, target)?;
+        if current.tree_id() == tip.tree_id() {
+            return Ok(true);
+        }
+        contains(&repo, current.id(), tip.id())
             .ctx(|| format!("comparing `{target}` with `{}`", branch_name(bead)))
     }
 
@@ -354,6 +425,82 @@ fn held_files(
             None => true,
         })
         .collect())
+}
+
+/// One commit on `onto` with the tree of `tip`, its message the bead's title and the subjects
+/// of the commits it squashes.
+fn squash(
+    repo: &Repository,
+    bead: &BeadId,
+    title: &str,
+    onto: &git2::Commit<'_>,
+    tip: &git2::Commit<'_>,
+    (author, committer): (&git2::Signature<'_>, &git2::Signature<'_>),
+) -> Result<Oid, git2::Error> {
+    let mut message = format!("{title}\n\nSquashed from {}:\n", branch_name(bead));
+    for commit in bead_commits(repo, onto, tip)? {
+        let subject = String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default());
+        message.push_str(&format!("- {subject}\n"));
+    }
+    message.push_str(&format!("\nCatalyst-Bead: {bead}\n"));
+    repo.commit(None, author, committer, &message, &tip.tree()?, &[onto])
+}
+
+/// The bead's own commits, oldest first: those of `tip` that `onto` lacks, merges left out.
+fn bead_commits<'r>(
+    repo: &'r Repository,
+    onto: &git2::Commit<'_>,
+    tip: &git2::Commit<'_>,
+) -> Result<Vec<git2::Commit<'r>>, git2::Error> {
+    let mut walk = repo.revwalk()?;
+    walk.push(tip.id())?;
+    walk.hide(onto.id())?;
+    walk.set_sorting(git2::Sort::TOPOLOGICAL | git2::Sort::REVERSE)?;
+    let mut commits = Vec::new();
+    for id in walk {
+        let commit = repo.find_commit(id?)?;
+        if commit.parent_count() <= 1 {
+            commits.push(commit);
+        }
+    }
+    Ok(commits)
+}
+
+/// The bead's commits replayed one by one on `onto` (each keeps its author and message),
+/// computed in memory; the tip itself when the branch is a line of commits on `onto`. None when one of them does not apply cleanly, or when the replayed
+/// tree is not `tip`'s (a merge of the branch resolved something): the bead's tree is what
+/// was reviewed, so only it may land.
+fn replay(
+    repo: &Repository,
+    onto: &git2::Commit<'_>,
+    tip: &git2::Commit<'_>,
+    committer: &git2::Signature<'_>,
+) -> Result<Option<Oid>, git2::Error> {
+    let commits = bead_commits(repo, onto, tip)?;
+    // A branch of single-parent commits on the target's tip is already rebased: it lands as
+    // it is, by a fast-forward.
+    if commits.last().is_some_and(|last| last.id() == tip.id())
+        && commits
+            .first()
+            .is_some_and(|first| first.parent_id(0).ok() == Some(onto.id()))
+        && commits
+            .windows(2)
+            .all(|w| w[1].parent_id(0).ok() == Some(w[0].id()))
+    {
+        return Ok(Some(tip.id()));
+    }
+    let mut base = repo.find_commit(onto.id())?;
+    for commit in commits {
+        let mut index = repo.cherrypick_commit(&commit, &base, 0, None)?;
+        if index.has_conflicts() {
+            return Ok(None);
+        }
+        let tree = repo.find_tree(index.write_tree_to(repo)?)?;
+        let message = String::from_utf8_lossy(commit.message_raw_bytes());
+        let id = repo.commit(None, &commit.author(), committer, &message, &tree, &[&base])?;
+        base = repo.find_commit(id)?;
+    }
+    Ok((base.id() != onto.id() && base.tree_id() == tip.tree_id()).then_some(base.id()))
 }
 
 /// Whether `tip` is `target` or one of its ancestors.

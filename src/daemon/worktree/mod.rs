@@ -38,17 +38,18 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use git2::{BranchType, Commit, ErrorCode, Repository, WorktreePruneOptions};
+use git2::{BranchType, Commit, ErrorCode, Repository, Signature, WorktreePruneOptions};
 use tracing::{info, warn};
 
+pub use crate::domain::config::merge::Identity;
 use crate::domain::id::BeadId;
 pub use change::BranchDiff;
 use error::Context;
 pub use error::{CommitId, GitError};
-pub use merge::{BranchMerge, MergeGuard, MergeOutcome};
+pub use merge::{BranchMerge, Landing, MergeGuard, MergeOutcome};
 
-/// The author and committer of the commits the daemon makes, unless [`Repo::with_author`]
-/// says otherwise.
+/// The committer of the commits the daemon makes, and their author when the repository names
+/// no user, unless [`Repo::with_identity`] says otherwise.
 pub const DEFAULT_AUTHOR: (&str, &str) = ("catalyst", "catalyst@localhost");
 
 /// The prefix of every bead branch; [`Repo::list`] finds beads by it.
@@ -104,8 +105,10 @@ pub struct Repo {
     workspace: PathBuf,
     /// Canonical, so that it compares equal to the paths libgit2 records for worktrees.
     worktrees_dir: PathBuf,
-    author_name: String,
-    author_email: String,
+    /// The author of the daemon's commits; None: the repository's `user.name` and
+    /// `user.email`, else the committer.
+    author: Option<Identity>,
+    committer: Identity,
     /// Held while git's shared records change: worktrees added, pruned or listed, branches
     /// created or deleted, the target moved. libgit2 takes no lock of its own across them:
     /// adding a worktree while another is pruned fails with "already checked out", and two
@@ -151,8 +154,11 @@ impl Repo {
         Ok(Repo {
             workspace: workdir.to_path_buf(),
             worktrees_dir,
-            author_name: DEFAULT_AUTHOR.0.to_owned(),
-            author_email: DEFAULT_AUTHOR.1.to_owned(),
+            author: None,
+            committer: Identity {
+                name: DEFAULT_AUTHOR.0.to_owned(),
+                email: DEFAULT_AUTHOR.1.to_owned(),
+            },
             shared: Arc::new(Mutex::new(())),
             store: None,
             max_file_bytes: u64::MAX,
@@ -255,11 +261,36 @@ impl Repo {
         self.shared.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Sets the author and committer of the commits [`Repo::commit_all`] makes.
-    pub fn with_author(mut self, name: &str, email: &str) -> Repo {
-        self.author_name = name.to_owned();
-        self.author_email = email.to_owned();
+    /// Sets the author (None: the repository's user) and the committer of the commits the
+    /// daemon makes.
+    pub fn with_identity(mut self, author: Option<Identity>, committer: Identity) -> Repo {
+        self.author = author;
+        self.committer = committer;
         self
+    }
+
+    /// [`Repo::with_identity`] from the config's `[merge]` (checked when it was loaded; a
+    /// value that does not read keeps what this repository had).
+    pub fn with_identity_of(self, merge: &crate::domain::config::merge::MergeConfig) -> Repo {
+        match (merge.author(), merge.committer()) {
+            (Ok(author), Ok(committer)) => self.with_identity(author, committer),
+            _ => self,
+        }
+    }
+
+    /// The author and committer of a commit made now in `repo`.
+    pub(super) fn signatures(
+        &self,
+        repo: &Repository,
+    ) -> Result<(Signature<'static>, Signature<'static>), git2::Error> {
+        let committer = Signature::now(&self.committer.name, &self.committer.email)?;
+        let author = match &self.author {
+            Some(who) => Signature::now(&who.name, &who.email)?,
+            // git's own lookup: `user.name` and `user.email` of the repository's config, the
+            // user's and the system's. A repository that names nobody gets the committer.
+            None => repo.signature().unwrap_or_else(|_| committer.clone()),
+        };
+        Ok((author, committer))
     }
 
     /// Where a bead's worktree lives, whether or not it exists.

@@ -7,6 +7,7 @@
 //! [`template`] is the commented file `catalyst init` writes, made from the defaults here.
 
 pub mod cluster;
+pub mod merge;
 pub mod template;
 pub mod web;
 
@@ -70,6 +71,8 @@ pub struct Config {
     pub dirty_target_retry_secs: u64,
     /// Retries, escalation and fix limits.
     pub router: RouterConfig,
+    /// How beads land on the target, and whom the daemon's commits name.
+    pub merge: merge::MergeConfig,
     /// US dollars the agents may spend on one bead (from the cost they report); the bead is
     /// blocked once it is exceeded, and a Claude Code attempt is stopped by its CLI when it
     /// reaches what is left (`--max-budget-usd`). `0`: no limit.
@@ -151,6 +154,7 @@ impl Default for Config {
             max_pause_secs: 60 * 60,
             dirty_target_retry_secs: 30,
             router: RouterConfig::default(),
+            merge: merge::MergeConfig::default(),
             budget_usd: DEFAULT_BUDGET_USD,
             max_turns: DEFAULT_MAX_TURNS,
             max_processes: DEFAULT_MAX_PROCESSES,
@@ -302,6 +306,7 @@ impl Config {
         }
         self.beads.check()?;
         self.cluster.check()?;
+        self.merge.check()?;
         Ok(())
     }
 

@@ -187,6 +187,22 @@ pub const KEYS: &[Key] = &[
          step's own value wins): 3 allows two fixes",
     ),
     key(
+        "merge",
+        "how a finished bead lands on `target_branch`, and whom the daemon's commits name",
+    ),
+    key(
+        "merge.strategy",
+        "`merge` (a merge commit, `target_branch` its first parent), `squash` (one commit) or \
+         `rebase` (the bead's commits replayed, then a fast-forward); a formula's merge step \
+         may say `merge_strategy`",
+    ),
+    key(
+        "merge.author",
+        "the author of the daemon's commits, `Name <email>`; \"\" takes the repository's \
+         `user.name` and `user.email`",
+    ),
+    key("merge.committer", "the committer of the daemon's commits"),
+    key(
         "beads",
         "following a beads export file: its open issues with `label` become work, and their \
          final statuses are written back",

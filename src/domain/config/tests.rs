@@ -209,6 +209,7 @@ fn every_key() -> (Vec<String>, Vec<(&'static str, &'static [&'static str])>) {
         ("beads", fields_of::<crate::domain::beads::BeadsConfig>()),
         ("web", fields_of::<super::web::WebConfig>()),
         ("cluster", fields_of::<super::cluster::ClusterConfig>()),
+        ("merge", fields_of::<super::merge::MergeConfig>()),
     ] {
         keys.extend(fields.iter().map(|k| format!("{table}.{k}")));
     }

@@ -124,6 +124,12 @@ impl Formula {
 
     /// `recheck` is for merge steps, and names gate or review steps the merge comes after.
     fn check_recheck(&self, step: &Step, problem: &mut impl FnMut(String)) {
+        if step.merge_strategy.is_some() && step.role != Role::Merge {
+            problem(format!(
+                "`merge_strategy` only applies to merge steps, not `{}`",
+                step.role
+            ));
+        }
         if step.recheck.is_empty() {
             return;
         }
@@ -468,6 +474,23 @@ mod tests {
         errors(&formula.check(&has_prompt))
     }
 
+    #[test]
+    fn a_merge_strategy_is_one_catalyst_knows() {
+        let text = "[[steps]]\nid = \"m\"\ntitle = \"M\"\nrole = \"merge\"\nmerge_strategy = \"octopus\"\n";
+        let problems = Formula::parse(text, "t.formula.toml").expect_err("refused");
+        assert!(
+            problems.iter().any(|p| p.step.as_deref() == Some("m")
+                && p.message.contains("unknown `merge_strategy = \"octopus\"`")),
+            "{problems:?}"
+        );
+        let text = text.replace("octopus", "squash");
+        let formula = Formula::parse(&text, "t.formula.toml").expect("parses");
+        assert_eq!(
+            formula.steps[0].merge_strategy,
+            Some(crate::domain::model::MergeStrategy::Squash)
+        );
+    }
+
     fn errors(problems: &[Problem]) -> Vec<String> {
         problems
             .iter()
@@ -563,6 +586,9 @@ mod tests {
              "a: `recheck` only applies to merge steps"),
             ("[[steps]]\nid = \"m\"\ntitle = \"M\"\nrole = \"merge\"\nrecheck = [\"ghost\"]\n",
              "m: `recheck` names unknown step `ghost`"),
+            ("[[steps]]\nid = \"a\"\ntitle = \"A\"\nrole = \"implement\"\nmerge_strategy = \"squash\"\n",
+             "a: `merge_strategy` only applies to merge steps, not `implement`"),
+
             ("[[steps]]\nid = \"i\"\ntitle = \"I\"\nrole = \"implement\"\n[[steps]]\nid = \"m\"\ntitle = \"M\"\nrole = \"merge\"\nneeds = [\"i\"]\nrecheck = [\"i\"]\n",
              "m: `recheck` names `i`, an implement step: only gate and review steps run again"),
             ("[[steps]]\nid = \"g\"\ntitle = \"G\"\nrole = \"gate\"\nrun = [\"true\"]\n[[steps]]\nid = \"m\"\ntitle = \"M\"\nrole = \"merge\"\nrecheck = [\"g\"]\n",

@@ -37,7 +37,7 @@ mod vars;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::domain::model::{JsonMap, Role};
+use crate::domain::model::{JsonMap, MergeStrategy, Role};
 
 pub use check::MAX_STEP_ID_LEN;
 pub use compose::{apply_aspect, expand_step, unmatched_pointcuts, ASPECT_LABEL};
@@ -203,6 +203,9 @@ pub struct Step {
     /// Merge steps only: the gate and review steps to run again on the merged code when the
     /// daemon had to merge the target into the branch (it moved on since they ran).
     pub recheck: Vec<String>,
+    /// Merge steps only: how the bead lands on the target, replacing the config's
+    /// `[merge] strategy`.
+    pub merge_strategy: Option<MergeStrategy>,
     /// Gas Town's `output`: a file (relative to the worktree) the step must leave behind; the
     /// agent is told in its context, and a `DONE` without it is not believed.
     pub output: Option<String>,
@@ -244,6 +247,7 @@ impl Step {
             max_fix_iterations: None,
             tools: None,
             recheck: Vec::new(),
+            merge_strategy: None,
             output: None,
             issue_type: "task".to_owned(),
             expand: None,

@@ -14,7 +14,7 @@ use super::convoy;
 use super::reader::Reader;
 use super::vars::substitute;
 use super::{Advice, Branch, Compose, ExpandRule, Formula, Kind, Pointcut, Problem, Step, VarDef};
-use crate::domain::model::{JsonMap, Role};
+use crate::domain::model::{JsonMap, MergeStrategy, Role};
 
 /// beads keys at the top of a formula that catalyst does not implement, with what to do instead.
 const UNSUPPORTED_TOP: &[(&str, &str)] = &[
@@ -606,6 +606,15 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
         .map(|n| n as u32);
     let tools = r.strings("tools");
     let recheck = r.strings("recheck").unwrap_or_default();
+    let merge_strategy = r.string("merge_strategy").and_then(|name| {
+        let parsed = MergeStrategy::parse(&name);
+        if parsed.is_none() {
+            r.problem(format!(
+                "unknown `merge_strategy = \"{name}\"` (expected `merge`, `squash` or `rebase`)"
+            ));
+        }
+        parsed
+    });
     let output = r.string("output");
     let condition = r.string("condition");
     let raw_children = r.take("children");
@@ -634,6 +643,7 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
         max_fix_iterations,
         tools,
         recheck,
+        merge_strategy,
         output,
         issue_type,
         expand,

@@ -121,6 +121,7 @@ fn step_meta(
         max_fix_iterations: step.max_fix_iterations,
         tools: step.tools.clone(),
         recheck: step.recheck.clone(),
+        strategy: step.merge_strategy,
         output: step.output.as_ref().map(|o| substitute(o, values)),
         ..StepMeta::new(step.id.clone(), step.role, work.clone())
     }

@@ -76,6 +76,10 @@ pub struct StepMeta {
     /// into the branch, before the target moves.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recheck: Vec<String>,
+    /// For a merge step: how the bead lands on the target, when the formula says (else the
+    /// config's `[merge] strategy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<MergeStrategy>,
     /// A file (relative to the worktree) the step must leave behind (the formula's `output`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
@@ -128,8 +132,53 @@ impl StepMeta {
             hold: None,
             merge_agent: false,
             recheck: Vec::new(),
+            strategy: None,
             output: None,
         }
+    }
+}
+
+/// How a finished bead lands on the target branch. Whichever it is, the tree that lands is the
+/// bead's branch tip, which already contains the target: what was reviewed and checked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MergeStrategy {
+    /// A merge commit on the target, the target's tip as its first parent and the bead's
+    /// branch as its second (`git merge --no-ff`): `git log --first-parent` shows one commit
+    /// per bead.
+    #[default]
+    Merge,
+    /// One new commit on the target with the bead's whole change (`git merge --squash`).
+    Squash,
+    /// The bead's own commits replayed on the target, which then fast-forwards: a linear
+    /// history. A bead whose commits do not replay cleanly one by one (the merge step
+    /// resolved a conflict) lands as one squashed commit instead.
+    Rebase,
+}
+
+impl MergeStrategy {
+    pub const ALL: [MergeStrategy; 3] = [
+        MergeStrategy::Merge,
+        MergeStrategy::Squash,
+        MergeStrategy::Rebase,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MergeStrategy::Merge => "merge",
+            MergeStrategy::Squash => "squash",
+            MergeStrategy::Rebase => "rebase",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<MergeStrategy> {
+        MergeStrategy::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+}
+
+impl fmt::Display for MergeStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

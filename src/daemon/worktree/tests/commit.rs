@@ -23,9 +23,11 @@ fn commit_all_commits_new_modified_and_deleted_files_with_the_exact_message() {
     let git = f.git();
     let commit = git.find_commit(id.oid().expect("oid")).expect("commit");
     assert_eq!(commit.message().ok(), Some(message));
-    assert_eq!(commit.author().name().ok(), Some("catalyst"));
-    assert_eq!(commit.author().email().ok(), Some("catalyst@localhost"));
+    // The repository's user is the author; catalyst commits.
+    assert_eq!(commit.author().name().ok(), Some("Ada Lovelace"));
+    assert_eq!(commit.author().email().ok(), Some("ada@example.com"));
     assert_eq!(commit.committer().name().ok(), Some("catalyst"));
+    assert_eq!(commit.committer().email().ok(), Some("catalyst@localhost"));
     assert_eq!(
         commit.parent_id(0).expect("parent"),
         wt.head.oid().expect("oid")
@@ -62,7 +64,9 @@ fn commit_all_commits_new_modified_and_deleted_files_with_the_exact_message() {
 #[test]
 fn commit_all_uses_the_configured_author() {
     let f = Fixture::new();
-    let repo = f.repo.clone().with_author("robot", "robot@example.com");
+    let robot = Identity::parse("robot <robot@example.com>", "merge.author").expect("valid");
+    let bot = Identity::parse("ci bot <ci@example.com>", "merge.committer").expect("valid");
+    let repo = f.repo.clone().with_identity(Some(robot), bot);
     let b = bead("cat-1");
     let wt = repo.create(&b, "main").expect("create");
     write(&wt.path.join("x.txt"), "x\n");
@@ -73,6 +77,7 @@ fn commit_all_uses_the_configured_author() {
     let git = f.git();
     let commit = git.find_commit(id.oid().expect("oid")).expect("commit");
     assert_eq!(commit.author().email().ok(), Some("robot@example.com"));
+    assert_eq!(commit.committer().email().ok(), Some("ci@example.com"));
 }
 
 #[test]

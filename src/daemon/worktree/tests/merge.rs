@@ -1,7 +1,12 @@
-//! Merging a bead's branch into its target: fast-forward only, never over a person's work,
+//! Merging a bead's branch into its target: by each strategy, never over a person's work,
 //! and finishing a merge a kill cut short.
 
 use super::*;
+
+/// The `rebase` landing: a fast-forward for a branch that is a line of commits on the target.
+fn ff() -> Landing {
+    landing(MergeStrategy::Rebase)
+}
 
 #[test]
 fn merge_fast_forwards_a_target_that_is_not_checked_out() {
@@ -279,7 +284,7 @@ fn a_resumed_merge_overwrites_a_file_the_kill_cut_short_and_nothing_else() {
     let later = (restart, restart + std::time::Duration::from_secs(60));
     let outcome = f
         .repo
-        .resume_merge_into_target(&b, "main", &MergeGuard::none(), later)
+        .resume_merge_into_target(&b, "main", &MergeGuard::none(), &ff(), later)
         .expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::TargetDirty { .. }),
@@ -287,7 +292,13 @@ fn a_resumed_merge_overwrites_a_file_the_kill_cut_short_and_nothing_else() {
     );
     let outcome = f
         .repo
-        .resume_merge_into_target(&b, "main", &MergeGuard::none(), (before_kill, restart))
+        .resume_merge_into_target(
+            &b,
+            "main",
+            &MergeGuard::none(),
+            &ff(),
+            (before_kill, restart),
+        )
         .expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::Merged { .. }),
@@ -355,7 +366,7 @@ fn a_change_to_workflow_files_is_held_until_its_tip_is_approved() {
 
     let outcome = f
         .repo
-        .merge_into_target(&b, "main", &guard(None))
+        .merge_into_target(&b, "main", &guard(None), &ff())
         .expect("merge");
     assert_eq!(
         outcome,
@@ -377,14 +388,16 @@ fn a_change_to_workflow_files_is_held_until_its_tip_is_approved() {
     );
     let again = f.commit(&b, "change the formula after the approval");
     assert!(matches!(
-        f.repo.merge_into_target(&b, "main", &guard(Some(planted.clone()))).expect("merge"),
+        f.repo
+            .merge_into_target(&b, "main", &guard(Some(planted.clone())), &ff())
+            .expect("merge"),
         MergeOutcome::Held { ref commit, .. } if *commit == again
     ));
     assert_eq!(f.tip("main"), before);
     f.repo.reset_to(&b, &later).expect("reset");
     let outcome = f
         .repo
-        .merge_into_target(&b, "main", &guard(Some(planted)))
+        .merge_into_target(&b, "main", &guard(Some(planted)), &ff())
         .expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::Merged { ref to, .. } if *to == later),
@@ -405,9 +418,193 @@ fn a_change_outside_the_workflow_files_merges_without_an_approval() {
         files: Some(Default::default()),
         approved: None,
     };
-    let outcome = f.repo.merge_into_target(&b, "main", &guard).expect("merge");
+    let outcome = f
+        .repo
+        .merge_into_target(&b, "main", &guard, &ff())
+        .expect("merge");
     assert!(
         matches!(outcome, MergeOutcome::Merged { ref to, .. } if *to == done),
         "{outcome:?}"
     );
+}
+
+/// A bead whose branch merged `main` in after `main` moved on: the bead's commit, a person's
+/// commit on `main`, and the merge of `main` into the branch. Returns the branch tip.
+fn bead_that_merged_the_moved_target(f: &Fixture, b: &BeadId, wt: &Worktree) -> CommitId {
+    write(&wt.path.join("hello.txt"), "hi\n");
+    f.commit(b, "cat-1 implement: wrote hello.txt");
+    write(&f.ws.join("other.txt"), "other\n");
+    commit_everything(&f.ws, "a person's commit on main");
+    match f.repo.merge_target_into_branch(b, "main").expect("merge") {
+        BranchMerge::Merged(tip) => tip,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_merge_strategy_keeps_the_target_as_first_parent() {
+    let (f, b, wt) = Fixture::with_bead();
+    let tip = bead_that_merged_the_moved_target(&f, &b, &wt);
+    let before = f.tip("main");
+
+    let outcome = f.merge_as(&b, "main", MergeStrategy::Merge).expect("merge");
+    let MergeOutcome::Merged { from, to } = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(from, CommitId::from(before));
+    let git = f.git();
+    let merge = git.find_commit(to.oid().expect("oid")).expect("commit");
+    assert_eq!(CommitId::from(f.tip("main")), to);
+    assert_eq!(merge.parent_id(0).expect("first"), before, "main first");
+    assert_eq!(CommitId::from(merge.parent_id(1).expect("second")), tip);
+    let branch_tree = git
+        .find_commit(tip.oid().expect("oid"))
+        .expect("tip")
+        .tree_id();
+    assert_eq!(merge.tree_id(), branch_tree, "the reviewed tree lands");
+    assert_eq!(
+        merge.summary().ok().flatten(),
+        Some("Merge catalyst/cat-1: Add a greeting"),
+        "`git log --first-parent --oneline` names the bead"
+    );
+    assert_eq!(merge.author().name().ok(), Some("Ada Lovelace"));
+    assert_eq!(merge.committer().name().ok(), Some("catalyst"));
+    // `git log --first-parent main`: the merge, then the person's commit; no bead commits.
+    let mut walk = git.revwalk().expect("walk");
+    walk.push(f.tip("main")).expect("push");
+    walk.simplify_first_parent().expect("first parent");
+    let subjects: Vec<String> = walk
+        .map(|id| {
+            let commit = git.find_commit(id.expect("id")).expect("commit");
+            commit
+                .summary()
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        subjects,
+        [
+            "Merge catalyst/cat-1: Add a greeting",
+            "a person's commit on main",
+            "initial"
+        ]
+    );
+    assert_eq!(read(&f.ws.join("hello.txt")), "hi\n", "the checkout moved");
+    assert!(f.repo.is_merged(&b, "main").expect("is_merged"));
+    assert_eq!(
+        f.merge_as(&b, "main", MergeStrategy::Merge).expect("again"),
+        MergeOutcome::AlreadyMerged
+    );
+}
+
+#[test]
+fn the_squash_strategy_lands_one_commit_with_the_branch_tree() {
+    let (f, b, wt) = Fixture::with_bead();
+    let tip = bead_that_merged_the_moved_target(&f, &b, &wt);
+    let before = f.tip("main");
+
+    let outcome = f
+        .merge_as(&b, "main", MergeStrategy::Squash)
+        .expect("merge");
+    let MergeOutcome::Merged { to, .. } = outcome else {
+        panic!("{outcome:?}");
+    };
+    let git = f.git();
+    let squashed = git.find_commit(to.oid().expect("oid")).expect("commit");
+    assert_eq!(squashed.parent_ids().collect::<Vec<_>>(), [before]);
+    let branch_tree = git
+        .find_commit(tip.oid().expect("oid"))
+        .expect("tip")
+        .tree_id();
+    assert_eq!(squashed.tree_id(), branch_tree);
+    let message = squashed.message().ok().unwrap_or_default();
+    assert!(message.starts_with("Add a greeting\n"), "{message}");
+    assert!(
+        message.contains("- cat-1 implement: wrote hello.txt"),
+        "{message}"
+    );
+    assert!(message.contains("Catalyst-Bead: cat-1"), "{message}");
+    // Repeated after a crash that lost the outcome: the tree is there, nothing lands twice.
+    assert!(f.repo.is_merged(&b, "main").expect("is_merged"));
+    assert_eq!(
+        f.merge_as(&b, "main", MergeStrategy::Squash)
+            .expect("again"),
+        MergeOutcome::AlreadyMerged
+    );
+    assert_eq!(CommitId::from(f.tip("main")), to);
+}
+
+#[test]
+fn the_rebase_strategy_replays_the_bead_commits_in_a_line() {
+    let (f, b, wt) = Fixture::with_bead();
+    let tip = bead_that_merged_the_moved_target(&f, &b, &wt);
+    let before = f.tip("main");
+
+    let outcome = f
+        .merge_as(&b, "main", MergeStrategy::Rebase)
+        .expect("merge");
+    let MergeOutcome::Merged { to, .. } = outcome else {
+        panic!("{outcome:?}");
+    };
+    let git = f.git();
+    let replayed = git.find_commit(to.oid().expect("oid")).expect("commit");
+    assert_eq!(
+        replayed.parent_ids().collect::<Vec<_>>(),
+        [before],
+        "linear"
+    );
+    assert_eq!(
+        replayed.summary().ok().flatten(),
+        Some("cat-1 implement: wrote hello.txt")
+    );
+    let branch_tree = git
+        .find_commit(tip.oid().expect("oid"))
+        .expect("tip")
+        .tree_id();
+    assert_eq!(replayed.tree_id(), branch_tree);
+    assert_eq!(replayed.committer().name().ok(), Some("catalyst"));
+}
+
+#[test]
+fn a_rebase_whose_commits_conflict_one_by_one_lands_squashed() {
+    let (f, b, wt) = Fixture::with_bead();
+    write(&wt.path.join("README.md"), "the bead's line\n");
+    f.commit(&b, "cat-1 implement: rewrote the README");
+    write(&f.ws.join("README.md"), "a person's line\n");
+    let moved = commit_everything(&f.ws, "a person's README");
+    // The merge agent resolves the conflict by hand and commits the merge.
+    let agent = Repository::open(&wt.path).expect("open worktree");
+    let theirs = agent.find_annotated_commit(moved).expect("annotated");
+    agent.merge(&[&theirs], None, None).expect("merge");
+    write(&wt.path.join("README.md"), "both lines\n");
+    let mut index = agent.index().expect("index");
+    index
+        .add_path(std::path::Path::new("README.md"))
+        .expect("resolve");
+    index.write().expect("index");
+    let tip = f.commit(&b, "merge main");
+
+    let outcome = f
+        .merge_as(&b, "main", MergeStrategy::Rebase)
+        .expect("merge");
+    let MergeOutcome::Merged { to, .. } = outcome else {
+        panic!("{outcome:?}");
+    };
+    let git = f.git();
+    let landed = git.find_commit(to.oid().expect("oid")).expect("commit");
+    assert_eq!(landed.parent_ids().collect::<Vec<_>>(), [moved], "linear");
+    let branch_tree = git
+        .find_commit(tip.oid().expect("oid"))
+        .expect("tip")
+        .tree_id();
+    assert_eq!(landed.tree_id(), branch_tree, "the resolution lands");
+    assert!(landed
+        .message()
+        .ok()
+        .unwrap_or_default()
+        .starts_with("Add a greeting\n"));
+    assert_eq!(read(&f.ws.join("README.md")), "both lines\n");
 }

@@ -15,6 +15,7 @@ use git2::{IndexAddOption, Oid, Repository, Signature, StatusOptions};
 use tempfile::TempDir;
 
 use super::*;
+use crate::domain::model::MergeStrategy;
 
 /// A workspace repository with one commit on `main` (README.md, old.txt), `main` checked out,
 /// and `.catalyst/` *not* excluded, so that merges also prove an untracked `.catalyst/` (where
@@ -31,6 +32,13 @@ impl Fixture {
         let ws = tmp.path().join("ws");
         let git = Repository::init(&ws).expect("git init");
         git.set_head("refs/heads/main").expect("point HEAD at main");
+        let mut config = git.config().expect("config");
+        config
+            .set_str("user.name", "Ada Lovelace")
+            .expect("user.name");
+        config
+            .set_str("user.email", "ada@example.com")
+            .expect("user.email");
         fs::write(ws.join("README.md"), "hello\n").expect("write");
         fs::write(ws.join("old.txt"), "old\n").expect("write");
         commit_everything(&ws, "initial");
@@ -78,10 +86,28 @@ impl Fixture {
         tip(&self.ws, branch)
     }
 
-    /// Merges `bead` into `target` with no workflow files to hold for.
+    /// Merges `bead` into `target` with no workflow files to hold for, by a fast-forward
+    /// where the branch is a line of commits on the target (the `rebase` strategy).
     fn merge(&self, bead: &BeadId, target: &str) -> Result<MergeOutcome, GitError> {
+        self.merge_as(bead, target, MergeStrategy::Rebase)
+    }
+
+    fn merge_as(
+        &self,
+        bead: &BeadId,
+        target: &str,
+        strategy: MergeStrategy,
+    ) -> Result<MergeOutcome, GitError> {
         self.repo
-            .merge_into_target(bead, target, &MergeGuard::none())
+            .merge_into_target(bead, target, &MergeGuard::none(), &landing(strategy))
+    }
+}
+
+/// A landing by `strategy` for a bead titled "Add a greeting".
+fn landing(strategy: MergeStrategy) -> Landing {
+    Landing {
+        strategy,
+        title: "Add a greeting".into(),
     }
 }
 

@@ -137,6 +137,9 @@ pub enum EventBody {
         /// A person asked: the step's counters start over.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         manual: bool,
+        /// The next attempt does not start before this (the router's backoff).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        not_before: Option<Timestamp>,
     },
     /// The step's next attempt runs with the escalation model.
     #[serde(rename = "step.escalated")]
@@ -145,6 +148,9 @@ pub enum EventBody {
         step: BeadId,
         model: String,
         reason: String,
+        /// The escalated attempt does not start before this.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        not_before: Option<Timestamp>,
     },
     /// The daemon stopped while an attempt ran; the attempt does not count and the step runs
     /// again from `reset_to`.

@@ -29,11 +29,16 @@ pub struct RouterConfig {
     /// off: the step is blocked instead.
     pub escalation_model: String,
     /// The rejection (or failed gate run) that blocks the bead instead of asking for another fix.
-    /// With 3, rejections one and two create `fix-1` and `fix-2` and the third blocks, as in the
-    /// seed's "after 3 rejections, the bead was marked BLOCKED". A formula step's
-    /// `max_fix_iterations` overrides it (see [`route`]).
+    /// With 3, rejections one and two create `fix-1` and `fix-2` and the third blocks. A
+    /// formula step's `max_fix_iterations` overrides it (see [`route`]).
     pub max_fix_iterations: u32,
+    /// Seconds before the first retry of a failed attempt, doubling for each further one (at
+    /// most [`MAX_RETRY_DELAY_SECS`]). `0`: retries start at once.
+    pub retry_delay_secs: u64,
 }
+
+/// The longest wait before a retry.
+pub const MAX_RETRY_DELAY_SECS: u64 = 15 * 60;
 
 impl Default for RouterConfig {
     fn default() -> Self {
@@ -41,29 +46,45 @@ impl Default for RouterConfig {
             max_attempts: 5,
             escalation_model: "opus".into(),
             max_fix_iterations: 3,
+            retry_delay_secs: 10,
         }
     }
 }
 
-/// The counters after the engine has carried out `decision` for this step.
+impl RouterConfig {
+    /// The wait before the attempt after `failed` failed ones: `retry_delay_secs`, doubled for
+    /// each failure after the first.
+    pub fn retry_delay(&self, failed: u32) -> u64 {
+        let doublings = failed.saturating_sub(1).min(32);
+        self.retry_delay_secs
+            .saturating_mul(1u64 << doublings)
+            .min(MAX_RETRY_DELAY_SECS)
+    }
+}
+
+/// The counters after the engine has carried out `decision` for this step; `answer` is the
+/// [`answer_sum`] of the attempt that ended, if it gave a final message.
 ///
 /// A fix starts a new round: the step re-runs on changed code, so the attempts it failed
 /// before the fix no longer count against it.
-pub fn counters_after(counters: Counters, decision: &Decision) -> Counters {
+pub fn counters_after(counters: Counters, decision: &Decision, answer: Option<u32>) -> Counters {
     match decision {
         Decision::Retry { .. } => Counters {
             failed_attempts: counters.failed_attempts.saturating_add(1),
+            last_answer: answer,
             ..counters
         },
         Decision::Escalate { .. } => Counters {
             failed_attempts: counters.failed_attempts.saturating_add(1),
             escalated: true,
+            last_answer: answer,
             ..counters
         },
         Decision::CreateFix { iteration, .. } => Counters {
             failed_attempts: 0,
             escalated: false,
             fix_iterations: *iteration,
+            last_answer: None,
         },
         Decision::Close
         | Decision::CloseAndRerunFixed
@@ -145,6 +166,8 @@ pub enum BlockCause {
     FixLimit,
     /// Every attempt, the escalated one included, failed.
     AttemptsExhausted,
+    /// The attempts failed with the very same answer, so a stronger model was not tried.
+    SameAnswer,
     /// The outcome cannot happen for the step's role (a gate result for a review, say). This is
     /// an engine bug; blocking shows it to a person instead of guessing or crashing the daemon.
     WrongOutcome,
@@ -169,20 +192,24 @@ pub enum Decision {
         source: FixSource,
         instructions: String,
     },
-    /// Run the step again with the same model; comment `[daemon] RETRY` with the attempt and
-    /// the reason.
+    /// Run the step again with the same model, after `delay_secs`; comment `[daemon] RETRY`
+    /// with the attempt and the reason.
     Retry {
         /// The attempt about to start, 1-based, counting only failed attempts of this round (the
         /// engine's run folders, which also count requeues, may number differently).
         attempt: u32,
         max_attempts: u32,
         reason: String,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        delay_secs: u64,
     },
-    /// Run the step once more with `model` (the escalated attempt).
+    /// Run the step once more with `model` (the escalated attempt), after `delay_secs`.
     Escalate {
         attempt: u32,
         model: String,
         reason: String,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        delay_secs: u64,
     },
     /// Queue the step again without counting an attempt, and pause the step's model (a usage
     /// limit) or dispatching (an unavailable agent) with backoff (the engine owns the clock,
@@ -207,30 +234,38 @@ pub enum Decision {
 /// - BLOCKED or ERROR (any role) → [`Decision::Block`] with the SUMMARY as the reason.
 /// - a failed gate or a person's rejection → like a rejected review, with the output or the
 ///   reason as the instructions.
-/// - malformed output or a failure → [`Decision::Retry`] while fewer than `max_attempts`
-///   attempts have failed, then one [`Decision::Escalate`], then [`Decision::Block`].
+/// - malformed output or a failure → [`Decision::Retry`] (after a delay that doubles each
+///   time) while fewer than `max_attempts` attempts have failed, then one
+///   [`Decision::Escalate`], then [`Decision::Block`]. When the attempt's `answer` (its
+///   [`answer_sum`]) is the one the attempt before gave, the escalation is not tried: the
+///   same answer again says the step cannot succeed as it stands, and a more expensive model
+///   would only cost more; the step blocks.
 /// - a usage limit, or a failure no retry can fix ([`Outcome::Unavailable`]) →
 ///   [`Decision::Requeue`].
 pub fn route(
     role: Role,
     outcome: &Outcome,
+    answer: Option<u32>,
     counters: &Counters,
     step_max_fix_iterations: Option<u32>,
     config: &RouterConfig,
 ) -> Decision {
     let max_fix = step_max_fix_iterations.unwrap_or(config.max_fix_iterations);
+    let again = Again {
+        counters,
+        config,
+        same_answer: answer.is_some() && answer == counters.last_answer,
+    };
     match outcome {
         Outcome::UsageLimit { reason } | Outcome::Unavailable { reason, .. } => Decision::Requeue {
             reason: reason.clone(),
         },
-        Outcome::Failed { reason } => retry(counters, config, reason.clone()),
-        Outcome::Malformed { reason } if role.is_agent() => retry(counters, config, reason.clone()),
+        Outcome::Failed { reason } => again.retry(reason.clone()),
+        Outcome::Malformed { reason } if role.is_agent() => again.retry(reason.clone()),
         Outcome::Finished {
             result,
             worktree_changed,
-        } if role.is_agent() => {
-            finished(role, result, *worktree_changed, counters, max_fix, config)
-        }
+        } if role.is_agent() => finished(role, result, *worktree_changed, &again, max_fix),
         Outcome::GatePassed if role == Role::Gate => Decision::Close,
         Outcome::GateFailed { output } if role == Role::Gate => {
             // A person reading why the bead blocked sees the end of what failed.
@@ -266,10 +301,10 @@ fn finished(
     role: Role,
     result: &StepResult,
     worktree_changed: bool,
-    counters: &Counters,
+    again: &Again<'_>,
     max_fix: u32,
-    config: &RouterConfig,
 ) -> Decision {
+    let counters = again.counters;
     let cause = match result.status {
         ResultStatus::Done => None,
         ResultStatus::Blocked => Some(BlockCause::AgentBlocked),
@@ -294,13 +329,10 @@ fn finished(
                 counters,
                 max_fix,
             ),
-            None => retry(counters, config, Malformed::MissingVerdict.to_string()),
+            None => again.retry(Malformed::MissingVerdict.to_string()),
         },
-        Role::Implement | Role::Fix if !worktree_changed => retry(
-            counters,
-            config,
-            "no changes: the agent reported DONE but the worktree did not change".into(),
-        ),
+        Role::Implement | Role::Fix if !worktree_changed => again
+            .retry("no changes: the agent reported DONE but the worktree did not change".into()),
         Role::Fix => Decision::CloseAndRerunFixed,
         _ => Decision::Close,
     }
@@ -350,36 +382,73 @@ fn reject(
     }
 }
 
-/// Malformed output or a failure: same model, then the escalation model once, then block.
-fn retry(counters: &Counters, config: &RouterConfig, reason: String) -> Decision {
-    let failed = counters.failed_attempts.saturating_add(1);
-    let next = failed.saturating_add(1);
-    if counters.escalated {
-        Decision::Block {
-            cause: BlockCause::AttemptsExhausted,
-            reason: format!(
-                "gave up after {failed} failed attempts, the last with `{}`: {reason}",
-                config.escalation_model
-            ),
-        }
-    } else if failed < config.max_attempts {
-        Decision::Retry {
-            attempt: next,
-            max_attempts: config.max_attempts,
-            reason,
-        }
-    } else if config.escalation_model.is_empty() {
-        Decision::Block {
-            cause: BlockCause::AttemptsExhausted,
-            reason: format!("gave up after {failed} failed attempts: {reason}"),
-        }
-    } else {
-        Decision::Escalate {
-            attempt: next,
-            model: config.escalation_model.clone(),
-            reason,
+/// What a retry is decided from.
+struct Again<'a> {
+    counters: &'a Counters,
+    config: &'a RouterConfig,
+    /// The attempt answered exactly as the failed one before it.
+    same_answer: bool,
+}
+
+impl Again<'_> {
+    /// Malformed output or a failure: same model (after a delay), then the escalation model
+    /// once unless the answer repeated, then block.
+    fn retry(&self, reason: String) -> Decision {
+        let config = self.config;
+        let failed = self.counters.failed_attempts.saturating_add(1);
+        let next = failed.saturating_add(1);
+        let delay_secs = config.retry_delay(failed);
+        if self.counters.escalated {
+            Decision::Block {
+                cause: BlockCause::AttemptsExhausted,
+                reason: format!(
+                    "gave up after {failed} failed attempts, the last with `{}`: {reason}",
+                    config.escalation_model
+                ),
+            }
+        } else if failed < config.max_attempts {
+            Decision::Retry {
+                attempt: next,
+                max_attempts: config.max_attempts,
+                reason,
+                delay_secs,
+            }
+        } else if config.escalation_model.is_empty() {
+            Decision::Block {
+                cause: BlockCause::AttemptsExhausted,
+                reason: format!("gave up after {failed} failed attempts: {reason}"),
+            }
+        } else if self.same_answer {
+            Decision::Block {
+                cause: BlockCause::SameAnswer,
+                reason: format!(
+                    "gave up after {failed} failed attempts, the last two with the same answer, \
+                     so `{}` was not tried: {reason}",
+                    config.escalation_model
+                ),
+            }
+        } else {
+            Decision::Escalate {
+                attempt: next,
+                model: config.escalation_model.clone(),
+                reason,
+                delay_secs,
+            }
         }
     }
+}
+
+/// A checksum of an attempt's answer: its final message, and whether it changed the
+/// worktree. Two attempts with the same sum answered the same.
+pub fn answer_sum(final_message: &str, worktree_changed: bool) -> u32 {
+    crc32c::crc32c_append(
+        crc32c::crc32c(final_message.as_bytes()),
+        &[worktree_changed as u8],
+    )
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The review's INSTRUCTIONS as a list for the fix agent; its SUMMARY when it gave none, so a

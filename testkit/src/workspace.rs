@@ -134,12 +134,17 @@ impl WorkspaceBuilder {
                 Some(config) => config(&ws.root),
                 None => ws.stub_config(),
             };
-            let base = format!("catalyst_bin = {bin}\n{agents}\n");
+            // Retries start at once: a test waits for events, not for the router's backoff
+            // (tests of the backoff set their own).
+            let base = format!("catalyst_bin = {bin}\n{agents}\n{NO_RETRY_DELAY}");
             std::fs::write(ws.paths.config(), merge_config(&self.config, &base)).expect("config");
         }
         ws
     }
 }
+
+/// The `[router]` table of every test workspace's config.
+const NO_RETRY_DELAY: &str = "[router]\nretry_delay_secs = 0\n";
 
 impl Workspace {
     pub fn builder() -> WorkspaceBuilder {
@@ -277,7 +282,8 @@ impl Workspace {
 }
 
 /// `base` with `extra`: top-level keys of both first (those `extra` sets, like the timeouts,
-/// replace the base's, since TOML refuses a key given twice), then the tables of both.
+/// replace the base's, since TOML refuses a key given twice), then the tables of both (a
+/// table `extra` has replaces the base's table of the same name).
 fn merge_config(extra: &str, base: &str) -> String {
     if extra.trim().is_empty() {
         return base.to_owned();
@@ -300,8 +306,21 @@ fn merge_config(extra: &str, base: &str) -> String {
             .into_iter()
             .filter(|l| !key(l).is_some_and(|k| overridden.contains(&k))),
     );
+    let header = |line: &str| {
+        let line = line.trim();
+        (line.starts_with('[') && line.ends_with(']')).then(|| line.to_owned())
+    };
+    let replaced: Vec<String> = extra_tables.iter().filter_map(|l| header(l)).collect();
     out.extend(extra_tables);
-    out.extend(base_tables);
+    let mut keep = true;
+    for line in base_tables {
+        if let Some(name) = header(&line) {
+            keep = !replaced.contains(&name);
+        }
+        if keep {
+            out.push(line);
+        }
+    }
     out.join("\n") + "\n"
 }
 
@@ -317,5 +336,15 @@ mod tests {
         let parsed: toml::Table = merged.parse().expect("valid TOML");
         assert_eq!(parsed["b"].as_integer(), Some(3));
         assert_eq!(merge_config("", base), base);
+    }
+
+    #[test]
+    fn a_table_of_the_extra_replaces_the_base_table_of_that_name() {
+        let base = "a = 1\n[router]\nretry_delay_secs = 0\n[t]\nx = 1\n";
+        let merged = merge_config("[router]\nretry_delay_secs = 1", base);
+        assert_eq!(
+            merged,
+            "a = 1\n[router]\nretry_delay_secs = 1\n[t]\nx = 1\n"
+        );
     }
 }

@@ -173,10 +173,14 @@ async fn the_third_rejection_blocks_and_keeps_the_branch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_output_is_retried_then_escalated_then_blocked() {
+    // Each answer differs: the same answer again would not be escalated.
     let scenario = r#"
 [[rule]]
 role = "implement"
-responses = [{ raw = "I did it, trust me." }]
+responses = [
+  { raw = "I did it, trust me." }, { raw = "Really, I did it." }, { raw = "It is done." },
+  { raw = "Done, honestly." }, { raw = "All finished." }, { raw = "Finished, I promise." },
+]
 "#;
     let daemon = TestDaemon::start(scenario, "").await;
     let id = daemon.submit(bead("Unparseable")).await;
@@ -206,7 +210,7 @@ async fn an_escalated_attempt_that_succeeds_completes_the_bead() {
 [[rule]]
 role = "implement"
 responses = [
-  { raw = "no block" }, { raw = "no block" }, { raw = "no block" }, { raw = "no block" }, { raw = "no block" },
+  { raw = "no block 1" }, { raw = "no block 2" }, { raw = "no block 3" }, { raw = "no block 4" }, { raw = "no block 5" },
   { write = { "done.txt" = "done\n" }, summary = "finally" },
 ]
 "#;
@@ -672,4 +676,61 @@ async fn a_squash_strategy_lands_one_commit_named_after_the_bead() {
         })
         .await;
     assert!(!daemon.branch_exists(&id), "the squashed branch is removed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_back_off_and_the_same_answer_is_not_escalated() {
+    // A DONE that changes nothing, the same every time: no model would answer differently.
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [{ summary = "nothing to change" }]
+"#;
+    let daemon = TestDaemon::start(
+        scenario,
+        "[router]\nmax_attempts = 3\nretry_delay_secs = 1\n",
+    )
+    .await;
+    let id = daemon.submit(bead("Already done")).await;
+    daemon.wait_status(&id, "blocked").await;
+    let implement: Vec<_> = daemon
+        .invocations()
+        .into_iter()
+        .filter(|i| i.role() == "implement")
+        .collect();
+    let models: Vec<_> = implement.iter().map(|i| i.model.clone()).collect();
+    assert_eq!(
+        models,
+        [
+            Some("sonnet".into()),
+            Some("sonnet".into()),
+            Some("sonnet".into())
+        ],
+        "no attempt with the stronger model"
+    );
+    // The second attempt waited a second after the first ended, the third two more.
+    for (n, wait) in [(1, 1000), (2, 2000)] {
+        let ended = implement[n - 1].ended_ms.expect("ended");
+        assert!(
+            implement[n].started_ms >= ended + wait,
+            "attempt {} started {} ms after the one before ended",
+            n + 1,
+            implement[n].started_ms - ended
+        );
+    }
+    let comments = daemon.comments(&id).await;
+    assert!(
+        comments
+            .iter()
+            .any(|c| c.starts_with("[daemon] RETRY implement attempt 2/3 in 1s")),
+        "{comments:?}"
+    );
+    let blocked = comments
+        .iter()
+        .find(|c| c.starts_with("[daemon] BLOCKED:"))
+        .expect("a comment says why the bead blocked");
+    assert!(
+        blocked.contains("the same answer") && blocked.contains("`opus` was not tried"),
+        "{blocked}"
+    );
 }

@@ -28,7 +28,10 @@ async fn numbers_out_of_range_are_refused_by_name_and_the_old_config_stays() {
         ),
     ] {
         // Top-level keys before the file's tables, a table after them.
-        let text = if line.starts_with('[') {
+        let text = if let Some(keys) = line.strip_prefix("[router]\n") {
+            // The workspace's config has a `[router]` table already.
+            good.replacen("[router]\n", &format!("[router]\n{keys}\n"), 1)
+        } else if line.starts_with('[') {
             format!("{good}\n{line}\n")
         } else {
             format!("{line}\n{good}")

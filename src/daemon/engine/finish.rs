@@ -92,6 +92,7 @@ impl Engine {
             meta: &meta,
             number: done.attempt,
             outcome,
+            answer: done.answer,
         };
         let mut routed = self.routed(&attempt, now.wall);
         let at = finished.len();
@@ -121,6 +122,7 @@ impl Engine {
             meta,
             number: attempt,
             outcome,
+            answer: None,
         };
         let routed = self.routed(&at, now.wall);
         if let Some(pause) = routed.pause {

@@ -290,6 +290,7 @@ impl Engine {
             meta: &meta,
             number: meta.attempts,
             outcome: &outcome,
+            answer: None,
         };
         let mut routed = self.routed(&attempt, now);
         routed.events.insert(0, conflict);
@@ -446,6 +447,7 @@ fn overtaken(work: &Bead, step: &Bead, target: String, tip: &str) -> Vec<EventBo
             reason,
             counted: false,
             manual: false,
+            not_before: None,
         },
         EventBody::BeadStatus {
             id: step.id.clone(),

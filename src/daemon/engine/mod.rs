@@ -563,6 +563,7 @@ impl Engine {
             self.git.retry,
             self.stop_deadline,
             defer,
+            self.next_retry(),
             self.storage.wake(),
             self.storage.deadline(),
             self.holds.earliest(),

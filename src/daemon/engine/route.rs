@@ -50,6 +50,8 @@ pub(super) struct Attempt<'a> {
     pub(super) meta: &'a StepMeta,
     pub(super) number: u32,
     pub(super) outcome: &'a Outcome,
+    /// The checksum of the agent's answer (`router::answer_sum`), when it gave one.
+    pub(super) answer: Option<u32>,
 }
 
 impl Engine {
@@ -59,6 +61,7 @@ impl Engine {
         let decision = router::route(
             meta.role,
             at.outcome,
+            at.answer,
             &meta.counters,
             meta.max_fix_iterations,
             &self.loaded.config.router,
@@ -106,6 +109,7 @@ impl Engine {
                     reason,
                     counted: false,
                     manual: false,
+                    not_before: None,
                 });
                 events.push(step_status(at.step, Status::Open, None));
                 pause = Some(order);
@@ -158,10 +162,12 @@ impl Engine {
                 attempt,
                 max_attempts,
                 reason,
+                delay_secs,
             } => {
                 let text = format!(
-                    "[daemon] RETRY {} attempt {attempt}/{max_attempts}: {reason}",
-                    meta.step
+                    "[daemon] RETRY {} attempt {attempt}/{max_attempts}{}: {reason}",
+                    meta.step,
+                    in_secs(delay_secs)
                 );
                 events.push(EventBody::StepRetry {
                     bead: work.id.clone(),
@@ -169,6 +175,7 @@ impl Engine {
                     reason,
                     counted: true,
                     manual: false,
+                    not_before: (delay_secs > 0).then(|| now.after_secs(delay_secs)),
                 });
                 events.push(step_status(step, Status::Open, None));
                 events.push(comment_at(work, text, now));
@@ -177,16 +184,19 @@ impl Engine {
                 attempt,
                 model,
                 reason,
+                delay_secs,
             } => {
                 let text = format!(
-                    "[daemon] RETRY {} attempt {attempt} with `{model}` (escalated): {reason}",
-                    meta.step
+                    "[daemon] RETRY {} attempt {attempt} with `{model}` (escalated){}: {reason}",
+                    meta.step,
+                    in_secs(delay_secs)
                 );
                 events.push(EventBody::StepEscalated {
                     bead: work.id.clone(),
                     step: step.id.clone(),
                     model,
                     reason,
+                    not_before: (delay_secs > 0).then(|| now.after_secs(delay_secs)),
                 });
                 events.push(step_status(step, Status::Open, None));
                 events.push(comment_at(work, text, now));
@@ -373,7 +383,7 @@ fn result_events(at: &Attempt<'_>, decision: &Decision, phase: Option<Phase>) ->
         verdict,
         summary,
         decision: decision.clone(),
-        counters: router::counters_after(at.meta.counters, decision),
+        counters: router::counters_after(at.meta.counters, decision, at.answer),
         phase,
     }];
     match at.outcome {
@@ -491,7 +501,11 @@ fn decided(decision: &Decision, step: &str) -> String {
             attempt,
             max_attempts,
             reason,
-        } => format!("retry, attempt {attempt} of {max_attempts}: {reason}"),
+            delay_secs,
+        } => format!(
+            "retry{}, attempt {attempt} of {max_attempts}: {reason}",
+            in_secs(*delay_secs)
+        ),
         Decision::Escalate { model, reason, .. } => {
             format!("escalated to {model}: {reason}")
         }
@@ -499,6 +513,15 @@ fn decided(decision: &Decision, step: &str) -> String {
         Decision::Block { cause, reason } => {
             format!("blocked: {}", block_reason(*cause, step, reason))
         }
+    }
+}
+
+/// " in 20s" for a retry that waits; nothing for one that does not.
+fn in_secs(delay_secs: u64) -> String {
+    if delay_secs == 0 {
+        String::new()
+    } else {
+        format!(" in {delay_secs}s")
     }
 }
 
@@ -522,6 +545,7 @@ fn block_reason(cause: BlockCause, step: &str, reason: &str) -> String {
         BlockCause::AgentError => "the agent reported ERROR",
         BlockCause::FixLimit => "fix limit reached",
         BlockCause::AttemptsExhausted => "no valid result",
+        BlockCause::SameAnswer => "the same answer again",
         BlockCause::WrongOutcome => "internal",
     };
     format!("{step}: {what}: {reason}")

@@ -116,11 +116,13 @@ impl Engine {
     /// the agent limits; steps that need the bead's worktree (gates, merges) wait until those
     /// are done.
     fn dispatch_ready_steps(&mut self, work: &BeadId) -> bool {
+        let now = crate::daemon::clock::now();
         let ready: Vec<Bead> = self
             .store
             .state()
             .ready_steps(work.as_str())
             .filter(|s| !self.running.contains_key(&s.id))
+            .filter(|s| retry_due(s, now))
             .cloned()
             .collect();
         let beside = |s: &Bead| {
@@ -478,6 +480,22 @@ impl Engine {
         );
     }
 
+    /// The earliest time a step's backed-off retry may start, still ahead, as an instant for
+    /// the engine's timer.
+    pub(super) fn next_retry(&self) -> Option<Instant> {
+        let now = crate::daemon::clock::now();
+        let state = self.store.state();
+        let at = self
+            .active
+            .iter()
+            .flat_map(|w| state.ready_steps(w.as_str()))
+            .filter_map(|s| s.step_meta()?.not_before)
+            .filter(|t| *t > now)
+            .min()?;
+        let wait = (at.to_utc() - now.to_utc()).to_std().unwrap_or_default();
+        Some(Instant::now() + wait)
+    }
+
     /// The earliest `defer_until` still ahead, as an instant for the engine's timer.
     pub(super) fn next_defer(&self) -> Option<Instant> {
         let now = crate::daemon::clock::now();
@@ -513,6 +531,13 @@ impl Engine {
 }
 
 /// A work bead's formula variables from `metadata.formula_vars` (strings only).
+/// Whether a step's backoff after a failed attempt (its `not_before`) is over at `now`.
+fn retry_due(step: &Bead, now: Timestamp) -> bool {
+    step.step_meta()
+        .and_then(|m| m.not_before)
+        .is_none_or(|t| t <= now)
+}
+
 fn formula_vars(bead: &Bead) -> BTreeMap<String, String> {
     bead.metadata
         .as_ref()

@@ -20,6 +20,7 @@ use crate::domain::context::Change;
 use crate::domain::id::BeadId;
 use crate::domain::model::Role;
 use crate::domain::result::{ResultStatus, StepResult};
+use crate::domain::router::answer_sum;
 use crate::domain::router::Outcome;
 use crate::domain::unavailable::Unavailable;
 use crate::protocol::HookParams;
@@ -126,8 +127,14 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
         done.outcome = None;
         return done;
     }
-    let (outcome, commit, comment) = judge(&job, &report, &base).await;
+    let Judged {
+        outcome,
+        commit,
+        comment,
+        answer,
+    } = judge(&job, &report, &base).await;
     done.comment = comment;
+    done.answer = answer;
     let (outcome, commit) = match commit {
         Some(_) if job.beside() => merge_back(&job).await.map_or_else(
             |reason| (Outcome::Failed { reason }, None),
@@ -326,33 +333,39 @@ async fn confine(job: &mut StepJob) -> Result<(), GitTaskError> {
     Ok(())
 }
 
+/// What [`judge`] made of a finished agent.
+struct Judged {
+    outcome: Outcome,
+    /// The daemon's commit of the agent's work, when it reported DONE.
+    commit: Option<CommitId>,
+    /// A comment for the bead about this attempt.
+    comment: Option<String>,
+    /// The attempt's [`answer_sum`], when it gave a final message.
+    answer: Option<u32>,
+}
+
 /// The outcome of a finished agent, and the daemon's commit of its work when it reported DONE.
-async fn judge(
-    job: &StepJob,
-    report: &RunReport,
-    base: &CommitId,
-) -> (Outcome, Option<CommitId>, Option<String>) {
+async fn judge(job: &StepJob, report: &RunReport, base: &CommitId) -> Judged {
+    let judged = |outcome, commit, comment, changed| Judged {
+        outcome,
+        commit,
+        comment,
+        answer: report
+            .final_message
+            .as_deref()
+            .map(|message| answer_sum(message, changed)),
+    };
     let (repo, tree, base2) = (job.repo.clone(), job.tree.clone(), base.clone());
     let changed = match git(move || repo.changed_since(&tree, &base2)).await {
         Ok(changed) => changed,
         Err(e) => {
-            return (
-                Outcome::Failed {
-                    reason: format!("cannot inspect the worktree: {e}"),
-                },
-                None,
-                None,
-            )
+            let reason = format!("cannot inspect the worktree: {e}");
+            return judged(Outcome::Failed { reason }, None, None, false);
         }
     };
     let Some(outcome) = outcome(report, job.role, changed) else {
-        return (
-            Outcome::Failed {
-                reason: "cancelled".into(),
-            },
-            None,
-            None,
-        );
+        let reason = "cancelled".into();
+        return judged(Outcome::Failed { reason }, None, None, changed);
     };
     let outcome = match (&outcome, &job.context.step.output) {
         (Outcome::Finished { result, .. }, Some(output))
@@ -374,7 +387,7 @@ async fn judge(
         {
             commit_summary(result)
         }
-        _ => return (outcome, None, None),
+        _ => return judged(outcome, None, None, changed),
     };
     let message = format!(
         "{} {}: {summary}\n\nCatalyst-Step: {}/{}\n",
@@ -382,13 +395,13 @@ async fn judge(
     );
     let (repo, tree) = (job.repo.clone(), job.tree.clone());
     match git(move || repo.commit_all(&tree, &message)).await {
-        Ok(commit) => (outcome, commit, None),
+        Ok(commit) => judged(outcome, commit, None, changed),
         Err(e) => {
             let reason = format!("cannot commit the agent's work: {e}");
             // What the agent left is the bead's business: it is told in a comment.
             let comment =
                 matches!(e, GitTaskError::Git(GitError::TooBig { .. })).then(|| reason.clone());
-            (Outcome::Failed { reason }, None, comment)
+            judged(Outcome::Failed { reason }, None, comment, changed)
         }
     }
 }

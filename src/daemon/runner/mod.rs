@@ -70,6 +70,8 @@ pub struct StepDone {
     pub comment: Option<String>,
     /// Decisions the attempt's hooks made on their own that were not recorded yet.
     pub tool_records: Vec<ToolRecord>,
+    /// A checksum of the agent's answer (`router::answer_sum`), when it gave one.
+    pub answer: Option<u32>,
 }
 
 impl StepDone {
@@ -125,6 +127,7 @@ impl StepDone {
             commit: None,
             comment: None,
             tool_records: Vec::new(),
+            answer: None,
         }
     }
 }

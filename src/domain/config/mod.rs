@@ -313,7 +313,7 @@ impl Config {
     /// Every number in its range: a value out of it is refused by name (a reload keeps the old
     /// config), never left to overflow a deadline or mean nothing.
     fn check_ranges(&self) -> Result<(), String> {
-        let ranges: [(&str, u64, u64, u64); 16] = [
+        let ranges: [(&str, u64, u64, u64); 17] = [
             ("max_agents", self.max_agents as u64, 1, 1024),
             ("agent_timeout_secs", self.agent_timeout_secs, 1, MAX_SECS),
             ("stall_timeout_secs", self.stall_timeout_secs, 1, MAX_SECS),
@@ -349,6 +349,12 @@ impl Config {
                 self.router.max_fix_iterations.into(),
                 1,
                 100,
+            ),
+            (
+                "router.retry_delay_secs",
+                self.router.retry_delay_secs,
+                0,
+                crate::domain::router::MAX_RETRY_DELAY_SECS,
             ),
         ];
         for (key, value, low, high) in ranges {

@@ -187,6 +187,11 @@ pub const KEYS: &[Key] = &[
          step's own value wins): 3 allows two fixes",
     ),
     key(
+        "router.retry_delay_secs",
+        "the wait before the first retry of a failed attempt, doubling for each further one \
+         (at most 15 minutes); 0 retries at once",
+    ),
+    key(
         "merge",
         "how a finished bead lands on `target_branch`, and whom the daemon's commits name",
     ),

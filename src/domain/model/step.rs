@@ -58,6 +58,9 @@ pub struct StepMeta {
     /// The model of the next attempt when it differs from `model` (the escalation model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_model: Option<String>,
+    /// The next attempt does not start before this: the router's backoff after a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<crate::domain::time::Timestamp>,
     /// The commit the next attempt must start from, set when an attempt was interrupted after
     /// it may have moved the branch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -127,6 +130,7 @@ impl StepMeta {
             counters: Counters::default(),
             phase: None,
             next_model: None,
+            not_before: None,
             reset_to: None,
             summary: None,
             hold: None,
@@ -291,6 +295,11 @@ pub struct Counters {
     pub escalated: bool,
     /// How many fix steps this step has caused so far (each rejection adds one).
     pub fix_iterations: u32,
+    /// A checksum of the final message of the last failed attempt in this round, with
+    /// whether it changed the worktree: an attempt that answers exactly the same is one no
+    /// stronger model is tried for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_answer: Option<u32>,
 }
 
 impl Counters {

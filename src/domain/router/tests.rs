@@ -3,8 +3,12 @@
 use super::*;
 use Role::*;
 
+/// The default table without the backoff, whose delays have tests of their own.
 fn config() -> RouterConfig {
-    RouterConfig::default()
+    RouterConfig {
+        retry_delay_secs: 0,
+        ..RouterConfig::default()
+    }
 }
 
 fn finished(status: ResultStatus, verdict: Option<Verdict>, changed: bool) -> Outcome {
@@ -33,6 +37,7 @@ fn counters(failed_attempts: u32, escalated: bool, fix_iterations: u32) -> Count
         failed_attempts,
         escalated,
         fix_iterations,
+        last_answer: None,
     }
 }
 
@@ -53,6 +58,7 @@ fn retry(attempt: u32, reason: &str) -> Decision {
         attempt,
         max_attempts: 5,
         reason: reason.into(),
+        delay_secs: 0,
     }
 }
 
@@ -72,6 +78,7 @@ fn a_blocked_gate_says_the_end_of_its_output() {
     let decision = route(
         Role::Gate,
         &Outcome::GateFailed { output },
+        None,
         &counters(0, false, 2),
         Some(3),
         &RouterConfig::default(),
@@ -209,7 +216,7 @@ fn the_routing_table() {
             Fix,
             Outcome::Failed { reason: "stalled".into() },
             counters(4, false, 0),
-            Decision::Escalate { attempt: 6, model: "opus".into(), reason: "stalled".into() },
+            Decision::Escalate { attempt: 6, model: "opus".into(), reason: "stalled".into(), delay_secs: 0 },
         ),
         (
             "a failed escalated attempt blocks",
@@ -252,7 +259,7 @@ fn the_routing_table() {
     ];
     for (name, role, outcome, counters, want) in cases {
         assert_eq!(
-            route(role, &outcome, &counters, None, &config()),
+            route(role, &outcome, None, &counters, None, &config()),
             want,
             "{name}"
         );
@@ -270,8 +277,8 @@ fn run(
     outcomes
         .iter()
         .map(|outcome| {
-            let decision = route(role, outcome, &counters, max_fix, config);
-            counters = counters_after(counters, &decision);
+            let decision = route(role, outcome, None, &counters, max_fix, config);
+            counters = counters_after(counters, &decision, None);
             decision
         })
         .collect()
@@ -392,7 +399,8 @@ fn an_empty_escalation_model_blocks_instead_of_escalating() {
             Decision::Retry {
                 attempt: 2,
                 max_attempts: 2,
-                reason: "missing `STATUS`".into()
+                reason: "missing `STATUS`".into(),
+                delay_secs: 10,
             },
             block(
                 BlockCause::AttemptsExhausted,
@@ -414,7 +422,7 @@ fn a_rejection_without_instructions_passes_on_the_summary() {
         },
         worktree_changed: false,
     };
-    let decision = route(Review, &outcome, &fresh(), None, &config());
+    let decision = route(Review, &outcome, None, &fresh(), None, &config());
     assert_eq!(decision, fix(1, FixSource::Review, "no tests"));
 }
 
@@ -459,4 +467,81 @@ fn short(d: &Decision) -> String {
         Decision::Requeue { .. } => "requeue".into(),
         Decision::Block { .. } => "block".into(),
     }
+}
+
+#[test]
+fn retries_wait_longer_each_time() {
+    let failure = Outcome::Failed {
+        reason: "exit 1".into(),
+    };
+    let delays: Vec<u64> = run(Implement, &vec![failure; 6], None, &RouterConfig::default())
+        .iter()
+        .map(|d| match d {
+            Decision::Retry { delay_secs, .. } | Decision::Escalate { delay_secs, .. } => {
+                *delay_secs
+            }
+            _ => u64::MAX,
+        })
+        .collect();
+    assert_eq!(delays, [10, 20, 40, 80, 160, u64::MAX]);
+    let slow = RouterConfig {
+        retry_delay_secs: 600,
+        ..RouterConfig::default()
+    };
+    assert_eq!(slow.retry_delay(3), MAX_RETRY_DELAY_SECS, "capped");
+    assert_eq!(slow.retry_delay(u32::MAX), MAX_RETRY_DELAY_SECS);
+}
+
+/// Routes `outcomes` with each attempt's answer, as the engine does.
+fn run_answers(outcomes: &[(Outcome, Option<u32>)]) -> Vec<Decision> {
+    let mut counters = Counters::default();
+    outcomes
+        .iter()
+        .map(|(outcome, answer)| {
+            let decision = route(Implement, outcome, *answer, &counters, None, &config());
+            counters = counters_after(counters, &decision, *answer);
+            decision
+        })
+        .collect()
+}
+
+#[test]
+fn the_same_answer_again_is_not_escalated_to_a_stronger_model() {
+    let unchanged = done(false);
+    let same = Some(answer_sum("DONE, nothing to change", false));
+    let decisions = run_answers(&vec![(unchanged.clone(), same); 5]);
+    let kinds: Vec<_> = decisions.iter().map(short).collect();
+    assert_eq!(kinds, ["retry 2", "retry 3", "retry 4", "retry 5", "block"]);
+    let Decision::Block { cause, reason } = &decisions[4] else {
+        unreachable!()
+    };
+    assert_eq!(*cause, BlockCause::SameAnswer);
+    assert!(reason.contains("the same answer") && reason.contains("`opus` was not tried"));
+    assert!(reason.ends_with(NO_CHANGES), "{reason}");
+
+    // Answers that differ still get the stronger model.
+    let varied: Vec<_> = (0..5)
+        .map(|n| {
+            (
+                unchanged.clone(),
+                Some(answer_sum(&format!("try {n}"), false)),
+            )
+        })
+        .collect();
+    assert_eq!(short(&run_answers(&varied)[4]), "escalate 6");
+    // As does a failure without an answer (a crash), however often it repeats.
+    let crash = Outcome::Failed {
+        reason: "exit code 1".into(),
+    };
+    assert_eq!(
+        short(&run_answers(&vec![(crash, None); 5])[4]),
+        "escalate 6"
+    );
+}
+
+#[test]
+fn an_answer_sum_tells_apart_the_message_and_whether_the_worktree_changed() {
+    assert_eq!(answer_sum("a", false), answer_sum("a", false));
+    assert_ne!(answer_sum("a", false), answer_sum("a", true));
+    assert_ne!(answer_sum("a", false), answer_sum("b", false));
 }

@@ -309,13 +309,24 @@ impl State {
                     };
                 });
             }
-            EventBody::StepRetry { step, manual, .. } => {
-                if manual {
-                    self.modify_meta(&step, |m| {
+            EventBody::StepRetry {
+                step,
+                manual,
+                not_before,
+                ..
+            } => {
+                self.modify_meta(&step, |m| {
+                    if manual {
                         m.counters = Default::default();
                         m.next_model = None;
-                    });
-                }
+                    }
+                    m.not_before = not_before;
+                });
+            }
+            EventBody::StepEscalated {
+                step, not_before, ..
+            } => {
+                self.modify_meta(&step, |m| m.not_before = not_before);
             }
             EventBody::StepInterrupted { step, reset_to, .. } => {
                 self.modify_meta(&step, |m| {
@@ -377,8 +388,7 @@ impl State {
                     meta.insert(MERGE_KEY.into(), value);
                 });
             }
-            EventBody::StepEscalated { .. }
-            | EventBody::StepStarted { .. }
+            EventBody::StepStarted { .. }
             | EventBody::GatePassed { .. }
             | EventBody::GateFailed { .. }
             | EventBody::MergeConflict { step: None, .. }

@@ -343,6 +343,7 @@ impl Engine {
                 reason: "a person asked to retry".into(),
                 counted: false,
                 manual: true,
+                not_before: None,
             });
             events.push(EventBody::BeadStatus {
                 id: step.id.clone(),

@@ -34,9 +34,9 @@ pub use request::{
 };
 pub use response::{
     Approved, BeadList, BeadSummary, BlockedBead, Cancelled, Commented, DispatchHold, Exported,
-    HeldMerge, HookAnswer, HookDecision, Imported, ModelPauseView, PauseState, Rejected, Reloaded,
-    Response, Retried, RunningStep, StatusAnswer, StatusChanged, Stopping, Submitted, Updated,
-    WorkerView, WorkersAnswer,
+    HeldMerge, HookAnswer, HookDecision, Imported, ModelPauseView, PauseState, RefusedFile,
+    RefusedReload, Rejected, Reloaded, Response, Retried, RunningStep, StatusAnswer, StatusChanged,
+    Stopping, Submitted, Updated, WorkerView, WorkersAnswer,
 };
 pub use show::{GateCommand, RunFiles, RunRecord, ShowAnswer, StepDetail, StepView};
 pub use stream::{LogData, LogEnd, LogLine, LogsOpened, StreamEnd, StreamLine, Subscribed};

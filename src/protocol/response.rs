@@ -99,6 +99,9 @@ pub struct StatusAnswer {
     /// Step beads, of every status.
     pub steps: u64,
     pub stopping: bool,
+    /// The last reload that refused files, until one takes them all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_reload: Option<RefusedReload>,
     pub storage_error: Option<String>,
     pub version: String,
     pub waiting_approval: Vec<BeadId>,
@@ -287,9 +290,27 @@ pub struct PauseState {
     pub paused_models: Vec<String>,
 }
 
+/// `reload`: whether every file was taken, and those that were not.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Reloaded {
     pub reloaded: bool,
+    /// Files the reload refused, with why; what each held before stays in force.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<RefusedFile>,
+}
+
+/// A workflow file (the config, the prompts, a formula) that a reload refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedFile {
+    pub file: String,
+    pub reason: String,
+}
+
+/// The last reload that refused files, in `status` until a reload takes every file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedReload {
+    pub at: crate::domain::time::Timestamp,
+    pub files: Vec<RefusedFile>,
 }
 
 /// `shutdown`, answered by the connection before the daemon stops.

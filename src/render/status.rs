@@ -83,9 +83,19 @@ pub fn render_status(s: &StatusAnswer, recent: &[Event], paint: Paint) -> String
     out
 }
 
-/// Paused dispatching and models, blocked beads and approvals, each with what to run.
+/// Paused dispatching and models, refused workflow files, blocked beads and approvals, each
+/// with what to run.
 fn needs_a_person(s: &StatusAnswer) -> String {
     let mut out = String::new();
+    if let Some(refused) = &s.refused_reload {
+        for file in &refused.files {
+            let _ = writeln!(
+                out,
+                "  reload at {} refused `{}`: {}\n    what it held before stays in force; fix it, then: catalyst ctl reload",
+                refused.at, file.file, file.reason
+            );
+        }
+    }
     for h in &s.holds {
         let what = match h.scope {
             crate::domain::unavailable::PauseScope::Agent => "agent steps",

@@ -285,17 +285,49 @@ async fn a_broken_reload_is_refused_and_a_good_one_takes_effect() {
         "formula = \"quick\"\n[[steps]]\nid = \"work\"\ntitle = \"Work\"\nloop = 3\n",
     )
     .expect("broken formula");
+    // A good config edit made at the same time takes effect all the same.
+    let config = daemon.paths.config();
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, format!("prefix = \"new\"\n{text}")).expect("config edit");
     let (code, _, err) = daemon.ctl(&["reload"], "").await;
     assert!(
-        code != 0 && err.contains("loop"),
-        "a broken formula is refused by name: {err}"
+        code != 0 && err.contains("quick.formula.toml") && err.contains("loop"),
+        "a broken formula is refused by file and reason: {err}"
     );
     let (code, _, err) = daemon
         .ctl(&["submit", "--title", "x", "--formula", "quick"], "")
         .await;
     assert!(
-        code != 0 && err.contains("unknown formula `quick`"),
-        "the old formulas stay: {err}"
+        code != 0
+            && err.contains("formula `quick` did not load")
+            && err.contains("quick.formula.toml"),
+        "the answer names the file that did not load: {err}"
+    );
+    let other = daemon.submit(bead("after the reload")).await;
+    assert!(
+        other.starts_with("new-"),
+        "the config edit took effect: {other}"
+    );
+    // `status` says which reload refused what, in words and in JSON.
+    let (_, said, _) = daemon.ctl(&["status"], "").await;
+    assert!(
+        said.contains("refused `") && said.contains("quick.formula.toml"),
+        "{said}"
+    );
+    let (_, json, _) = daemon.ctl(&["status", "--json"], "").await;
+    let json: serde_json::Value = serde_json::from_str(&json).expect("status JSON");
+    let refused = &json["refused_reload"]["files"][0];
+    assert!(
+        refused["file"]
+            .as_str()
+            .is_some_and(|f| f.ends_with("quick.formula.toml")),
+        "{json}"
+    );
+    assert!(
+        refused["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("loop")),
+        "{json}"
     );
     std::fs::write(
         formulas.join("quick.formula.toml"),
@@ -304,6 +336,12 @@ async fn a_broken_reload_is_refused_and_a_good_one_takes_effect() {
     .expect("good formula");
     let (code, _, err) = daemon.ctl(&["reload"], "").await;
     assert_eq!(code, 0, "{err}");
+    let (_, json, _) = daemon.ctl(&["status", "--json"], "").await;
+    let json: serde_json::Value = serde_json::from_str(&json).expect("status JSON");
+    assert!(
+        json.get("refused_reload").is_none(),
+        "a clean reload clears it: {json}"
+    );
     let (code, out, err) = daemon
         .ctl(
             &["submit", "--title", "quick one", "--formula", "quick"],
@@ -318,6 +356,23 @@ async fn a_broken_reload_is_refused_and_a_good_one_takes_effect() {
         .to_owned();
     daemon.wait_status(&id, "closed").await;
     assert_eq!(daemon.roles_of(&id), ["implement"]);
+
+    // A formula that loaded, broken by an edit: its last good version stays in force.
+    std::fs::write(
+        formulas.join("quick.formula.toml"),
+        "formula = \"quick\"\n[[steps]]\nid = \"work\"\nmodle = \"opus\"\n",
+    )
+    .expect("broken edit");
+    let (code, _, err) = daemon.ctl(&["reload"], "").await;
+    assert!(code != 0 && err.contains("modle"), "{err}");
+    let again = daemon
+        .submit(BeadInput {
+            formula: Some("quick".into()),
+            ..bead("quick again")
+        })
+        .await;
+    daemon.wait_status(&again, "closed").await;
+    assert_eq!(daemon.roles_of(&again), ["implement"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -855,3 +855,22 @@ responses = [{ summary = "looked, changed nothing" }, { write = { "a.txt" = "a\n
     let board = site.get("/?status=closed").await.body;
     assert!(board.contains(">cancelled"), "{board}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_board_says_which_file_a_reload_refused() {
+    let (daemon, site) = Site::start(QUICK).await;
+    let formulas = daemon.workspace().paths.state.join("formulas");
+    std::fs::create_dir_all(&formulas).expect("formulas dir");
+    std::fs::write(formulas.join("late.formula.toml"), "formula = \n").expect("broken");
+    let (code, _, err) = daemon.ctl(&["reload"], "").await;
+    assert!(code != 0, "{err}");
+    let board = site.get("/").await;
+    assert_eq!(board.code, StatusCode::OK);
+    assert!(
+        board.body.contains("refused <code>")
+            && board.body.contains("late.formula.toml</code>")
+            && board.body.contains("catalyst ctl reload"),
+        "{}",
+        board.body
+    );
+}

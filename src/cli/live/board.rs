@@ -382,6 +382,7 @@ mod tests {
             journal_syncs: 0,
             steps: 0,
             stopping: false,
+            refused_reload: None,
             storage_error: None,
             version: "0.1.0".into(),
             waiting_approval: vec![],

@@ -68,7 +68,8 @@ pub enum Input {
     Reload,
     /// Config, prompts and formulas were read again, for a reload asked by `reply` if any.
     Reloaded {
-        loaded: Result<Loaded, LoadError>,
+        /// What was read, and the files refused.
+        loaded: Result<(Loaded, Vec<crate::protocol::RefusedFile>), LoadError>,
         reply: Option<oneshot::Sender<Result<Answer, RpcError>>>,
     },
     /// Asks for the [`Summary`]. Answered only once recovery is done, so the first answer also

@@ -1,4 +1,4 @@
-//! Config, prompts and formulas: read at start, replaced together on reload.
+//! Config, prompts and formulas: read at start, replaced file by file on reload.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,11 +13,12 @@ use crate::domain::config::{Config, ConfigError};
 use crate::domain::formula::FormulaSet;
 use crate::domain::prompt::PromptSet;
 use crate::domain::workflow::WorkflowFiles;
+use crate::protocol::RefusedFile;
 
 use super::error::LoadError;
 use super::Engine;
 
-/// Config, prompts and formulas, replaced together on reload.
+/// Config, prompts and formulas, replaced file by file on reload.
 #[derive(Clone, Debug)]
 pub struct Loaded {
     pub config: Arc<Config>,
@@ -38,98 +39,244 @@ pub struct Loaded {
     pub launcher: Arc<Launcher>,
 }
 
+/// What `config.toml` decides beyond the config itself, resolved when it is read.
+struct FromConfig {
+    config: Config,
+    catalyst: PathBuf,
+    hook: Option<PathBuf>,
+    sandbox: Option<Arc<SandboxSpec>>,
+    gate_sandbox: Option<Arc<SandboxSpec>>,
+    workflow_files: Option<Arc<WorkflowFiles>>,
+}
+
 impl Loaded {
-    /// Reads the workspace's config, prompts and formulas. Any problem refuses the whole set,
-    /// so a broken edit never half-applies.
+    /// Reads the workspace's config, prompts and formulas, as at start: any problem refuses
+    /// the whole set, and the daemon does not start on it.
     pub fn load(paths: &Paths) -> Result<Loaded, LoadError> {
-        let config = crate::daemon::load::config(&paths.config())?;
-        let catalyst = crate::daemon::load::catalyst_bin(&config);
-        let hook = crate::daemon::load::hook_bin(&catalyst);
-        let mut sandbox = None;
-        if let Ok(profile) = config.profile() {
-            let agents = Confined::Agents(&config.agent);
-            crate::daemon::sandbox::check(agents, profile.sandbox, config.allow_unconfined_root)?;
-            sandbox = sandbox_template(&profile, paths, &catalyst).map(Arc::new);
-        }
-        crate::daemon::sandbox::check(
-            Confined::Gates,
-            config.gate_sandbox,
-            config.allow_unconfined_root,
-        )?;
-        let gate_sandbox = gate_sandbox_template(&config, paths).map(Arc::new);
-        if config.budget().is_none() {
-            tracing::warn!("`budget_usd = 0`: beads have no spending limit");
-        }
-        let workflow_files = config
-            .workflow_files()
-            .map_err(|message| ConfigError::Invalid {
-                path: paths.config().display().to_string(),
-                message,
-            })?
-            .map(Arc::new);
-        if workflow_files.is_none() {
-            tracing::warn!("`workflow_files = []`: a bead may change formulas, prompts and CI files without an approval");
-        }
-        crate::daemon::cgroup::report(config.process_limit());
-        if config.turn_limit().is_none() {
-            tracing::warn!("`max_turns = 0`: Claude Code attempts have no turn limit");
-        }
-        let prompts_file = paths.prompts();
-        let prompts = if prompts_file.exists() {
-            crate::daemon::load::prompts(&prompts_file)?
-        } else {
-            PromptSet::builtin()
-        };
-        let (formulas, problems) =
-            crate::daemon::load::formulas(&paths.workspace, &paths.formula_dirs(), &|name| {
-                prompts.has(name)
-            });
-        let (warnings, errors): (Vec<_>, Vec<_>) = problems.iter().partition(|p| p.warning);
+        let config = from_config(paths)?;
+        let prompts = prompts(paths)?;
+        let (formulas, errors) = formulas(paths, &prompts);
         if !errors.is_empty() {
-            let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            let lines: Vec<String> = errors
+                .iter()
+                .map(|r| format!("{}: {}", r.file, r.reason))
+                .collect();
             return Err(LoadError::Formulas(lines.join("; ")));
         }
-        for warning in warnings {
-            tracing::warn!("{warning}");
+        if let Err(message) = aspects_known(&config.config, &formulas) {
+            return Err(LoadError::Formulas(message));
         }
-        for name in &config.aspects {
-            match formulas.get(name) {
-                Some(f) if f.kind == crate::domain::formula::Kind::Aspect => {}
-                Some(_) => {
-                    return Err(LoadError::Formulas(format!(
-                        "`aspects` names `{name}`, which is not an aspect formula"
-                    )))
-                }
-                None => {
-                    return Err(LoadError::Formulas(format!(
-                        "`aspects` names `{name}`, which is not a known formula"
-                    )))
+        Ok(Loaded::assemble(paths, config, prompts, formulas))
+    }
+
+    /// Reads them again for a reload, file by file: a file with a problem is refused (and
+    /// returned, with why) while what it held before stays in force, and the other files'
+    /// changes take effect. A formula file that does not load keeps its formulas as they were.
+    pub fn reload(paths: &Paths, previous: &Loaded) -> (Loaded, Vec<RefusedFile>) {
+        let mut refused = Vec::new();
+        let config_file = paths.config().display().to_string();
+        let mut refuse = |file: String, reason: String| {
+            tracing::error!(%file, %reason, "reload refused this file; what it held before stays in force");
+            refused.push(RefusedFile { file, reason });
+        };
+        let prompts = match prompts(paths) {
+            Ok(prompts) => prompts,
+            Err(e) => {
+                refuse(paths.prompts().display().to_string(), e.to_string());
+                (*previous.prompts).clone()
+            }
+        };
+        let (mut formulas, errors) = formulas(paths, &prompts);
+        for error in errors {
+            // The formulas that file gave before stay, unless another file gives them now.
+            for kept in previous.formulas.iter().filter(|f| f.file == error.file) {
+                if formulas.get(&kept.name).is_none() {
+                    formulas.insert(kept.clone());
                 }
             }
+            refuse(error.file, error.reason);
         }
+        let config = match from_config(paths) {
+            Ok(config) => match aspects_known(&config.config, &formulas) {
+                Ok(()) => Some(config),
+                Err(reason) => {
+                    refuse(config_file, reason);
+                    None
+                }
+            },
+            Err(e) => {
+                refuse(config_file, e.to_string());
+                None
+            }
+        };
+        let loaded = match config {
+            Some(config) => Loaded::assemble(paths, config, prompts, formulas),
+            None => Loaded {
+                prompts: Arc::new(prompts),
+                formulas: Arc::new(formulas),
+                ..previous.clone()
+            },
+        };
+        (loaded, refused)
+    }
+
+    fn assemble(
+        paths: &Paths,
+        from: FromConfig,
+        prompts: PromptSet,
+        formulas: FormulaSet,
+    ) -> Loaded {
         let launcher = Arc::new(Launcher::new(
             shim_bin::program(
                 &paths.shim_dir(),
-                hook.clone().unwrap_or_else(|| catalyst.clone()),
+                from.hook.clone().unwrap_or_else(|| from.catalyst.clone()),
             ),
-            config.agent_nice,
-            config.process_limit(),
+            from.config.agent_nice,
+            from.config.process_limit(),
         ));
-        Ok(Loaded {
-            config: Arc::new(config),
+        Loaded {
+            config: Arc::new(from.config),
             prompts: Arc::new(prompts),
             formulas: Arc::new(formulas),
             launcher,
-            hook: hook.map(Arc::new),
-            catalyst: Arc::new(catalyst),
-            sandbox,
-            gate_sandbox,
-            workflow_files,
-        })
+            hook: from.hook.map(Arc::new),
+            catalyst: Arc::new(from.catalyst),
+            sandbox: from.sandbox,
+            gate_sandbox: from.gate_sandbox,
+            workflow_files: from.workflow_files,
+        }
     }
 }
 
+/// Reads `config.toml` and what it decides: the sandboxes (refused when the daemon's user
+/// may not run them as configured) and the workflow files.
+fn from_config(paths: &Paths) -> Result<FromConfig, LoadError> {
+    let config = crate::daemon::load::config(&paths.config())?;
+    let catalyst = crate::daemon::load::catalyst_bin(&config);
+    let hook = crate::daemon::load::hook_bin(&catalyst);
+    let mut sandbox = None;
+    if let Ok(profile) = config.profile() {
+        let agents = Confined::Agents(&config.agent);
+        crate::daemon::sandbox::check(agents, profile.sandbox, config.allow_unconfined_root)?;
+        sandbox = sandbox_template(&profile, paths, &catalyst).map(Arc::new);
+    }
+    crate::daemon::sandbox::check(
+        Confined::Gates,
+        config.gate_sandbox,
+        config.allow_unconfined_root,
+    )?;
+    let gate_sandbox = gate_sandbox_template(&config, paths).map(Arc::new);
+    if config.budget().is_none() {
+        tracing::warn!("`budget_usd = 0`: beads have no spending limit");
+    }
+    let workflow_files = config
+        .workflow_files()
+        .map_err(|message| ConfigError::Invalid {
+            path: paths.config().display().to_string(),
+            message,
+        })?
+        .map(Arc::new);
+    if workflow_files.is_none() {
+        tracing::warn!("`workflow_files = []`: a bead may change formulas, prompts and CI files without an approval");
+    }
+    crate::daemon::cgroup::report(config.process_limit());
+    if config.turn_limit().is_none() {
+        tracing::warn!("`max_turns = 0`: Claude Code attempts have no turn limit");
+    }
+    Ok(FromConfig {
+        config,
+        catalyst,
+        hook,
+        sandbox,
+        gate_sandbox,
+        workflow_files,
+    })
+}
+
+/// The workspace's prompts file over the built-in prompts.
+fn prompts(paths: &Paths) -> Result<PromptSet, LoadError> {
+    let file = paths.prompts();
+    if file.exists() {
+        Ok(crate::daemon::load::prompts(&file)?)
+    } else {
+        Ok(PromptSet::builtin())
+    }
+}
+
+/// The formulas that load, and the files that do not (one entry a file, its problems
+/// `; `-separated); warnings are logged.
+fn formulas(paths: &Paths, prompts: &PromptSet) -> (FormulaSet, Vec<RefusedFile>) {
+    let (set, problems) =
+        crate::daemon::load::formulas(&paths.workspace, &paths.formula_dirs(), &|name| {
+            prompts.has(name)
+        });
+    let mut refused: Vec<RefusedFile> = Vec::new();
+    for problem in problems {
+        if problem.warning {
+            tracing::warn!("{problem}");
+            continue;
+        }
+        let reason = problem.to_string();
+        let reason = reason
+            .strip_prefix(&format!("{}: ", problem.file))
+            .unwrap_or(&reason)
+            .to_owned();
+        match refused.iter_mut().find(|r| r.file == problem.file) {
+            Some(file) => {
+                file.reason.push_str("; ");
+                file.reason.push_str(&reason);
+            }
+            None => refused.push(RefusedFile {
+                file: problem.file,
+                reason,
+            }),
+        }
+    }
+    (set, refused)
+}
+
+/// The config's `aspects` name aspect formulas that loaded.
+fn aspects_known(config: &Config, formulas: &FormulaSet) -> Result<(), String> {
+    for name in &config.aspects {
+        match formulas.get(name) {
+            Some(f) if f.kind == crate::domain::formula::Kind::Aspect => {}
+            Some(_) => {
+                return Err(format!(
+                    "`aspects` names `{name}`, which is not an aspect formula"
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "`aspects` names `{name}`, which is not a known formula"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Engine {
+    /// Why no formula is named `name`: its file did not load at the last reload (named, with
+    /// the reason), or there is none (the known ones listed).
+    pub(super) fn unknown_formula(&self, name: &str) -> String {
+        let file_name = format!("{name}{}", crate::domain::formula::FORMULA_EXT);
+        let refused = self.refused_reload.iter().flat_map(|r| &r.files).find(|r| {
+            std::path::Path::new(&r.file)
+                .file_name()
+                .is_some_and(|f| f.to_str() == Some(file_name.as_str()))
+        });
+        match refused {
+            Some(file) => format!(
+                "formula `{name}` did not load: `{}`: {} (fix the file, then `catalyst ctl reload`)",
+                file.file, file.reason
+            ),
+            None => {
+                let known: Vec<&str> = self.loaded.formulas.names().collect();
+                format!("unknown formula `{name}` (known: {})", known.join(", "))
+            }
+        }
+    }
+
     /// Puts newly read config, prompts and formulas in force.
     pub(super) fn replace_loaded(&mut self, loaded: Loaded) {
         if loaded.config.target_branch != self.loaded.config.target_branch {

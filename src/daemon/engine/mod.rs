@@ -245,6 +245,8 @@ pub struct Engine {
     holds: holds::Holds,
     /// Inputs that arrived while start-up recovery ran, handled once it is done.
     recovering: Option<Vec<Input>>,
+    /// The last reload that refused files, until a reload takes every file.
+    refused_reload: Option<crate::protocol::RefusedReload>,
     stopping: bool,
     /// When the shutdown grace period ends.
     stop_deadline: Option<Instant>,
@@ -331,6 +333,7 @@ impl Engine {
             model_backoff: holds::Backoff::default(),
             recovering: None,
             stopping: false,
+            refused_reload: None,
             stop_deadline: None,
             next_number: 0,
             branch_beads: HashSet::new(),
@@ -507,9 +510,10 @@ impl Engine {
     /// Reads config, prompts and formulas in a task; `reply` is a `reload` request's.
     fn start_reload(&mut self, reply: Option<oneshot::Sender<Handled<Answer>>>) {
         let paths = self.paths.clone();
+        let previous = self.loaded.clone();
         self.tasks.blocking(
             move || Input::Reloaded {
-                loaded: Loaded::load(&paths),
+                loaded: Ok(Loaded::reload(&paths, &previous)),
                 reply,
             },
             |e| Input::Reloaded {
@@ -521,13 +525,32 @@ impl Engine {
 
     fn reloaded(
         &mut self,
-        loaded: Result<Loaded, LoadError>,
+        loaded: Result<(Loaded, Vec<crate::protocol::RefusedFile>), LoadError>,
         reply: Option<oneshot::Sender<Handled<Answer>>>,
     ) {
         let answer = match loaded {
-            Ok(loaded) => {
+            Ok((loaded, refused)) => {
                 self.replace_loaded(loaded);
-                Ok(Answer::Reloaded(Reloaded { reloaded: true }))
+                if refused.is_empty() {
+                    self.refused_reload = None;
+                    Ok(Answer::Reloaded(Reloaded {
+                        reloaded: true,
+                        refused,
+                    }))
+                } else {
+                    let files: Vec<String> = refused
+                        .iter()
+                        .map(|r| format!("`{}`: {}", r.file, r.reason))
+                        .collect();
+                    self.refused_reload = Some(crate::protocol::RefusedReload {
+                        at: crate::daemon::clock::now(),
+                        files: refused,
+                    });
+                    Err(RpcError::bad_request(format!(
+                        "reload refused {}; what they held before stays in force, and the other files were reloaded",
+                        files.join("; ")
+                    )))
+                }
             }
             Err(e) => {
                 if reply.is_none() {

@@ -416,7 +416,7 @@ impl Engine {
             return resumed.is_ok();
         }
         let poured = match self.loaded.formulas.get(name) {
-            None => Err(format!("unknown formula `{name}`")),
+            None => Err(self.unknown_formula(name)),
             Some(formula) => {
                 let vars = formula_vars(bead);
                 // The config's aspects, then the bead's own (`aspect:<name>` labels).

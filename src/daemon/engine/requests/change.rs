@@ -100,11 +100,7 @@ impl Engine {
         bead.labels = input.labels;
         if let Some(formula) = input.formula {
             if self.loaded.formulas.get(&formula).is_none() {
-                let known: Vec<&str> = self.loaded.formulas.names().collect();
-                return Err(bad(format!(
-                    "unknown formula `{formula}` (known: {})",
-                    known.join(", ")
-                )));
+                return Err(bad(self.unknown_formula(&formula)));
             }
             bead.labels.retain(|l| !l.starts_with("formula:"));
             bead.labels.push(format!("formula:{formula}"));

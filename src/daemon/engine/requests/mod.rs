@@ -145,6 +145,7 @@ impl Engine {
             steps,
             stopping: self.stopping,
             storage_error: self.storage.error.clone(),
+            refused_reload: self.refused_reload.clone(),
             version: env!("CARGO_PKG_VERSION").into(),
             waiting_approval,
             held_merges,

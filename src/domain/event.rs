@@ -252,6 +252,17 @@ pub enum EventBody {
         reason: String,
         help: String,
     },
+    /// The agents' spending reached `daily_budget_usd` (`scope` `daily`, until the next UTC
+    /// day) or `total_budget_usd` (`total`, until the limit is raised): no agent attempt
+    /// starts meanwhile.
+    #[serde(rename = "budget.reached")]
+    BudgetReached {
+        scope: crate::domain::budget::BudgetScope,
+        spent_usd: f64,
+        budget_usd: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until: Option<Timestamp>,
+    },
     /// `store` names the store: made when its journal is new (the first event) and the same
     /// at every start after; the daemon's branches carry it (docs/worktrees.md). Journals
     /// written before store ids have none until the next start records one.
@@ -281,7 +292,7 @@ pub enum EventBody {
 
 impl EventBody {
     /// Every event's `type` name, in the order of [`EventBody`].
-    pub const KINDS: [&'static str; 28] = [
+    pub const KINDS: [&'static str; 29] = [
         "bead.created",
         "bead.updated",
         "bead.status",
@@ -307,6 +318,7 @@ impl EventBody {
         "agent.tool",
         "model.paused",
         "dispatch.paused",
+        "budget.reached",
         "cluster.refused",
         "daemon.started",
         "daemon.stopping",
@@ -340,6 +352,7 @@ impl EventBody {
             EventBody::AgentTool { .. } => "agent.tool",
             EventBody::ModelPaused { .. } => "model.paused",
             EventBody::DispatchPaused { .. } => "dispatch.paused",
+            EventBody::BudgetReached { .. } => "budget.reached",
             EventBody::ClusterRefused { .. } => "cluster.refused",
             EventBody::DaemonStarted { .. } => "daemon.started",
             EventBody::DaemonStopping { .. } => "daemon.stopping",
@@ -374,6 +387,7 @@ impl EventBody {
             | EventBody::AgentTool { bead, .. } => Some(bead),
             EventBody::ModelPaused { .. }
             | EventBody::DispatchPaused { .. }
+            | EventBody::BudgetReached { .. }
             | EventBody::ClusterRefused { .. }
             | EventBody::DaemonStarted { .. }
             | EventBody::DaemonStopping { .. } => None,

@@ -5,6 +5,7 @@
 
 pub mod agent;
 pub mod beads;
+pub mod budget;
 pub mod cluster;
 pub mod config;
 pub mod context;

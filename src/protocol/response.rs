@@ -83,6 +83,16 @@ pub struct StatusAnswer {
     /// Dispatching held back after a failure no retry fixes, with what to do about it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holds: Vec<DispatchHold>,
+    /// Agent attempts held back because spending reached `daily_budget_usd` or
+    /// `total_budget_usd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_stop: Option<crate::domain::budget::BudgetStop>,
+    /// What the agents reported spending in this UTC day and over the store's life, in US
+    /// dollars.
+    #[serde(default)]
+    pub spent_today_usd: f64,
+    #[serde(default)]
+    pub spent_total_usd: f64,
     /// The paused models of `paused_models`, with why and until when.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub model_pauses: Vec<ModelPauseView>,

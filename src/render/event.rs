@@ -62,6 +62,7 @@ fn subject(body: &EventBody) -> String {
         B::ModelPaused { model, .. } => model.clone(),
         B::DispatchPaused { scope, cause, .. } => format!("{scope} ({cause})"),
         B::ClusterRefused { from, what, .. } => format!("{what} from {from}"),
+        B::BudgetReached { scope, .. } => format!("{scope:?} budget").to_lowercase(),
         B::DaemonStarted { .. } | B::DaemonStopping { .. } => String::new(),
     }
 }
@@ -149,6 +150,17 @@ fn detail(body: &EventBody) -> String {
         | B::DispatchPaused { reason, .. }
         | B::ClusterRefused { reason, .. } => first_line(reason),
         B::DaemonStopping { reason } => reason.as_deref().map(first_line).unwrap_or_default(),
+        B::BudgetReached {
+            spent_usd,
+            budget_usd,
+            until,
+            ..
+        } => format!(
+            "agents spent ${spent_usd:.2} of ${budget_usd:.2}; no agent attempt starts{}",
+            until
+                .map(|u| format!(" until {u}"))
+                .unwrap_or_else(|| " until the limit is raised".into())
+        ),
         B::GateFailed { output, .. } => first_line(output),
         B::BeadUpdated { .. }
         | B::StepInterrupted { .. }

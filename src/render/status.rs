@@ -43,6 +43,13 @@ pub fn render_status(s: &StatusAnswer, recent: &[Event], paint: Paint) -> String
     );
     let parts: Vec<String> = s.beads.iter().map(|(k, v)| format!("{k} {v}")).collect();
     let _ = writeln!(out, "beads: {}", parts.join(", "));
+    if s.spent_total_usd > 0.0 {
+        let _ = writeln!(
+            out,
+            "spent: ${:.2} today (UTC), ${:.2} in all",
+            s.spent_today_usd, s.spent_total_usd
+        );
+    }
     let attention = needs_a_person(s);
     if !attention.is_empty() {
         let _ = write!(out, "\nNeeds a person:\n{attention}");
@@ -87,6 +94,17 @@ pub fn render_status(s: &StatusAnswer, recent: &[Event], paint: Paint) -> String
 /// with what to run.
 fn needs_a_person(s: &StatusAnswer) -> String {
     let mut out = String::new();
+    if let Some(stop) = &s.budget_stop {
+        let _ = writeln!(
+            out,
+            "  {}{}\n    what to do: {}",
+            stop.reason(),
+            stop.until
+                .map(|u| format!(" until {u}"))
+                .unwrap_or_default(),
+            stop.help()
+        );
+    }
     if let Some(refused) = &s.refused_reload {
         for file in &refused.files {
             let _ = writeln!(

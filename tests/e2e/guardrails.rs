@@ -594,3 +594,84 @@ responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" 
         "only the steps that judge: {context}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daily_budget_reached_stops_agent_attempts_and_says_so() {
+    // Every implementer reports $3; the day allows $5.
+    let scenario = r#"
+[[rule]]
+role = "implement"
+bead = "cat-a"
+responses = [{ write = { "a.txt" = "a\n" }, summary = "wrote a", cost_usd = 3.0 }]
+
+[[rule]]
+role = "implement"
+bead = "cat-b"
+responses = [{ write = { "b.txt" = "b\n" }, summary = "wrote b", cost_usd = 3.0 }]
+"#;
+    let daemon = TestDaemon::start(scenario, "daily_budget_usd = 5.0\n").await;
+    let first = daemon
+        .submit(catalyst::protocol::BeadInput {
+            id: Some("cat-a".into()),
+            ..bead("First")
+        })
+        .await;
+    daemon.wait_status(&first, "closed").await;
+    let second = daemon
+        .submit(catalyst::protocol::BeadInput {
+            id: Some("cat-b".into()),
+            ..bead("Second")
+        })
+        .await;
+    let reached = daemon
+        .wait_for("the daily budget reached", |e| {
+            e["type"] == "budget.reached"
+        })
+        .await;
+    assert_eq!(reached["scope"], "daily");
+    assert_eq!(reached["budget_usd"], 5.0);
+    // The second bead's implementer got what was left of the day, not its own $10.
+    let implement_b = daemon
+        .invocations()
+        .into_iter()
+        .find(|i| i.bead.as_deref() == Some("cat-b") && i.role() == "implement")
+        .expect("b's implementer ran");
+    let cap = implement_b
+        .argv
+        .iter()
+        .position(|a| a == "--max-budget-usd")
+        .and_then(|i| implement_b.argv.get(i + 1))
+        .cloned();
+    assert_eq!(cap.as_deref(), Some("2.00"), "{:?}", implement_b.argv);
+    // No agent attempt starts after it: b's review waits, and status says why.
+    let (_, json, _) = daemon.ctl(&["status", "--json"], "").await;
+    let status: serde_json::Value = serde_json::from_str(&json).expect("status JSON");
+    assert_eq!(status["budget_stop"]["scope"], "daily", "{status}");
+    assert!(status["budget_stop"]["until"].is_string(), "{status}");
+    let (_, text, _) = daemon.ctl(&["status"], "").await;
+    assert!(
+        text.contains("today's spending reached its limit: agents spent $6.00 of $5.00")
+            && text.contains("raise `daily_budget_usd`"),
+        "{text}"
+    );
+    let show = daemon.show(&second).await;
+    assert_eq!(show["bead"]["status"], "in_progress", "{show}");
+    assert!(
+        !daemon
+            .invocations()
+            .iter()
+            .any(|i| i.bead.as_deref() == Some("cat-b") && i.role() == "review"),
+        "no review started"
+    );
+    // A higher limit, reloaded, lets it go on.
+    let config = daemon.paths.config();
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        text.replace("daily_budget_usd = 5.0", "daily_budget_usd = 50.0"),
+    )
+    .expect("raise the limit");
+    let (code, _, err) = daemon.ctl(&["reload"], "").await;
+    assert_eq!(code, 0, "{err}");
+    daemon.wait_status(&second, "closed").await;
+}

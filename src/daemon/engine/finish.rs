@@ -221,6 +221,7 @@ impl Engine {
 
     /// Blocks a bead whose agents have spent more than the budget.
     fn over_budget(&mut self, work: &BeadId) -> Result<(), EngineError> {
+        self.spending_limit_reached()?;
         let Some(budget) = self.loaded.config.budget() else {
             return Ok(());
         };
@@ -233,6 +234,34 @@ impl Engine {
             return self.block_bead(work, None, &reason);
         }
         Ok(())
+    }
+
+    /// Records `budget.reached` the first time spending reaches the day's or the total's limit
+    /// (once for each stop): from then on no agent attempt starts (see
+    /// [`Engine::budget_stop`]).
+    fn spending_limit_reached(&mut self) -> Result<(), EngineError> {
+        let Some(stop) = self.budget_stop() else {
+            return Ok(());
+        };
+        let said = (stop.scope, stop.until);
+        if self.budget_said == Some(said) {
+            return Ok(());
+        }
+        tracing::warn!(help = stop.help(), "{}", stop.reason());
+        self.record(vec![EventBody::BudgetReached {
+            scope: stop.scope,
+            spent_usd: stop.spent_usd,
+            budget_usd: stop.budget_usd,
+            until: stop.until,
+        }])?;
+        self.budget_said = Some(said);
+        Ok(())
+    }
+
+    /// The spending limit that holds agent attempts back now, if any.
+    pub(super) fn budget_stop(&self) -> Option<crate::domain::budget::BudgetStop> {
+        let now = crate::daemon::clock::now();
+        crate::domain::budget::stop(&self.loaded.config, self.store.state().spending(), &now)
     }
 
     /// Closes a cancelled bead once its agent has stopped, and removes its worktree.

@@ -169,6 +169,9 @@ fn from_config(paths: &Paths) -> Result<FromConfig, LoadError> {
     if config.budget().is_none() {
         tracing::warn!("`budget_usd = 0`: beads have no spending limit");
     }
+    if config.daily_budget_usd == 0.0 {
+        tracing::warn!("`daily_budget_usd = 0`: the agents' spending in a day has no limit");
+    }
     let workflow_files = config
         .workflow_files()
         .map_err(|message| ConfigError::Invalid {

@@ -247,6 +247,11 @@ pub struct Engine {
     recovering: Option<Vec<Input>>,
     /// The last reload that refused files, until a reload takes every file.
     refused_reload: Option<crate::protocol::RefusedReload>,
+    /// The spending limit last journaled as reached (`budget.reached` once for each stop).
+    budget_said: Option<(
+        crate::domain::budget::BudgetScope,
+        Option<crate::domain::time::Timestamp>,
+    )>,
     stopping: bool,
     /// When the shutdown grace period ends.
     stop_deadline: Option<Instant>,
@@ -334,6 +339,7 @@ impl Engine {
             recovering: None,
             stopping: false,
             refused_reload: None,
+            budget_said: None,
             stop_deadline: None,
             next_number: 0,
             branch_beads: HashSet::new(),
@@ -587,6 +593,11 @@ impl Engine {
             self.stop_deadline,
             defer,
             self.next_retry(),
+            self.budget_stop().and_then(|stop| stop.until).map(|until| {
+                let now = crate::daemon::clock::now();
+                let wait = (until.to_utc() - now.to_utc()).to_std().unwrap_or_default();
+                Instant::now() + wait
+            }),
             self.storage.wake(),
             self.storage.deadline(),
             self.holds.earliest(),

@@ -160,7 +160,10 @@ impl Engine {
             }
             _ => {
                 let model = self.model_for(&meta);
-                if !self.agent_slot_free() || !self.model_free(&model) {
+                if !self.agent_slot_free()
+                    || !self.model_free(&model)
+                    || self.budget_stop().is_some()
+                {
                     return false;
                 }
                 self.start_agent(work, step, &meta, model, side)

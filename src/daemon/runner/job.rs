@@ -178,7 +178,7 @@ impl StepJob {
             from.prompts.contract(),
         );
         let socket = attempt_socket(&run_dir);
-        let agent = agent_ask(config, bead, meta);
+        let agent = agent_ask(config, from.state, bead, meta);
         let mut spec = run_spec(
             from,
             bead,
@@ -277,14 +277,17 @@ impl PendingPrompt {
 }
 
 /// The agent of one attempt of `meta`'s step: the config's profile by name, with the turn
-/// limit, what is left of the bead's budget and the role's tools.
-fn agent_ask(config: &Config, bead: &Bead, meta: &StepMeta) -> AgentAsk {
+/// limit, what is left of the bead's, the day's and the total budget, and the role's tools.
+fn agent_ask(config: &Config, state: &State, bead: &Bead, meta: &StepMeta) -> AgentAsk {
     AgentAsk {
         profile: config.agent.clone(),
         max_turns: config.turn_limit(),
-        budget_left_usd: config
-            .budget()
-            .map(|b| b - crate::domain::state::spent(bead)),
+        budget_left_usd: crate::domain::budget::left(
+            config,
+            state.spending(),
+            crate::domain::state::spent(bead),
+            &crate::daemon::clock::now(),
+        ),
         tools: config
             .role_policy(meta.role)
             .tools_for(meta.tools.as_ref())

@@ -31,6 +31,10 @@ pub struct Header {
     /// The store's id (see [`State::store_id`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<String>,
+    /// What the agents spent (see [`State::spending`]); a snapshot without it gets the
+    /// beads' total.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spending: Option<crate::domain::budget::Spending>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +58,7 @@ pub fn write(path: &Path, state: &State) -> io::Result<()> {
             seq: state.seq(),
             beads: state.len() as u64,
             store: state.store_id().map(str::to_owned),
+            spending: Some(state.spending().clone()),
         };
         serde_json::to_writer(&mut *w, &header).map_err(io::Error::other)?;
         w.write_all(b"\n")?;
@@ -124,5 +129,6 @@ pub fn read(path: &Path) -> Result<Option<State>, SnapshotError> {
     state.recompute_readiness();
     state.set_seq(header.seq);
     state.set_store_id(header.store);
+    state.set_spending(header.spending);
     Ok(Some(state))
 }

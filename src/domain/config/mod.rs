@@ -77,6 +77,12 @@ pub struct Config {
     /// blocked once it is exceeded, and a Claude Code attempt is stopped by its CLI when it
     /// reaches what is left (`--max-budget-usd`). `0`: no limit.
     pub budget_usd: f64,
+    /// US dollars all agents may spend in one UTC day: once reached, no agent attempt starts
+    /// until the next day (running ones are stopped by their CLI at the limit). `0`: no limit.
+    pub daily_budget_usd: f64,
+    /// US dollars all agents may spend over the store's life: once reached, no agent attempt
+    /// starts until the limit is raised. `0`: no limit.
+    pub total_budget_usd: f64,
     /// The most turns one attempt of a Claude Code agent may take (`--max-turns`); an attempt
     /// that reaches it fails and is retried like any failure. `0`: no limit.
     pub max_turns: u32,
@@ -156,6 +162,8 @@ impl Default for Config {
             router: RouterConfig::default(),
             merge: merge::MergeConfig::default(),
             budget_usd: DEFAULT_BUDGET_USD,
+            daily_budget_usd: DEFAULT_DAILY_BUDGET_USD,
+            total_budget_usd: 0.0,
             max_turns: DEFAULT_MAX_TURNS,
             max_processes: DEFAULT_MAX_PROCESSES,
             agent_nice: DEFAULT_AGENT_NICE,
@@ -202,6 +210,10 @@ pub struct UnknownProfile(pub String);
 /// The default budget of one bead, in US dollars: a few implement/review/fix rounds of a
 /// mid-sized change with the default models, and a stop for an agent caught in a loop.
 pub const DEFAULT_BUDGET_USD: f64 = 10.0;
+
+/// The default spending of all agents in one UTC day, in US dollars: ten beads at their full
+/// default budget, a stop for a day gone wrong before the bill shows it.
+pub const DEFAULT_DAILY_BUDGET_USD: f64 = 100.0;
 
 /// The default turn limit of one Claude Code attempt.
 pub const DEFAULT_MAX_TURNS: u32 = 100;
@@ -264,11 +276,16 @@ impl Config {
                 self.prefix
             ));
         }
-        if !(self.budget_usd.is_finite() && (0.0..=MAX_BUDGET_USD).contains(&self.budget_usd)) {
-            return Err(format!(
-                "`budget_usd` must be a number of dollars from 0 (no limit) to {MAX_BUDGET_USD}, not {}",
-                self.budget_usd
-            ));
+        for (key, usd) in [
+            ("budget_usd", self.budget_usd),
+            ("daily_budget_usd", self.daily_budget_usd),
+            ("total_budget_usd", self.total_budget_usd),
+        ] {
+            if !(usd.is_finite() && (0.0..=MAX_BUDGET_USD).contains(&usd)) {
+                return Err(format!(
+                    "`{key}` must be a number of dollars from 0 (no limit) to {MAX_BUDGET_USD}, not {usd}"
+                ));
+            }
         }
         self.check_ranges()?;
         if self.gate_network == crate::domain::agent::sandbox::Network::ModelOnly {

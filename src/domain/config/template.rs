@@ -97,6 +97,16 @@ pub const KEYS: &[Key] = &[
          turns it off",
     ),
     key(
+        "daily_budget_usd",
+        "US dollars all agents may spend in one UTC day: once reached, no agent attempt starts \
+         until the next day (gates and merges go on); 0 turns it off",
+    ),
+    key(
+        "total_budget_usd",
+        "US dollars all agents may spend over the store's life: once reached, no agent \
+         attempt starts until it is raised; 0 (the default) is no limit",
+    ),
+    key(
         "max_turns",
         "turns one Claude Code attempt may take (`--max-turns`); 0 turns it off",
     ),

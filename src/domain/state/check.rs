@@ -66,6 +66,7 @@ impl State {
             | EventBody::WorktreeRemoved { bead } => self.check_exists(bead, created),
             EventBody::ModelPaused { .. }
             | EventBody::DispatchPaused { .. }
+            | EventBody::BudgetReached { .. }
             | EventBody::ClusterRefused { .. }
             | EventBody::DaemonStarted { .. }
             | EventBody::DaemonStopping { .. } => Ok(()),

@@ -40,6 +40,7 @@ pub fn spent(bead: &Bead) -> f64 {
         .and_then(|v| v.as_f64())
         .unwrap_or(0.0)
 }
+use crate::domain::budget::Spending;
 use crate::domain::time::Timestamp;
 
 mod check;
@@ -91,6 +92,8 @@ pub struct State {
     seq: u64,
     /// The store's id, from the first `daemon.started` that named one.
     store: Option<String>,
+    /// What the agents reported spending, by UTC day and in total.
+    spending: Spending,
 }
 
 impl State {
@@ -111,6 +114,20 @@ impl State {
     /// starts on it again.
     pub fn store_id(&self) -> Option<&str> {
         self.store.as_deref()
+    }
+
+    /// What the agents reported spending.
+    pub fn spending(&self) -> &Spending {
+        &self.spending
+    }
+
+    /// Sets the spending a snapshot recorded; for a snapshot written before it did, the total
+    /// of what the beads record (the days before are not known).
+    pub(crate) fn set_spending(&mut self, spending: Option<Spending>) {
+        self.spending = spending.unwrap_or_else(|| Spending {
+            total_usd: self.beads().map(spent).sum(),
+            days: Default::default(),
+        });
     }
 
     pub(crate) fn set_store_id(&mut self, store: Option<String>) {
@@ -282,6 +299,7 @@ impl State {
             } => {
                 self.modify_meta(&step, |m| m.reset_to = None);
                 if let Some(cost) = cost_usd.filter(|c| c.is_finite() && *c > 0.0) {
+                    self.spending.add(cost, &ts);
                     self.modify(&bead, |b| {
                         let meta = b.metadata.get_or_insert_with(Default::default);
                         let total = meta.get(COST_KEY).and_then(|v| v.as_f64()).unwrap_or(0.0);
@@ -396,6 +414,7 @@ impl State {
             | EventBody::AgentTool { .. }
             | EventBody::ModelPaused { .. }
             | EventBody::DispatchPaused { .. }
+            | EventBody::BudgetReached { .. }
             | EventBody::ClusterRefused { .. }
             | EventBody::DaemonStopping { .. } => {}
             EventBody::DaemonStarted { store, .. } => {

@@ -374,3 +374,27 @@ fn the_feed_gets_each_committed_event_as_written_without_its_checksum() {
         assert_eq!(&**line, serde_json::to_string(event).unwrap());
     }
 }
+
+#[test]
+fn spending_survives_a_snapshot_and_the_replay_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = populated(dir.path());
+    let finished = |cost: f64| EventBody::StepFinished {
+        bead: id("a"),
+        step: id("a"),
+        attempt: 1,
+        exit: "exit code 0".into(),
+        duration_ms: 1,
+        cost_usd: Some(cost),
+        commit: None,
+    };
+    store.commit(vec![finished(1.25)]).unwrap();
+    store.compact().unwrap();
+    store.commit(vec![finished(0.5)]).unwrap();
+    let spent = store.state().spending().clone();
+    assert_eq!(spent.total_usd, 1.75);
+    drop(store);
+    let (store, report) = Store::open(dir.path()).unwrap();
+    assert_eq!(report.replayed, 1, "the snapshot, then one event");
+    assert_eq!(*store.state().spending(), spent, "by day and in total");
+}

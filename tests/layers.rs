@@ -88,27 +88,18 @@ fn comments_are_not_code() {
     assert_eq!(code("let a = 1; // std::fs"), "let a = 1;");
 }
 
-/// Runs `.ci/module-cycles.py` on a module graph in the format `cargo modules dependencies`
-/// prints, and returns its exit code and output.
-fn module_cycles(uses: &[(&str, &str)]) -> (i32, String) {
+/// Runs `.ci/module-cycles.py` on a source folder of `files` (path, text), and returns its
+/// exit code and output.
+fn module_cycles(files: &[(&str, &str)]) -> (i32, String) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut dot = String::from("digraph {\n");
-    for m in ["c", "c::a", "c::b", "c::a::inner"] {
-        dot.push_str(&format!(
-            "    \"{m}\" [label=\"pub mod|{m}\", fillcolor=\"#81c169\"]; // \"mod\" node\n"
-        ));
+    for (path, text) in files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().expect("a folder")).expect("mkdir");
+        std::fs::write(&path, text).expect("write a source file");
     }
-    for (from, to) in uses {
-        dot.push_str(&format!(
-            "    \"{from}\" -> \"{to}\" [label=\"uses\", color=\"#7f7f7f\", style=\"dashed\"] [constraint=false]; // \"uses\" edge\n"
-        ));
-    }
-    dot.push_str("}\n");
-    let graph = dir.path().join("graph.dot");
-    std::fs::write(&graph, dot).expect("write the graph");
     let out = std::process::Command::new("python3")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/module-cycles.py"))
-        .arg(&graph)
+        .arg(dir.path())
         .output()
         .expect("run python3");
     (
@@ -117,23 +108,47 @@ fn module_cycles(uses: &[(&str, &str)]) -> (i32, String) {
     )
 }
 
+const LIB: &str = "pub mod a;\npub mod b;\n";
+
 #[test]
-fn the_cycle_check_finds_modules_that_use_each_other() {
-    let (code, out) = module_cycles(&[("c::a::inner", "c::b"), ("c::b", "c::a")]);
+fn the_cycle_check_finds_a_circle_made_by_a_whole_path() {
+    // `b` names `a` only in a call, never in a `use`: a check of `use` items misses it.
+    let (code, out) = module_cycles(&[
+        ("lib.rs", LIB),
+        ("a/mod.rs", "pub mod inner;\npub const LIMIT: u64 = 1;\n"),
+        ("a/inner.rs", "use crate::b::Error;\n"),
+        (
+            "b.rs",
+            "pub struct Error;\n// crate::a::nothing in a comment\npub fn limit() -> u64 { crate::a::LIMIT }\n",
+        ),
+    ]);
     assert_eq!(code, 1, "{out}");
+    assert!(out.contains("cycle: crate::a <-> crate::b"), "{out}");
     assert!(
-        out.contains("cycle: c::a <-> c::a::inner <-> c::b") || out.contains("c::b uses c::a"),
+        out.contains("crate::b uses crate::a (crate::a::LIMIT)")
+            && out.contains("crate::a::inner uses crate::b (crate::b::Error)"),
         "{out}"
     );
-    // A module and its own submodules may use each other; one-way uses are no cycle.
+}
+
+#[test]
+fn the_cycle_check_lets_a_module_and_its_submodules_use_each_other() {
     let (code, out) = module_cycles(&[
-        ("c::a", "c::a::inner"),
-        ("c::a::inner", "c::a"),
-        ("c::a", "c::b"),
+        ("lib.rs", LIB),
+        (
+            "a/mod.rs",
+            "pub mod inner;\npub use inner::Thing;\nuse crate::b::{self, Other as O};\n",
+        ),
+        ("a/inner.rs", "pub struct Thing;\nfn f() { super::super::a::g(); }\n"),
+        (
+            "b.rs",
+            "pub struct Other;\nconst S: &str = \"crate::a::Thing\";\n#[cfg(test)]\nmod tests {\n    use crate::a::Thing;\n}\n",
+        ),
     ]);
     assert_eq!(code, 0, "{out}");
+    // `a` names `b` twice (`self` and `Other`); the string and the test module count for nothing.
     assert!(
-        out.contains("4 modules, 1 uses between them, 0 cycles"),
+        out.contains("4 modules, 2 uses between them, 0 cycles"),
         "{out}"
     );
 }

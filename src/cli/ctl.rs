@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use crate::cli::client::{answer_as, Client, ClientError};
-use crate::cli::live::WatchError;
+pub use crate::cli::error::CtlError;
 use crate::daemon::Paths;
 use crate::domain::event::BeadPatch;
 use crate::domain::id::BeadId;
@@ -252,40 +252,6 @@ pub struct SubmitArgs {
     /// Use this id instead of a generated one.
     #[arg(long)]
     pub id: Option<String>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum CtlError {
-    #[error(transparent)]
-    Client(#[from] ClientError),
-    #[error("cannot read `{}`: {source}", path.display())]
-    ReadInput {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Watch(WatchError),
-    /// The request cannot be done, for a reason about what it names (a bead without a branch):
-    /// exit 1, as when the daemon refuses one.
-    #[error("{0}")]
-    Refused(String),
-    /// Something failed on this side (reading the repository or the config): exit 2.
-    #[error("{0}")]
-    Failed(String),
-    /// The command line asks for something that cannot be meant: exit 2, as clap's errors.
-    #[error("{0}")]
-    Usage(String),
-    #[error("cannot write the output: {0}")]
-    Output(#[from] std::io::Error),
-}
-
-impl From<WatchError> for CtlError {
-    fn from(e: WatchError) -> CtlError {
-        match e {
-            WatchError::Client(c) => CtlError::Client(c),
-            other => CtlError::Watch(other),
-        }
-    }
 }
 
 fn read_text(path: &PathBuf) -> Result<String, CtlError> {

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::cli::client::Client;
-use crate::cli::ctl::CtlError;
+use crate::cli::error::CtlError;
 use crate::daemon::audit::{self, DiffError};
 use crate::daemon::worktree::{branch_name, BranchDiff};
 use crate::daemon::Paths;

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::cli::client::{Client, ClientError};
-use crate::cli::ctl::CtlError;
+use crate::cli::error::CtlError;
 use crate::domain::event::{Event, EventBody};
 use crate::domain::id::BeadId;
 use crate::domain::model::{Role, Status};

@@ -7,6 +7,7 @@ pub mod client;
 pub mod ctl;
 pub mod demo;
 pub mod diff;
+pub mod error;
 pub mod formula;
 pub mod hook;
 pub mod init;

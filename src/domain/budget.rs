@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 
-use crate::domain::config::Config;
 use crate::domain::time::Timestamp;
 
 /// Days of spending kept: today's is the one a limit reads; the rest is for people.
@@ -46,6 +45,15 @@ impl Spending {
             .copied()
             .unwrap_or(0.0)
     }
+}
+
+/// The spending limits in US dollars (the config's `budget_usd`, `daily_budget_usd` and
+/// `total_budget_usd`); None where there is none.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Limits {
+    pub bead: Option<f64>,
+    pub daily: Option<f64>,
+    pub total: Option<f64>,
 }
 
 /// Which limit was reached.
@@ -96,8 +104,8 @@ impl BudgetStop {
 }
 
 /// The limit spending has reached at `now`, the total's first; None while under both.
-pub fn stop(config: &Config, spending: &Spending, now: &Timestamp) -> Option<BudgetStop> {
-    if let Some(budget) = positive(config.total_budget_usd) {
+pub fn stop(limits: &Limits, spending: &Spending, now: &Timestamp) -> Option<BudgetStop> {
+    if let Some(budget) = limits.total {
         if spending.total_usd >= budget {
             return Some(BudgetStop {
                 scope: BudgetScope::Total,
@@ -107,7 +115,7 @@ pub fn stop(config: &Config, spending: &Spending, now: &Timestamp) -> Option<Bud
             });
         }
     }
-    let budget = positive(config.daily_budget_usd)?;
+    let budget = limits.daily?;
     let spent = spending.today(now);
     (spent >= budget).then(|| BudgetStop {
         scope: BudgetScope::Daily,
@@ -119,19 +127,15 @@ pub fn stop(config: &Config, spending: &Spending, now: &Timestamp) -> Option<Bud
 
 /// What one attempt of a bead that spent `bead_spent` may spend at most: the least of what
 /// is left of the bead's budget, today's and the total's; None when no limit is set.
-pub fn left(config: &Config, spending: &Spending, bead_spent: f64, now: &Timestamp) -> Option<f64> {
+pub fn left(limits: &Limits, spending: &Spending, bead_spent: f64, now: &Timestamp) -> Option<f64> {
     [
-        config.budget().map(|b| b - bead_spent),
-        positive(config.daily_budget_usd).map(|b| b - spending.today(now)),
-        positive(config.total_budget_usd).map(|b| b - spending.total_usd),
+        limits.bead.map(|b| b - bead_spent),
+        limits.daily.map(|b| b - spending.today(now)),
+        limits.total.map(|b| b - spending.total_usd),
     ]
     .into_iter()
     .flatten()
     .reduce(f64::min)
-}
-
-fn positive(usd: f64) -> Option<f64> {
-    (usd > 0.0).then_some(usd)
 }
 
 /// The UTC midnight after `now`.
@@ -149,11 +153,12 @@ mod tests {
         Timestamp::parse(text).expect("timestamp")
     }
 
-    fn config(daily: f64, total: f64) -> Config {
-        Config {
-            daily_budget_usd: daily,
-            total_budget_usd: total,
-            ..Config::default()
+    fn config(daily: f64, total: f64) -> Limits {
+        let positive = |usd: f64| (usd > 0.0).then_some(usd);
+        Limits {
+            bead: None,
+            daily: positive(daily),
+            total: positive(total),
         }
     }
 
@@ -208,16 +213,12 @@ mod tests {
         let mut spending = Spending::default();
         let now = at("2026-11-28T15:00:00Z");
         spending.add(8.0, &now);
-        let config = Config {
-            budget_usd: 10.0,
+        let limits = Limits {
+            bead: Some(10.0),
             ..config(9.0, 100.0)
         };
-        assert_eq!(left(&config, &spending, 2.0, &now), Some(1.0), "today's");
-        assert_eq!(left(&config, &spending, 9.5, &now), Some(0.5), "the bead's");
-        let none = Config {
-            budget_usd: 0.0,
-            ..self::config(0.0, 0.0)
-        };
-        assert_eq!(left(&none, &spending, 2.0, &now), None);
+        assert_eq!(left(&limits, &spending, 2.0, &now), Some(1.0), "today's");
+        assert_eq!(left(&limits, &spending, 9.5, &now), Some(0.5), "the bead's");
+        assert_eq!(left(&config(0.0, 0.0), &spending, 2.0, &now), None);
     }
 }

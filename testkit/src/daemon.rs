@@ -3,12 +3,14 @@
 
 use std::ops::Deref;
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use catalyst::cli::client::Client;
 use catalyst::daemon::{self, DaemonError};
 use catalyst::protocol::{BeadInput, Method, ShowParams};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::task::JoinHandle;
@@ -16,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::{self, Event, Events};
 use crate::process::{Process, Spawn};
-use crate::{Workspace, TIMEOUT};
+use crate::{poll, Workspace, TIMEOUT};
 
 /// A daemon running on a [`Workspace`] (which it derefs to). Started in-process by
 /// [`Workspace::start`] or [`TestDaemon::start`], or as `catalystd` by [`Workspace::spawn`];
@@ -309,5 +311,96 @@ impl Drop for TestDaemon {
         if let Run::InProcess(run) = &self.run {
             run.shutdown.cancel();
         }
+    }
+}
+
+impl Spawn {
+    /// Starts it, its stderr appended to [`Workspace::daemon_log`].
+    pub fn spawn(self) -> TestDaemon {
+        let process = Process::start(self);
+        TestDaemon {
+            ws: process.spawn.ws.clone(),
+            run: Run::Process(Box::new(process)),
+        }
+    }
+}
+
+/// What only a subprocess daemon has; these panic for an in-process one.
+impl TestDaemon {
+    fn process(&self) -> &Process {
+        match &self.run {
+            Run::Process(p) => p,
+            Run::InProcess(_) => panic!("an in-process daemon: start it with Workspace::spawn"),
+        }
+    }
+
+    fn process_mut(&mut self) -> &mut Process {
+        match &mut self.run {
+            Run::Process(p) => p,
+            Run::InProcess(_) => panic!("an in-process daemon: start it with Workspace::spawn"),
+        }
+    }
+
+    /// `catalystd`'s pid.
+    pub fn pid(&self) -> u32 {
+        self.process().pid
+    }
+
+    pub fn signal(&self, signal: Signal) {
+        kill(Pid::from_raw(self.pid() as i32), signal).expect("signal catalystd");
+    }
+
+    /// Its exit status, if it has exited.
+    pub fn exited(&self) -> Option<ExitStatus> {
+        self.process().exited()
+    }
+
+    /// Waits for it to exit.
+    pub async fn wait_exit(&mut self) -> ExitStatus {
+        let process = self.process_mut();
+        let child = process.child.get_mut().expect("child lock");
+        match tokio::time::timeout(TIMEOUT, child.wait()).await {
+            Ok(status) => status.expect("wait for catalystd"),
+            Err(_) => panic!("catalystd did not exit in time\n{}", process.log.tail()),
+        }
+    }
+
+    /// SIGKILL, and reap it.
+    pub async fn kill(&mut self) {
+        let child = self.process_mut().child.get_mut().expect("child lock");
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+
+    /// SIGTERM, and wait for it to exit (it lets running agents finish within its grace).
+    pub async fn terminate(&mut self) -> ExitStatus {
+        self.signal(Signal::SIGTERM);
+        self.wait_exit().await
+    }
+
+    /// What this start of `catalystd` wrote to stderr.
+    pub fn stderr(&self) -> String {
+        self.process().log.text()
+    }
+
+    /// The last lines of [`TestDaemon::stderr`], for failure messages.
+    pub fn log_tail(&self) -> String {
+        self.process().log.tail()
+    }
+
+    /// Waits until the daemon's log has a line containing `needle`, and returns the line. The
+    /// log is a plain file: it is read again every few milliseconds, within one timeout.
+    pub async fn wait_log(&self, needle: &str) -> String {
+        let found = poll::poll(Duration::from_millis(20), async || {
+            let text = self.stderr();
+            text.lines().find(|l| l.contains(needle)).map(str::to_owned)
+        })
+        .await;
+        found.unwrap_or_else(|| {
+            panic!(
+                "timed out waiting for `{needle}` in the log:\n{}",
+                self.stderr()
+            )
+        })
     }
 }

@@ -1,5 +1,6 @@
-//! A [`TestDaemon`] run as a `catalystd` subprocess: what an in-process daemon cannot show
-//! (signals, SIGKILL, sd_notify, exit codes, a second daemon on the workspace, its memory).
+//! `catalystd` run as a subprocess, for a [`crate::TestDaemon`]: what an in-process daemon
+//! cannot show (signals, SIGKILL, sd_notify, exit codes, a second daemon on the workspace, its
+//! memory). The test daemon's methods for it are beside the test daemon's own.
 
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom};
@@ -9,17 +10,14 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use catalyst::cli::client::Client;
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
-use crate::daemon::{Run, TestDaemon};
-use crate::{poll, Workspace, TIMEOUT};
+use crate::{poll, Workspace};
 
 /// How `catalystd` is started: [`Workspace::catalystd`], then [`Spawn::spawn`].
 #[derive(Clone)]
 pub struct Spawn {
-    ws: Workspace,
+    pub(crate) ws: Workspace,
     env: Vec<(String, String)>,
     args: Vec<String>,
 }
@@ -45,27 +43,18 @@ impl Spawn {
         self.args.extend(args.iter().map(|a| (*a).to_owned()));
         self
     }
-
-    /// Starts it, its stderr appended to [`Workspace::daemon_log`].
-    pub fn spawn(self) -> TestDaemon {
-        let process = Process::start(self);
-        TestDaemon {
-            ws: process.spawn.ws.clone(),
-            run: Run::Process(Box::new(process)),
-        }
-    }
 }
 
 /// A running `catalystd`; killed with SIGKILL when dropped.
 pub(crate) struct Process {
-    spawn: Spawn,
-    child: Mutex<Child>,
-    pid: u32,
+    pub(crate) spawn: Spawn,
+    pub(crate) child: Mutex<Child>,
+    pub(crate) pid: u32,
     pub(crate) log: DaemonLog,
 }
 
 impl Process {
-    fn start(spawn: Spawn) -> Process {
+    pub(crate) fn start(spawn: Spawn) -> Process {
         let path = spawn.ws.daemon_log.clone();
         let stderr = OpenOptions::new()
             .create(true)
@@ -152,85 +141,5 @@ impl DaemonLog {
             "--- catalystd's log (tail) ---\n{}",
             lines[start..].join("\n")
         )
-    }
-}
-
-/// What only a subprocess daemon has; these panic for an in-process one.
-impl TestDaemon {
-    fn process(&self) -> &Process {
-        match &self.run {
-            Run::Process(p) => p,
-            Run::InProcess(_) => panic!("an in-process daemon: start it with Workspace::spawn"),
-        }
-    }
-
-    fn process_mut(&mut self) -> &mut Process {
-        match &mut self.run {
-            Run::Process(p) => p,
-            Run::InProcess(_) => panic!("an in-process daemon: start it with Workspace::spawn"),
-        }
-    }
-
-    /// `catalystd`'s pid.
-    pub fn pid(&self) -> u32 {
-        self.process().pid
-    }
-
-    pub fn signal(&self, signal: Signal) {
-        kill(Pid::from_raw(self.pid() as i32), signal).expect("signal catalystd");
-    }
-
-    /// Its exit status, if it has exited.
-    pub fn exited(&self) -> Option<ExitStatus> {
-        self.process().exited()
-    }
-
-    /// Waits for it to exit.
-    pub async fn wait_exit(&mut self) -> ExitStatus {
-        let process = self.process_mut();
-        let child = process.child.get_mut().expect("child lock");
-        match tokio::time::timeout(TIMEOUT, child.wait()).await {
-            Ok(status) => status.expect("wait for catalystd"),
-            Err(_) => panic!("catalystd did not exit in time\n{}", process.log.tail()),
-        }
-    }
-
-    /// SIGKILL, and reap it.
-    pub async fn kill(&mut self) {
-        let child = self.process_mut().child.get_mut().expect("child lock");
-        let _ = child.start_kill();
-        let _ = child.wait().await;
-    }
-
-    /// SIGTERM, and wait for it to exit (it lets running agents finish within its grace).
-    pub async fn terminate(&mut self) -> ExitStatus {
-        self.signal(Signal::SIGTERM);
-        self.wait_exit().await
-    }
-
-    /// What this start of `catalystd` wrote to stderr.
-    pub fn stderr(&self) -> String {
-        self.process().log.text()
-    }
-
-    /// The last lines of [`TestDaemon::stderr`], for failure messages.
-    pub fn log_tail(&self) -> String {
-        self.process().log.tail()
-    }
-
-    /// Waits until the daemon's log has a line containing `needle`, and returns the line. The
-    /// log is a plain file: it is read again every few milliseconds, within one timeout.
-    pub async fn wait_log(&self, needle: &str) -> String {
-        let found = poll::poll(Duration::from_millis(20), async || {
-            let text = self.stderr();
-            text.lines().find(|l| l.contains(needle)).map(str::to_owned)
-        })
-        .await;
-        found.unwrap_or_else(|| {
-            panic!(
-                "timed out waiting for `{needle}` in the log:\n{}",
-                self.stderr()
-            )
-        })
     }
 }

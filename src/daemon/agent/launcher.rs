@@ -89,7 +89,7 @@ impl Launcher {
     /// parent-death signal and control group ([`shim::Setup`]).
     fn start(&self) -> Launch {
         let limit = self.max_processes.and_then(process_limit);
-        let niceness = spawn::niceness(self.nice);
+        let niceness = super::priority::niceness(self.nice);
         let cgroup = limit.as_ref().map(AttemptGroup::join_path);
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         if super::cloned::supported() {

@@ -29,6 +29,7 @@ mod events;
 mod group;
 mod launcher;
 mod output;
+mod priority;
 mod process;
 mod run;
 pub mod shim;

@@ -198,7 +198,8 @@ impl Setup {
             }
         }
         if let Some(n) = self.niceness {
-            super::spawn::set_niceness(n).map_err(|e| format!("cannot set the niceness: {e}"))?;
+            super::priority::set_niceness(n)
+                .map_err(|e| format!("cannot set the niceness: {e}"))?;
         }
         if let Some(procs) = &self.cgroup {
             std::fs::write(procs, crate::daemon::cgroup::JOIN_SELF).map_err(|e| {

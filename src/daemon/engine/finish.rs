@@ -261,7 +261,8 @@ impl Engine {
     /// The spending limit that holds agent attempts back now, if any.
     pub(super) fn budget_stop(&self) -> Option<crate::domain::budget::BudgetStop> {
         let now = crate::daemon::clock::now();
-        crate::domain::budget::stop(&self.loaded.config, self.store.state().spending(), &now)
+        let limits = self.loaded.config.spending_limits();
+        crate::domain::budget::stop(&limits, self.store.state().spending(), &now)
     }
 
     /// Closes a cancelled bead once its agent has stopped, and removes its worktree.

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use crate::protocol::{BeadInput, Method};
 
 use super::error::EngineError;
-use super::reports::{FileError, FileRead, InboxFile, InboxSettled};
+use super::reports::{FileError, FileRead, InboxFile, InboxSettled, MAX_INBOX_FILE};
 use super::storage::Deferred;
 use super::{Engine, Input};
 
@@ -166,10 +166,6 @@ fn failed(panic: String, path: PathBuf) -> Input {
     tracing::error!(file = %path.display(), %panic, "the inbox task panicked");
     Input::InboxSettled(InboxSettled(path))
 }
-
-/// The largest inbox file read: a file of many beads, each at most
-/// [`crate::domain::model::MAX_BEAD_BYTES`].
-pub const MAX_INBOX_FILE: u64 = 16 << 20;
 
 /// The reading task.
 fn read(path: PathBuf) -> InboxFile {

@@ -13,6 +13,10 @@ use crate::domain::id::BeadId;
 use crate::protocol::BeadInput;
 
 /// An inbox file as the reading task found it.
+/// The largest inbox file read: a file of many beads, each at most
+/// [`crate::domain::model::MAX_BEAD_BYTES`].
+pub const MAX_INBOX_FILE: u64 = 16 << 20;
+
 #[derive(Debug)]
 pub struct InboxFile {
     pub path: PathBuf,
@@ -39,7 +43,7 @@ pub enum FileError {
     Link,
     #[error("it is not a regular file")]
     NotRegular,
-    #[error("it is {0} bytes; an inbox file may be at most {max}", max = crate::daemon::engine::inbox::MAX_INBOX_FILE)]
+    #[error("it is {0} bytes; an inbox file may be at most {max}", max = MAX_INBOX_FILE)]
     TooBig(u64),
     /// Where the error is, without the text there.
     #[error("not valid TOML: {0}")]

@@ -283,7 +283,7 @@ fn agent_ask(config: &Config, state: &State, bead: &Bead, meta: &StepMeta) -> Ag
         profile: config.agent.clone(),
         max_turns: config.turn_limit(),
         budget_left_usd: crate::domain::budget::left(
-            config,
+            &config.spending_limits(),
             state.spending(),
             crate::domain::state::spent(bead),
             &crate::daemon::clock::now(),

@@ -231,6 +231,16 @@ impl Config {
         (self.budget_usd > 0.0).then_some(self.budget_usd)
     }
 
+    /// The spending limits: the bead's, the day's and the total's, each unless it is off.
+    pub fn spending_limits(&self) -> crate::domain::budget::Limits {
+        let positive = |usd: f64| (usd > 0.0).then_some(usd);
+        crate::domain::budget::Limits {
+            bead: self.budget(),
+            daily: positive(self.daily_budget_usd),
+            total: positive(self.total_budget_usd),
+        }
+    }
+
     /// The turn limit of one attempt, unless it is off (`max_turns = 0`).
     pub fn turn_limit(&self) -> Option<u32> {
         (self.max_turns > 0).then_some(self.max_turns)

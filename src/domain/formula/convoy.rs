@@ -49,7 +49,7 @@ pub(super) fn pour_plan(
 ) -> (BTreeMap<String, VarDef>, Vec<Step>) {
     let vars = parts
         .inputs
-        .map(|t| super::parse::parse_vars(file, t, KEPT_INPUT, problems))
+        .map(|t| super::vars::parse_vars(file, t, KEPT_INPUT, problems))
         .unwrap_or_default();
     let base = parts
         .prompts

@@ -13,7 +13,7 @@ use toml::{Table, Value};
 use super::convoy;
 use super::reader::Reader;
 use super::vars::substitute;
-use super::{Advice, Branch, Compose, ExpandRule, Formula, Kind, Pointcut, Problem, Step, VarDef};
+use super::{Advice, Branch, Compose, ExpandRule, Formula, Kind, Pointcut, Problem, Step};
 use crate::domain::model::{JsonMap, MergeStrategy, Role};
 
 /// beads keys at the top of a formula that catalyst does not implement, with what to do instead.
@@ -186,7 +186,7 @@ pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
         .unwrap_or_default();
 
     let mut vars = raw_vars
-        .map(|t| parse_vars(file, t, &[], &mut problems))
+        .map(|t| super::vars::parse_vars(file, t, &[], &mut problems))
         .unwrap_or_default();
     let cx = Cx {
         file,
@@ -457,69 +457,6 @@ fn steps_of(value: Value) -> Vec<Value> {
         Value::Array(items) => items,
         one => vec![one],
     }
-}
-
-/// `[vars]` (or a convoy's `[inputs]`): `name = "default"` or a table; `kept` are keys read
-/// with a warning and not acted on.
-pub(super) fn parse_vars(
-    file: &str,
-    table: Table,
-    kept: &[(&str, &str)],
-    problems: &mut Vec<Problem>,
-) -> BTreeMap<String, VarDef> {
-    let mut vars = BTreeMap::new();
-    for (name, value) in table {
-        let def = match value {
-            Value::String(default) => VarDef {
-                default: Some(default),
-                ..VarDef::default()
-            },
-            Value::Table(t) => {
-                let mut r = Reader::new(file, None, t, problems);
-                r.context = format!("var `{name}`: ");
-                let mut def = VarDef {
-                    description: r.string("description").unwrap_or_default(),
-                    default: r.string("default"),
-                    required: r.bool("required").unwrap_or(false),
-                    allowed: r.strings("enum").unwrap_or_default(),
-                    pattern: r.string("pattern"),
-                };
-                if let Some(Err(e)) = def.pattern.as_deref().map(regex::Regex::new) {
-                    r.problem(format!("`pattern` is not a regular expression: {e}"));
-                }
-                // A value is always text; an `int` or `bool` var checks its values look like one
-                // (unless it has a pattern of its own).
-                let typed = match r.string("type").as_deref() {
-                    None | Some("string") => None,
-                    Some("int") => Some("-?[0-9]+"),
-                    Some("bool") => Some("true|false"),
-                    Some(t) => {
-                        r.problem(format!(
-                            "unknown `type = \"{t}\"` (expected \"string\", \"int\" or \"bool\")"
-                        ));
-                        None
-                    }
-                };
-                if def.pattern.is_none() {
-                    def.pattern = typed.map(str::to_owned);
-                }
-                r.finish(&[], kept);
-                def
-            }
-            other => {
-                problems.push(Problem::formula(
-                    file,
-                    format!(
-                        "var `{name}` must be a string (its default) or a table, not {}",
-                        other.type_str()
-                    ),
-                ));
-                continue;
-            }
-        };
-        vars.insert(name, def);
-    }
-    vars
 }
 
 fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem>) -> Option<Step> {

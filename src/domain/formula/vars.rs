@@ -4,8 +4,15 @@
 //!
 //! Substitution is a single pass: a value that itself contains `{{x}}` is not expanded again,
 //! so a variable's value can never pull in another variable.
+//!
+//! The `[vars]` table that declares them is read here too ([`parse_vars`]).
 
 use std::collections::BTreeMap;
+
+use toml::{Table, Value};
+
+use super::reader::Reader;
+use super::{Problem, VarDef};
 use std::ops::Range;
 
 use super::error::PourError;
@@ -241,6 +248,69 @@ impl Formula {
         values.insert("title".into(), work.title.clone());
         Ok(values)
     }
+}
+
+/// `[vars]` (or a convoy's `[inputs]`): `name = "default"` or a table; `kept` are keys read
+/// with a warning and not acted on.
+pub(super) fn parse_vars(
+    file: &str,
+    table: Table,
+    kept: &[(&str, &str)],
+    problems: &mut Vec<Problem>,
+) -> BTreeMap<String, VarDef> {
+    let mut vars = BTreeMap::new();
+    for (name, value) in table {
+        let def = match value {
+            Value::String(default) => VarDef {
+                default: Some(default),
+                ..VarDef::default()
+            },
+            Value::Table(t) => {
+                let mut r = Reader::new(file, None, t, problems);
+                r.context = format!("var `{name}`: ");
+                let mut def = VarDef {
+                    description: r.string("description").unwrap_or_default(),
+                    default: r.string("default"),
+                    required: r.bool("required").unwrap_or(false),
+                    allowed: r.strings("enum").unwrap_or_default(),
+                    pattern: r.string("pattern"),
+                };
+                if let Some(Err(e)) = def.pattern.as_deref().map(regex::Regex::new) {
+                    r.problem(format!("`pattern` is not a regular expression: {e}"));
+                }
+                // A value is always text; an `int` or `bool` var checks its values look like one
+                // (unless it has a pattern of its own).
+                let typed = match r.string("type").as_deref() {
+                    None | Some("string") => None,
+                    Some("int") => Some("-?[0-9]+"),
+                    Some("bool") => Some("true|false"),
+                    Some(t) => {
+                        r.problem(format!(
+                            "unknown `type = \"{t}\"` (expected \"string\", \"int\" or \"bool\")"
+                        ));
+                        None
+                    }
+                };
+                if def.pattern.is_none() {
+                    def.pattern = typed.map(str::to_owned);
+                }
+                r.finish(&[], kept);
+                def
+            }
+            other => {
+                problems.push(Problem::formula(
+                    file,
+                    format!(
+                        "var `{name}` must be a string (its default) or a table, not {}",
+                        other.type_str()
+                    ),
+                ));
+                continue;
+            }
+        };
+        vars.insert(name, def);
+    }
+    vars
 }
 
 #[cfg(test)]

@@ -9,8 +9,8 @@
 //!
 //! It has no Rust `main`: the C `main` below skips the standard library's start-up, whose
 //! guard page for the main thread's stack asks glibc for the stack's bounds, and glibc reads
-//! and parses `/proc/self/maps` for that: 0.09 ms of the 0.60 ms of CPU a Rust program that
-//! does nothing takes to start and exit on the benchmark machine (`perf stat -r 500`). What
+//! and parses `/proc/self/maps` for that, a noticeable part of what a Rust program that does
+//! nothing costs to start and exit (the `hook` row of docs/benchmarks.md measures it). What
 //! that start-up did that the program relies on is done here: `SIGPIPE` ignored (a closed
 //! pipe is an error, not a death; the shim's `exec` puts it back for the agent), stdout
 //! flushed before exiting, and a panic turned into exit code 101. A stack overflow kills the

@@ -182,10 +182,10 @@ impl AttemptGroup {
     /// the group's `tasks` in cgroup v1, its `cgroup.procs` in v2.
     ///
     /// Moving a whole process (v1's `cgroup.procs`) takes the kernel's write lock on every
-    /// process's group membership, which first waits for an RCU grace period: 6–10 ms on the
-    /// benchmark machine, during which every `fork`, `exec` and `exit` on the machine waits
-    /// too. Moving the calling thread itself (`0` written to v1's `tasks`) needs no such
-    /// lock, and for a process of one thread it moves the process: 0.19 ms. Cgroup v2 takes
+    /// process's group membership, which first waits for an RCU grace period (milliseconds),
+    /// during which every `fork`, `exec` and `exit` on the machine waits too. Moving the
+    /// calling thread itself (`0` written to v1's `tasks`) needs no such lock, and for a
+    /// process of one thread it moves the process, in a small fraction of that. Cgroup v2 takes
     /// the lock either way (unless mounted with `favordynmods`).
     pub fn join_path(&self) -> PathBuf {
         join_file(&self.dir, self.root.version)

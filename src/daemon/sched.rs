@@ -20,8 +20,8 @@
 //! while finds its caches cold. So the runtime has one worker per two CPUs, and no more
 //! blocking threads than CPUs: a blocking thread that finishes a task takes the next one queued
 //! without sleeping, where an unbounded pool (tokio's default is 512) grew to 17 threads in
-//! the overhead benchmark and woke a cold one for nearly every task. On 2 CPUs this took
-//! `catalystd` in the overhead benchmark from 1.46x the floor to 1.31x (docs/benchmarks.md).
+//! the overhead benchmark and woke a cold one for nearly every task (docs/benchmarks.md has the
+//! overhead row's figures).
 
 use std::io;
 

@@ -3,7 +3,7 @@
 //!
 //! Starting a process and entering an attempt's control group take time the daemon need not
 //! wait for (in cgroup v2, the kernel's cgroup write lock waits for an RCU grace period,
-//! about 10 ms; see [`crate::daemon::cgroup::AttemptGroup::join_path`] for v1). So the daemon
+//! milliseconds; see [`crate::daemon::cgroup::AttemptGroup::join_path`] for v1). So the daemon
 //! starts agents' processes ahead ([`super::Launcher`]), as `catalyst-shim`
 //! ([`super::shim_bin`], the same protocol without a C library) or else
 //! `catalyst-hook __exec` (or `catalyst __exec`), in a process group

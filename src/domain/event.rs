@@ -43,10 +43,18 @@ pub enum EventBody {
         by_person: bool,
     },
     /// Fields of a bead changed (not its status: see `bead.status`).
+    ///
+    /// Like every event about a bead, it names it `bead` (journals written when the bead
+    /// events said `id` read as well).
     #[serde(rename = "bead.updated")]
-    BeadUpdated { id: BeadId, patch: Box<BeadPatch> },
+    BeadUpdated {
+        #[serde(rename = "bead", alias = "id")]
+        id: BeadId,
+        patch: Box<BeadPatch>,
+    },
     #[serde(rename = "bead.status")]
     BeadStatus {
+        #[serde(rename = "bead", alias = "id")]
         id: BeadId,
         status: Status,
         /// Why: the close reason when closing, what blocked it when blocking.
@@ -54,7 +62,11 @@ pub enum EventBody {
         reason: Option<String>,
     },
     #[serde(rename = "bead.comment")]
-    BeadComment { id: BeadId, comment: Comment },
+    BeadComment {
+        #[serde(rename = "bead", alias = "id")]
+        id: BeadId,
+        comment: Comment,
+    },
     /// A work bead's formula was poured: the bead becomes `in_progress` and gains its steps.
     #[serde(rename = "molecule.poured")]
     MoleculePoured {
@@ -516,5 +528,25 @@ mod tests {
         }
         let stopping = EventBody::DaemonStopping { reason: None };
         assert!(EventBody::KINDS.contains(&stopping.kind()));
+    }
+
+    #[test]
+    fn bead_events_name_their_bead_bead_and_read_journals_that_said_id() {
+        let status = EventBody::BeadStatus {
+            id: BeadId::new("cat-1").expect("id"),
+            status: Status::Closed,
+            reason: None,
+        };
+        let written = serde_json::to_value(&status).expect("serialize");
+        assert_eq!(written["bead"], "cat-1");
+        assert!(written.get("id").is_none(), "{written}");
+        for old in [
+            r#"{"type":"bead.status","id":"cat-1","status":"closed"}"#,
+            r#"{"type":"bead.comment","id":"cat-1","comment":{"id":1,"issue_id":"cat-1","author":"a","text":"t","created_at":"2026-01-01T00:00:00Z"}}"#,
+            r#"{"type":"bead.updated","id":"cat-1","patch":{}}"#,
+        ] {
+            let read: EventBody = serde_json::from_str(old).expect(old);
+            assert_eq!(read.bead().map(BeadId::as_str), Some("cat-1"), "{old}");
+        }
     }
 }

@@ -228,7 +228,7 @@ impl TestDaemon {
     /// Waits until bead `id` reaches `status` (closed, blocked…).
     pub async fn wait_status(&self, id: &str, status: &str) -> Event {
         self.wait_for(&format!("{id} to become {status}"), |e| {
-            e["type"] == "bead.status" && e["id"] == id && e["status"] == status
+            e["type"] == "bead.status" && e["bead"] == id && e["status"] == status
         })
         .await
     }

@@ -233,7 +233,7 @@ async fn a_reviewer_given_write_by_its_formula_is_still_denied_by_the_hook() {
     assert_eq!(daemon.file_on_main("touched.txt"), None);
     assert!(
         events.iter().any(|e| e["type"] == "bead.status"
-            && e["id"] == review_step.as_str()
+            && e["bead"] == review_step.as_str()
             && e["status"] == "closed"),
         "the review still completed"
     );

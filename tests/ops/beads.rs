@@ -299,7 +299,7 @@ async fn a_followed_beads_file_feeds_work_and_gets_the_final_status_back() {
     daemon
         .wait_for("the write-back failure on the bead", |e| {
             e["type"] == "bead.comment"
-                && e["id"] == "bd-new"
+                && e["bead"] == "bd-new"
                 && e["comment"]["text"].as_str().is_some_and(|t| {
                     t.contains("WRITE-BACK FAILED") && t.contains("database is locked")
                 })
@@ -328,7 +328,7 @@ async fn a_followed_beads_file_feeds_work_and_gets_the_final_status_back() {
     let written = daemon
         .wait_for("the write-back's record", |e| {
             e["type"] == "bead.updated"
-                && e["id"] == "bd-new"
+                && e["bead"] == "bd-new"
                 && e["patch"]["metadata"]["catalyst_beads"]["written"] == "closed"
         })
         .await;

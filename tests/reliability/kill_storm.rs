@@ -162,7 +162,7 @@ async fn run(kills: usize, seed: u64, max_gap_ms: u64) -> RunEnd {
             |events| {
                 let mut last: HashMap<&str, &str> = HashMap::new();
                 for e in events.iter().filter(|e| e["type"] == "bead.status") {
-                    if let (Some(id), Some(status)) = (e["id"].as_str(), e["status"].as_str()) {
+                    if let (Some(id), Some(status)) = (e["bead"].as_str(), e["status"].as_str()) {
                         last.insert(id, status);
                     }
                 }

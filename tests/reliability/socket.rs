@@ -252,7 +252,7 @@ async fn two_hundred_concurrent_clients_are_all_answered_and_nothing_runs_twice(
                 .filter(|e| {
                     e["type"] == "bead.status"
                         && e["status"] == "closed"
-                        && e["id"].as_str().is_some_and(|id| !id.contains('.'))
+                        && e["bead"].as_str().is_some_and(|id| !id.contains('.'))
                 })
                 .count();
             closed >= CLIENTS

@@ -358,7 +358,7 @@ async fn blocked(w: &mut Wire<'_>, c: &mut Raw) {
             events
                 .iter()
                 .filter(|e| {
-                    e["type"] == "bead.status" && e["id"] == stuck && e["status"] == "blocked"
+                    e["type"] == "bead.status" && e["bead"] == stuck && e["status"] == "blocked"
                 })
                 .count()
                 >= 2

@@ -16,6 +16,7 @@ use crate::daemon::worktree::{self, BranchMerge, CommitId, GitError};
 use crate::domain::agent::attempt::POLICY_FILE;
 use crate::domain::agent::outcome::outcome;
 use crate::domain::agent::report::{Exit, RunReport};
+use crate::domain::agent::unavailable;
 use crate::domain::context::Change;
 use crate::domain::id::BeadId;
 use crate::domain::model::Role;
@@ -104,7 +105,16 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
     };
     job.in_slot
         .store(true, std::sync::atomic::Ordering::Relaxed);
-    let report = agent::run_launched(job.spec.clone(), cancel, early).await;
+    let mut report = agent::run_launched(job.spec.clone(), cancel, early).await;
+    if let Some(h) = report
+        .unavailable
+        .as_mut()
+        .filter(|h| h.cause == crate::domain::unavailable::Unavailable::Connection)
+    {
+        // A person reading the pause's reason needs to know which API was out of reach.
+        let url = unavailable::api_url(&job.spec.profile, &|key| std::env::var(key).ok());
+        h.reason = unavailable::naming_the_api(&h.reason, url.as_deref());
+    }
     drop(slot);
     // What the hooks decided and the daemon was not told of yet: recorded with the end.
     done.tool_records = tools.take_new();

@@ -65,6 +65,35 @@ pub fn in_error_text(text: &str) -> Option<Hindrance> {
     Some(Hindrance::new(cause, one_line(text)))
 }
 
+/// The API an agent of `profile` talks to: the base URL its CLI reads (`ANTHROPIC_BASE_URL`
+/// for Claude Code, `OPENAI_BASE_URL` for Codex) from the profile's `env`, else from the
+/// daemon's environment (`daemon_env`), else the CLI's default. None for a plain-text agent,
+/// whose API catalyst does not know.
+pub fn api_url(
+    profile: &crate::domain::agent::profile::AgentProfile,
+    daemon_env: &dyn Fn(&str) -> Option<String>,
+) -> Option<String> {
+    use crate::domain::agent::profile::OutputFormat;
+    let (key, default) = match profile.format {
+        OutputFormat::ClaudeStreamJson => ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
+        OutputFormat::CodexJson => ("OPENAI_BASE_URL", "https://api.openai.com/v1"),
+        OutputFormat::Text => return None,
+    };
+    let set = profile.env.get(key).cloned().or_else(|| daemon_env(key));
+    Some(
+        set.filter(|url| !url.trim().is_empty())
+            .unwrap_or_else(|| default.to_owned()),
+    )
+}
+
+/// The reason of an unreachable API, naming the API (see [`api_url`]) when it is known.
+pub fn naming_the_api(reason: &str, url: Option<&str>) -> String {
+    match url {
+        Some(url) if !reason.contains(url) => format!("{reason} (the API: {url})"),
+        _ => reason.to_owned(),
+    }
+}
+
 /// The cause an API error's HTTP status names: 401 and 403 are authentication, 404 a model or
 /// URL the API does not know.
 pub fn by_status(status: u64) -> Option<Unavailable> {
@@ -117,6 +146,47 @@ mod tests {
         for (text, cause) in cases {
             assert_eq!(in_error_text(text).map(|h| h.cause), cause, "{text}");
         }
+    }
+
+    #[test]
+    fn an_unreachable_api_is_named_by_the_url_the_agent_reads() {
+        use crate::domain::agent::profile::AgentProfile;
+        let claude = AgentProfile::builtin("claude").expect("claude");
+        let none = |_: &str| None;
+        assert_eq!(
+            api_url(&claude, &none).as_deref(),
+            Some("https://api.anthropic.com")
+        );
+        let daemon =
+            |key: &str| (key == "ANTHROPIC_BASE_URL").then(|| "http://10.0.0.9:8080".into());
+        assert_eq!(
+            api_url(&claude, &daemon).as_deref(),
+            Some("http://10.0.0.9:8080")
+        );
+        let mut own = claude.clone();
+        own.env
+            .insert("ANTHROPIC_BASE_URL".into(), "http://proxy.local".into());
+        assert_eq!(
+            api_url(&own, &daemon).as_deref(),
+            Some("http://proxy.local")
+        );
+        let codex = AgentProfile::builtin("codex").expect("codex");
+        assert_eq!(
+            api_url(&codex, &none).as_deref(),
+            Some("https://api.openai.com/v1")
+        );
+        assert_eq!(
+            naming_the_api("Unable to connect to API (ECONNREFUSED)", Some("http://x")),
+            "Unable to connect to API (ECONNREFUSED) (the API: http://x)"
+        );
+        assert_eq!(
+            naming_the_api(
+                "error sending request for url (http://x/v1)",
+                Some("http://x")
+            ),
+            "error sending request for url (http://x/v1)",
+            "named already"
+        );
     }
 
     #[test]

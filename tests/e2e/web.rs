@@ -874,3 +874,128 @@ async fn the_board_says_which_file_a_reload_refused() {
         board.body
     );
 }
+
+/// The part of the board's page that is lane `lane`'s column.
+fn lane<'a>(board: &'a str, lane: &str) -> &'a str {
+    let open = format!("data-lane=\"{lane}\">");
+    let start = board
+        .find(&open)
+        .unwrap_or_else(|| panic!("no lane {lane}: {board}"));
+    let rest = &board[start..];
+    &rest[..rest.find("</div>").expect("the lane ends")]
+}
+
+/// The ids of the cards in lane `lane` of the board.
+fn cards(board: &str, lane_name: &str) -> Vec<String> {
+    lane(board, lane_name)
+        .split("<li class=\"card\" data-id=\"")
+        .skip(1)
+        .map(|card| card[..card.find('"').expect("the id ends")].to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_board_puts_each_bead_in_the_column_of_what_it_waits_for() {
+    let ws = Workspace::new("", "");
+    let go = ws.stub_file("go");
+    ws.set_scenario(&format!(
+        r#"
+[[rule]]
+role = "implement"
+bead = "cat-stuck"
+responses = [{{ status = "BLOCKED", summary = "the spec contradicts itself" }}]
+
+[[rule]]
+role = "implement"
+bead = "cat-slow"
+responses = [{{ wait_for = {go:?}, write = {{ "slow.txt" = "slow\n" }}, summary = "slow" }}]
+
+[[rule]]
+role = "implement"
+bead = "gate-1"
+responses = [{{ write = {{ "gate.txt" = "gate\n" }}, summary = "wrote gate.txt" }}]
+
+[[rule]]
+role = "implement"
+responses = [{{ write = {{ "hello.txt" = "hello\n" }}, summary = "wrote hello.txt" }}]
+"#,
+        go = go.display().to_string(),
+    ));
+    let (daemon, base, token) = catalyst_testkit::web::dashboard_on(ws).await;
+    let site = Site {
+        http: client(),
+        base,
+        token,
+    };
+    let with_id = |id: &str, after: &[&str]| catalyst::protocol::BeadInput {
+        id: Some(id.to_owned()),
+        after: after.iter().map(|a| a.to_string()).collect(),
+        ..bead(&format!("Bead {id}"))
+    };
+    daemon.submit(with_id("cat-done", &[])).await;
+    daemon.wait_status("cat-done", "closed").await;
+    daemon.submit(with_id("cat-stuck", &[])).await;
+    daemon.wait_status("cat-stuck", "blocked").await;
+    daemon.submit(with_id("cat-after", &["cat-stuck"])).await;
+    daemon.submit_gated_waiting("gate-1", "true").await;
+    daemon.submit(with_id("cat-slow", &[])).await;
+    daemon
+        .wait_for("the slow implement attempt", |e| {
+            e["type"] == "step.dispatched" && e["step"] == "cat-slow.implement"
+        })
+        .await;
+    daemon
+        .call(catalyst::protocol::Method::Pause(
+            catalyst::protocol::PauseParams { model: None },
+        ))
+        .await;
+    daemon.submit(with_id("cat-ready", &[])).await;
+
+    let board = site.get("/").await;
+    assert_eq!(board.code, StatusCode::OK);
+    let board = board.body;
+    assert_eq!(cards(&board, "ready"), ["cat-ready"], "{board}");
+    assert_eq!(cards(&board, "running"), ["cat-slow"], "{board}");
+    assert_eq!(cards(&board, "needs_person"), ["gate-1"], "{board}");
+    let mut blocked = cards(&board, "blocked");
+    blocked.sort();
+    assert_eq!(blocked, ["cat-after", "cat-stuck"], "{board}");
+    assert_eq!(cards(&board, "done"), ["cat-done"], "{board}");
+    // Each card links to its bead and says why it stands there.
+    let needs = lane(&board, "needs_person");
+    assert!(needs.contains("href=\"/beads/gate-1\""), "{needs}");
+    assert!(needs.contains("approve waits for an approval"), "{needs}");
+    let stuck = lane(&board, "blocked");
+    assert!(
+        stuck.contains("<span class=\"detail\">blocked: ")
+            && stuck.contains("the spec contradicts itself"),
+        "{stuck}"
+    );
+    assert!(stuck.contains("waiting for cat-stuck"), "{stuck}");
+    assert!(lane(&board, "running").contains("implement"), "{board}");
+    assert!(lane(&board, "done").contains("closed"), "{board}");
+    // The table stays beside the columns.
+    assert!(board.contains("<table class=\"beads\">"), "{board}");
+
+    // A column's heading lists its beads in the table, a page at a time.
+    let listed = site.get("/?lane=blocked").await.body;
+    let table = &listed[listed.find("<table class=\"beads\">").expect("the table")..];
+    for id in ["cat-stuck", "cat-after"] {
+        assert!(
+            table.contains(&format!("data-id=\"{id}\"")),
+            "{id}: {table}"
+        );
+    }
+    for id in ["cat-ready", "cat-slow", "gate-1", "cat-done"] {
+        assert!(
+            !table.contains(&format!("data-id=\"{id}\"")),
+            "{id}: {table}"
+        );
+    }
+    assert!(table.contains("(2 beads in Blocked)"), "{table}");
+    let listed = site.get("/?lane=needs_person").await.body;
+    let table = &listed[listed.find("<table class=\"beads\">").expect("the table")..];
+    assert!(table.contains("data-id=\"gate-1\""), "{table}");
+    assert!(table.contains("(1 beads in Needs a person)"), "{table}");
+    std::fs::write(&go, "").expect("release the slow agent");
+}

@@ -611,8 +611,8 @@ async fn a_beads_page_draws_its_molecule_with_the_fix_and_shows_the_merged_diff_
 
     // The branch is gone after the merge: the diff is what the merge brought.
     assert!(!daemon.branch_exists(&id));
-    assert!(page.contains("<span class=\"add\">+hello</span>"), "{page}");
-    assert!(page.contains("hello_test.txt</span>"), "{page}");
+    assert!(page.contains("<td class=\"code\">+hello</td>"), "{page}");
+    assert!(page.contains(">hello_test.txt</a>"), "{page}");
     let (code, out, err) = daemon.ctl(&["diff", &id], "").await;
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -998,4 +998,57 @@ responses = [{{ write = {{ "hello.txt" = "hello\n" }}, summary = "wrote hello.tx
     assert!(table.contains("data-id=\"gate-1\""), "{table}");
     assert!(table.contains("(1 beads in Needs a person)"), "{table}");
     std::fs::write(&go, "").expect("release the slow agent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_beads_diff_lists_its_files_with_their_counts_and_numbers_each_line() {
+    let ws = Workspace::new("", "");
+    let lines: Vec<String> = (1..=10).map(|n| format!("line {n}")).collect();
+    let before = lines.join("\n") + "\n";
+    catalyst_testkit::repo::commit_file(&ws.repo, "notes.txt", &before, "notes");
+    let after = before.replace("line 5\n", "line five\n");
+    ws.set_scenario(&format!(
+        "[[rule]]\nrole = \"implement\"\nresponses = [{{ write = {{ \"hello.txt\" = \"hello\\n\", \"notes.txt\" = {after:?} }}, summary = \"edited\" }}]\n"
+    ));
+    let (daemon, base, token) = catalyst_testkit::web::dashboard_on(ws).await;
+    let site = Site {
+        http: client(),
+        base,
+        token,
+    };
+    let id = daemon.submit(bead("Edit the notes")).await;
+    daemon.wait_status(&id, "closed").await;
+    let page = site.get(&format!("/beads/{id}")).await.body;
+
+    // The files, in the patch's order, with what each adds and removes, linking to their part.
+    assert!(
+        page.contains("<a href=\"#file-1\">hello.txt</a> <span class=\"added\">+1</span> <span class=\"removed\">−0</span>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<a href=\"#file-2\">notes.txt</a> <span class=\"added\">+1</span> <span class=\"removed\">−1</span>"),
+        "{page}"
+    );
+    let part = |anchor: &str| {
+        let start = page
+            .find(&format!("id=\"{anchor}\""))
+            .unwrap_or_else(|| panic!("no part {anchor}: {page}"));
+        page[start..].lines().next().expect("a row").to_owned()
+    };
+    assert!(part("file-1").contains("hello.txt"), "{page}");
+    assert!(part("file-2").contains("notes.txt"), "{page}");
+
+    // Each line with its number before and after the change.
+    let row = |kind: &str, old: &str, new: &str, text: &str| {
+        format!("<tr class=\"{kind}\"><td class=\"ln old\">{old}</td><td class=\"ln new\">{new}</td><td class=\"code\">{text}</td></tr>")
+    };
+    for expected in [
+        row("add", "", "1", "+hello"),
+        row("ctx", "4", "4", " line 4"),
+        row("del", "5", "", "-line 5"),
+        row("add", "", "5", "+line five"),
+        row("ctx", "6", "6", " line 6"),
+    ] {
+        assert!(page.contains(&expected), "{expected}: {page}");
+    }
 }

@@ -426,6 +426,7 @@ fn method_for(command: &CtlCommand) -> Result<Method, CtlError> {
             search: search.clone(),
             offset: *offset,
             limit: *limit,
+            lane: None,
         }),
         CtlCommand::Show { bead, runs } => Method::Show(ShowParams {
             id: bead.clone(),

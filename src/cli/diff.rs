@@ -56,7 +56,7 @@ pub async fn run(
             .await
             .map_err(|e| CtlError::Failed(format!("reading the diff failed: {e}")))?
     };
-    let BranchDiff { stat, patch } = diff.map_err(|e| match e {
+    let BranchDiff { stat, patch, .. } = diff.map_err(|e| match e {
         DiffError::NoBranch(why) => CtlError::Refused(why),
         DiffError::Failed(e) => CtlError::Failed(e),
     })?;

@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use super::response::{
-    Approved, BeadList, Cancelled, Commented, Exported, HookAnswer, Imported, PauseState, Rejected,
-    Reloaded, Retried, StatusAnswer, StatusChanged, Submitted, Updated,
+    Approved, BeadList, BoardAnswer, Cancelled, Commented, Exported, HookAnswer, Imported,
+    PauseState, Rejected, Reloaded, Retried, StatusAnswer, StatusChanged, Submitted, Updated,
 };
 use super::show::ShowAnswer;
 
@@ -15,6 +15,7 @@ use super::show::ShowAnswer;
 pub enum Answer {
     Status(Box<StatusAnswer>),
     Beads(BeadList),
+    Board(BoardAnswer),
     Show(Box<ShowAnswer>),
     Submitted(Submitted),
     Updated(Updated),

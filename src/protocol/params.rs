@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use crate::domain::event::BeadPatch;
 use crate::domain::model::JsonMap;
+use crate::domain::state::Lane;
 
 /// A bead as submitted by a person or a script. The daemon assigns the id unless one is given,
 /// and the timestamps.
@@ -59,6 +60,9 @@ pub struct ListParams {
     /// (`total`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
+    /// Only work beads in this column of the dashboard's board.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<Lane>,
 }
 
 /// What `list`'s `search` matches: an id or title that contains it, in any case.

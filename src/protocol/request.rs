@@ -286,6 +286,10 @@ pub enum EngineRequest {
     Status,
     Ready,
     List(ListParams),
+    /// The dashboard's board: each lane's count and its first `cards` beads.
+    Board {
+        cards: usize,
+    },
     Show(IdParams),
     Submit(Vec<BeadInput>),
     Update(Box<UpdateParams>),

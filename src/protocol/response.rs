@@ -15,7 +15,7 @@ use super::error::RpcError;
 use crate::domain::beads::import::ImportReport;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Status};
-use crate::domain::state::Stuck;
+use crate::domain::state::{Lane, Stuck};
 use crate::domain::time::Timestamp;
 use crate::domain::unavailable::{PauseScope, Unavailable};
 
@@ -158,6 +158,48 @@ pub struct HeldMerge {
     /// The branch tip an approval covers.
     pub commit: String,
     pub files: Vec<String>,
+}
+
+/// The board's columns (an engine answer the dashboard asks for, not a socket method): each
+/// lane with how many work beads it holds and the first of them as cards.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BoardAnswer {
+    /// Every lane, in [`Lane::ALL`]'s order.
+    pub lanes: Vec<LaneCards>,
+}
+
+/// One column of the board: the ready beads in dispatch order, the others most recently
+/// changed first, at most as many as were asked for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LaneCards {
+    pub cards: Vec<Card>,
+    pub lane: Lane,
+    /// How many work beads the lane holds.
+    pub total: u64,
+}
+
+/// A work bead on the board: its `list` line and what its lane needs said about it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Card {
+    /// Its steps that wait for a person's approval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<Approval>,
+    #[serde(flatten)]
+    pub bead: BeadSummary,
+    /// Why it is blocked (the daemon's last `BLOCKED` comment), when its status is `blocked`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_reason: Option<String>,
+}
+
+/// A step that waits for a person's approval.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    /// For a merge held because the change touches workflow files: those files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_files: Vec<String>,
+    /// The step's name in its formula.
+    pub name: String,
+    pub step: BeadId,
 }
 
 /// A step whose agent (or gate) runs now.

@@ -290,7 +290,7 @@ async fn a_bead_is_submitted_through_the_form_and_an_approval_passed_with_its_bu
         .await
         .expect("mark the page");
     wait_for_text(page, "header .state", "closed").await;
-    wait_for_text(page, "pre.patch", "+hello").await;
+    wait_for_text(page, "table.patch", "+hello").await;
     assert_eq!(
         page.find_all(Locator::Css("svg.molecule g.node.closed"))
             .await

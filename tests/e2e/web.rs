@@ -611,8 +611,8 @@ async fn a_beads_page_draws_its_molecule_with_the_fix_and_shows_the_merged_diff_
 
     // The branch is gone after the merge: the diff is what the merge brought.
     assert!(!daemon.branch_exists(&id));
-    assert!(page.contains("<span class=\"add\">+hello</span>"), "{page}");
-    assert!(page.contains("hello_test.txt</span>"), "{page}");
+    assert!(page.contains("<td class=\"code\">+hello</td>"), "{page}");
+    assert!(page.contains(">hello_test.txt</a>"), "{page}");
     let (code, out, err) = daemon.ctl(&["diff", &id], "").await;
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -873,4 +873,182 @@ async fn the_board_says_which_file_a_reload_refused() {
         "{}",
         board.body
     );
+}
+
+/// The part of the board's page that is lane `lane`'s column.
+fn lane<'a>(board: &'a str, lane: &str) -> &'a str {
+    let open = format!("data-lane=\"{lane}\">");
+    let start = board
+        .find(&open)
+        .unwrap_or_else(|| panic!("no lane {lane}: {board}"));
+    let rest = &board[start..];
+    &rest[..rest.find("</div>").expect("the lane ends")]
+}
+
+/// The ids of the cards in lane `lane` of the board.
+fn cards(board: &str, lane_name: &str) -> Vec<String> {
+    lane(board, lane_name)
+        .split("<li class=\"card\" data-id=\"")
+        .skip(1)
+        .map(|card| card[..card.find('"').expect("the id ends")].to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_board_puts_each_bead_in_the_column_of_what_it_waits_for() {
+    let ws = Workspace::new("", "");
+    let go = ws.stub_file("go");
+    ws.set_scenario(&format!(
+        r#"
+[[rule]]
+role = "implement"
+bead = "cat-stuck"
+responses = [{{ status = "BLOCKED", summary = "the spec contradicts itself" }}]
+
+[[rule]]
+role = "implement"
+bead = "cat-slow"
+responses = [{{ wait_for = {go:?}, write = {{ "slow.txt" = "slow\n" }}, summary = "slow" }}]
+
+[[rule]]
+role = "implement"
+bead = "gate-1"
+responses = [{{ write = {{ "gate.txt" = "gate\n" }}, summary = "wrote gate.txt" }}]
+
+[[rule]]
+role = "implement"
+responses = [{{ write = {{ "hello.txt" = "hello\n" }}, summary = "wrote hello.txt" }}]
+"#,
+        go = go.display().to_string(),
+    ));
+    let (daemon, base, token) = catalyst_testkit::web::dashboard_on(ws).await;
+    let site = Site {
+        http: client(),
+        base,
+        token,
+    };
+    let with_id = |id: &str, after: &[&str]| catalyst::protocol::BeadInput {
+        id: Some(id.to_owned()),
+        after: after.iter().map(|a| a.to_string()).collect(),
+        ..bead(&format!("Bead {id}"))
+    };
+    daemon.submit(with_id("cat-done", &[])).await;
+    daemon.wait_status("cat-done", "closed").await;
+    daemon.submit(with_id("cat-stuck", &[])).await;
+    daemon.wait_status("cat-stuck", "blocked").await;
+    daemon.submit(with_id("cat-after", &["cat-stuck"])).await;
+    daemon.submit_gated_waiting("gate-1", "true").await;
+    daemon.submit(with_id("cat-slow", &[])).await;
+    daemon
+        .wait_for("the slow implement attempt", |e| {
+            e["type"] == "step.dispatched" && e["step"] == "cat-slow.implement"
+        })
+        .await;
+    daemon
+        .call(catalyst::protocol::Method::Pause(
+            catalyst::protocol::PauseParams { model: None },
+        ))
+        .await;
+    daemon.submit(with_id("cat-ready", &[])).await;
+
+    let board = site.get("/").await;
+    assert_eq!(board.code, StatusCode::OK);
+    let board = board.body;
+    assert_eq!(cards(&board, "ready"), ["cat-ready"], "{board}");
+    assert_eq!(cards(&board, "running"), ["cat-slow"], "{board}");
+    assert_eq!(cards(&board, "needs_person"), ["gate-1"], "{board}");
+    let mut blocked = cards(&board, "blocked");
+    blocked.sort();
+    assert_eq!(blocked, ["cat-after", "cat-stuck"], "{board}");
+    assert_eq!(cards(&board, "done"), ["cat-done"], "{board}");
+    // Each card links to its bead and says why it stands there.
+    let needs = lane(&board, "needs_person");
+    assert!(needs.contains("href=\"/beads/gate-1\""), "{needs}");
+    assert!(needs.contains("approve waits for an approval"), "{needs}");
+    let stuck = lane(&board, "blocked");
+    assert!(
+        stuck.contains("<span class=\"detail\">blocked: ")
+            && stuck.contains("the spec contradicts itself"),
+        "{stuck}"
+    );
+    assert!(stuck.contains("waiting for cat-stuck"), "{stuck}");
+    assert!(lane(&board, "running").contains("implement"), "{board}");
+    assert!(lane(&board, "done").contains("closed"), "{board}");
+    // The table stays beside the columns.
+    assert!(board.contains("<table class=\"beads\">"), "{board}");
+
+    // A column's heading lists its beads in the table, a page at a time.
+    let listed = site.get("/?lane=blocked").await.body;
+    let table = &listed[listed.find("<table class=\"beads\">").expect("the table")..];
+    for id in ["cat-stuck", "cat-after"] {
+        assert!(
+            table.contains(&format!("data-id=\"{id}\"")),
+            "{id}: {table}"
+        );
+    }
+    for id in ["cat-ready", "cat-slow", "gate-1", "cat-done"] {
+        assert!(
+            !table.contains(&format!("data-id=\"{id}\"")),
+            "{id}: {table}"
+        );
+    }
+    assert!(table.contains("(2 beads in Blocked)"), "{table}");
+    let listed = site.get("/?lane=needs_person").await.body;
+    let table = &listed[listed.find("<table class=\"beads\">").expect("the table")..];
+    assert!(table.contains("data-id=\"gate-1\""), "{table}");
+    assert!(table.contains("(1 beads in Needs a person)"), "{table}");
+    std::fs::write(&go, "").expect("release the slow agent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_beads_diff_lists_its_files_with_their_counts_and_numbers_each_line() {
+    let ws = Workspace::new("", "");
+    let lines: Vec<String> = (1..=10).map(|n| format!("line {n}")).collect();
+    let before = lines.join("\n") + "\n";
+    catalyst_testkit::repo::commit_file(&ws.repo, "notes.txt", &before, "notes");
+    let after = before.replace("line 5\n", "line five\n");
+    ws.set_scenario(&format!(
+        "[[rule]]\nrole = \"implement\"\nresponses = [{{ write = {{ \"hello.txt\" = \"hello\\n\", \"notes.txt\" = {after:?} }}, summary = \"edited\" }}]\n"
+    ));
+    let (daemon, base, token) = catalyst_testkit::web::dashboard_on(ws).await;
+    let site = Site {
+        http: client(),
+        base,
+        token,
+    };
+    let id = daemon.submit(bead("Edit the notes")).await;
+    daemon.wait_status(&id, "closed").await;
+    let page = site.get(&format!("/beads/{id}")).await.body;
+
+    // The files, in the patch's order, with what each adds and removes, linking to their part.
+    assert!(
+        page.contains("<a href=\"#file-1\">hello.txt</a> <span class=\"added\">+1</span> <span class=\"removed\">−0</span>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<a href=\"#file-2\">notes.txt</a> <span class=\"added\">+1</span> <span class=\"removed\">−1</span>"),
+        "{page}"
+    );
+    let part = |anchor: &str| {
+        let start = page
+            .find(&format!("id=\"{anchor}\""))
+            .unwrap_or_else(|| panic!("no part {anchor}: {page}"));
+        page[start..].lines().next().expect("a row").to_owned()
+    };
+    assert!(part("file-1").contains("hello.txt"), "{page}");
+    assert!(part("file-2").contains("notes.txt"), "{page}");
+
+    // Each line with its number before and after the change.
+    let row = |kind: &str, old: &str, new: &str, text: &str| {
+        format!("<tr class=\"{kind}\"><td class=\"ln old\">{old}</td><td class=\"ln new\">{new}</td><td class=\"code\">{text}</td></tr>")
+    };
+    for expected in [
+        row("add", "", "1", "+hello"),
+        row("ctx", "4", "4", " line 4"),
+        row("del", "5", "", "-line 5"),
+        row("add", "", "5", "+line five"),
+        row("ctx", "6", "6", " line 6"),
+    ] {
+        assert!(page.contains(&expected), "{expected}: {page}");
+    }
 }

@@ -6,19 +6,19 @@ use axum::extract::{Form, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Extension;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 
-use crate::daemon::audit::{self, DiffError};
+use crate::daemon::audit;
 use crate::protocol::{EngineRequest, ErrorCode, RpcError, ShowAnswer};
 
 use super::auth::Proof;
+use super::diff::DiffView;
 use super::pages::refuse_forged;
 use super::{graph, Shared};
 
-/// The diff's stat width, and the most lines of the patch a page shows (`ctl diff` prints all).
+/// The diff's stat width.
 const STAT_WIDTH: usize = 100;
-const DIFF_LINES: usize = 4000;
 
 /// `GET /beads/<id>`: a bead, its steps with every attempt, and its comments.
 pub async fn bead(State(shared): State<Shared>, Path(id): Path<String>) -> Response {
@@ -81,83 +81,6 @@ pub(super) async fn show(shared: &Shared, id: String) -> Result<ShowAnswer, Resp
         Ok(crate::protocol::Answer::Show(show)) => Ok(*show),
         Ok(_) => Err(super::pages::unexpected()),
         Err(e) => Err(refused(e)),
-    }
-}
-
-/// The diff as the page shows it: the stat, then the patch line by line with each line's
-/// kind for its colour, cut after [`DIFF_LINES`] lines; or why there is none.
-#[derive(Debug, Default, Serialize)]
-struct DiffView {
-    stat: String,
-    lines: Vec<DiffLine>,
-    /// Lines not shown.
-    more: usize,
-    /// Why there is no diff (no branch yet, cancelled, an error).
-    none: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-struct DiffLine {
-    /// `file`, `hunk`, `add`, `del` or `ctx`.
-    kind: &'static str,
-    text: String,
-}
-
-impl DiffView {
-    fn of(diff: Result<crate::daemon::worktree::BranchDiff, DiffError>) -> DiffView {
-        let diff = match diff {
-            Ok(diff) => diff,
-            Err(DiffError::NoBranch(why)) => {
-                return DiffView {
-                    none: Some(why),
-                    ..DiffView::default()
-                }
-            }
-            Err(DiffError::Failed(e)) => {
-                return DiffView {
-                    none: Some(format!("cannot read the diff: {e}")),
-                    ..DiffView::default()
-                }
-            }
-        };
-        let all = diff.patch.lines().count();
-        let lines = diff
-            .patch
-            .lines()
-            .take(DIFF_LINES)
-            .map(|line| DiffLine {
-                kind: kind_of(line),
-                text: line.to_owned(),
-            })
-            .collect();
-        DiffView {
-            stat: diff.stat,
-            lines,
-            more: all.saturating_sub(DIFF_LINES),
-            none: None,
-        }
-    }
-}
-
-fn kind_of(line: &str) -> &'static str {
-    if line.starts_with("diff --git")
-        || line.starts_with("+++ ")
-        || line.starts_with("--- ")
-        || line.starts_with("index ")
-        || line.starts_with("new file")
-        || line.starts_with("deleted file")
-        || line.starts_with("similarity")
-        || line.starts_with("rename ")
-    {
-        "file"
-    } else if line.starts_with("@@") {
-        "hunk"
-    } else if line.starts_with('+') {
-        "add"
-    } else if line.starts_with('-') {
-        "del"
-    } else {
-        "ctx"
     }
 }
 

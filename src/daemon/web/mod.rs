@@ -6,6 +6,7 @@
 
 pub mod auth;
 mod bead;
+mod diff;
 mod events;
 mod graph;
 mod markdown;

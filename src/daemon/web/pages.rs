@@ -10,6 +10,7 @@ use minijinja::{AutoEscape, Environment};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::domain::state::Lane;
 use crate::protocol::{Answer, EngineRequest, ListParams, PauseParams, RpcError};
 
 use super::auth::Proof;
@@ -73,12 +74,17 @@ impl Pages {
 /// Rows of the board per page.
 const PAGE_ROWS: u64 = 50;
 
-/// The board's filters: `?status=` (a bead status, or `ready`), `?q=` (id or title contains
-/// it), `?page=` (from 1).
+/// Cards per lane of the board; the rest are a link to the lane's rows.
+const LANE_CARDS: usize = 8;
+
+/// The board's filters: `?status=` (a bead status, or `ready`), `?lane=` (a lane of the
+/// board), `?q=` (id or title contains it), `?page=` (from 1).
 #[derive(Debug, Default, Deserialize)]
 pub struct BoardQuery {
     #[serde(default)]
     status: Option<String>,
+    #[serde(default, deserialize_with = "lane_or_none")]
+    lane: Option<Lane>,
     #[serde(default)]
     q: Option<String>,
     #[serde(default)]
@@ -101,12 +107,23 @@ async fn render_board(
         Ok(_) => return unexpected(),
         Err(e) => return unavailable(e),
     };
+    let lanes = match shared
+        .engine
+        .request(EngineRequest::Board { cards: LANE_CARDS })
+        .await
+    {
+        Ok(Answer::Board(board)) => board.lanes,
+        Ok(_) => return unexpected(),
+        Err(e) => return unavailable(e),
+    };
     let filter_status = query.status.clone().filter(|s| !s.is_empty());
     let q = query.q.clone().unwrap_or_default();
     let search = Some(q.trim()).filter(|q| !q.is_empty());
     let page = query.page.unwrap_or(1).max(1);
     let offset = (page - 1).saturating_mul(PAGE_ROWS);
-    let (beads, matched, error) = if filter_status.as_deref() == Some("ready") {
+    // `?status=ready` is the engine's ready list (in dispatch order), unless a lane narrows it.
+    let ready_list = filter_status.as_deref() == Some("ready") && query.lane.is_none();
+    let (beads, matched, error) = if ready_list {
         let search = search.map(crate::protocol::Search::new);
         match shared.engine.request(EngineRequest::Ready).await {
             Ok(Answer::Beads(list)) => {
@@ -136,6 +153,7 @@ async fn render_board(
             search: search.map(str::to_owned),
             offset: Some(offset),
             limit: Some(PAGE_ROWS),
+            lane: query.lane,
             ..Default::default()
         };
         match shared.engine.request(EngineRequest::List(params)).await {
@@ -149,16 +167,23 @@ async fn render_board(
     let total_work: u64 = status.beads.values().sum();
     let context = json!({
         "status": status,
+        "lanes": lanes,
         "beads": beads,
         "matched": matched,
         "total_work": total_work,
         "page": page,
         "pages": pages,
-        "filter": {"status": filter_status.unwrap_or_default(), "q": q},
+        "filter": {"status": filter_status.unwrap_or_default(), "lane": query.lane, "q": q},
         "csrf": shared.secrets.csrf(),
         "error": error,
     });
     shared.pages.render("board.html", context, code)
+}
+
+/// `?lane=` as a lane, or no lane for an empty or unknown one (a stale link lists everything).
+fn lane_or_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Lane>, D::Error> {
+    let text = Option::<String>::deserialize(d)?;
+    Ok(text.and_then(|t| serde_json::from_value(serde_json::Value::String(t)).ok()))
 }
 
 pub(super) fn unexpected() -> Response {
@@ -353,6 +378,10 @@ mod tests {
 
     /// The board page for a status whose running steps are `running`.
     fn board(running: serde_json::Value) -> String {
+        board_with_lanes(running, json!([]))
+    }
+
+    fn board_with_lanes(running: serde_json::Value, lanes: serde_json::Value) -> String {
         let pages = Pages::new();
         let context = json!({
             "status": {"seq": 3, "beads": {"open": 1}, "ready": 0, "running": running,
@@ -361,6 +390,7 @@ mod tests {
             "beads": [{"id": "cat-1", "title": "<b>bold</b>", "status": "open", "done": 1,
                        "total": 4, "current": "implement", "waiting_for": ["cat-0"],
                        "running": {"model": "opus", "elapsed_ms": 1500, "attempt": 1, "step": "cat-1.implement"}}],
+            "lanes": lanes,
             "matched": 1, "total_work": 1, "page": 1, "pages": 1,
             "filter": {"status": "open", "q": "a b&c"},
             "csrf": "x", "error": null,
@@ -406,6 +436,34 @@ mod tests {
             rows[1].contains("(waiting for an agent slot)"),
             "{}",
             rows[1]
+        );
+    }
+
+    #[test]
+    fn a_lane_shows_its_cards_and_links_to_the_rest() {
+        let card = |id: &str| {
+            json!({"id": id, "title": "<i>t</i>", "status": "closed", "done": 4, "total": 4,
+                   "priority": 2, "closed_at": "2026-01-01T00:00:00Z"})
+        };
+        let lanes = json!([
+            {"lane": "ready", "total": 0, "cards": []},
+            {"lane": "needs_person", "total": 1, "cards": [
+                {"id": "cat-7", "title": "held", "status": "in_progress", "done": 3, "total": 4,
+                 "priority": 2, "approvals": [{"step": "cat-7.merge", "name": "merge",
+                                               "held_files": [".catalyst/formulas/x.toml"]}]}]},
+            {"lane": "done", "total": 12, "cards": [card("cat-1"), card("cat-2")]},
+        ]);
+        let html = board_with_lanes(json!([]), lanes);
+        assert!(
+            html.contains("<a href=\"/?lane=done\">and 10 more</a>"),
+            "{html}"
+        );
+        assert!(!html.contains("/?lane=ready\">and"), "{html}");
+        assert!(html.contains("data-id=\"cat-2\""), "{html}");
+        assert!(html.contains("&lt;i&gt;t&lt;"), "titles are text: {html}");
+        assert!(
+            html.contains("merge held: the change touches .catalyst"),
+            "{html}"
         );
     }
 }

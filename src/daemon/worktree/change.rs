@@ -17,6 +17,17 @@ pub struct BranchDiff {
     pub stat: String,
     /// The unified patch, with its `diff --git` headers.
     pub patch: String,
+    /// The files of the patch, in its order, with the lines each adds and removes.
+    pub files: Vec<FileLines>,
+}
+
+/// A file of a patch and how many lines its part of the patch adds and removes.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FileLines {
+    /// Its path after the change, or before it for a deleted file.
+    pub path: String,
+    pub added: usize,
+    pub removed: usize,
 }
 
 impl Repo {
@@ -49,7 +60,8 @@ impl Repo {
                 }
             })
             .collect();
-        Ok((files, patch_of(&diff, &format!("`{}`", branch_name(bead)))?))
+        let (patch, _) = patch_of(&diff, &format!("`{}`", branch_name(bead)))?;
+        Ok((files, patch))
     }
 
     /// The stat (at most `width` columns wide) and the patch of the bead's branch against
@@ -114,10 +126,8 @@ fn stat_and_patch(diff: &Diff<'_>, what: &str, width: usize) -> Result<BranchDif
     } else {
         String::from_utf8_lossy(&stat).into_owned()
     };
-    Ok(BranchDiff {
-        stat,
-        patch: patch_of(diff, what)?,
-    })
+    let (patch, files) = patch_of(diff, what)?;
+    Ok(BranchDiff { stat, patch, files })
 }
 
 /// The tree diff from where the bead's branch left `target` to the branch's tip.
@@ -155,10 +165,28 @@ fn diff_since<'r>(
         .ctx(|| format!("comparing {what} with {base_name}"))
 }
 
-/// The patch as `git diff` prints it: headers, hunk headers and `+`/`-`/` ` lines.
-fn patch_of(diff: &Diff<'_>, what: &str) -> Result<String, GitError> {
+/// The patch as `git diff` prints it (headers, hunk headers and `+`/`-`/` ` lines), and its
+/// files with the lines each adds and removes, counted as they are printed.
+fn patch_of(diff: &Diff<'_>, what: &str) -> Result<(String, Vec<FileLines>), GitError> {
     let mut patch = Vec::new();
-    diff.print(DiffFormat::Patch, |_, _, line| {
+    let mut files: Vec<FileLines> = Vec::new();
+    diff.print(DiffFormat::Patch, |delta, _, line| {
+        match line.origin() {
+            // A file's header opens its part of the patch.
+            'F' => files.push(FileLines {
+                path: delta
+                    .new_file()
+                    .path()
+                    .or_else(|| delta.old_file().path())
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                added: 0,
+                removed: 0,
+            }),
+            '+' => files.last_mut().into_iter().for_each(|f| f.added += 1),
+            '-' => files.last_mut().into_iter().for_each(|f| f.removed += 1),
+            _ => {}
+        }
         if matches!(line.origin(), '+' | '-' | ' ') {
             patch.push(line.origin() as u8);
         }
@@ -166,5 +194,5 @@ fn patch_of(diff: &Diff<'_>, what: &str) -> Result<String, GitError> {
         true
     })
     .ctx(|| format!("printing the patch of {what}"))?;
-    Ok(String::from_utf8_lossy(&patch).into_owned())
+    Ok((String::from_utf8_lossy(&patch).into_owned(), files))
 }

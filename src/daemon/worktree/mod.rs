@@ -43,7 +43,7 @@ use tracing::{info, warn};
 
 pub use crate::domain::config::merge::Identity;
 use crate::domain::id::BeadId;
-pub use change::BranchDiff;
+pub use change::{BranchDiff, FileLines};
 use error::Context;
 pub use error::{CommitId, GitError};
 pub use merge::{BranchMerge, Landing, MergeGuard, MergeOutcome};

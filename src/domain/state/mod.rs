@@ -3,7 +3,7 @@
 //! [`State::check_group`] decides whether events may be applied without changing anything, so
 //! that a group of events is validated before it is written; [`State::apply`] then cannot fail
 //! for a checked event. Replay applies the same way, so a journal produces the same state every time.
-//! The checks live in `check`, the readiness index in [`ready`].
+//! The checks live in `check`, the readiness index in [`ready`], the board's lanes in `lane`.
 
 use crate::domain::event::{BeadPatch, Event, EventBody};
 use crate::domain::id::BeadId;
@@ -44,9 +44,11 @@ use crate::domain::budget::Spending;
 use crate::domain::time::Timestamp;
 
 mod check;
+mod lane;
 pub mod ready;
 
 use check::{check_new_bead, Created};
+pub use lane::Lane;
 use ready::Graph;
 
 /// Why a bead that others wait for will not get done by itself: it needs a person.
@@ -152,6 +154,13 @@ impl State {
     /// Step beads are never in this list: they run as steps of their molecule.
     pub fn ready(&self, now: Timestamp) -> impl Iterator<Item = &Bead> + '_ {
         self.graph.ready(now)
+    }
+
+    /// Whether `id` is among the beads [`State::ready`] gives at `now`.
+    pub fn is_ready(&self, id: &str, now: Timestamp) -> bool {
+        self.graph
+            .slot(id)
+            .is_some_and(|s| self.graph.is_ready(s, now))
     }
 
     /// How many beads [`State::ready`] gives at `now` (without visiting them).

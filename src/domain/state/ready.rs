@@ -445,6 +445,16 @@ impl Graph {
             .filter(move |b| b.defer_until.is_none_or(|t| t <= now))
     }
 
+    /// Whether the bead in `slot` is among those [`Graph::ready`] gives at `now`.
+    pub(crate) fn is_ready(&self, slot: Slot, now: Timestamp) -> bool {
+        let node = self.node(slot);
+        node.ready_key.is_some()
+            && node
+                .bead
+                .as_ref()
+                .is_some_and(|b| b.defer_until.is_none_or(|t| t <= now))
+    }
+
     /// How many beads [`Graph::ready`] gives at `now`, counted without looking at them: the
     /// statically ready ones less those deferred past `now`.
     pub(crate) fn ready_count(&self, now: Timestamp) -> usize {

@@ -2,10 +2,11 @@
 //! them, and answers only once they are durable. The queries are here; the changes are in
 //! [`change`].
 
+mod board;
 mod change;
 
 use crate::domain::id::BeadId;
-use crate::domain::model::{Bead, DepType, Phase, Status, StepMeta};
+use crate::domain::model::{Bead, DepType, Status, StepMeta};
 use crate::domain::state::Stuck;
 use crate::protocol::{
     Answer, BeadList, BeadSummary, BlockedBead, DispatchHold, EngineRequest, ErrorCode, HeldMerge,
@@ -26,7 +27,13 @@ impl Engine {
         if self.stopping
             && !matches!(
                 request,
-                R::Status | R::Ready | R::List(_) | R::Show(_) | R::Hook(_) | R::Export
+                R::Status
+                    | R::Ready
+                    | R::List(_)
+                    | R::Board { .. }
+                    | R::Show(_)
+                    | R::Hook(_)
+                    | R::Export
             )
         {
             return Err(RpcError::new(
@@ -38,6 +45,7 @@ impl Engine {
             R::Status => Answer::Status(Box::new(self.status())),
             R::Ready => Answer::Beads(self.ready_list()),
             R::List(p) => Answer::Beads(self.checked_list(&p)?),
+            R::Board { cards } => Answer::Board(self.board(cards)),
             R::Show(p) => Answer::Show(Box::new(self.show(&p)?)),
             R::Submit(beads) => Answer::Submitted(self.submit(beads)?),
             R::Update(p) => Answer::Updated(self.update(*p)?),
@@ -110,9 +118,8 @@ impl Engine {
         let waiting: Vec<(BeadId, StepMeta)> = self
             .active
             .iter()
-            .flat_map(|w| self.store.state().steps(w.as_str()))
-            .filter_map(|s| Some((s.id.clone(), s.step_meta()?)))
-            .filter(|(_, m)| m.phase == Some(Phase::WaitingApproval))
+            .flat_map(|w| self.store.state().waiting_approval(w.as_str()))
+            .map(|(step, meta)| (step.id.clone(), meta))
             .collect();
         let held_merges = waiting
             .iter()
@@ -266,12 +273,16 @@ impl Engine {
 
     fn list(&self, p: &ListParams) -> BeadList {
         let search = p.search.as_deref().map(crate::protocol::Search::new);
-        let matching = self
-            .store
-            .state()
+        let state = self.store.state();
+        let now = crate::daemon::clock::now();
+        let matching = state
             .beads()
             .filter(|b| p.steps || !b.is_step())
             .filter(|b| p.status.as_deref().is_none_or(|s| b.status.as_str() == s))
+            .filter(|b| {
+                p.lane
+                    .is_none_or(|lane| !b.is_step() && state.lane(b, now) == lane)
+            })
             .filter(|b| {
                 search
                     .as_ref()

@@ -480,3 +480,59 @@ fn ready_steps_of_a_molecule_follow_needs() {
     assert_eq!(ready(&store), ["w.d"]);
     assert_eq!(store.state().steps("w").count(), 4);
 }
+
+#[test]
+fn each_work_bead_is_in_the_lane_of_what_moves_it_on() {
+    use crate::domain::state::Lane;
+    let (_dir, mut store) = open_store();
+    let mut deferred = bead("deferred", &[]);
+    deferred.defer_until = Some(at(2_000_000));
+    let mut waiting = step_bead("approval", "approval.merge", &[]);
+    let meta = waiting.metadata.as_mut().unwrap();
+    meta["catalyst"]["phase"] = serde_json::json!({"phase": "waiting_approval"});
+    store
+        .commit(vec![
+            created(bead("ready", &[])),
+            created(bead("running", &[])),
+            created(bead("approval", &[])),
+            created(bead("blocked", &[])),
+            created(bead("after", &[("running", DepType::Blocks)])),
+            created(deferred),
+            created(bead("done", &[])),
+            created(bead("cancelled", &[])),
+            poured("running", &["running.implement"]),
+            EventBody::MoleculePoured {
+                bead: id("approval"),
+                formula: "f".into(),
+                steps: vec![step_bead("approval", "approval.review", &[]), waiting],
+            },
+            status("approval.review", Status::Closed),
+            status("blocked", Status::Blocked),
+            status("done", Status::Closed),
+            closed("cancelled", crate::domain::model::CANCELLED),
+        ])
+        .unwrap();
+    let cases = [
+        ("ready", Lane::Ready),
+        ("running", Lane::Running),
+        ("approval", Lane::NeedsPerson),
+        ("blocked", Lane::Blocked),
+        ("after", Lane::Blocked),
+        ("deferred", Lane::Blocked),
+        ("done", Lane::Done),
+        ("cancelled", Lane::Done),
+    ];
+    let state = store.state();
+    for (name, lane) in cases {
+        assert_eq!(
+            state.lane(state.get(name).unwrap(), at(1_000_000)),
+            lane,
+            "{name}"
+        );
+    }
+    let waiting: Vec<String> = state
+        .waiting_approval("approval")
+        .map(|(step, _)| step.id.to_string())
+        .collect();
+    assert_eq!(waiting, ["approval.merge"]);
+}

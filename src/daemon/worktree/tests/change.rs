@@ -8,7 +8,8 @@ fn the_diff_starts_where_the_branch_left_the_target() {
     let (f, b, wt) = Fixture::with_bead();
     write(&wt.path.join("new.txt"), "new\n");
     write(&wt.path.join("README.md"), "hello\nmore\n");
-    f.commit(&b, "cat-1 implement: two files");
+    std::fs::write(wt.path.join("logo.bin"), [0u8, 1, 2, 0]).expect("a binary file");
+    f.commit(&b, "cat-1 implement: three files");
     // The target moves on after the branch left it: not part of the bead's change.
     write(&f.ws.join("later.txt"), "later\n");
     commit_everything(&f.ws, "a person's commit on main");
@@ -24,10 +25,22 @@ fn the_diff_starts_where_the_branch_left_the_target() {
     );
     assert!(diff.stat.contains("README.md | 1 +"), "{}", diff.stat);
     assert!(
-        diff.stat.contains("2 files changed, 2 insertions(+)"),
+        diff.stat.contains("3 files changed, 2 insertions(+)"),
         "{}",
         diff.stat
     );
+    // Each file of the patch, in its order, with the lines it adds and removes; a binary
+    // file has a part (its header) but no lines.
+    let files: Vec<(&str, usize, usize)> = diff
+        .files
+        .iter()
+        .map(|f| (f.path.as_str(), f.added, f.removed))
+        .collect();
+    assert_eq!(
+        files,
+        [("README.md", 1, 0), ("logo.bin", 0, 0), ("new.txt", 1, 0)]
+    );
+    assert_eq!(diff.patch.matches("diff --git ").count(), files.len());
 }
 
 #[test]

@@ -493,7 +493,7 @@ mod tests {
         let line = serde_json::to_string(&ev).unwrap();
         assert_eq!(
             line,
-            r#"{"seq":7,"ts":"2026-01-26T02:02:08Z","type":"bead.status","id":"cat-1","status":"closed","reason":"done"}"#
+            r#"{"seq":7,"ts":"2026-01-26T02:02:08Z","type":"bead.status","bead":"cat-1","status":"closed","reason":"done"}"#
         );
         assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), ev);
     }

@@ -82,8 +82,13 @@ pub struct StepDetail {
     /// The step's name in its formula.
     pub step: String,
     pub role: Role,
+    /// Attempts dispatched, and of them those that counted none (`uncounted`).
     pub attempts: u32,
+    pub uncounted: u32,
     pub summary: Option<String>,
+    /// For a fix step: what it was asked to fix (a review's INSTRUCTIONS, a gate's output, a
+    /// person's reason).
+    pub instructions: Option<String>,
     pub phase: Option<Phase>,
     /// The model the step runs with: its own, else its role's.
     pub model: Option<String>,
@@ -108,6 +113,9 @@ impl Serialize for StepView {
             }
         }
         map.serialize_entry("id", &self.id)?;
+        if let Some(instructions) = detail.and_then(|d| d.instructions.as_ref()) {
+            map.serialize_entry("instructions", instructions)?;
+        }
         if let Some(d) = detail {
             map.serialize_entry("model", &d.model)?;
             if !d.needs.is_empty() {
@@ -126,6 +134,9 @@ impl Serialize for StepView {
             map.serialize_entry("summary", &d.summary)?;
         }
         map.serialize_entry("title", &self.title)?;
+        if let Some(d) = detail.filter(|d| d.uncounted > 0) {
+            map.serialize_entry("uncounted", &d.uncounted)?;
+        }
         map.end()
     }
 }
@@ -141,7 +152,11 @@ struct FlatStep {
     #[serde(default)]
     attempts: u32,
     #[serde(default)]
+    uncounted: u32,
+    #[serde(default)]
     summary: Option<String>,
+    #[serde(default)]
+    instructions: Option<String>,
     #[serde(default)]
     phase: Option<Phase>,
     #[serde(default)]
@@ -161,7 +176,9 @@ impl From<FlatStep> for StepView {
                 step,
                 role,
                 attempts: f.attempts,
+                uncounted: f.uncounted,
                 summary: f.summary,
+                instructions: f.instructions,
                 phase: f.phase,
                 model: f.model,
                 needs: f.needs,

@@ -83,12 +83,34 @@ fn add_step(table: &mut Table, step: &StepView) {
         Cell::plain(step.id.to_string()),
         Cell::plain(detail.map(|d| d.role.to_string()).unwrap_or_default()),
         Cell::new(status.clone(), style::status(&status)),
-        Cell::plain(or_dash(detail.map(|d| d.attempts))),
+        Cell::plain(or_dash(detail.map(attempts))),
         Cell::plain(detail.and_then(|d| d.summary.clone()).unwrap_or_default()),
     ]);
+    if let Some(instructions) = detail.and_then(|d| d.instructions.as_deref()) {
+        let what = detail
+            .and_then(|d| d.fixes.as_ref())
+            .map_or_else(String::new, |f| {
+                format!(" ({})", f.as_str().rsplit('.').next().unwrap_or(f.as_str()))
+            });
+        table.line(format!("    to fix{what}:"));
+        for line in instructions.lines() {
+            table.line(format!("      {line}"));
+        }
+    }
     for run in detail.and_then(|d| d.runs.as_ref()).into_iter().flatten() {
         let text = render_run(run);
         table.line(text.strip_suffix('\n').unwrap_or(&text));
+    }
+}
+
+/// The attempts that counted against the step, and those that did not when there were any:
+/// `2`, `2 (+1 not counted)`.
+fn attempts(d: &crate::protocol::StepDetail) -> String {
+    let counted = d.attempts.saturating_sub(d.uncounted);
+    if d.uncounted == 0 {
+        counted.to_string()
+    } else {
+        format!("{counted} (+{} not counted)", d.uncounted)
     }
 }
 

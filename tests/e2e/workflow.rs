@@ -734,3 +734,41 @@ responses = [{ summary = "nothing to change" }]
         "{blocked}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_says_what_a_fix_was_asked_and_counts_only_counted_attempts() {
+    // The implementer first hits a usage limit (no attempt spent), then works.
+    let scenario = REJECT_ONCE.replace(
+        r#"responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]"#,
+        r#"responses = [{ usage_limit = true }, { write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]"#,
+    );
+    let daemon = TestDaemon::start(&scenario, "pause_secs = 1\n").await;
+    let id = daemon.submit(bead("Parse things")).await;
+    daemon.wait_status(&id, "closed").await;
+    let (code, text, err) = daemon.ctl(&["show", &id], "").await;
+    assert_eq!(code, 0, "{err}");
+    let implement = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{id}.implement ")))
+        .expect("the implement row");
+    assert!(implement.contains(" 1 (+1 not counted) "), "{text}");
+    assert!(
+        text.contains("to fix (review):\n      - add a test for parse() in parse_test.txt"),
+        "{text}"
+    );
+    let (_, json, _) = daemon.ctl(&["show", &id, "--json"], "").await;
+    let json: serde_json::Value = serde_json::from_str(&json).expect("show JSON");
+    let steps = json["steps"].as_array().expect("steps");
+    let step = |name: &str| {
+        steps
+            .iter()
+            .find(|s| s["step"] == name)
+            .unwrap_or_else(|| panic!("{name} in {json}"))
+    };
+    assert_eq!(step("implement")["attempts"], 2);
+    assert_eq!(step("implement")["uncounted"], 1);
+    assert_eq!(
+        step("fix-1")["instructions"],
+        "- add a test for parse() in parse_test.txt"
+    );
+}

@@ -49,6 +49,10 @@ pub struct StepMeta {
     /// Attempts dispatched so far (run folders `1`, `2`, …).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub attempts: u32,
+    /// Of `attempts`, those that counted none against the step: requeued after a usage limit
+    /// or a failure no retry fixes, a lost merge race, interrupted by a daemon stop.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub uncounted: u32,
     /// The router's counters for this step.
     #[serde(default, skip_serializing_if = "Counters::is_zero")]
     pub counters: Counters,
@@ -127,6 +131,7 @@ impl StepMeta {
             fixes: None,
             iteration: None,
             attempts: 0,
+            uncounted: 0,
             counters: Counters::default(),
             phase: None,
             next_model: None,

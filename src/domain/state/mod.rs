@@ -339,6 +339,7 @@ impl State {
             EventBody::StepRetry {
                 step,
                 manual,
+                counted,
                 not_before,
                 ..
             } => {
@@ -346,6 +347,8 @@ impl State {
                     if manual {
                         m.counters = Default::default();
                         m.next_model = None;
+                    } else if !counted {
+                        m.uncounted = m.uncounted.saturating_add(1);
                     }
                     m.not_before = not_before;
                 });
@@ -358,6 +361,7 @@ impl State {
             EventBody::StepInterrupted { step, reset_to, .. } => {
                 self.modify_meta(&step, |m| {
                     m.phase = None;
+                    m.uncounted = m.uncounted.saturating_add(1);
                     if reset_to.is_some() {
                         m.reset_to = reset_to;
                     }

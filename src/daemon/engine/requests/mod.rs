@@ -337,8 +337,10 @@ impl Engine {
                         .filter(|d| d.dep_type == DepType::Blocks)
                         .filter_map(|d| d.depends_on_id.bead().cloned())
                         .collect(),
+                    instructions: m.fixes.as_ref().and(s.description.clone()),
                     fixes: m.fixes,
                     attempts: m.attempts,
+                    uncounted: m.uncounted,
                     summary: m.summary,
                     phase: m.phase,
                     runs: None,

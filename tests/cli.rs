@@ -201,6 +201,18 @@ fn man_pages_come_for_both_binaries() {
     );
     let main = catalyst(&["man"], "");
     assert!(main.stdout.contains(".TH catalyst 1"), "{}", main.stdout);
+    // The sections a man page reader looks for, in the printed pages and the written ones.
+    for text in [
+        &main.stdout,
+        &daemon.stdout,
+        &std::fs::read_to_string(folder.join("catalystd.1")).expect("catalystd.1"),
+        &std::fs::read_to_string(folder.join("catalyst.1")).expect("catalyst.1"),
+    ] {
+        for section in [".SH FILES", ".SH ENVIRONMENT", ".SH EXIT STATUS", ".SH \"SEE ALSO\""] {
+            assert!(text.contains(section), "{section} in {text}");
+        }
+        assert!(text.contains("config.toml") && text.contains("RUST_LOG"), "{text}");
+    }
 }
 
 /// A workflow in the shape Gas Town publishes ("design → implement → review → test → submit",

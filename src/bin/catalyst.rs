@@ -454,26 +454,24 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
             Ok(Outcome::Ok)
         }
         Command::Man { page, dir } => {
+            use catalyst::cli::man::{self, Program};
             let daemon = catalyst::cli::catalystd::Args::command;
             match dir {
                 Some(dir) => {
                     std::fs::create_dir_all(&dir)
                         .with_context(|| format!("cannot create `{}`", dir.display()))?;
-                    for command in [Cli::command(), daemon()] {
-                        clap_mangen::generate_to(command, &dir).with_context(|| {
-                            format!("cannot write man pages into `{}`", dir.display())
-                        })?;
-                    }
+                    man::write_all(Cli::command(), daemon(), &dir).with_context(|| {
+                        format!("cannot write man pages into `{}`", dir.display())
+                    })?;
                 }
                 None => {
-                    let command = match page {
-                        ManPage::Catalyst => Cli::command(),
-                        ManPage::Catalystd => daemon(),
+                    let (command, program) = match page {
+                        ManPage::Catalyst => (Cli::command(), Program::Catalyst),
+                        ManPage::Catalystd => (daemon(), Program::Catalystd),
                     };
                     // Rendered into a buffer first, like the completions: a closed pipe is
                     // then one write error, which `main` takes for what it is.
-                    let mut text = Vec::new();
-                    clap_mangen::Man::new(command).render(&mut text)?;
+                    let text = man::page(command, program)?;
                     io::stdout().lock().write_all(&text)?;
                 }
             }

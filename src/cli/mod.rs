@@ -13,5 +13,6 @@ pub mod hook;
 pub mod init;
 pub mod live;
 pub mod logs;
+pub mod man;
 pub mod sandbox_net;
 pub mod service;

@@ -208,10 +208,18 @@ fn man_pages_come_for_both_binaries() {
         &std::fs::read_to_string(folder.join("catalystd.1")).expect("catalystd.1"),
         &std::fs::read_to_string(folder.join("catalyst.1")).expect("catalyst.1"),
     ] {
-        for section in [".SH FILES", ".SH ENVIRONMENT", ".SH EXIT STATUS", ".SH \"SEE ALSO\""] {
+        for section in [
+            ".SH FILES",
+            ".SH ENVIRONMENT",
+            ".SH EXIT STATUS",
+            ".SH \"SEE ALSO\"",
+        ] {
             assert!(text.contains(section), "{section} in {text}");
         }
-        assert!(text.contains("config.toml") && text.contains("RUST_LOG"), "{text}");
+        assert!(
+            text.contains("config.toml") && text.contains("RUST_LOG"),
+            "{text}"
+        );
     }
 }
 

@@ -109,6 +109,9 @@ pub struct StatusAnswer {
     /// Step beads, of every status.
     pub steps: u64,
     pub stopping: bool,
+    /// Set in cluster mode while no worker has said it is there: agent attempts wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_warning: Option<String>,
     /// The last reload that refused files, until one takes them all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused_reload: Option<RefusedReload>,
@@ -220,6 +223,9 @@ pub struct RunningStep {
     /// agent slots (steps are dispatched a little ahead of their turn): no agent runs yet.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub waiting_for_slot: bool,
+    /// Handed to the cluster's workers and not taken by one yet: no agent runs yet.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub waiting_for_worker: bool,
 }
 
 /// One line of `list`: a bead and its molecule's progress.

@@ -13,6 +13,7 @@ use super::{render_beads, render_event_with};
 /// The whole status; `recent` are the last events, oldest first.
 pub fn render_status(s: &StatusAnswer, recent: &[Event], paint: Paint) -> String {
     let waiting = s.running.iter().filter(|r| r.waiting_for_slot).count();
+    let for_worker = s.running.iter().filter(|r| r.waiting_for_worker).count();
     let mut out = format!(
         "catalystd {} (pid {}) on {}{}\nseq {}  ready {}  running {}{}{}{}\n",
         s.version,
@@ -25,11 +26,12 @@ pub fn render_status(s: &StatusAnswer, recent: &[Event], paint: Paint) -> String
         },
         s.seq,
         s.ready,
-        s.running.len() - waiting,
-        if waiting > 0 {
-            format!("  waiting for an agent slot {waiting}")
-        } else {
-            String::new()
+        s.running.len() - waiting - for_worker,
+        match (waiting, for_worker) {
+            (0, 0) => String::new(),
+            (n, 0) => format!("  waiting for an agent slot {n}"),
+            (0, w) => format!("  waiting for a worker {w}"),
+            (n, w) => format!("  waiting for an agent slot {n}  waiting for a worker {w}"),
         },
         if s.paused {
             "  PAUSED (catalyst ctl resume)"
@@ -64,6 +66,8 @@ pub fn render_status(s: &StatusAnswer, recent: &[Event], paint: Paint) -> String
                 .unwrap_or_default();
             let waits = if r.waiting_for_slot {
                 " waiting for an agent slot"
+            } else if r.waiting_for_worker {
+                " waiting for a worker"
             } else {
                 ""
             };
@@ -94,6 +98,9 @@ pub fn render_status(s: &StatusAnswer, recent: &[Event], paint: Paint) -> String
 /// with what to run.
 fn needs_a_person(s: &StatusAnswer) -> String {
     let mut out = String::new();
+    if let Some(warning) = &s.cluster_warning {
+        let _ = writeln!(out, "  cluster: {warning}");
+    }
     if let Some(stop) = &s.budget_stop {
         let _ = writeln!(
             out,

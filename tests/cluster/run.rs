@@ -258,3 +258,47 @@ async fn twenty_beads_spread_over_two_workers_each_attempt_once_within_the_caps(
         .count();
     assert_eq!(started, invocations.len(), "one step.started per attempt");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_no_worker_took_is_waiting_for_one_and_status_warns() {
+    let Some(cluster) = NatsCluster::start(1).await else {
+        return;
+    };
+    let ws = Workspace::new(&fix_loop(&["cat-wait"]), "");
+    let remote = shared_remote(&ws);
+    ws.append_config(&cluster.config_for(&remote, 10));
+    let daemon: TestDaemon = ws.start().await;
+    let id = daemon.submit(bead_with_id("cat-wait")).await;
+    daemon
+        .wait_for("the refiner handed to the workers", |e| {
+            e["type"] == "step.dispatched" && e["step"] == "cat-wait.refine"
+        })
+        .await;
+    let (code, text, err) = daemon.ctl(&["status"], "").await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("cat-wait.refine attempt 1 (sonnet) waiting for a worker for")
+            && text.contains("running 0  waiting for a worker 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cluster: no worker has said it is there"),
+        "{text}"
+    );
+    let (_, json, _) = daemon.ctl(&["status", "--json"], "").await;
+    let status: serde_json::Value = serde_json::from_str(&json).expect("status JSON");
+    assert_eq!(status["running"][0]["waiting_for_worker"], true, "{status}");
+    assert!(status["cluster_warning"].is_string(), "{status}");
+
+    // A worker comes: it takes the attempt, and the warning goes.
+    let w1 = start_worker(&ws, &cluster, &remote, "w1", 2);
+    all_closed(
+        &daemon,
+        std::slice::from_ref(&id),
+        std::slice::from_ref(&w1),
+    )
+    .await;
+    let (_, json, _) = daemon.ctl(&["status", "--json"], "").await;
+    let status: serde_json::Value = serde_json::from_str(&json).expect("status JSON");
+    assert!(status.get("cluster_warning").is_none(), "{status}");
+}

@@ -378,6 +378,10 @@ impl Remote for Bus {
         &self.remote
     }
 
+    fn workers_seen(&self) -> usize {
+        self.workers().len()
+    }
+
     fn lease(&self) -> Duration {
         self.lease
     }

@@ -67,6 +67,8 @@ struct Running {
     cancel: CancellationToken,
     /// Whether the `Stop` hook has sent this attempt's agent back once already.
     stop_blocked: bool,
+    /// Sent to the workers on other machines (`[cluster]`).
+    remote: bool,
     /// The worker on another machine running it, once one took it (`[cluster]`).
     worker: Option<String>,
     /// For an agent attempt of this daemon's: set once its agent has an agent slot (it may

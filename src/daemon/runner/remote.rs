@@ -44,6 +44,8 @@ pub trait Remote: Send + Sync {
     fn remember(&self, commit: &str, reference: &str);
     /// The bead's worktree is gone here: its refs in the shared remote may go too.
     fn retire(&self, work: &BeadId);
+    /// How many workers said they were there lately (none: attempts wait for one).
+    fn workers_seen(&self) -> usize;
 }
 
 /// An order handed out: its end once a worker sends it, and when a worker last renewed its

@@ -20,6 +20,11 @@ use super::{Engine, Handled};
 /// The most blocked beads `status` lists (the counts cover them all).
 const BLOCKED_SHOWN: usize = 20;
 
+/// `status`'s warning in cluster mode while no worker is there.
+const NO_WORKER: &str = "no worker has said it is there in the last 30 s: agent attempts wait \
+     until one connects (`catalyst worker --nats …` on a machine listed in `[cluster] workers`; \
+     `catalyst ctl workers` lists those seen)";
+
 impl Engine {
     pub(super) fn request(&mut self, request: EngineRequest) -> Handled<Answer> {
         use EngineRequest as R;
@@ -153,6 +158,11 @@ impl Engine {
             stopping: self.stopping,
             storage_error: self.storage.error.clone(),
             refused_reload: self.refused_reload.clone(),
+            cluster_warning: self
+                .remote
+                .as_ref()
+                .filter(|remote| remote.workers_seen() == 0)
+                .map(|_| NO_WORKER.to_owned()),
             budget_stop: self.budget_stop(),
             spent_today_usd: (self.store.state().spending()).today(&crate::daemon::clock::now()),
             spent_total_usd: self.store.state().spending().total_usd,
@@ -196,6 +206,7 @@ impl Engine {
                 .in_slot
                 .as_ref()
                 .is_some_and(|s| !s.load(std::sync::atomic::Ordering::Relaxed)),
+            waiting_for_worker: r.remote && r.worker.is_none(),
         }
     }
 

@@ -441,26 +441,33 @@ fn bead_that_merged_the_moved_target(f: &Fixture, b: &BeadId, wt: &Worktree) -> 
     }
 }
 
+/// Lands bead `b` on `main` by `strategy`: what `main` moved to, and the tree of the bead's
+/// branch tip, which must be what landed.
+fn land(f: &Fixture, b: &BeadId, strategy: MergeStrategy, tip: &CommitId) -> (Oid, Oid) {
+    let outcome = f.merge_as(b, "main", strategy).expect("merge");
+    let MergeOutcome::Merged { to, .. } = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(CommitId::from(f.tip("main")), to);
+    let git = f.git();
+    let branch_tree = git
+        .find_commit(tip.oid().expect("oid"))
+        .expect("tip")
+        .tree_id();
+    (to.oid().expect("oid"), branch_tree)
+}
+
 #[test]
 fn the_merge_strategy_keeps_the_target_as_first_parent() {
     let (f, b, wt) = Fixture::with_bead();
     let tip = bead_that_merged_the_moved_target(&f, &b, &wt);
     let before = f.tip("main");
 
-    let outcome = f.merge_as(&b, "main", MergeStrategy::Merge).expect("merge");
-    let MergeOutcome::Merged { from, to } = outcome else {
-        panic!("{outcome:?}");
-    };
-    assert_eq!(from, CommitId::from(before));
+    let (to, branch_tree) = land(&f, &b, MergeStrategy::Merge, &tip);
     let git = f.git();
-    let merge = git.find_commit(to.oid().expect("oid")).expect("commit");
-    assert_eq!(CommitId::from(f.tip("main")), to);
+    let merge = git.find_commit(to).expect("commit");
     assert_eq!(merge.parent_id(0).expect("first"), before, "main first");
     assert_eq!(CommitId::from(merge.parent_id(1).expect("second")), tip);
-    let branch_tree = git
-        .find_commit(tip.oid().expect("oid"))
-        .expect("tip")
-        .tree_id();
     assert_eq!(merge.tree_id(), branch_tree, "the reviewed tree lands");
     assert_eq!(
         merge.summary().ok().flatten(),
@@ -506,19 +513,10 @@ fn the_squash_strategy_lands_one_commit_with_the_branch_tree() {
     let tip = bead_that_merged_the_moved_target(&f, &b, &wt);
     let before = f.tip("main");
 
-    let outcome = f
-        .merge_as(&b, "main", MergeStrategy::Squash)
-        .expect("merge");
-    let MergeOutcome::Merged { to, .. } = outcome else {
-        panic!("{outcome:?}");
-    };
+    let (to, branch_tree) = land(&f, &b, MergeStrategy::Squash, &tip);
     let git = f.git();
-    let squashed = git.find_commit(to.oid().expect("oid")).expect("commit");
+    let squashed = git.find_commit(to).expect("commit");
     assert_eq!(squashed.parent_ids().collect::<Vec<_>>(), [before]);
-    let branch_tree = git
-        .find_commit(tip.oid().expect("oid"))
-        .expect("tip")
-        .tree_id();
     assert_eq!(squashed.tree_id(), branch_tree);
     let message = squashed.message().ok().unwrap_or_default();
     assert!(message.starts_with("Add a greeting\n"), "{message}");
@@ -534,7 +532,7 @@ fn the_squash_strategy_lands_one_commit_with_the_branch_tree() {
             .expect("again"),
         MergeOutcome::AlreadyMerged
     );
-    assert_eq!(CommitId::from(f.tip("main")), to);
+    assert_eq!(f.tip("main"), to);
 }
 
 #[test]
@@ -543,14 +541,9 @@ fn the_rebase_strategy_replays_the_bead_commits_in_a_line() {
     let tip = bead_that_merged_the_moved_target(&f, &b, &wt);
     let before = f.tip("main");
 
-    let outcome = f
-        .merge_as(&b, "main", MergeStrategy::Rebase)
-        .expect("merge");
-    let MergeOutcome::Merged { to, .. } = outcome else {
-        panic!("{outcome:?}");
-    };
+    let (to, branch_tree) = land(&f, &b, MergeStrategy::Rebase, &tip);
     let git = f.git();
-    let replayed = git.find_commit(to.oid().expect("oid")).expect("commit");
+    let replayed = git.find_commit(to).expect("commit");
     assert_eq!(
         replayed.parent_ids().collect::<Vec<_>>(),
         [before],
@@ -560,10 +553,6 @@ fn the_rebase_strategy_replays_the_bead_commits_in_a_line() {
         replayed.summary().ok().flatten(),
         Some("cat-1 implement: wrote hello.txt")
     );
-    let branch_tree = git
-        .find_commit(tip.oid().expect("oid"))
-        .expect("tip")
-        .tree_id();
     assert_eq!(replayed.tree_id(), branch_tree);
     assert_eq!(replayed.committer().name().ok(), Some("catalyst"));
 }
@@ -587,19 +576,10 @@ fn a_rebase_whose_commits_conflict_one_by_one_lands_squashed() {
     index.write().expect("index");
     let tip = f.commit(&b, "merge main");
 
-    let outcome = f
-        .merge_as(&b, "main", MergeStrategy::Rebase)
-        .expect("merge");
-    let MergeOutcome::Merged { to, .. } = outcome else {
-        panic!("{outcome:?}");
-    };
+    let (to, branch_tree) = land(&f, &b, MergeStrategy::Rebase, &tip);
     let git = f.git();
-    let landed = git.find_commit(to.oid().expect("oid")).expect("commit");
+    let landed = git.find_commit(to).expect("commit");
     assert_eq!(landed.parent_ids().collect::<Vec<_>>(), [moved], "linear");
-    let branch_tree = git
-        .find_commit(tip.oid().expect("oid"))
-        .expect("tip")
-        .tree_id();
     assert_eq!(landed.tree_id(), branch_tree, "the resolution lands");
     assert!(landed
         .message()

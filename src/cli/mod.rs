@@ -1,6 +1,7 @@
 //! The interfaces people and scripts use: the client, `catalyst ctl` and its live view, the
 //! hook handler agents run, and the one-shot commands (init, demo, service, import/export).
 
+pub mod app;
 pub mod beads;
 pub mod catalystd;
 pub mod client;

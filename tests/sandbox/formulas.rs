@@ -258,8 +258,10 @@ async fn a_placeholder_inside_the_authors_quotes_keeps_the_formula_from_loading(
             }]))
             .await
             .expect_err("no such formula is in force");
+        // The answer names the file that did not load, and why.
         assert!(
-            submitted.to_string().contains("unknown formula"),
+            submitted.to_string().contains("did not load")
+                && submitted.to_string().contains("stands inside quotes"),
             "{submitted}"
         );
         std::fs::remove_file(&file).expect("remove the formula");

@@ -1,4 +1,7 @@
 //! `catalystd`: the daemon's entry point: flags, logging, signals, then the daemon library.
+// `unsafe` here: mimalloc's `mi_collect`, after loading a large journal; each block says why it
+// is sound.
+#![allow(unsafe_code)]
 
 use std::process::ExitCode;
 

@@ -22,6 +22,9 @@
 //! without sleeping, where an unbounded pool (tokio's default is 512) grew to 17 threads in
 //! the overhead benchmark and woke a cold one for nearly every task (docs/benchmarks.md has the
 //! overhead row's figures).
+// `unsafe` here: `sched_getscheduler`/`sched_setscheduler` have no safe wrapper; each block
+// says why it is sound.
+#![allow(unsafe_code)]
 
 use std::io;
 

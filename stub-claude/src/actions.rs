@@ -110,6 +110,8 @@ pub fn wait_for(path: &str, cwd: &Path, cap: Duration) -> Result<(), Error> {
 
 /// Dies by `signal`. Returns only if the signal did not end the process (it is ignored or
 /// handled, e.g. when embedded), with the exit code a shell reports for that signal.
+// nix has no safe call that sets a signal's disposition back to its default.
+#[allow(unsafe_code)]
 pub fn die_by(signal: Signal) -> i32 {
     // The Rust runtime handles SIGSEGV and SIGBUS itself (to report stack overflows); a
     // crash must die by the signal as a C program would, so the default action comes back.

@@ -17,6 +17,9 @@
 //! spawner thread's, since the clone shares its thread pointer). Every signal is blocked in
 //! it until its handlers are reset, so none of the daemon's handlers ever runs on its stack.
 //! What it reads ([`Plan`], [`Image`], its stack) stays alive until it is reaped.
+// `unsafe` here: the clone started ahead shares the daemon's memory until it executes: raw
+// system calls; each block says why it is sound.
+#![allow(unsafe_code)]
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;

@@ -1,5 +1,7 @@
 //! Agents' scheduling priority: the niceness they run at, set in the child before it runs
 //! anything.
+// `unsafe` here: `getpriority`/`setpriority` have no safe wrapper; each block says why it is sound.
+#![allow(unsafe_code)]
 
 use std::io;
 

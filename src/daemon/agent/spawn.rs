@@ -6,6 +6,8 @@
 //! after an idle spell, which would SIGKILL a healthy agent mid-step. So every agent is forked
 //! by one dedicated thread that lives as long as the process, and the signal then means what it
 //! should: the daemon is gone.
+// `unsafe` here: `pre_exec` closures and the parent-death signal; each block says why it is sound.
+#![allow(unsafe_code)]
 
 use std::ffi::OsStr;
 use std::io;

@@ -223,6 +223,37 @@ fn man_pages_come_for_both_binaries() {
     }
 }
 
+/// `catalystd`'s page says it exits 2 for a usage error or a workspace that does not exist
+/// (and 1 when it cannot start on a workspace that does: `reliability::lock`).
+#[test]
+fn catalystd_exits_as_its_man_page_says() {
+    let page = catalyst(&["man", "catalystd"], "").stdout;
+    let exit = page
+        .split(".SH EXIT STATUS")
+        .nth(1)
+        .expect("an EXIT STATUS section");
+    assert!(
+        exit.contains("\\fB2\\fR\na usage error, a workspace that does not exist"),
+        "{exit}"
+    );
+    let missing = tempfile::tempdir().expect("tempdir").path().join("nowhere");
+    for args in [
+        vec!["--workspace".to_owned(), missing.display().to_string()],
+        vec!["--no-such-flag".to_owned()],
+    ] {
+        let out = std::process::Command::new(catalyst_testkit::catalystd_bin())
+            .args(&args)
+            .output()
+            .expect("run catalystd");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// A workflow in the shape Gas Town publishes ("design → implement → review → test → submit",
 /// with `execution` and a step's `output`): it loads, each key catalyst does not act on is
 /// one warning line, and the check exits 0. A key neither beads nor catalyst knows is still an

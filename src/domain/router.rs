@@ -322,13 +322,21 @@ fn finished(
     match role {
         Role::Review => match result.verdict {
             Some(Verdict::Approved) => Decision::Close,
-            Some(Verdict::Rejected) => reject(
-                FixSource::Review,
-                review_instructions(result),
-                Some(result.summary.as_str()),
-                counters,
-                max_fix,
-            ),
+            Some(Verdict::Rejected) => {
+                // At the fix limit no fix step carries the instructions: the reason does.
+                let last = if result.instructions.is_empty() {
+                    result.summary.clone()
+                } else {
+                    format!("{}\n{}", result.summary, review_instructions(result))
+                };
+                reject(
+                    FixSource::Review,
+                    review_instructions(result),
+                    Some(&last),
+                    counters,
+                    max_fix,
+                )
+            }
             None => again.retry(Malformed::MissingVerdict.to_string()),
         },
         Role::Implement | Role::Fix if !worktree_changed => again

@@ -50,11 +50,13 @@ pub fn render_show(s: &ShowAnswer, paint: Paint) -> String {
     if !bead.comments.is_empty() {
         out.push_str("\ncomments:\n");
         for c in &bead.comments {
+            // A comment of several lines (a block reason with a gate's output or a review's
+            // instructions) stays under its first line.
             out.push_str(&format!(
                 "  {} {}: {}\n",
                 paint.paint(DIM, &time::date_time(&c.created_at)),
                 c.author,
-                c.text
+                c.text.trim_end().replace('\n', "\n    ")
             ));
         }
     }

@@ -267,7 +267,7 @@ async fn an_attempt_no_worker_took_is_waiting_for_one_and_status_warns() {
     let ws = Workspace::new(&fix_loop(&["cat-wait"]), "");
     let remote = shared_remote(&ws);
     ws.append_config(&cluster.config_for(&remote, 10));
-    let daemon: TestDaemon = ws.start().await;
+    let (daemon, base, token) = catalyst_testkit::web::dashboard_on(ws.clone()).await;
     let id = daemon.submit(bead_with_id("cat-wait")).await;
     daemon
         .wait_for("the refiner handed to the workers", |e| {
@@ -289,6 +289,13 @@ async fn an_attempt_no_worker_took_is_waiting_for_one_and_status_warns() {
     let status: serde_json::Value = serde_json::from_str(&json).expect("status JSON");
     assert_eq!(status["running"][0]["waiting_for_worker"], true, "{status}");
     assert!(status["cluster_warning"].is_string(), "{status}");
+    // The board says the same: the attempt waits, and the warning is in "Needs a person".
+    let page = board(&base, &token).await;
+    assert!(page.contains("(waiting for a worker)"), "{page}");
+    assert!(
+        page.contains("cluster: no worker has said it is there"),
+        "{page}"
+    );
 
     // A worker comes: it takes the attempt, and the warning goes.
     let w1 = start_worker(&ws, &cluster, &remote, "w1", 2);
@@ -301,4 +308,19 @@ async fn an_attempt_no_worker_took_is_waiting_for_one_and_status_warns() {
     let (_, json, _) = daemon.ctl(&["status", "--json"], "").await;
     let status: serde_json::Value = serde_json::from_str(&json).expect("status JSON");
     assert!(status.get("cluster_warning").is_none(), "{status}");
+    let page = board(&base, &token).await;
+    assert!(!page.contains("cluster: no worker"), "{page}");
+}
+
+/// The web board's page, fetched with the dashboard's token.
+async fn board(base: &str, token: &str) -> String {
+    let answer = reqwest::Client::new()
+        .get(format!("{base}/"))
+        .bearer_auth(token)
+        .timeout(catalyst_testkit::TIMEOUT)
+        .send()
+        .await
+        .expect("the board answers");
+    assert!(answer.status().is_success(), "{}", answer.status());
+    answer.text().await.expect("the board's page")
 }

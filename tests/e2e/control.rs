@@ -285,6 +285,36 @@ async fn a_step_the_daemon_cannot_prepare_pauses_dispatching_without_spending_an
     );
 }
 
+/// The pause for an unreachable API said only what the agent CLI printed ("Unable to connect to
+/// API"), so nobody could tell which address it had tried. The reason now names the base URL
+/// the agent was given: here the daemon's `ANTHROPIC_BASE_URL`, which its agents inherit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_pauses_with_the_url_the_agent_tried() {
+    const UNREACHABLE: &str = r#"
+[[rule]]
+responses = [{ raw = "Unable to connect to API (ECONNREFUSED)", is_error = true }]
+"#;
+    // A documentation address: nothing answers there, and no name needs resolving.
+    let url = "http://192.0.2.1:8080";
+    let daemon = Workspace::new(UNREACHABLE, "")
+        .catalystd()
+        .env("ANTHROPIC_BASE_URL", url)
+        .spawn();
+    daemon.submit(bead("Out of reach")).await;
+    let paused = daemon
+        .wait_for("dispatching paused", |e| e["type"] == "dispatch.paused")
+        .await;
+    assert_eq!(paused["cause"], "connection", "{paused}");
+    let reason = paused["reason"].as_str().expect("a reason");
+    assert!(
+        reason.contains("Unable to connect to API") && reason.contains(url),
+        "{paused}"
+    );
+    let (code, status, _) = daemon.ctl(&["status"], "").await;
+    assert_eq!(code, 0);
+    assert!(status.contains(&format!("(the API: {url})")), "{status}");
+}
+
 /// Bead `cat-hang`'s agent hangs in a shell command until it is stopped; other beads'
 /// implement steps write a file.
 const HANGS: &str = r#"

@@ -118,7 +118,8 @@ fn the_routing_table() {
             counters(0, false, 2),
             block(
                 FixLimit,
-                "the review rejected the work 3 times (the limit is 3); last: the summary",
+                "the review rejected the work 3 times (the limit is 3); last: the summary\n\
+                 - add a test\n- fix auth.go:45",
             ),
         ),
         (

@@ -398,3 +398,34 @@ fn spending_survives_a_snapshot_and_the_replay_after_it() {
     assert_eq!(report.replayed, 1, "the snapshot, then one event");
     assert_eq!(*store.state().spending(), spent, "by day and in total");
 }
+
+/// `bead.updated`, `bead.status` and `bead.comment` named their bead `id` before they named it
+/// `bead` like every other event; a journal written then must still open, as it was.
+#[test]
+fn a_journal_whose_bead_events_said_id_still_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = [
+        r#"{"seq":1,"ts":"2026-01-01T00:00:00Z","type":"bead.created","bead":{"id":"a","title":"a","status":"open","priority":2,"issue_type":"task","created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z"},"by_person":true}"#,
+        r#"{"seq":2,"ts":"2026-01-01T00:00:01Z","type":"bead.updated","id":"a","patch":{"notes":"noted"}}"#,
+        r#"{"seq":3,"ts":"2026-01-01T00:00:02Z","type":"bead.comment","id":"a","comment":{"id":1,"issue_id":"a","author":"human","text":"looks fine","created_at":"2026-01-01T00:00:02Z"}}"#,
+        r#"{"seq":4,"ts":"2026-01-01T00:00:03Z","type":"bead.status","id":"a","status":"closed","reason":"done"}"#,
+    ];
+    fs::write(dir.path().join(JOURNAL_FILE), old.join("\n") + "\n").unwrap();
+    let (mut store, report) = Store::open(dir.path()).unwrap();
+    assert_eq!(report.torn, None);
+    let a = store.state().get("a").unwrap();
+    assert_eq!(a.notes.as_deref(), Some("noted"));
+    assert_eq!(a.comments.len(), 1);
+    assert_eq!(
+        (a.status.clone(), a.close_reason.as_deref()),
+        (Status::Closed, Some("done"))
+    );
+    // What is written from then on names the bead `bead`.
+    store.commit(vec![status("a", Status::Open)]).unwrap();
+    let text = fs::read_to_string(dir.path().join(JOURNAL_FILE)).unwrap();
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.contains(r#""type":"bead.status","bead":"a""#),
+        "{last}"
+    );
+}

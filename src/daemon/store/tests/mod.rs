@@ -1,8 +1,10 @@
 //! Store tests: readiness rules as a table, the incremental index against a full recompute,
-//! and the journal's durability contract (replay, torn tails, corruption, compaction).
+//! the journal's durability contract (replay, torn tails, corruption, compaction), and a
+//! step's counters.
 
 mod journal;
 mod readiness;
+mod steps;
 
 use std::fs;
 

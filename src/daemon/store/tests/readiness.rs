@@ -248,7 +248,7 @@ fn step_bead(work: &str, name: &str, needs: &[&str]) -> Bead {
     b
 }
 
-fn poured(work: &str, steps: &[&str]) -> EventBody {
+pub(super) fn poured(work: &str, steps: &[&str]) -> EventBody {
     EventBody::MoleculePoured {
         bead: id(work),
         formula: "f".into(),

@@ -219,11 +219,10 @@ fn formulas(paths: &Paths, prompts: &PromptSet) -> (FormulaSet, Vec<RefusedFile>
             tracing::warn!("{problem}");
             continue;
         }
-        let reason = problem.to_string();
-        let reason = reason
-            .strip_prefix(&format!("{}: ", problem.file))
-            .unwrap_or(&reason)
-            .to_owned();
+        let reason = match &problem.step {
+            Some(step) => format!("{step}: {}", problem.message),
+            None => problem.message.clone(),
+        };
         match refused.iter_mut().find(|r| r.file == problem.file) {
             Some(file) => {
                 file.reason.push_str("; ");

@@ -247,6 +247,9 @@ pub struct Engine {
     holds: holds::Holds,
     /// Inputs that arrived while start-up recovery ran, handled once it is done.
     recovering: Option<Vec<Input>>,
+    /// The earliest `not_before` of a ready step that dispatch passed over (see
+    /// `Engine::next_retry`); found again by each dispatch pass.
+    retry_wake: Option<crate::domain::time::Timestamp>,
     /// The last reload that refused files, until a reload takes every file.
     refused_reload: Option<crate::protocol::RefusedReload>,
     /// The spending limit last journaled as reached (`budget.reached` once for each stop).
@@ -341,6 +344,7 @@ impl Engine {
             recovering: None,
             stopping: false,
             refused_reload: None,
+            retry_wake: None,
             budget_said: None,
             stop_deadline: None,
             next_number: 0,

@@ -12,11 +12,11 @@ use crate::daemon::worktree::MergeOutcome;
 use crate::domain::id::BeadId;
 use crate::protocol::BeadInput;
 
-/// An inbox file as the reading task found it.
 /// The largest inbox file read: a file of many beads, each at most
 /// [`crate::domain::model::MAX_BEAD_BYTES`].
 pub const MAX_INBOX_FILE: u64 = 16 << 20;
 
+/// An inbox file as the reading task found it.
 #[derive(Debug)]
 pub struct InboxFile {
     pub path: PathBuf,

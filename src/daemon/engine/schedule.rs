@@ -90,6 +90,8 @@ impl Engine {
     }
 
     fn dispatch_active(&mut self) {
+        // Found again by this pass, as it looks at the ready steps anyway.
+        self.retry_wake = None;
         let state = self.store.state();
         let mut order: Vec<(u8, Timestamp, BeadId)> = self
             .active
@@ -117,14 +119,19 @@ impl Engine {
     /// are done.
     fn dispatch_ready_steps(&mut self, work: &BeadId) -> bool {
         let now = crate::daemon::clock::now();
-        let ready: Vec<Bead> = self
-            .store
-            .state()
-            .ready_steps(work.as_str())
-            .filter(|s| !self.running.contains_key(&s.id))
-            .filter(|s| retry_due(s, now))
-            .cloned()
-            .collect();
+        let mut ready: Vec<Bead> = Vec::new();
+        for step in self.store.state().ready_steps(work.as_str()) {
+            if self.running.contains_key(&step.id) {
+                continue;
+            }
+            match step.step_meta().and_then(|m| m.not_before) {
+                // Backing off after a failed attempt: the engine's timer wakes for it.
+                Some(at) if at > now => {
+                    self.retry_wake = Some(self.retry_wake.map_or(at, |w| w.min(at)));
+                }
+                _ => ready.push(step.clone()),
+            }
+        }
         let beside = |s: &Bead| {
             s.step_meta()
                 .is_some_and(|m| m.role.is_agent() && m.role != Role::Merge)
@@ -485,18 +492,12 @@ impl Engine {
         );
     }
 
-    /// The earliest time a step's backed-off retry may start, still ahead, as an instant for
-    /// the engine's timer.
+    /// When the earliest step that dispatch passed over for its backoff may start, as an
+    /// instant for the engine's timer.
     pub(super) fn next_retry(&self) -> Option<Instant> {
         let now = crate::daemon::clock::now();
-        let state = self.store.state();
-        let at = self
-            .active
-            .iter()
-            .flat_map(|w| state.ready_steps(w.as_str()))
-            .filter_map(|s| s.step_meta()?.not_before)
-            .filter(|t| *t > now)
-            .min()?;
+        // One already due waits for the next dispatch pass, not for a timer.
+        let at = self.retry_wake.filter(|at| *at > now)?;
         let wait = (at.to_utc() - now.to_utc()).to_std().unwrap_or_default();
         Some(Instant::now() + wait)
     }
@@ -536,13 +537,6 @@ impl Engine {
 }
 
 /// A work bead's formula variables from `metadata.formula_vars` (strings only).
-/// Whether a step's backoff after a failed attempt (its `not_before`) is over at `now`.
-fn retry_due(step: &Bead, now: Timestamp) -> bool {
-    step.step_meta()
-        .and_then(|m| m.not_before)
-        .is_none_or(|t| t <= now)
-}
-
 fn formula_vars(bead: &Bead) -> BTreeMap<String, String> {
     bead.metadata
         .as_ref()

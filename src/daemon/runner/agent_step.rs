@@ -21,8 +21,7 @@ use crate::domain::context::Change;
 use crate::domain::id::BeadId;
 use crate::domain::model::Role;
 use crate::domain::result::{ResultStatus, StepResult};
-use crate::domain::router::answer_sum;
-use crate::domain::router::Outcome;
+use crate::domain::router::{answer_sum, Outcome};
 use crate::domain::unavailable::Unavailable;
 use crate::protocol::HookParams;
 
@@ -109,7 +108,7 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
     if let Some(h) = report
         .unavailable
         .as_mut()
-        .filter(|h| h.cause == crate::domain::unavailable::Unavailable::Connection)
+        .filter(|h| h.cause == Unavailable::Connection)
     {
         // A person reading the pause's reason needs to know which API was out of reach.
         let url = unavailable::api_url(&job.spec.profile, &|key| std::env::var(key).ok());

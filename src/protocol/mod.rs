@@ -33,11 +33,11 @@ pub use request::{
     known_types, parse_request, ConnectionMethod, EngineRequest, Method, Request, Route, METHODS,
 };
 pub use response::{
-    Approval, Approved, BeadList, BeadSummary, BlockedBead, BoardAnswer, Cancelled, Card,
-    Commented, DispatchHold, Exported, HeldMerge, HookAnswer, HookDecision, Imported, LaneCards,
-    ModelPauseView, PauseState, RefusedFile, RefusedReload, Rejected, Reloaded, Response, Retried,
-    RunningStep, StatusAnswer, StatusChanged, Stopping, Submitted, Updated, WorkerView,
-    WorkersAnswer,
+    Approval, Approved, BeadList, BeadSummary, BlockedBead, BoardAnswer, BudgetStopView, Cancelled,
+    Card, Commented, DispatchHold, Exported, HeldMerge, HookAnswer, HookDecision, Imported,
+    LaneCards, ModelPauseView, PauseState, RefusedFile, RefusedReload, Rejected, Reloaded,
+    Response, Retried, RunningStep, StatusAnswer, StatusChanged, Stopping, Submitted, Updated,
+    WorkerView, WorkersAnswer,
 };
 pub use show::{GateCommand, RunFiles, RunRecord, ShowAnswer, StepDetail, StepView};
 pub use stream::{LogData, LogEnd, LogLine, LogsOpened, StreamEnd, StreamLine, Subscribed};

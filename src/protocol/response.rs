@@ -86,7 +86,7 @@ pub struct StatusAnswer {
     /// Agent attempts held back because spending reached `daily_budget_usd` or
     /// `total_budget_usd`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget_stop: Option<crate::domain::budget::BudgetStop>,
+    pub budget_stop: Option<BudgetStopView>,
     /// What the agents reported spending in this UTC day and over the store's life, in US
     /// dollars.
     #[serde(default)]
@@ -142,6 +142,25 @@ pub struct DispatchHold {
     pub reason: String,
     pub help: String,
     pub until: Timestamp,
+}
+
+/// Agent attempts held by a spending limit, with why and what to do, in words.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BudgetStopView {
+    #[serde(flatten)]
+    pub stop: crate::domain::budget::BudgetStop,
+    pub reason: String,
+    pub help: String,
+}
+
+impl From<crate::domain::budget::BudgetStop> for BudgetStopView {
+    fn from(stop: crate::domain::budget::BudgetStop) -> BudgetStopView {
+        BudgetStopView {
+            reason: stop.reason(),
+            help: stop.help().to_owned(),
+            stop,
+        }
+    }
 }
 
 /// A paused model.

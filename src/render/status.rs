@@ -105,11 +105,12 @@ fn needs_a_person(s: &StatusAnswer) -> String {
         let _ = writeln!(
             out,
             "  {}{}\n    what to do: {}",
-            stop.reason(),
-            stop.until
+            stop.reason,
+            stop.stop
+                .until
                 .map(|u| format!(" until {u}"))
                 .unwrap_or_default(),
-            stop.help()
+            stop.help
         );
     }
     if let Some(refused) = &s.refused_reload {

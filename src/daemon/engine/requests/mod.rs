@@ -163,7 +163,7 @@ impl Engine {
                 .as_ref()
                 .filter(|remote| remote.workers_seen() == 0)
                 .map(|_| NO_WORKER.to_owned()),
-            budget_stop: self.budget_stop(),
+            budget_stop: self.budget_stop().map(Into::into),
             spent_today_usd: (self.store.state().spending()).today(&crate::daemon::clock::now()),
             spent_total_usd: self.store.state().spending().total_usd,
             version: env!("CARGO_PKG_VERSION").into(),

@@ -382,8 +382,17 @@ mod tests {
     }
 
     fn board_with_lanes(running: serde_json::Value, lanes: serde_json::Value) -> String {
+        board_with(running, lanes, json!({}))
+    }
+
+    /// The board page, with `more` added to its status.
+    fn board_with(
+        running: serde_json::Value,
+        lanes: serde_json::Value,
+        more: serde_json::Value,
+    ) -> String {
         let pages = Pages::new();
-        let context = json!({
+        let mut context = json!({
             "status": {"seq": 3, "beads": {"open": 1}, "ready": 0, "running": running,
                        "paused": false, "stopping": false, "waiting_approval": ["cat-2.approve"],
                        "model_pauses": []},
@@ -395,6 +404,9 @@ mod tests {
             "filter": {"status": "open", "q": "a b&c"},
             "csrf": "x", "error": null,
         });
+        if let (Some(status), Some(more)) = (context["status"].as_object_mut(), more.as_object()) {
+            status.extend(more.clone());
+        }
         pages
             .env
             .get_template("board.html")
@@ -417,6 +429,21 @@ mod tests {
         assert!(html.contains("<progress max=\"4\" value=\"1\">"), "{html}");
         assert!(html.contains("1.5 s"), "{html}");
         assert!(html.contains("cat-2.approve"), "{html}");
+    }
+
+    #[test]
+    fn a_spending_stop_says_why_and_what_to_do_on_the_board() {
+        let stop = crate::domain::budget::BudgetStop {
+            scope: crate::domain::budget::BudgetScope::Daily,
+            spent_usd: 6.0,
+            budget_usd: 5.0,
+            until: None,
+        };
+        let view = crate::protocol::BudgetStopView::from(stop);
+        let html = board_with(json!([]), json!([]), json!({ "budget_stop": view }));
+        assert!(html.contains("held: daily budget"), "{html}");
+        assert!(html.contains("agents spent $6.00 of $5.00"), "{html}");
+        assert!(html.contains("raise `daily_budget_usd`"), "{html}");
     }
 
     #[test]

@@ -778,28 +778,15 @@ async fn show_says_what_a_fix_was_asked_and_counts_only_counted_attempts() {
 /// carries them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn show_gives_the_instructions_of_the_rejection_that_reached_the_fix_limit() {
-    const ALWAYS_REJECTED: &str = r#"
-[[rule]]
-role = "implement"
-responses = [{ write = { "hello.txt" = "hello\n" }, summary = "wrote hello.txt" }]
-
-[[rule]]
-role = "review"
-responses = [{ verdict = "REJECTED", summary = "still no test", instructions = ["add a test for parse() in parse_test.txt"] }]
-
-[[rule]]
-role = "fix"
-responses = [{ append = { "parse_test.txt" = "a try\n" }, summary = "tried" }]
-"#;
-    let daemon = TestDaemon::start(ALWAYS_REJECTED, "").await;
+    let daemon = TestDaemon::start(ALWAYS_REJECT, "").await;
     let id = daemon.submit(bead("Parse things")).await;
     daemon.wait_status(&id, "blocked").await;
     let (code, text, err) = daemon.ctl(&["show", &id], "").await;
     assert_eq!(code, 0, "{err}");
     assert!(
         text.contains(
-            "the review rejected the work 3 times (the limit is 3); last: still no test\n    \
-             - add a test for parse() in parse_test.txt"
+            "the review rejected the work 3 times (the limit is 3); last: still wrong\n    \
+             - do it differently"
         ),
         "{text}"
     );

@@ -18,6 +18,7 @@
 
 mod chain;
 mod cluster;
+mod cpu;
 mod fanout;
 mod fs;
 mod git;
@@ -54,8 +55,9 @@ role = \"merge\"
 needs = [\"work\"]
 ";
 
-const ROWS: [&str; 10] = [
-    "overhead", "chain", "latency", "fanout", "scale", "sandbox", "hook", "git", "web", "cluster",
+const ROWS: [&str; 11] = [
+    "overhead", "cpu", "chain", "latency", "fanout", "scale", "sandbox", "hook", "git", "web",
+    "cluster",
 ];
 
 /// A workspace whose beads run the `one` formula (one agent step, then the merge), with
@@ -211,6 +213,9 @@ fn main() {
     println!("{}", fs::header());
     if want("overhead") {
         overhead::overhead(quick);
+    }
+    if want("cpu") {
+        cpu::cpu(quick);
     }
     if want("chain") {
         chain::chain(quick);

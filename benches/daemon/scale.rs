@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use catalyst::protocol::Method;
-use catalyst_testkit::procfs::vm_kb;
+use catalyst_testkit::procfs::{cpu, vm_kb};
 use catalyst_testkit::workload;
 
 use crate::{median, row, runtime, target, workspace_with_default};
@@ -55,9 +55,10 @@ pub fn scale(quick: bool) {
         .join(", ");
     let startup = median(&starts);
     let rss = vm_kb(daemon.pid(), "VmRSS").unwrap_or(0);
-    let before = cpu_secs(daemon.pid());
+    let own = |pid| cpu(pid).map_or(0.0, |c| c.own());
+    let before = own(daemon.pid());
     std::thread::sleep(Duration::from_secs(idle_secs));
-    let idle_cpu = cpu_secs(daemon.pid()) - before;
+    let idle_cpu = own(daemon.pid()) - before;
     rt.block_on(daemon.kill());
     row(
         &format!("scale: first start on a {n}-bead journal"),
@@ -93,18 +94,4 @@ pub fn scale(quick: bool) {
         &format!("{idle_secs}s of wall time"),
         idle_cpu / idle_secs as f64,
     );
-}
-
-/// utime + stime of a process, in seconds.
-fn cpu_secs(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: u64 = fields.get(11).and_then(|f| f.parse().ok()).unwrap_or(0)
-        + fields.get(12).and_then(|f| f.parse().ok()).unwrap_or(0);
-    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-        .ok()
-        .flatten()
-        .unwrap_or(100) as f64;
-    ticks as f64 / hz
 }

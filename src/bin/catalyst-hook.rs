@@ -4,15 +4,15 @@
 //! the call to `catalyst hook <event>` next to it, which asks the daemon. Exit codes and
 //! output are Claude Code's (docs/agents.md#hooks).
 //!
-//! The two other programs an attempt starts are here too, for the same reason: the shim that
-//! becomes the agent (`__exec`) and the forwarder of a `model-only` network (`__sandbox-net`).
+//! The forwarder of a `model-only` network (`__sandbox-net`), which every such attempt starts,
+//! is here too, for the same reason.
 //!
 //! It has no Rust `main`: the C `main` below skips the standard library's start-up, whose
 //! guard page for the main thread's stack asks glibc for the stack's bounds, and glibc reads
 //! and parses `/proc/self/maps` for that, a noticeable part of what a Rust program that does
 //! nothing costs to start and exit (the `hook` row of docs/benchmarks.md measures it). What
 //! that start-up did that the program relies on is done here: `SIGPIPE` ignored (a closed
-//! pipe is an error, not a death; the shim's `exec` puts it back for the agent), stdout
+//! pipe is an error, not a death), stdout
 //! flushed before exiting, and a panic turned into exit code 101. A stack overflow kills the
 //! process with `SIGSEGV` without the standard library's message.
 // `unsafe` here: its C `main`, which skips the standard library's start-up; each block says why
@@ -24,7 +24,6 @@ use std::io::{self, Read, Write};
 use std::process::Stdio;
 
 use catalyst::cli::hook::{run_local, HookEnv, HookEvent};
-use catalyst::daemon::agent::shim;
 use catalyst::domain::agent::sandbox::SANDBOX_NET_COMMAND;
 
 /// The process's entry point, called by the C runtime. `std::env::args` works without the
@@ -48,9 +47,6 @@ pub extern "C" fn main(
 
 fn run() -> u8 {
     let first = std::env::args_os().nth(1);
-    if first.as_ref().is_some_and(|a| a == shim::EXEC_COMMAND) {
-        return shim::main(&std::env::args_os().skip(2).collect::<Vec<_>>());
-    }
     if first.is_some_and(|a| a == SANDBOX_NET_COMMAND) {
         return catalyst::cli::sandbox_net::main(&std::env::args().skip(2).collect::<Vec<_>>());
     }

@@ -9,7 +9,6 @@ use anyhow::Context as _;
 use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::cli::ctl::CtlArgs;
-use crate::daemon::agent::shim;
 use crate::domain::agent::sandbox::SANDBOX_NET_COMMAND;
 use crate::domain::model::Role;
 use crate::domain::prompt::PromptSet;
@@ -306,9 +305,6 @@ pub fn main() -> ExitCode {
         }
         Some(SANDBOX_NET_COMMAND) => {
             return ExitCode::from(crate::cli::sandbox_net::main(&args.collect::<Vec<_>>()))
-        }
-        Some(shim::EXEC_COMMAND) => {
-            return ExitCode::from(shim::main(&std::env::args_os().skip(2).collect::<Vec<_>>()))
         }
         // Run on every tool call of every agent: answered before the command line parser
         // and the async runtime are built (a malformed call falls through to clap's error).

@@ -9,19 +9,13 @@
 //! processes cannot hand controllers to child groups, so the daemon first moves itself into a
 //! leaf `catalystd` beside the attempts' groups. Where neither exists, the limit is off and the
 //! daemon says so once.
-// `unsafe` here: the child joins its group in a `pre_exec` closure; each block says why it is
-// sound.
-#![allow(unsafe_code)]
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
-
-use tokio::process::Command;
 
 /// Attempt groups are named `catalyst-<daemon pid>-<n>`.
 const PREFIX: &str = "catalyst-";
@@ -160,25 +154,14 @@ impl PidsRoot {
 }
 
 impl AttemptGroup {
-    /// Makes `command`'s process join this group before it executes anything, so that every
-    /// process it starts is counted.
-    pub fn enter(&self, command: &mut Command) {
-        let fd = self
-            .join
+    /// A handle on the group's join file ([`AttemptGroup::join_path`]) for a child to join
+    /// it by, between `fork` and `exec`, writing [`JOIN_SELF`] (see
+    /// `agent::spawn::ChildSetup`); closed on `exec`.
+    pub fn joiner(&self) -> io::Result<File> {
+        self.join
             .as_ref()
             .expect("the join file is open while the group lives")
-            .as_raw_fd();
-        // SAFETY: the closure runs in the forked child before exec and makes only an
-        // async-signal-safe call (`write`) of a static buffer; it allocates nothing.
-        unsafe {
-            command.pre_exec(move || {
-                let written = nix::libc::write(fd, JOIN_SELF.as_ptr().cast(), JOIN_SELF.len());
-                if written < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+            .try_clone()
     }
 
     /// The file a single-threaded process joins the group by, writing [`JOIN_SELF`] there:
@@ -472,6 +455,8 @@ fn unescape(field: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::agent::ChildSetup;
+    use tokio::process::Command;
 
     #[test]
     fn mountinfo_and_cgroup_lines_are_read() {
@@ -537,7 +522,10 @@ mod tests {
         let group = root.create(1).expect("create a group");
         let mut command = Command::new("sh");
         command.args(["-c", "true & wait"]);
-        group.enter(&mut command);
+        ChildSetup::default()
+            .join(&group)
+            .expect("the join file")
+            .apply(&mut command);
         let _ = command.status().await.expect("sh ran");
         let refused = group.refused_forks().expect("pids.events");
         assert!(refused > 0, "a fork over the limit of 1 was not refused");
@@ -567,7 +555,10 @@ mod tests {
         let group = root.create(8).expect("create a group");
         let mut command = Command::new("sleep");
         command.arg("30").kill_on_drop(true);
-        group.enter(&mut command);
+        ChildSetup::default()
+            .join(&group)
+            .expect("the join file")
+            .apply(&mut command);
         let mut child = command.spawn().expect("spawn");
         let dir = group.dir.clone();
         drop(group);
@@ -598,7 +589,10 @@ mod tests {
         let group = root.create(8).expect("create a group");
         let mut command = Command::new("sleep");
         command.arg("30").kill_on_drop(true);
-        group.enter(&mut command);
+        ChildSetup::default()
+            .join(&group)
+            .expect("the join file")
+            .apply(&mut command);
         let child = command.spawn().expect("spawn");
         let pid = child.id().expect("pid").to_string();
         let members = fs::read_to_string(group.dir.join("cgroup.procs")).expect("cgroup.procs");

@@ -207,7 +207,7 @@ impl Bound {
 /// What gives the memory freed so far back to the operating system, once loading is done.
 /// `catalystd` sets it: its allocator (mimalloc) keeps freed pages until they are reused.
 /// Elsewhere nothing is set, so mimalloc is linked into `catalystd` alone and no other program
-/// (the hook, the shim, the CLI) pays its start-up.
+/// (the hook, the network forwarder, the CLI) pays its start-up.
 static RELEASE_FREED_MEMORY: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
 
 /// Sets what [`run`] calls after loading to give freed memory back (see

@@ -82,11 +82,6 @@ impl Paths {
         self.state.join("merging")
     }
 
-    /// Where the daemon writes out the agents' process shim it carries (`bin/catalyst-shim`).
-    pub fn shim_dir(&self) -> PathBuf {
-        self.state.join("bin")
-    }
-
     pub fn lock(&self) -> PathBuf {
         self.state.join("catalystd.lock")
     }

@@ -28,3 +28,53 @@ pub fn processes_with_env(var: &str) -> Vec<(i32, String)> {
         })
         .collect()
 }
+
+/// CPU time a process used, from `/proc/<pid>/stat`, in seconds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cpu {
+    /// Its own user time.
+    pub user: f64,
+    /// Its own system time.
+    pub system: f64,
+    /// User and system time of the children it has reaped.
+    pub children: f64,
+}
+
+impl Cpu {
+    /// Its own user and system time.
+    pub fn own(&self) -> f64 {
+        self.user + self.system
+    }
+
+    /// What was used from `earlier` to this.
+    pub fn since(&self, earlier: &Cpu) -> Cpu {
+        Cpu {
+            user: self.user - earlier.user,
+            system: self.system - earlier.system,
+            children: self.children - earlier.children,
+        }
+    }
+}
+
+/// What `pid` has used so far; `None` when it is gone.
+pub fn cpu(pid: u32) -> Option<Cpu> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, after) = stat.rsplit_once(')')?;
+    // After the command: state is field 3, utime 14, stime 15, cutime 16, cstime 17.
+    let ticks: Vec<u64> = after
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as f64;
+    let secs = |i: usize| ticks.get(i).copied().unwrap_or(0) as f64 / hz;
+    Some(Cpu {
+        user: secs(0),
+        system: secs(1),
+        children: secs(2) + secs(3),
+    })
+}

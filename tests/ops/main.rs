@@ -4,7 +4,6 @@
 
 mod beads;
 mod journal;
-mod launcher;
 mod notify;
 mod setup;
 mod signals;

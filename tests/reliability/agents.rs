@@ -277,3 +277,60 @@ responses = [{ fake_block_in_tool_result = true, fake_block_in_earlier_turn = tr
         "the decoys were really in the transcript"
     );
 }
+
+/// An agent dies with its daemon: a `catalystd` killed with SIGKILL cannot stop it, so the
+/// agent's process asks the kernel for a signal when its parent dies. Unconfined here: the
+/// sandbox (bubblewrap's `--die-with-parent`) would hide whether the daemon asked for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_with_sigkill_takes_its_agents_with_it() {
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [
+  { tools = [{ name = "Bash", input = { command = "sleep 300" } }] },
+]
+"#;
+    let ws = Workspace::new(
+        scenario,
+        "agent_timeout_secs = 600\nstall_timeout_secs = 600",
+    );
+    let config = std::fs::read_to_string(ws.paths.config()).expect("config");
+    std::fs::write(ws.paths.config(), catalyst::cli::demo::unconfined(&config)).expect("config");
+    let mut daemon = ws.spawn();
+    daemon.submit(bead_with_id("cat-orphan")).await;
+    daemon
+        .wait_for("the agent's tool call", |e| {
+            e["type"] == "agent.tool" && e["bead"] == "cat-orphan"
+        })
+        .await;
+    let bead = catalyst::domain::id::BeadId::new("cat-orphan").expect("id");
+    let pid_file = ws.paths.run_dir(&bead, "implement", 1).join("pid");
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .expect("the agent's pid file")
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert!(running(pid), "the agent {pid} runs");
+    daemon.kill().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "the agent {pid} still runs 10 s after its daemon died"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // What the agent started is no child of the daemon; the next start kills its group.
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+/// Whether `pid` is a process that runs (not gone, not a zombie).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}

@@ -23,17 +23,11 @@
 //! in the run folder as `report.json`. [`kill_leftover_group`] cleans up after a daemon that
 //! died with agents running.
 
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-mod cloned;
 mod events;
 mod group;
-mod launcher;
 mod output;
 mod priority;
-mod process;
 mod run;
-pub mod shim;
-pub mod shim_bin;
 mod spawn;
 
 use std::path::PathBuf;
@@ -47,7 +41,8 @@ use crate::domain::agent::sandbox::{GitMounts, Network};
 
 pub use events::{MAX_LINE, TEXT_TAIL};
 pub use group::{kill_leftover_group, kill_orphans, pids_with_env, KillError};
-pub use launcher::{Launch, Launcher};
+#[cfg(test)]
+pub(crate) use spawn::ChildSetup;
 
 /// The prompt's file in the run folder.
 pub const PROMPT_FILE: &str = "prompt.md";
@@ -135,14 +130,7 @@ pub struct NetPlan {
 /// that means "shut down and resume later" or "drop the step" is the caller's decision. If the
 /// returned future is dropped instead, the agent's group is SIGKILLed.
 pub async fn run(spec: RunSpec, cancel: CancellationToken) -> RunReport {
-    run::run(spec, cancel, None).await
-}
-
-/// [`run`] in a process started ahead by a [`Launcher`] (see [`shim`]: what starting a
-/// process in its control group costs the kernel is then off the attempt's path). A process
-/// that could not start is logged, and the agent spawned as [`run`] does.
-pub async fn run_launched(spec: RunSpec, cancel: CancellationToken, early: Launch) -> RunReport {
-    run::run(spec, cancel, Some(early)).await
+    run::run(spec, cancel).await
 }
 
 #[cfg(test)]

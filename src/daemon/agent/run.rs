@@ -12,16 +12,16 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::events::{Parsed, StderrScanner, StdoutParser, TurnEnd};
 use super::group::{signal_group, GroupGuard};
-use super::launcher::Launch;
 use super::output::{pump, CappedFile, StreamStats};
-use super::process::{Input, Process};
-use super::{shim, spawn, NetPlan, RunSpec, SandboxSpec, PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
+use super::spawn::{self, ChildSetup};
+use super::{NetPlan, RunSpec, SandboxSpec, PROMPT_FILE, STDERR_FILE, STDOUT_FILE};
 use crate::daemon::cgroup::AttemptGroup;
 use crate::daemon::clock;
 use crate::daemon::netproxy::{self, NetGuard, Route};
@@ -38,7 +38,7 @@ const MIN_DRAIN: Duration = Duration::from_secs(2);
 
 /// An agent that has been spawned.
 struct Running {
-    child: Process,
+    child: Child,
     pgid: Pid,
     group: GroupGuard,
     stdin: Option<JoinHandle<()>>,
@@ -60,18 +60,14 @@ enum Ended {
     Stopped(Exit),
 }
 
-pub(super) async fn run(
-    spec: RunSpec,
-    cancel: CancellationToken,
-    early: Option<Launch>,
-) -> RunReport {
+pub(super) async fn run(spec: RunSpec, cancel: CancellationToken) -> RunReport {
     let started = crate::daemon::clock::now();
     let clock = Instant::now();
     if cancel.is_cancelled() {
         // Shutting down already: starting an agent only to stop it would waste its grace.
         return RunReport::empty(Exit::Cancelled, clock::now());
     }
-    let mut report = match start(&spec, early).await {
+    let mut report = match start(&spec).await {
         Ok(running) => supervise(running, &spec, cancel).await,
         Err(reason) => {
             tracing::warn!(worktree = %spec.worktree.display(), %reason, "cannot start agent");
@@ -85,9 +81,8 @@ pub(super) async fn run(
     report
 }
 
-/// Writes the prompt, opens the output files and spawns the agent with its readers: it
-/// becomes the `early` shim when there is one, else it is spawned now.
-async fn start(spec: &RunSpec, early: Option<Launch>) -> Result<Running, StartError> {
+/// Writes the prompt, opens the output files and spawns the agent with its readers.
+async fn start(spec: &RunSpec) -> Result<Running, StartError> {
     let prepared = prepare(spec).await?;
     let env = agent_env(spec);
     let mut net = None;
@@ -116,50 +111,24 @@ async fn start(spec: &RunSpec, early: Option<Launch>) -> Result<Running, StartEr
         return Err(ProfileError::EmptyCommand.into());
     };
     let program = program_arg.to_string_lossy().into_owned();
-    let launched = match early {
-        Some(early) => early.ready().await,
-        None => None,
-    };
-    let (child, limit) = match launched {
-        Some(mut launched) => {
-            let exec = shim::Exec {
-                cwd: spec.worktree.clone(),
-                stdin_null: prepared.stdin == StdinMode::Null,
-                program: resolve(program_arg, &env)
-                    .ok_or_else(|| StartError::NotFound(program.clone()))?,
-                args: args.to_vec(),
-                env,
-            };
-            launched
-                .exec(&exec)
-                .await
-                .map_err(|source| StartError::Spawn {
-                    program: program.clone(),
-                    source,
-                })?;
-            (launched.child, launched.limit)
-        }
-        None => {
-            let piped = prepared.stdin != StdinMode::Null;
-            let mut command = spawn::process(program_arg, spec.nice, piped);
-            command.envs(env).args(args).current_dir(&spec.worktree);
-            let limit = spec.max_processes.and_then(spawn::process_limit);
-            if let Some(group) = &limit {
-                group.enter(&mut command);
-            }
-            let child = spawn::spawn(command)
-                .await
-                .map(Process::Spawned)
-                .map_err(|e| match e.kind() {
-                    std::io::ErrorKind::NotFound => StartError::NotFound(program.clone()),
-                    _ => StartError::Spawn {
-                        program: program.clone(),
-                        source: e,
-                    },
-                })?;
-            (child, limit)
-        }
-    };
+    let piped = prepared.stdin != StdinMode::Null;
+    let limit = spec.max_processes.and_then(spawn::process_limit);
+    let mut setup = ChildSetup::default().die_with_daemon().nice(spec.nice);
+    if let Some(group) = &limit {
+        setup = setup.join(group).map_err(|source| StartError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
+    }
+    let mut command = spawn::process(program_arg, setup, piped);
+    command.envs(env).args(args).current_dir(&spec.worktree);
+    let child = spawn::spawn(command).await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => StartError::NotFound(program.clone()),
+        _ => StartError::Spawn {
+            program: program.clone(),
+            source: e,
+        },
+    })?;
     let pid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
@@ -332,7 +301,7 @@ async fn prepare(spec: &RunSpec) -> Result<Prepared, StartError> {
 /// Feeds the prompt to a spawned agent (when the profile says so), holds its conversation
 /// (when it has one) and starts the readers of its output.
 fn attach(
-    mut child: Process,
+    mut child: Child,
     pgid: Pid,
     group: GroupGuard,
     spec: &RunSpec,
@@ -340,7 +309,7 @@ fn attach(
 ) -> Result<Running, StartError> {
     let hopeless = CancellationToken::new();
     let mut parser = StdoutParser::new(spec.profile.format, spec.output_cap, hopeless.clone());
-    let pipe = child.take_stdin().map_err(|_| StartError::NoPipes)?;
+    let pipe = child.stdin.take();
     let stdin = match (pipe, prepared.stdin) {
         (Some(mut pipe), StdinMode::Prompt) => {
             let prompt = spec.prompt.clone();
@@ -364,7 +333,7 @@ fn attach(
     };
     let activity = Arc::new(Notify::new());
     let drain = CancellationToken::new();
-    let Ok(Some((out, err))) = child.take_output() else {
+    let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(StartError::NoPipes);
     };
     let stdout = tokio::spawn(pump(
@@ -408,7 +377,7 @@ struct Talk {
 impl Talk {
     async fn hold(
         mut self,
-        mut pipe: Input,
+        mut pipe: ChildStdin,
         prompt: String,
         mut ends: tokio::sync::mpsc::UnboundedReceiver<TurnEnd>,
     ) {
@@ -543,7 +512,7 @@ async fn supervise(mut r: Running, spec: &RunSpec, cancel: CancellationToken) ->
 }
 
 /// SIGTERM to the group, `grace` to exit, then SIGKILL.
-async fn stop(child: &mut Process, pgid: Pid, grace: Duration) {
+async fn stop(child: &mut Child, pgid: Pid, grace: Duration) {
     if let Err(e) = signal_group(pgid, Signal::SIGTERM) {
         tracing::warn!(pgid = pgid.as_raw(), error = %e, "cannot send SIGTERM to the agent's group");
     }

@@ -6,7 +6,7 @@
 //! after an idle spell, which would SIGKILL a healthy agent mid-step. So every agent is forked
 //! by one dedicated thread that lives as long as the process, and the signal then means what it
 //! should: the daemon is gone.
-// `unsafe` here: `pre_exec` closures and the parent-death signal; each block says why it is sound.
+// `unsafe` here: the one `pre_exec` closure every agent's process runs ([`ChildSetup`]).
 #![allow(unsafe_code)]
 
 use std::ffi::OsStr;
@@ -101,72 +101,84 @@ pub(crate) async fn spawn(mut command: Command) -> io::Result<Child> {
     .await
 }
 
-/// Starts a clone that waits for its command line ([`super::cloned`]) from the spawner
-/// thread, with `niceness` and in the control group joined by `cgroup`.
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-pub(crate) async fn clone_ahead(
-    niceness: Option<nix::libc::c_int>,
-    cgroup: Option<std::path::PathBuf>,
-) -> io::Result<super::cloned::Child> {
-    on_spawner(
-        move || {
-            super::cloned::start(&super::cloned::Setup {
-                niceness,
-                cgroup: cgroup.as_deref(),
-            })
-        },
-        drop,
-    )
-    .await
+/// What an agent's process does between `fork` and `exec`, before it runs anything of its
+/// own: die with the daemon, lower its priority, join its attempt's control group. Every
+/// process it starts inherits all three.
+#[derive(Debug, Default)]
+pub(crate) struct ChildSetup {
+    /// The daemon's pid: the child asks for `SIGKILL` when its parent dies, then checks that
+    /// the parent is still this one (it may have died between `fork` and `prctl`).
+    parent: Option<nix::unistd::Pid>,
+    /// The absolute niceness to set ([`super::priority::niceness`]).
+    niceness: Option<i32>,
+    /// The control group's join file ([`AttemptGroup::join_path`]), opened by the daemon:
+    /// the child writes [`crate::daemon::cgroup::JOIN_SELF`] to it.
+    join: Option<std::fs::File>,
 }
 
-/// Makes the child die with the daemon, from between `fork` and `exec`.
-///
-/// Only async-signal-safe calls are allowed here (no allocation): `prctl`, `getppid`, and
-/// errors built from an errno.
+impl ChildSetup {
+    /// Dies with the daemon (Linux's parent-death signal; see the module documentation).
+    pub(crate) fn die_with_daemon(mut self) -> Self {
+        self.parent = Some(nix::unistd::getpid());
+        self
+    }
+
+    /// Runs `nice` above the daemon's niceness (0: at the daemon's).
+    pub(crate) fn nice(mut self, nice: u32) -> Self {
+        self.niceness = super::priority::niceness(nice);
+        self
+    }
+
+    /// Joins `group` (its process limit).
+    pub(crate) fn join(mut self, group: &AttemptGroup) -> io::Result<Self> {
+        self.join = Some(group.joiner()?);
+        Ok(self)
+    }
+
+    /// Makes `command`'s child do this before it executes its program.
+    pub(crate) fn apply(self, command: &mut Command) {
+        // SAFETY: the closure runs in the forked child before `exec`. `run` makes only
+        // async-signal-safe system calls (`prctl`, `getppid`, `setpriority`, `write` of a
+        // static buffer to a descriptor the closure owns), allocates nothing and takes no lock.
+        unsafe {
+            command.pre_exec(move || self.run());
+        }
+    }
+
+    fn run(&self) -> io::Result<()> {
+        if let Some(parent) = self.parent {
+            die_with(parent)?;
+        }
+        if let Some(target) = self.niceness {
+            super::priority::set_niceness(target)?;
+        }
+        if let Some(join) = &self.join {
+            use std::io::Write;
+            (&*join).write_all(crate::daemon::cgroup::JOIN_SELF)?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(target_os = "linux")]
-pub(crate) fn die_with_parent(command: &mut Command) {
-    use nix::errno::Errno;
-    use nix::sys::prctl::set_pdeathsig;
-    use nix::sys::signal::Signal;
-    use nix::unistd::{getpid, getppid};
-
-    let parent = getpid();
-    // SAFETY: the closure runs in the forked child before exec and makes only async-signal-safe
-    // system calls; it allocates nothing and touches no lock.
-    unsafe {
-        command.pre_exec(move || {
-            set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
-            // The daemon may have died between fork and prctl; then the signal never comes.
-            if getppid() != parent {
-                return Err(io::Error::from(Errno::ESRCH));
-            }
-            Ok(())
-        });
+fn die_with(parent: nix::unistd::Pid) -> io::Result<()> {
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+    if nix::unistd::getppid() != parent {
+        return Err(io::Error::from(nix::errno::Errno::ESRCH));
     }
-}
-
-/// Lowers the child's scheduling priority by `nice` (see [`super::priority::niceness`]) before it executes
-/// anything, so every process it starts inherits it.
-pub(crate) fn nice(command: &mut Command, nice: u32) {
-    let Some(target) = super::priority::niceness(nice) else {
-        return;
-    };
-    // SAFETY: the closure runs in the forked child before exec; `set_niceness` makes one
-    // async-signal-safe system call and allocates nothing.
-    unsafe {
-        command.pre_exec(move || super::priority::set_niceness(target));
-    }
+    Ok(())
 }
 
 /// No parent-death signal outside Linux: agents outlive a daemon killed with SIGKILL there,
 /// and are reaped by [`super::kill_leftover_group`] when it restarts.
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn die_with_parent(_command: &mut Command) {}
+fn die_with(_parent: nix::unistd::Pid) -> io::Result<()> {
+    Ok(())
+}
 
 /// A process as agents start: piped output, `stdin` piped or `/dev/null`, a process group of
-/// its own, death with the daemon, and `niceness`.
-pub(super) fn process(program: &OsStr, niceness: u32, stdin_piped: bool) -> Command {
+/// its own, and `setup` done before it runs.
+pub(super) fn process(program: &OsStr, setup: ChildSetup, stdin_piped: bool) -> Command {
     let mut command = Command::new(program);
     command
         .stdin(if stdin_piped {
@@ -178,8 +190,7 @@ pub(super) fn process(program: &OsStr, niceness: u32, stdin_piped: bool) -> Comm
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    die_with_parent(&mut command);
-    nice(&mut command, niceness);
+    setup.apply(&mut command);
     command
 }
 

@@ -71,7 +71,7 @@ pub struct WorkerOptions {
     pub name: String,
     /// The daemon's `[cluster] name`.
     pub cluster: String,
-    /// The `catalyst` binary (the hooks, the shim, the sandbox's network).
+    /// The `catalyst` binary (the hooks, the sandbox's network).
     pub catalyst: PathBuf,
 }
 

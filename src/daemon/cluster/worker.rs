@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::daemon::agent::{shim_bin, Launcher, SandboxSpec};
+use crate::daemon::agent::SandboxSpec;
 use crate::daemon::runner::hook_socket::Ask;
 use crate::daemon::runner::{self, StepDone, WorkerSources, REPORT_FILE};
 use crate::daemon::worktree::transport::{self as git, GitCommandError};
@@ -39,9 +39,6 @@ pub const OUTPUT_TAIL: usize = 256 * 1024;
 
 /// The worker's own HEAD: a branch never made, so no branch a fetch moves is checked out.
 const WORKER_HEAD: &str = "refs/heads/catalyst-worker";
-
-/// The niceness and process limit a launcher starts its processes with.
-type LaunchLimits = (u32, Option<u32>);
 
 /// Why a worker cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -68,9 +65,6 @@ pub struct Worker {
     repo: Repo,
     catalyst: PathBuf,
     settings: Value,
-    launchers: Mutex<HashMap<LaunchLimits, Arc<Launcher>>>,
-    /// What the launchers start: `catalyst-hook` beside `catalyst` when it is there.
-    shim: PathBuf,
     /// The last profile's sandbox (orders of one daemon share one profile).
     sandbox: Mutex<Option<(AgentProfile, Option<SandboxSpec>)>>,
     /// The target branches fetched since the worker started.
@@ -84,7 +78,7 @@ pub struct Worker {
 impl Worker {
     /// Opens the workspace in `workdir`, cloning `remote` the first time. Its own HEAD is a
     /// branch that is never made, so fetches may move every other one. `catalyst` is the
-    /// binary the hooks, the process shim and the sandbox's network run (`catalyst worker`
+    /// binary the hooks and the sandbox's network run (`catalyst worker`
     /// passes itself). Up to `spares` finished worktrees are kept to make the next ones from
     /// (see [`Repo::with_spares`]).
     pub async fn open(
@@ -118,7 +112,6 @@ impl Worker {
         let catalyst = catalyst.to_owned();
         let hook = crate::daemon::load::hook_bin(&catalyst);
         let settings = crate::domain::agent::settings::settings(&catalyst, hook.as_deref());
-        let shim = shim_bin::program(&paths.shim_dir(), hook.unwrap_or_else(|| catalyst.clone()));
         Ok(Worker {
             name: name.to_owned(),
             remote: remote.to_owned(),
@@ -126,8 +119,6 @@ impl Worker {
             repo,
             catalyst,
             settings,
-            launchers: Mutex::new(HashMap::new()),
-            shim,
             sandbox: Mutex::default(),
             targets: tokio::sync::Mutex::default(),
             active: tokio::sync::Mutex::default(),
@@ -281,14 +272,12 @@ impl Worker {
         cancel: CancellationToken,
     ) -> StepDone {
         let sandbox = self.sandbox(profile);
-        let launcher = self.launcher(order.limits.nice, order.limits.max_processes);
         let sources = WorkerSources {
             paths: &self.paths,
             repo: &self.repo,
             settings: &self.settings,
             profile,
             sandbox: sandbox.as_ref(),
-            launcher: &launcher,
         };
         let job = runner::job_from_order(order, sources);
         let told = Arc::new(Mutex::new(Vec::new()));
@@ -297,15 +286,6 @@ impl Worker {
         records.append(&mut done.tool_records);
         done.tool_records = records;
         done
-    }
-
-    /// A launcher for the order's niceness and process limit (one per pair, reused).
-    fn launcher(&self, nice: u32, max_processes: Option<u32>) -> Arc<Launcher> {
-        let mut launchers = self.launchers.lock().unwrap_or_else(|e| e.into_inner());
-        launchers
-            .entry((nice, max_processes))
-            .or_insert_with(|| Arc::new(Launcher::new(self.shim.clone(), nice, max_processes)))
-            .clone()
     }
 
     /// The sandbox `profile` asks for on this machine, worked out once per profile (it reads

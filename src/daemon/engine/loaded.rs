@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::daemon::agent::{shim_bin, Launcher, SandboxSpec};
+use crate::daemon::agent::SandboxSpec;
 use crate::daemon::runner::{gate_sandbox_template, sandbox_template};
 use crate::daemon::sandbox::Confined;
 use crate::daemon::Paths;
@@ -34,9 +34,6 @@ pub struct Loaded {
     pub gate_sandbox: Option<Arc<SandboxSpec>>,
     /// The files a bead may change only with a person's approval; None when that is off.
     pub workflow_files: Option<Arc<WorkflowFiles>>,
-    /// Starts agents' processes ahead of their attempts, with `catalyst-shim` (else
-    /// `catalyst-hook`, else `catalyst`); a reload starts afresh.
-    pub launcher: Arc<Launcher>,
 }
 
 /// What `config.toml` decides beyond the config itself, resolved when it is read.
@@ -66,7 +63,7 @@ impl Loaded {
         if let Err(message) = aspects_known(&config.config, &formulas) {
             return Err(LoadError::Formulas(message));
         }
-        Ok(Loaded::assemble(paths, config, prompts, formulas))
+        Ok(Loaded::assemble(config, prompts, formulas))
     }
 
     /// Reads them again for a reload, file by file: a file with a problem is refused (and
@@ -110,7 +107,7 @@ impl Loaded {
             }
         };
         let loaded = match config {
-            Some(config) => Loaded::assemble(paths, config, prompts, formulas),
+            Some(config) => Loaded::assemble(config, prompts, formulas),
             None => Loaded {
                 prompts: Arc::new(prompts),
                 formulas: Arc::new(formulas),
@@ -120,25 +117,11 @@ impl Loaded {
         (loaded, refused)
     }
 
-    fn assemble(
-        paths: &Paths,
-        from: FromConfig,
-        prompts: PromptSet,
-        formulas: FormulaSet,
-    ) -> Loaded {
-        let launcher = Arc::new(Launcher::new(
-            shim_bin::program(
-                &paths.shim_dir(),
-                from.hook.clone().unwrap_or_else(|| from.catalyst.clone()),
-            ),
-            from.config.agent_nice,
-            from.config.process_limit(),
-        ));
+    fn assemble(from: FromConfig, prompts: PromptSet, formulas: FormulaSet) -> Loaded {
         Loaded {
             config: Arc::new(from.config),
             prompts: Arc::new(prompts),
             formulas: Arc::new(formulas),
-            launcher,
             hook: from.hook.map(Arc::new),
             catalyst: Arc::new(from.catalyst),
             sandbox: from.sandbox,

@@ -529,7 +529,6 @@ impl Engine {
             prompts: &self.loaded.prompts,
             settings: &settings,
             sandbox: self.loaded.sandbox.as_deref(),
-            launcher: &self.loaded.launcher,
             slots: &self.slots,
         };
         StepJob::build(from, work, step, meta, attempt, model, side)

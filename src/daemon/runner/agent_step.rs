@@ -59,9 +59,6 @@ pub async fn run_agent_step(job: StepJob, cancel: CancellationToken, ask: Ask) -
 
 async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) -> StepDone {
     let mut done = failed(&job, String::new());
-    // Started ahead, it waits while the worktree and run folder get ready (see
-    // `agent::shim`); dropped on the way out, it is killed.
-    let early = job.launcher.take();
     let (rendered, prepared) = match prepare_with_prompt(&job).await {
         Ok(both) => both,
         Err(e) => return unprepared(&job, format!("cannot prepare the worktree: {e}")),
@@ -104,7 +101,7 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
     };
     job.in_slot
         .store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut report = agent::run_launched(job.spec.clone(), cancel, early).await;
+    let mut report = agent::run(job.spec.clone(), cancel).await;
     if let Some(h) = report
         .unavailable
         .as_mut()

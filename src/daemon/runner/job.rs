@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::slots::AgentSlots;
-use crate::daemon::agent::{Launcher, NetPlan, RunSpec, SandboxSpec};
+use crate::daemon::agent::{NetPlan, RunSpec, SandboxSpec};
 use crate::daemon::sandbox::BWRAP;
 use crate::daemon::worktree::{self, Repo};
 use crate::daemon::Paths;
@@ -37,8 +37,6 @@ pub struct JobSources<'a> {
     pub settings: &'a serde_json::Value,
     /// The profile's sandbox, as [`sandbox_template`] worked it out at load.
     pub sandbox: Option<&'a SandboxSpec>,
-    /// Starts agents' processes ahead of their attempts.
-    pub launcher: &'a Arc<Launcher>,
     /// The agent slots the attempt's agent takes to run.
     pub slots: &'a Arc<AgentSlots>,
 }
@@ -73,8 +71,6 @@ pub struct StepJob {
     /// spec's profile is it, resolved).
     pub(super) agent: AgentAsk,
     pub(super) spec: RunSpec,
-    /// Hands the attempt a process started ahead (see [`Launcher`]).
-    pub(super) launcher: Arc<Launcher>,
     /// The agent slots its agent takes to run, waiting in line; `None` on a worker, whose
     /// orders the daemon's slots already count.
     pub(super) slots: Option<Arc<AgentSlots>>,
@@ -212,7 +208,6 @@ impl StepJob {
             settings: from.settings.clone(),
             agent,
             spec,
-            launcher: from.launcher.clone(),
             slots: Some(from.slots.clone()),
             in_slot: Arc::default(),
             on_worker: false,

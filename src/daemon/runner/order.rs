@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::daemon::agent::{Launcher, RunSpec, SandboxSpec};
+use crate::daemon::agent::{RunSpec, SandboxSpec};
 use crate::daemon::worktree::{CommitId, Repo};
 use crate::daemon::Paths;
 use crate::domain::cluster::{AttemptOrder, Limits, Marker, WorkerPaths};
@@ -132,7 +132,6 @@ pub fn job_from_order(order: &AttemptOrder, from: WorkerSources<'_>) -> StepJob 
         settings: from.settings.clone(),
         agent: order.agent.clone(),
         spec,
-        launcher: from.launcher.clone(),
         slots: None,
         in_slot: Arc::default(),
         on_worker: true,
@@ -142,7 +141,7 @@ pub fn job_from_order(order: &AttemptOrder, from: WorkerSources<'_>) -> StepJob 
 
 /// What a worker builds its jobs from: its own workspace (a clone of the shared remote), the
 /// hook settings for its own binaries, its own profile of the name the order asks for (with
-/// the order's caps and tools), the sandbox that profile asks for, and its launcher.
+/// the order's caps and tools), and the sandbox that profile asks for.
 #[derive(Clone, Copy)]
 pub struct WorkerSources<'a> {
     pub paths: &'a Paths,
@@ -150,5 +149,4 @@ pub struct WorkerSources<'a> {
     pub settings: &'a serde_json::Value,
     pub profile: &'a crate::domain::agent::profile::AgentProfile,
     pub sandbox: Option<&'a SandboxSpec>,
-    pub launcher: &'a Arc<Launcher>,
 }

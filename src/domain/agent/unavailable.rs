@@ -43,7 +43,7 @@ const CONNECTION: [&str; 10] = [
 /// find, a model the API does not know.
 const CONFIG: [&str; 5] = [
     "execvp",
-    // What catalyst's own launchers say (the sandbox's network forwarder, the shim) when the
+    // What catalyst's own launcher says (the sandbox's network forwarder) when the
     // agent's program cannot be executed.
     "cannot run `",
     "model_not_found",

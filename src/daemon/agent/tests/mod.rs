@@ -1,8 +1,6 @@
 //! Tests of [`super`]: pure parsing and mapping by tables, and whole runs with small `sh`
 //! scripts standing in for agents.
 
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-mod cloned;
 mod conversation;
 mod parse;
 mod run;

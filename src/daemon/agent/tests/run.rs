@@ -71,6 +71,28 @@ async fn agents_run_less_nice_than_the_daemon_by_agent_nice() {
     assert_eq!(niceness(&child), want, "its child: {child}");
 }
 
+/// The daemon ignores `SIGPIPE`, as Rust programs do; an agent must not inherit that (a
+/// program killed by a closed pipe, as `yes | head` expects, would spin), nor a blocked signal.
+#[tokio::test]
+async fn agents_start_with_the_default_signal_dispositions() {
+    let fx = Fixture::new();
+    let report = run_now(fx.spec(
+        OutputFormat::Text,
+        "grep -E '^(SigIgn|SigBlk):' /proc/self/status",
+    ))
+    .await;
+    let message = report.final_message.expect("output");
+    const SIGPIPE_BIT: u64 = 1 << (13 - 1);
+    for (name, must_clear) in [("SigIgn:", SIGPIPE_BIT), ("SigBlk:", u64::MAX)] {
+        let mask = message
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .unwrap_or_else(|| panic!("no {name} in {message}"));
+        assert_eq!(mask & must_clear, 0, "{name} {mask:x}");
+    }
+}
+
 #[tokio::test]
 async fn agents_and_what_they_start_are_batch_work() {
     let fx = Fixture::new();

@@ -30,7 +30,8 @@ pub use params::{
     UpdateParams, TOOL_USED_EVENT,
 };
 pub use request::{
-    known_types, parse_request, ConnectionMethod, EngineRequest, Method, Request, Route, METHODS,
+    known_types, parse_request, ConnectionMethod, EngineRequest, Method, Request, RequestLine,
+    Route,
 };
 pub use response::{
     Approval, Approved, BeadList, BeadSummary, BlockedBead, BoardAnswer, BudgetStopView, Cancelled,

@@ -31,16 +31,12 @@ pub async fn show_with_runs(
     paths: &Paths,
     p: crate::protocol::IdParams,
 ) -> Result<ShowAnswer, crate::protocol::RpcError> {
-    use crate::protocol::{Answer, EngineRequest, RpcError};
-    let Answer::Show(mut show) = engine.request(EngineRequest::Show(p)).await? else {
-        return Err(RpcError::internal(
-            "the engine answered `show` with something else",
-        ));
-    };
+    use crate::protocol::RpcError;
+    let mut show = engine.show(p).await?;
     let paths = paths.clone();
     tokio::task::spawn_blocking(move || {
         add_runs(&mut show, &paths);
-        *show
+        show
     })
     .await
     .map_err(|e| RpcError::internal(format!("reading the run folders failed: {e}")))

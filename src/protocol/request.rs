@@ -1,5 +1,4 @@
-//! Request lines: the methods with their parameters, how a line is read, and which side of the
-//! daemon serves each method.
+//! Request lines: the methods with their parameters, and how a line is read.
 //!
 //! [`Method`] is the one declaration of the methods: serde reads and writes a request's
 //! `method` and `params` from it (adjacently tagged), and strum derives the names from it
@@ -81,7 +80,7 @@ impl Method {
 }
 
 /// The `params` of a method that takes none: `{}` written, `{}` read. Anything else is refused
-/// with [`NO_PARAMS`], which [`parse_request`] words with the method's name.
+/// with `NO_PARAMS`, which `parse_request` words with the method's name.
 mod no_params {
     use serde::de::IgnoredAny;
     use serde::ser::SerializeMap;
@@ -94,14 +93,15 @@ mod no_params {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
         let params = std::collections::BTreeMap::<String, IgnoredAny>::deserialize(d)
             .map_err(|_| serde::de::Error::custom(super::NO_PARAMS))?;
-        match params.is_empty() {
-            true => Ok(()),
-            false => Err(serde::de::Error::custom(super::NO_PARAMS)),
+        if params.is_empty() {
+            Ok(())
+        } else {
+            Err(serde::de::Error::custom(super::NO_PARAMS))
         }
     }
 }
 
-/// The error [`no_params`] gives, recognised by [`parse_request`].
+/// The error `no_params` gives, recognised by [`parse_request`].
 const NO_PARAMS: &str = "takes no params";
 
 /// `submit`'s two shapes: `{"beads":[…]}`, or one bead's fields directly.
@@ -139,7 +139,9 @@ mod submit_params {
 ///
 /// The line's keys are checked one by one before the method is read, so that each mistake gets
 /// its own message and the id is found even when the rest is wrong; the method and its params
-/// are then read by [`Method`]'s own deserializer.
+/// are then read by [`Method`]'s own deserializer. The line is read as a JSON value first
+/// because the errors of reading from a value name no line and column: the messages of the
+/// answers stay the ones scripts have seen, and make sense for a one-line request.
 pub fn parse_request(line: &[u8]) -> Result<Request, (Value, RpcError)> {
     let value: Value = serde_json::from_slice(line).map_err(|e| {
         (
@@ -227,90 +229,6 @@ pub fn known_types(p: SubscribeParams) -> Result<SubscribeParams, RpcError> {
         )));
     }
     Ok(p)
-}
-
-/// Who serves a method: the connection task itself, or the engine.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Route {
-    Connection(ConnectionMethod),
-    Engine(EngineRequest),
-}
-
-/// The methods a connection serves without the engine's help, or with the engine's state and
-/// files the engine must not read itself (run folders, the journal).
-#[derive(Clone, Debug, PartialEq)]
-pub enum ConnectionMethod {
-    Subscribe(SubscribeParams),
-    Logs(LogsParams),
-    Shutdown,
-    /// `show` with `runs`: the engine's `show`, then each attempt's run folder and dispatch.
-    ShowRuns(IdParams),
-    /// The workers on other machines (`[cluster]`), from their presence messages.
-    Workers,
-}
-
-/// The methods the engine answers: the ones that read or change its state.
-#[derive(Clone, Debug, PartialEq)]
-pub enum EngineRequest {
-    Status,
-    Ready,
-    List(ListParams),
-    /// The dashboard's board: each lane's count and its first `cards` beads.
-    Board {
-        cards: usize,
-    },
-    Show(IdParams),
-    Submit(Vec<BeadInput>),
-    Update(Box<UpdateParams>),
-    Comment(CommentParams),
-    Close(CloseParams),
-    Reopen(IdParams),
-    Approve(ApproveParams),
-    Reject(RejectParams),
-    Retry(IdParams),
-    Cancel(CloseParams),
-    Pause(PauseParams),
-    Resume(PauseParams),
-    Reload,
-    Hook(HookParams),
-    Import(ImportParams),
-    Export,
-}
-
-impl Method {
-    /// Which side of the daemon serves this method.
-    pub fn route(self) -> Route {
-        use EngineRequest as E;
-        let engine = match self {
-            Method::Subscribe(p) => return Route::Connection(ConnectionMethod::Subscribe(p)),
-            Method::Logs(p) => return Route::Connection(ConnectionMethod::Logs(p)),
-            Method::Shutdown => return Route::Connection(ConnectionMethod::Shutdown),
-            Method::Workers => return Route::Connection(ConnectionMethod::Workers),
-            Method::Show(p) if p.runs => {
-                return Route::Connection(ConnectionMethod::ShowRuns(IdParams { id: p.id }))
-            }
-            Method::Show(p) => E::Show(IdParams { id: p.id }),
-            Method::Status => E::Status,
-            Method::Ready => E::Ready,
-            Method::List(p) => E::List(p),
-            Method::Submit(p) => E::Submit(p),
-            Method::Update(p) => E::Update(p),
-            Method::Comment(p) => E::Comment(p),
-            Method::Close(p) => E::Close(p),
-            Method::Reopen(p) => E::Reopen(p),
-            Method::Approve(p) => E::Approve(p),
-            Method::Reject(p) => E::Reject(p),
-            Method::Retry(p) => E::Retry(p),
-            Method::Cancel(p) => E::Cancel(p),
-            Method::Pause(p) => E::Pause(p),
-            Method::Resume(p) => E::Resume(p),
-            Method::Reload => E::Reload,
-            Method::Hook(p) => E::Hook(p),
-            Method::Import(p) => E::Import(p),
-            Method::Export => E::Export,
-        };
-        Route::Engine(engine)
-    }
 }
 
 #[cfg(test)]
@@ -403,36 +321,6 @@ mod tests {
             Value::from(9),
             "the reply names the id"
         );
-    }
-
-    #[test]
-    fn connection_methods_never_reach_the_engine() {
-        let follow = SubscribeParams {
-            since: None,
-            bead: None,
-            types: None,
-            follow: true,
-        };
-        assert!(matches!(
-            Method::Subscribe(follow).route(),
-            Route::Connection(ConnectionMethod::Subscribe(_))
-        ));
-        assert_eq!(
-            Method::Shutdown.route(),
-            Route::Connection(ConnectionMethod::Shutdown)
-        );
-        let show = |runs| {
-            Method::Show(ShowParams {
-                id: "cat-1".into(),
-                runs,
-            })
-            .route()
-        };
-        assert!(matches!(
-            show(true),
-            Route::Connection(ConnectionMethod::ShowRuns(_))
-        ));
-        assert!(matches!(show(false), Route::Engine(EngineRequest::Show(_))));
     }
 
     #[test]

@@ -105,7 +105,8 @@ impl Client {
     pub async fn call(&mut self, method: &Method) -> Result<Value, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        let line = serde_json::to_string(&RequestLine { id, method })
+        let line = RequestLine { id, method }
+            .to_json()
             .map_err(|e| ClientError::Protocol(format!("cannot write the request: {e}")))?;
         self.send_line(&line).await?;
         loop {

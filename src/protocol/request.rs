@@ -29,6 +29,15 @@ pub struct RequestLine<'a> {
     pub method: &'a Method,
 }
 
+impl RequestLine<'_> {
+    /// The line, without its newline. It is written through a JSON value, whose keys print
+    /// sorted, because that is how clients have always written requests: the bytes a client
+    /// sends stay the same whatever order the parameters' fields are declared in.
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_value(self).map(|line| line.to_string())
+    }
+}
+
 /// Every method of the control protocol (docs/protocol.md) with its parameters. The methods
 /// without parameters take `{}` (or no `params`, or `null`) and are written with `{}`.
 #[derive(
@@ -343,10 +352,11 @@ mod tests {
             }),
             Method::Pause(PauseParams::default()),
         ] {
-            let line = serde_json::to_string(&RequestLine {
+            let line = RequestLine {
                 id: 1,
                 method: &method,
-            })
+            }
+            .to_json()
             .unwrap();
             let back = parse_request(line.as_bytes()).unwrap();
             assert_eq!(back.method, method);
@@ -368,11 +378,20 @@ mod tests {
                 }]),
                 r#"{"id":1,"method":"submit","params":{"beads":[{"title":"t"}]}}"#,
             ),
+            (
+                Method::Comment(CommentParams {
+                    id: "cat-1".into(),
+                    text: "hi".into(),
+                    author: Some("bot".into()),
+                }),
+                r#"{"id":1,"method":"comment","params":{"author":"bot","id":"cat-1","text":"hi"}}"#,
+            ),
         ] {
-            let written = serde_json::to_string(&RequestLine {
+            let written = RequestLine {
                 id: 1,
                 method: &method,
-            })
+            }
+            .to_json()
             .unwrap();
             assert_eq!(written, line);
         }

@@ -79,7 +79,7 @@ pub enum Method {
 }
 
 impl Method {
-    /// The method names, for `unknown_method` errors and completions.
+    /// The method names: a name not among them is `unknown_method`, not `bad_request`.
     pub const NAMES: &'static [&'static str] = <Method as strum::VariantNames>::VARIANTS;
 
     /// The method's name on the wire.

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use catalyst::protocol::{Method, WorkersAnswer};
+use catalyst::protocol::WorkersAnswer;
 use catalyst_testkit::nats::{shared_remote, start_worker, NatsCluster};
 
 use crate::{alternated, listed, median, row, run_beads, runtime, stop, target, workspace};
@@ -102,7 +102,7 @@ async fn run(n: usize, workers: usize, slots: usize) -> Option<(Duration, Durati
     // Workers are long-running services: the clock starts once each has cloned the shared
     // remote and said it is there, as it would have long before a real run.
     catalyst_testkit::poll::eventually("every worker to say it is there", async || {
-        let answer: WorkersAnswer = client.request(&Method::Workers).await.ok()?;
+        let answer: WorkersAnswer = client.workers().await.ok()?;
         (answer.workers.len() == workers).then_some(())
     })
     .await;

@@ -11,9 +11,12 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 
 use crate::protocol::{
-    BeadInput, BeadList, Exported, Hello, HookAnswer, HookParams, Imported, ListParams, LogLine,
-    LogsOpened, LogsParams, Method, Reloaded, Response, RpcError, ShowAnswer, ShowParams,
-    StatusAnswer, StreamEnd, StreamLine, Submitted, SubscribeParams, Subscribed, PROTOCOL,
+    ApproveParams, Approved, BeadInput, BeadList, Cancelled, CloseParams, CommentParams, Commented,
+    Exported, Hello, HookAnswer, HookParams, IdParams, ImportParams, Imported, ListParams, LogLine,
+    LogsOpened, LogsParams, Method, PauseParams, PauseState, RejectParams, Rejected, Reloaded,
+    RequestLine, Response, Retried, RpcError, ShowAnswer, ShowParams, StatusAnswer, StatusChanged,
+    Stopping, StreamEnd, StreamLine, Submitted, SubscribeParams, Subscribed, UpdateParams, Updated,
+    WorkersAnswer, PROTOCOL,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -95,12 +98,16 @@ impl Client {
         }
     }
 
-    /// Sends a request and waits for its response, as JSON (for `--json` and scripts).
+    /// Sends a request and waits for its answer, as the JSON the daemon sent: the escape hatch
+    /// for `ctl --json`, which prints an answer as it came (whatever this client's types know
+    /// of it), and for tests that look at the answers' bytes. Everything else uses the typed
+    /// methods, which read each method's answer as its own type.
     pub async fn call(&mut self, method: &Method) -> Result<Value, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        let line =
-            json!({"id": id, "method": method.name(), "params": method.params()}).to_string();
+        let line = RequestLine { id, method }
+            .to_json()
+            .map_err(|e| ClientError::Protocol(format!("cannot write the request: {e}")))?;
         self.send_line(&line).await?;
         loop {
             let value = self.next_value().await?.ok_or(ClientError::Closed)?;
@@ -119,60 +126,109 @@ impl Client {
         }
     }
 
-    /// Sends a request and reads its answer as `T`.
-    pub async fn request<T: DeserializeOwned>(
-        &mut self,
-        method: &Method,
-    ) -> Result<T, ClientError> {
-        let answer = self.call(method).await?;
+    /// Sends a request and reads its answer as `T`, the type the method answers with.
+    async fn request<T: DeserializeOwned>(&mut self, method: Method) -> Result<T, ClientError> {
+        let answer = self.call(&method).await?;
         answer_as(method.name(), answer)
     }
 
     pub async fn status(&mut self) -> Result<StatusAnswer, ClientError> {
-        self.request(&Method::Status).await
+        self.request(Method::Status).await
+    }
+
+    pub async fn ready(&mut self) -> Result<BeadList, ClientError> {
+        self.request(Method::Ready).await
     }
 
     pub async fn list(&mut self, p: ListParams) -> Result<BeadList, ClientError> {
-        self.request(&Method::List(p)).await
+        self.request(Method::List(p)).await
     }
 
     pub async fn show(&mut self, p: ShowParams) -> Result<ShowAnswer, ClientError> {
-        self.request(&Method::Show(p)).await
+        self.request(Method::Show(p)).await
     }
 
     pub async fn submit(&mut self, beads: Vec<BeadInput>) -> Result<Submitted, ClientError> {
-        self.request(&Method::Submit(beads)).await
+        self.request(Method::Submit(beads)).await
+    }
+
+    pub async fn update(&mut self, p: UpdateParams) -> Result<Updated, ClientError> {
+        self.request(Method::Update(Box::new(p))).await
+    }
+
+    pub async fn comment(&mut self, p: CommentParams) -> Result<Commented, ClientError> {
+        self.request(Method::Comment(p)).await
+    }
+
+    pub async fn close(&mut self, p: CloseParams) -> Result<StatusChanged, ClientError> {
+        self.request(Method::Close(p)).await
+    }
+
+    pub async fn reopen(&mut self, p: IdParams) -> Result<StatusChanged, ClientError> {
+        self.request(Method::Reopen(p)).await
+    }
+
+    pub async fn approve(&mut self, p: ApproveParams) -> Result<Approved, ClientError> {
+        self.request(Method::Approve(p)).await
+    }
+
+    pub async fn reject(&mut self, p: RejectParams) -> Result<Rejected, ClientError> {
+        self.request(Method::Reject(p)).await
+    }
+
+    pub async fn retry(&mut self, p: IdParams) -> Result<Retried, ClientError> {
+        self.request(Method::Retry(p)).await
+    }
+
+    pub async fn cancel(&mut self, p: CloseParams) -> Result<Cancelled, ClientError> {
+        self.request(Method::Cancel(p)).await
+    }
+
+    pub async fn pause(&mut self, p: PauseParams) -> Result<PauseState, ClientError> {
+        self.request(Method::Pause(p)).await
+    }
+
+    pub async fn resume(&mut self, p: PauseParams) -> Result<PauseState, ClientError> {
+        self.request(Method::Resume(p)).await
     }
 
     pub async fn hook(&mut self, p: HookParams) -> Result<HookAnswer, ClientError> {
-        self.request(&Method::Hook(p)).await
+        self.request(Method::Hook(p)).await
     }
 
     pub async fn import(
         &mut self,
         beads: Vec<crate::domain::model::Bead>,
     ) -> Result<Imported, ClientError> {
-        self.request(&Method::Import(crate::protocol::ImportParams { beads }))
-            .await
+        self.request(Method::Import(ImportParams { beads })).await
     }
 
     /// Asks the daemon to read its config, prompts and formulas again.
     pub async fn reload(&mut self) -> Result<Reloaded, ClientError> {
-        self.request(&Method::Reload).await
+        self.request(Method::Reload).await
+    }
+
+    /// Asks the daemon to stop; it answers before it does.
+    pub async fn shutdown(&mut self) -> Result<Stopping, ClientError> {
+        self.request(Method::Shutdown).await
     }
 
     pub async fn export(&mut self) -> Result<Exported, ClientError> {
-        self.request(&Method::Export).await
+        self.request(Method::Export).await
+    }
+
+    pub async fn workers(&mut self) -> Result<WorkersAnswer, ClientError> {
+        self.request(Method::Workers).await
     }
 
     /// Starts an event stream; read it with [`Client::next_event`].
     pub async fn subscribe(&mut self, p: SubscribeParams) -> Result<Subscribed, ClientError> {
-        self.request(&Method::Subscribe(p)).await
+        self.request(Method::Subscribe(p)).await
     }
 
     /// Starts reading a run's output; read it with [`Client::next_log`].
     pub async fn logs(&mut self, p: LogsParams) -> Result<LogsOpened, ClientError> {
-        self.request(&Method::Logs(p)).await
+        self.request(Method::Logs(p)).await
     }
 
     /// The next line of an event stream; `None` when the daemon closed the connection.
@@ -243,7 +299,7 @@ impl Client {
 }
 
 /// Reads the answer to `method` as `T`.
-pub fn answer_as<T: DeserializeOwned>(method: &str, answer: Value) -> Result<T, ClientError> {
+fn answer_as<T: DeserializeOwned>(method: &str, answer: Value) -> Result<T, ClientError> {
     serde_json::from_value(answer)
         .map_err(|e| ClientError::Protocol(format!("the answer to `{method}`: {e}")))
 }

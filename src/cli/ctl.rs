@@ -6,16 +6,15 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use crate::cli::client::{answer_as, Client, ClientError};
+use crate::cli::client::{Client, ClientError};
 pub use crate::cli::error::CtlError;
 use crate::daemon::Paths;
 use crate::domain::event::BeadPatch;
 use crate::domain::id::BeadId;
 use crate::domain::model::{JsonMap, VARS_KEY};
 use crate::protocol::{
-    ApproveParams, BeadInput, BeadList, CloseParams, CommentParams, IdParams, ListParams, Method,
-    PauseParams, RejectParams, ShowAnswer, ShowParams, StreamLine, Submitted, SubscribeParams,
-    UpdateParams, WorkersAnswer,
+    ApproveParams, BeadInput, CloseParams, CommentParams, IdParams, ListParams, Method,
+    PauseParams, PauseState, RejectParams, ShowParams, StreamLine, SubscribeParams, UpdateParams,
 };
 use crate::render::style::Paint;
 use crate::render::{compact, render_beads, render_event_with, render_show, render_status};
@@ -335,7 +334,7 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
             return Ok(());
         }
         CtlCommand::Shutdown { wait: true } => {
-            client.call(&Method::Shutdown).await?;
+            client.shutdown().await?;
             writeln!(out, "stopping: running agents get the grace period")?;
             out.flush()?;
             wait_until_gone(&args.socket()).await;
@@ -351,8 +350,8 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
         }
         other => method_for(other)?,
     };
-    let result = client.call(&method).await?;
     if args.json {
+        let result = client.call(&method).await?;
         writeln!(
             out,
             "{}",
@@ -360,7 +359,7 @@ pub async fn run(args: CtlArgs, out: &mut impl Write) -> Result<(), CtlError> {
         )?;
         return Ok(());
     }
-    let text = render(&method, result, Paint::for_stdout())?;
+    let text = render(&mut client, method, Paint::for_stdout()).await?;
     out.write_all(text.as_bytes())?;
     Ok(())
 }
@@ -372,42 +371,47 @@ async fn wait_until_gone(socket: &std::path::Path) {
     }
 }
 
-/// The answer to `method` for people.
-fn render(method: &Method, result: serde_json::Value, paint: Paint) -> Result<String, ClientError> {
-    let name = method.name();
+/// Sends `method` and words its answer for people. The methods that have no words of their
+/// own print their answer as the daemon sent it, on one line.
+async fn render(client: &mut Client, method: Method, paint: Paint) -> Result<String, ClientError> {
     Ok(match method {
-        Method::Ready | Method::List(_) => {
-            render_beads(&answer_as::<BeadList>(name, result)?.beads, paint)
-        }
-        Method::Show(_) => render_show(&answer_as::<ShowAnswer>(name, result)?, paint),
-        Method::Submit(_) => {
-            let submitted: Submitted = answer_as(name, result)?;
+        Method::Ready => render_beads(&client.ready().await?.beads, paint),
+        Method::List(p) => render_beads(&client.list(p).await?.beads, paint),
+        Method::Show(p) => render_show(&client.show(p).await?, paint),
+        Method::Submit(beads) => {
+            let submitted = client.submit(beads).await?;
             let ids: Vec<String> = submitted.ids.iter().map(ToString::to_string).collect();
             format!("submitted {}\n", ids.join(" "))
         }
-        Method::Workers => {
-            crate::render::render_workers(&answer_as::<WorkersAnswer>(name, result)?, paint)
+        Method::Workers => crate::render::render_workers(&client.workers().await?, paint),
+        Method::Reload => {
+            client.reload().await?;
+            "reloaded config, prompts and formulas\n".to_owned()
         }
-        Method::Reload => "reloaded config, prompts and formulas\n".to_owned(),
-        Method::Shutdown => "stopping: running agents get the grace period\n".to_owned(),
-        Method::Pause(_) | Method::Resume(_) => {
-            let state: crate::protocol::PauseState = answer_as(name, result)?;
-            let mut text = if state.paused {
-                "dispatching is paused (`catalyst ctl resume` goes on)".to_owned()
-            } else {
-                "dispatching runs".to_owned()
-            };
-            if !state.paused_models.is_empty() {
-                text.push_str(&format!(
-                    "; paused models: {}",
-                    state.paused_models.join(", ")
-                ));
-            }
-            text.push('\n');
-            text
+        Method::Shutdown => {
+            client.shutdown().await?;
+            "stopping: running agents get the grace period\n".to_owned()
         }
-        _ => format!("{}\n", compact(&result)),
+        Method::Pause(p) => pause_state(&client.pause(p).await?),
+        Method::Resume(p) => pause_state(&client.resume(p).await?),
+        other => format!("{}\n", compact(&client.call(&other).await?)),
     })
+}
+
+fn pause_state(state: &PauseState) -> String {
+    let mut text = if state.paused {
+        "dispatching is paused (`catalyst ctl resume` goes on)".to_owned()
+    } else {
+        "dispatching runs".to_owned()
+    };
+    if !state.paused_models.is_empty() {
+        text.push_str(&format!(
+            "; paused models: {}",
+            state.paused_models.join(", ")
+        ));
+    }
+    text.push('\n');
+    text
 }
 
 fn method_for(command: &CtlCommand) -> Result<Method, CtlError> {

@@ -31,16 +31,12 @@ pub async fn show_with_runs(
     paths: &Paths,
     p: crate::protocol::IdParams,
 ) -> Result<ShowAnswer, crate::protocol::RpcError> {
-    use crate::protocol::{Answer, EngineRequest, RpcError};
-    let Answer::Show(mut show) = engine.request(EngineRequest::Show(p)).await? else {
-        return Err(RpcError::internal(
-            "the engine answered `show` with something else",
-        ));
-    };
+    use crate::protocol::RpcError;
+    let mut show = engine.show(p).await?;
     let paths = paths.clone();
     tokio::task::spawn_blocking(move || {
         add_runs(&mut show, &paths);
-        *show
+        show
     })
     .await
     .map_err(|e| RpcError::internal(format!("reading the run folders failed: {e}")))
@@ -129,13 +125,13 @@ fn read_json(path: &Path) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// The string at `path` in `value`, if there is one.
-fn text(value: &Value, path: &[&str]) -> Option<String> {
+/// The value at `path` in `value` as a `T`, if there is one of that type.
+fn typed<T: serde::de::DeserializeOwned>(value: &Value, path: &[&str]) -> Option<T> {
     let mut at = value;
     for key in path {
         at = at.get(key)?;
     }
-    at.as_str().map(str::to_owned)
+    T::deserialize(at).ok()
 }
 
 fn number(value: &Value, key: &str) -> Option<u64> {
@@ -151,7 +147,7 @@ fn run(dir: &Path, attempt: u32) -> RunRecord {
     let mut record = RunRecord {
         attempt,
         commands: None,
-        commit: text(&result, &["commit"]),
+        commit: typed(&result, &["commit"]),
         cost_usd: report.get("cost_usd").and_then(Value::as_f64),
         dispatched_at: None,
         failed: None,
@@ -165,21 +161,21 @@ fn run(dir: &Path, attempt: u32) -> RunRecord {
             .map(|r| r.instructions)
             .unwrap_or_default(),
         model: None,
-        outcome: text(&result, &["outcome", "type"]),
-        reason: text(&result, &["outcome", "reason"]),
+        outcome: typed(&result, &["outcome", "type"]),
+        reason: typed(&result, &["outcome", "reason"]),
         report: Value::Null,
         result: Value::Null,
         run_dir: dir.to_owned(),
-        status: text(&result, &["outcome", "result", "status"]),
-        summary: text(&result, &["outcome", "result", "summary"]),
-        verdict: text(&result, &["outcome", "result", "verdict"]),
+        status: typed(&result, &["outcome", "result", "status"]),
+        summary: typed(&result, &["outcome", "result", "summary"]),
+        verdict: typed(&result, &["outcome", "result", "verdict"]),
     };
     if let Some(mut commands) = commands {
         for c in &mut commands {
             c.files = Some(files(&c.dir));
         }
         record.commands = Some(commands);
-        record.exit = text(&result, &["exit"]);
+        record.exit = typed(&result, &["exit"]);
         record.duration_ms = number(&result, "duration_ms");
     }
     record.report = report;
@@ -348,7 +344,10 @@ mod tests {
         assert_eq!(r.exit.as_deref(), Some("exit code 0"));
         assert_eq!(r.duration_ms, Some(12));
         assert_eq!(r.cost_usd, Some(0.5));
-        assert_eq!(r.outcome.as_deref(), Some("finished"));
+        assert_eq!(
+            r.outcome,
+            Some(crate::domain::router::OutcomeKind::Finished)
+        );
         assert_eq!(r.summary.as_deref(), Some("did it"));
         assert_eq!(r.commit.as_deref(), Some("abc"));
     }

@@ -94,8 +94,15 @@ pub fn counters_after(counters: Counters, decision: &Decision, answer: Option<u3
 }
 
 /// How a step ended, as the engine observed it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, strum::EnumDiscriminants)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[strum_discriminants(
+    name(OutcomeKind),
+    doc = "Which kind of [`Outcome`] it was, named as its `type` tag (a run record's `outcome`).",
+    derive(Serialize, Deserialize, strum::IntoStaticStr, strum::Display),
+    serde(rename_all = "snake_case"),
+    strum(serialize_all = "snake_case")
+)]
 pub enum Outcome {
     /// An agent exited cleanly with a valid result block. `worktree_changed` says whether the
     /// worktree differs from the commit the step started on (committed or not).

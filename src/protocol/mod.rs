@@ -5,8 +5,9 @@
 //! `{"id":…,"result":…}` or `{"id":…,"error":{"code":"…","message":"…"}}`. After `subscribe`
 //! the connection carries journal events, one per line, until the client hangs up.
 //!
-//! - [`request`]: the methods, how a request line is read, and which side of the daemon serves
-//!   each method;
+//! - [`request`]: the methods, declared once as the serde enum [`Method`] (its names derived
+//!   from it), and how a request line is read;
+//! - [`route`]: which side of the daemon serves each method;
 //! - [`params`]: each method's parameters;
 //! - [`response`] and [`show`]: each method's answer, and [`answer`] the engine's answer to any;
 //! - [`stream`]: the lines after `subscribe` and `logs`;
@@ -19,6 +20,7 @@ pub mod error;
 pub mod params;
 pub mod request;
 pub mod response;
+pub mod route;
 pub mod show;
 pub mod stream;
 
@@ -29,9 +31,7 @@ pub use params::{
     ListParams, LogsParams, PauseParams, RejectParams, Search, ShowParams, SubscribeParams,
     UpdateParams, TOOL_USED_EVENT,
 };
-pub use request::{
-    known_types, parse_request, ConnectionMethod, EngineRequest, Method, Request, Route, METHODS,
-};
+pub use request::{known_types, parse_request, Method, Request, RequestLine};
 pub use response::{
     Approval, Approved, BeadList, BeadSummary, BlockedBead, BoardAnswer, BudgetStopView, Cancelled,
     Card, Commented, DispatchHold, Exported, HeldMerge, HookAnswer, HookDecision, Imported,
@@ -39,6 +39,7 @@ pub use response::{
     Response, Retried, RunningStep, StatusAnswer, StatusChanged, Stopping, Submitted, Updated,
     WorkerView, WorkersAnswer,
 };
+pub use route::{ConnectionMethod, EngineRequest, Route};
 pub use show::{GateCommand, RunFiles, RunRecord, ShowAnswer, StepDetail, StepView};
 pub use stream::{LogData, LogEnd, LogLine, LogsOpened, StreamEnd, StreamLine, Subscribed};
 

@@ -1,7 +1,10 @@
-//! Request lines: the methods with their parameters, how a line is read, and which side of the
-//! daemon serves each method.
+//! Request lines: the methods with their parameters, and how a line is read.
+//!
+//! [`Method`] is the one declaration of the methods: serde reads and writes a request's
+//! `method` and `params` from it (adjacently tagged), and strum derives the names from it
+//! ([`Method::NAMES`], [`Method::name`]).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::{ErrorCode, RpcError};
@@ -18,14 +21,39 @@ pub struct Request {
     pub method: Method,
 }
 
-/// Every method of the control protocol (docs/protocol.md) with its parameters.
-#[derive(Clone, Debug, PartialEq)]
+/// A request line as a client writes it: `{"id":…,"method":"…","params":{…}}`.
+#[derive(Debug, Serialize)]
+pub struct RequestLine<'a> {
+    pub id: u64,
+    #[serde(flatten)]
+    pub method: &'a Method,
+}
+
+impl RequestLine<'_> {
+    /// The line, without its newline. It is written through a JSON value, whose keys print
+    /// sorted, because that is how clients have always written requests: the bytes a client
+    /// sends stay the same whatever order the parameters' fields are declared in.
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_value(self).map(|line| line.to_string())
+    }
+}
+
+/// Every method of the control protocol (docs/protocol.md) with its parameters. The methods
+/// without parameters take `{}` (or no `params`, or `null`) and are written with `{}`.
+#[derive(
+    Clone, Debug, PartialEq, Serialize, Deserialize, strum::IntoStaticStr, strum::VariantNames,
+)]
+#[serde(tag = "method", content = "params", rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Method {
+    #[serde(with = "no_params")]
     Status,
+    #[serde(with = "no_params")]
     Ready,
     List(ListParams),
     Show(ShowParams),
-    Submit(Vec<BeadInput>),
+    /// `submit` takes `{"beads":[…]}` or one bead's fields directly.
+    Submit(#[serde(with = "submit_params")] Vec<BeadInput>),
     Update(Box<UpdateParams>),
     Comment(CommentParams),
     Close(CloseParams),
@@ -38,100 +66,91 @@ pub enum Method {
     Resume(PauseParams),
     Subscribe(SubscribeParams),
     Logs(LogsParams),
+    #[serde(with = "no_params")]
     Reload,
+    #[serde(with = "no_params")]
     Shutdown,
     Hook(HookParams),
     Import(ImportParams),
+    #[serde(with = "no_params")]
     Export,
+    #[serde(with = "no_params")]
     Workers,
 }
 
-/// The method names, for `unknown_method` errors and completions.
-pub const METHODS: [&str; 23] = [
-    "status",
-    "ready",
-    "list",
-    "show",
-    "submit",
-    "update",
-    "comment",
-    "close",
-    "reopen",
-    "approve",
-    "reject",
-    "retry",
-    "cancel",
-    "pause",
-    "resume",
-    "subscribe",
-    "logs",
-    "reload",
-    "shutdown",
-    "hook",
-    "import",
-    "export",
-    "workers",
-];
-
 impl Method {
+    /// The method names: a name not among them is `unknown_method`, not `bad_request`.
+    pub const NAMES: &'static [&'static str] = <Method as strum::VariantNames>::VARIANTS;
+
+    /// The method's name on the wire.
     pub fn name(&self) -> &'static str {
-        match self {
-            Method::Status => "status",
-            Method::Ready => "ready",
-            Method::List(_) => "list",
-            Method::Show(_) => "show",
-            Method::Submit(_) => "submit",
-            Method::Update(_) => "update",
-            Method::Comment(_) => "comment",
-            Method::Close(_) => "close",
-            Method::Reopen(_) => "reopen",
-            Method::Approve(_) => "approve",
-            Method::Reject(_) => "reject",
-            Method::Retry(_) => "retry",
-            Method::Cancel(_) => "cancel",
-            Method::Pause(_) => "pause",
-            Method::Resume(_) => "resume",
-            Method::Subscribe(_) => "subscribe",
-            Method::Logs(_) => "logs",
-            Method::Reload => "reload",
-            Method::Shutdown => "shutdown",
-            Method::Hook(_) => "hook",
-            Method::Import(_) => "import",
-            Method::Export => "export",
-            Method::Workers => "workers",
-        }
+        self.into()
+    }
+}
+
+/// The `params` of a method that takes none: `{}` written, `{}` read. Anything else is refused
+/// with `NO_PARAMS`, which `parse_request` words with the method's name.
+mod no_params {
+    use serde::de::IgnoredAny;
+    use serde::ser::SerializeMap;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_map(Some(0))?.end()
     }
 
-    /// The `params` object of this method, for the client side.
-    pub fn params(&self) -> Value {
-        let v = match self {
-            Method::Status
-            | Method::Ready
-            | Method::Reload
-            | Method::Shutdown
-            | Method::Export
-            | Method::Workers => Ok(Value::Object(JsonMap::new())),
-            Method::List(p) => serde_json::to_value(p),
-            Method::Show(p) => serde_json::to_value(p),
-            Method::Submit(beads) => Ok(serde_json::json!({ "beads": beads })),
-            Method::Update(p) => serde_json::to_value(p),
-            Method::Comment(p) => serde_json::to_value(p),
-            Method::Close(p) | Method::Cancel(p) => serde_json::to_value(p),
-            Method::Reopen(p) | Method::Retry(p) => serde_json::to_value(p),
-            Method::Approve(p) => serde_json::to_value(p),
-            Method::Reject(p) => serde_json::to_value(p),
-            Method::Pause(p) | Method::Resume(p) => serde_json::to_value(p),
-            Method::Subscribe(p) => serde_json::to_value(p),
-            Method::Logs(p) => serde_json::to_value(p),
-            Method::Hook(p) => serde_json::to_value(p),
-            Method::Import(p) => serde_json::to_value(p),
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+        let params = std::collections::BTreeMap::<String, IgnoredAny>::deserialize(d)
+            .map_err(|_| serde::de::Error::custom(super::NO_PARAMS))?;
+        if params.is_empty() {
+            Ok(())
+        } else {
+            Err(serde::de::Error::custom(super::NO_PARAMS))
+        }
+    }
+}
+
+/// The error `no_params` gives, recognised by [`parse_request`].
+const NO_PARAMS: &str = "takes no params";
+
+/// `submit`'s two shapes: `{"beads":[…]}`, or one bead's fields directly.
+mod submit_params {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::Value;
+
+    use super::BeadInput;
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Many<T> {
+        beads: T,
+    }
+
+    pub fn serialize<S: Serializer>(beads: &[BeadInput], s: S) -> Result<S::Ok, S::Error> {
+        Many { beads }.serialize(s)
+    }
+
+    /// Which shape it is shows only in the keys, so the object is read once as JSON and then
+    /// as the shape its keys name: an untagged enum would hide why a bead was refused.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<BeadInput>, D::Error> {
+        let params = Value::deserialize(d)?;
+        let beads = if params.get("beads").is_some() {
+            serde_json::from_value::<Many<Vec<BeadInput>>>(params).map(|m| m.beads)
+        } else {
+            serde_json::from_value::<BeadInput>(params).map(|bead| vec![bead])
         };
-        v.unwrap_or(Value::Null)
+        beads.map_err(serde::de::Error::custom)
     }
 }
 
 /// Reads one request line. The error carries the id when one could be read, so that the reply
 /// can name it.
+///
+/// The line's keys are checked one by one before the method is read, so that each mistake gets
+/// its own message and the id is found even when the rest is wrong; the method and its params
+/// are then read by [`Method`]'s own deserializer. The line is read as a JSON value first
+/// because the errors of reading from a value name no line and column: the messages of the
+/// answers stay the ones scripts have seen, and make sense for a one-line request.
 pub fn parse_request(line: &[u8]) -> Result<Request, (Value, RpcError)> {
     let value: Value = serde_json::from_slice(line).map_err(|e| {
         (
@@ -171,13 +190,35 @@ pub fn parse_request(line: &[u8]) -> Result<Request, (Value, RpcError)> {
             "unknown key `{key}` in the request"
         ))));
     }
-    let method = parse_method(&method, params).map_err(fail)?;
+    let method = read_method(method, params).map_err(fail)?;
     Ok(Request { id, method })
 }
 
-fn typed<T: for<'de> Deserialize<'de>>(method: &str, params: Value) -> Result<T, RpcError> {
-    serde_json::from_value(params)
-        .map_err(|e| RpcError::bad_request(format!("`{method}` params: {e}")))
+/// Reads `method` with its `params`, and checks what their types cannot say.
+fn read_method(method: String, params: Value) -> Result<Method, RpcError> {
+    if !Method::NAMES.contains(&method.as_str()) {
+        return Err(RpcError::new(
+            ErrorCode::UnknownMethod,
+            format!(
+                "unknown method `{}`",
+                method.chars().take(64).collect::<String>()
+            ),
+        ));
+    }
+    let mut line = JsonMap::new();
+    line.insert("method".into(), Value::String(method.clone()));
+    line.insert("params".into(), params);
+    let read = Method::deserialize(Value::Object(line)).map_err(|e| match e.to_string() {
+        no if no == NO_PARAMS => RpcError::bad_request(format!("`{method}` {NO_PARAMS}")),
+        e => RpcError::bad_request(format!("`{method}` params: {e}")),
+    });
+    match read? {
+        Method::Submit(beads) if beads.is_empty() => {
+            Err(RpcError::bad_request("`submit` needs at least one bead"))
+        }
+        Method::Subscribe(p) => known_types(p).map(Method::Subscribe),
+        method => Ok(method),
+    }
 }
 
 /// Refuses a subscription to an event type that does not exist: it would wait forever. The
@@ -197,151 +238,6 @@ pub fn known_types(p: SubscribeParams) -> Result<SubscribeParams, RpcError> {
         )));
     }
     Ok(p)
-}
-
-fn parse_method(method: &str, params: Value) -> Result<Method, RpcError> {
-    let none = |params: &Value| -> Result<(), RpcError> {
-        match params.as_object() {
-            Some(o) if o.is_empty() => Ok(()),
-            _ => Err(RpcError::bad_request(format!("`{method}` takes no params"))),
-        }
-    };
-    Ok(match method {
-        "status" => none(&params).map(|()| Method::Status)?,
-        "ready" => none(&params).map(|()| Method::Ready)?,
-        "reload" => none(&params).map(|()| Method::Reload)?,
-        "shutdown" => none(&params).map(|()| Method::Shutdown)?,
-        "export" => none(&params).map(|()| Method::Export)?,
-        "workers" => none(&params).map(|()| Method::Workers)?,
-        "import" => Method::Import(typed(method, params)?),
-        "list" => Method::List(typed(method, params)?),
-        "show" => Method::Show(typed(method, params)?),
-        "submit" => Method::Submit(submit_params(params)?),
-        "update" => Method::Update(Box::new(typed(method, params)?)),
-        "comment" => Method::Comment(typed(method, params)?),
-        "close" => Method::Close(typed(method, params)?),
-        "reopen" => Method::Reopen(typed(method, params)?),
-        "approve" => Method::Approve(typed(method, params)?),
-        "reject" => Method::Reject(typed(method, params)?),
-        "retry" => Method::Retry(typed(method, params)?),
-        "cancel" => Method::Cancel(typed(method, params)?),
-        "pause" => Method::Pause(typed(method, params)?),
-        "resume" => Method::Resume(typed(method, params)?),
-        "subscribe" => Method::Subscribe(known_types(typed(method, params)?)?),
-        "logs" => Method::Logs(typed(method, params)?),
-        "hook" => Method::Hook(typed(method, params)?),
-        other => {
-            return Err(RpcError::new(
-                ErrorCode::UnknownMethod,
-                format!(
-                    "unknown method `{}`",
-                    other.chars().take(64).collect::<String>()
-                ),
-            ))
-        }
-    })
-}
-
-/// `submit` takes `{"beads":[…]}` or one bead's fields directly.
-fn submit_params(params: Value) -> Result<Vec<BeadInput>, RpcError> {
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Many {
-        beads: Vec<BeadInput>,
-    }
-    if params.get("beads").is_some() {
-        let many: Many = typed("submit", params)?;
-        if many.beads.is_empty() {
-            return Err(RpcError::bad_request("`submit` needs at least one bead"));
-        }
-        Ok(many.beads)
-    } else {
-        Ok(vec![typed("submit", params)?])
-    }
-}
-
-/// Who serves a method: the connection task itself, or the engine.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Route {
-    Connection(ConnectionMethod),
-    Engine(EngineRequest),
-}
-
-/// The methods a connection serves without the engine's help, or with the engine's state and
-/// files the engine must not read itself (run folders, the journal).
-#[derive(Clone, Debug, PartialEq)]
-pub enum ConnectionMethod {
-    Subscribe(SubscribeParams),
-    Logs(LogsParams),
-    Shutdown,
-    /// `show` with `runs`: the engine's `show`, then each attempt's run folder and dispatch.
-    ShowRuns(IdParams),
-    /// The workers on other machines (`[cluster]`), from their presence messages.
-    Workers,
-}
-
-/// The methods the engine answers: the ones that read or change its state.
-#[derive(Clone, Debug, PartialEq)]
-pub enum EngineRequest {
-    Status,
-    Ready,
-    List(ListParams),
-    /// The dashboard's board: each lane's count and its first `cards` beads.
-    Board {
-        cards: usize,
-    },
-    Show(IdParams),
-    Submit(Vec<BeadInput>),
-    Update(Box<UpdateParams>),
-    Comment(CommentParams),
-    Close(CloseParams),
-    Reopen(IdParams),
-    Approve(ApproveParams),
-    Reject(RejectParams),
-    Retry(IdParams),
-    Cancel(CloseParams),
-    Pause(PauseParams),
-    Resume(PauseParams),
-    Reload,
-    Hook(HookParams),
-    Import(ImportParams),
-    Export,
-}
-
-impl Method {
-    /// Which side of the daemon serves this method.
-    pub fn route(self) -> Route {
-        use EngineRequest as E;
-        let engine = match self {
-            Method::Subscribe(p) => return Route::Connection(ConnectionMethod::Subscribe(p)),
-            Method::Logs(p) => return Route::Connection(ConnectionMethod::Logs(p)),
-            Method::Shutdown => return Route::Connection(ConnectionMethod::Shutdown),
-            Method::Workers => return Route::Connection(ConnectionMethod::Workers),
-            Method::Show(p) if p.runs => {
-                return Route::Connection(ConnectionMethod::ShowRuns(IdParams { id: p.id }))
-            }
-            Method::Show(p) => E::Show(IdParams { id: p.id }),
-            Method::Status => E::Status,
-            Method::Ready => E::Ready,
-            Method::List(p) => E::List(p),
-            Method::Submit(p) => E::Submit(p),
-            Method::Update(p) => E::Update(p),
-            Method::Comment(p) => E::Comment(p),
-            Method::Close(p) => E::Close(p),
-            Method::Reopen(p) => E::Reopen(p),
-            Method::Approve(p) => E::Approve(p),
-            Method::Reject(p) => E::Reject(p),
-            Method::Retry(p) => E::Retry(p),
-            Method::Cancel(p) => E::Cancel(p),
-            Method::Pause(p) => E::Pause(p),
-            Method::Resume(p) => E::Resume(p),
-            Method::Reload => E::Reload,
-            Method::Hook(p) => E::Hook(p),
-            Method::Import(p) => E::Import(p),
-            Method::Export => E::Export,
-        };
-        Route::Engine(engine)
-    }
 }
 
 #[cfg(test)]
@@ -437,36 +333,6 @@ mod tests {
     }
 
     #[test]
-    fn connection_methods_never_reach_the_engine() {
-        let follow = SubscribeParams {
-            since: None,
-            bead: None,
-            types: None,
-            follow: true,
-        };
-        assert!(matches!(
-            Method::Subscribe(follow).route(),
-            Route::Connection(ConnectionMethod::Subscribe(_))
-        ));
-        assert_eq!(
-            Method::Shutdown.route(),
-            Route::Connection(ConnectionMethod::Shutdown)
-        );
-        let show = |runs| {
-            Method::Show(ShowParams {
-                id: "cat-1".into(),
-                runs,
-            })
-            .route()
-        };
-        assert!(matches!(
-            show(true),
-            Route::Connection(ConnectionMethod::ShowRuns(_))
-        ));
-        assert!(matches!(show(false), Route::Engine(EngineRequest::Show(_))));
-    }
-
-    #[test]
     fn client_params_parse_back() {
         for method in [
             Method::Status,
@@ -486,10 +352,60 @@ mod tests {
             }),
             Method::Pause(PauseParams::default()),
         ] {
-            let line =
-                serde_json::json!({"id": 1, "method": method.name(), "params": method.params()});
-            let back = parse_request(line.to_string().as_bytes()).unwrap();
+            let line = RequestLine {
+                id: 1,
+                method: &method,
+            }
+            .to_json()
+            .unwrap();
+            let back = parse_request(line.as_bytes()).unwrap();
             assert_eq!(back.method, method);
         }
+    }
+
+    #[test]
+    fn requests_are_written_as_before() {
+        for (method, line) in [
+            (Method::Status, r#"{"id":1,"method":"status","params":{}}"#),
+            (
+                Method::Reopen(IdParams { id: "cat-1".into() }),
+                r#"{"id":1,"method":"reopen","params":{"id":"cat-1"}}"#,
+            ),
+            (
+                Method::Submit(vec![BeadInput {
+                    title: "t".into(),
+                    ..Default::default()
+                }]),
+                r#"{"id":1,"method":"submit","params":{"beads":[{"title":"t"}]}}"#,
+            ),
+            (
+                Method::Comment(CommentParams {
+                    id: "cat-1".into(),
+                    text: "hi".into(),
+                    author: Some("bot".into()),
+                }),
+                r#"{"id":1,"method":"comment","params":{"author":"bot","id":"cat-1","text":"hi"}}"#,
+            ),
+        ] {
+            let written = RequestLine {
+                id: 1,
+                method: &method,
+            }
+            .to_json()
+            .unwrap();
+            assert_eq!(written, line);
+        }
+    }
+
+    #[test]
+    fn the_names_are_the_tags_serde_reads() {
+        for name in Method::NAMES {
+            let line = format!(r#"{{"id":1,"method":"{name}"}}"#);
+            match parse_request(line.as_bytes()) {
+                Ok(request) => assert_eq!(request.method.name(), *name),
+                Err((_, e)) => assert_ne!(e.code, ErrorCode::UnknownMethod, "{name}: {e}"),
+            }
+        }
+        assert_eq!(Method::NAMES.len(), 23);
     }
 }

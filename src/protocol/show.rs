@@ -11,6 +11,8 @@ use serde_json::Value;
 use super::response::{double_option, sorted, BeadSummary, RunningStep};
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Phase, Role, Status};
+use crate::domain::result::{ResultStatus, Verdict};
+use crate::domain::router::OutcomeKind;
 use crate::domain::state::Stuck;
 use crate::domain::time::Timestamp;
 
@@ -229,16 +231,18 @@ pub struct RunRecord {
     )]
     pub model: Option<Option<String>>,
     /// `finished`, `malformed`, `gate_failed`, …
-    pub outcome: Option<String>,
+    pub outcome: Option<OutcomeKind>,
     pub reason: Option<String>,
-    /// The run's `report.json`, as stored.
+    /// The run's `report.json`, as stored: kept whole, with the fields of the version that
+    /// wrote it, since the audit trail is what the files say.
     pub report: Value,
-    /// The daemon's `result.json`, as stored.
+    /// The daemon's `result.json`, as stored (see `report`).
     pub result: Value,
     pub run_dir: PathBuf,
-    pub status: Option<String>,
+    /// The agent's result block's `STATUS`.
+    pub status: Option<ResultStatus>,
     pub summary: Option<String>,
-    pub verdict: Option<String>,
+    pub verdict: Option<Verdict>,
 }
 
 /// The files of a run folder a person may look at, those that exist.

@@ -124,9 +124,13 @@ fn or_dash(v: Option<impl ToString>) -> String {
 /// One attempt of `show --runs`: a line with how it went, then its files.
 fn render_run(run: &RunRecord) -> String {
     let mut result = or_dash(run.outcome.as_ref());
-    for v in [&run.status, &run.verdict].into_iter().flatten() {
+    let words = [
+        run.status.map(|s| s.as_str()),
+        run.verdict.map(|v| v.as_str()),
+    ];
+    for word in words.into_iter().flatten() {
         result.push(' ');
-        result.push_str(&v.to_uppercase());
+        result.push_str(word);
     }
     if let Some(why) = run.summary.as_ref().or(run.reason.as_ref()) {
         let line = why.lines().next().unwrap_or("");
@@ -178,6 +182,8 @@ fn render_files(out: &mut String, indent: &str, files: &RunFiles) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::result::{ResultStatus, Verdict};
+    use crate::domain::router::OutcomeKind;
     use crate::protocol::GateCommand;
     use serde_json::Value;
 
@@ -212,9 +218,9 @@ mod tests {
             exit: Some("exit code 0".into()),
             duration_ms: Some(1500),
             cost_usd: Some(0.25),
-            outcome: Some("finished".into()),
-            status: Some("done".into()),
-            verdict: Some("rejected".into()),
+            outcome: Some(OutcomeKind::Finished),
+            status: Some(ResultStatus::Done),
+            verdict: Some(Verdict::Rejected),
             summary: Some("needs a test".into()),
             files: RunFiles {
                 prompt: Some("/r/2/prompt.md".into()),
@@ -234,7 +240,7 @@ mod tests {
         assert!(text.contains("      stdout   /r/2/stdout\n"), "{text}");
         let gate = RunRecord {
             exit: Some("exit code 1".into()),
-            outcome: Some("gate_failed".into()),
+            outcome: Some(OutcomeKind::GateFailed),
             commands: Some(vec![GateCommand {
                 command: "make test".into(),
                 dir: "/r/1/command-1".into(),

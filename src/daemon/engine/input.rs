@@ -12,7 +12,10 @@ use crate::daemon::fswatch::WorkspaceChange;
 use crate::daemon::runner::hook_socket::Ask;
 use crate::daemon::runner::{GitTaskError, StepDone};
 use crate::daemon::store::StoreError;
-use crate::protocol::{Answer, EngineRequest, ErrorCode, RpcError};
+use crate::protocol::{
+    Answer, BeadInput, BeadList, BoardAnswer, EngineRequest, ErrorCode, HookAnswer, IdParams,
+    ListParams, RpcError, ShowAnswer, StatusAnswer, Submitted,
+};
 use std::sync::Arc;
 
 use super::error::LoadError;
@@ -125,12 +128,8 @@ pub(super) fn hook_asker(tx: mpsc::Sender<Input>) -> Ask {
             tx.send(Input::Request { method, reply })
                 .await
                 .map_err(|_| stopping())?;
-            match answer.await.map_err(|_| stopping())?? {
-                Answer::Hook(hook) => Ok(hook),
-                _ => Err(RpcError::internal(
-                    "the engine answered a hook call with something else",
-                )),
-            }
+            let answer = answer.await.map_err(|_| stopping())??;
+            HookAnswer::try_from(answer).map_err(|_| another_answer("hook"))
         })
     })
 }
@@ -148,10 +147,56 @@ impl EngineHandle {
             .map_err(|_| RpcError::new(ErrorCode::ShuttingDown, "the daemon is stopping"))?
     }
 
+    /// Sends a request and takes out of its answer the kind it gets, `A`.
+    async fn ask<A: TryFrom<Answer>>(
+        &self,
+        method: EngineRequest,
+        name: &str,
+    ) -> Result<A, RpcError> {
+        A::try_from(self.request(method).await?).map_err(|_| another_answer(name))
+    }
+
+    pub async fn status(&self) -> Result<StatusAnswer, RpcError> {
+        self.ask::<Box<StatusAnswer>>(EngineRequest::Status, "status")
+            .await
+            .map(|status| *status)
+    }
+
+    pub async fn ready(&self) -> Result<BeadList, RpcError> {
+        self.ask(EngineRequest::Ready, "ready").await
+    }
+
+    pub async fn list(&self, p: ListParams) -> Result<BeadList, RpcError> {
+        self.ask(EngineRequest::List(p), "list").await
+    }
+
+    /// The dashboard's board, with at most `cards` beads of each lane.
+    pub async fn board(&self, cards: usize) -> Result<BoardAnswer, RpcError> {
+        self.ask(EngineRequest::Board { cards }, "board").await
+    }
+
+    /// `show` without the attempts' run folders (see `daemon::audit` for those).
+    pub async fn show(&self, p: IdParams) -> Result<ShowAnswer, RpcError> {
+        self.ask::<Box<ShowAnswer>>(EngineRequest::Show(p), "show")
+            .await
+            .map(|show| *show)
+    }
+
+    pub async fn submit(&self, beads: Vec<BeadInput>) -> Result<Submitted, RpcError> {
+        self.ask(EngineRequest::Submit(beads), "submit").await
+    }
+
     /// The engine's [`Summary`]; `None` once the engine has stopped.
     pub async fn summary(&self) -> Option<Summary> {
         let (reply, answer) = oneshot::channel();
         self.tx.send(Input::Summary(reply)).await.ok()?;
         answer.await.ok()
     }
+}
+
+/// The error for an answer of another kind than the request gets: a bug in the engine.
+fn another_answer(method: &str) -> RpcError {
+    RpcError::internal(format!(
+        "the engine answered `{method}` with another kind of answer"
+    ))
 }

@@ -77,11 +77,7 @@ pub(super) fn refused(e: RpcError) -> Response {
 /// The engine's `show` of `id`, without the attempts.
 pub(super) async fn show(shared: &Shared, id: String) -> Result<ShowAnswer, Response> {
     let p = crate::protocol::IdParams { id };
-    match shared.engine.request(EngineRequest::Show(p)).await {
-        Ok(crate::protocol::Answer::Show(show)) => Ok(*show),
-        Ok(_) => Err(super::pages::unexpected()),
-        Err(e) => Err(refused(e)),
-    }
+    shared.engine.show(p).await.map_err(refused)
 }
 
 /// The fields of a bead page's forms.

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::domain::state::Lane;
-use crate::protocol::{Answer, EngineRequest, ListParams, PauseParams, RpcError};
+use crate::protocol::{EngineRequest, ListParams, PauseParams, RpcError};
 
 use super::auth::Proof;
 use super::Shared;
@@ -102,18 +102,12 @@ async fn render_board(
     error: Option<String>,
     code: StatusCode,
 ) -> Response {
-    let status = match shared.engine.request(EngineRequest::Status).await {
-        Ok(Answer::Status(s)) => s,
-        Ok(_) => return unexpected(),
+    let status = match shared.engine.status().await {
+        Ok(s) => s,
         Err(e) => return unavailable(e),
     };
-    let lanes = match shared
-        .engine
-        .request(EngineRequest::Board { cards: LANE_CARDS })
-        .await
-    {
-        Ok(Answer::Board(board)) => board.lanes,
-        Ok(_) => return unexpected(),
+    let lanes = match shared.engine.board(LANE_CARDS).await {
+        Ok(board) => board.lanes,
         Err(e) => return unavailable(e),
     };
     let filter_status = query.status.clone().filter(|s| !s.is_empty());
@@ -125,8 +119,8 @@ async fn render_board(
     let ready_list = filter_status.as_deref() == Some("ready") && query.lane.is_none();
     let (beads, matched, error) = if ready_list {
         let search = search.map(crate::protocol::Search::new);
-        match shared.engine.request(EngineRequest::Ready).await {
-            Ok(Answer::Beads(list)) => {
+        match shared.engine.ready().await {
+            Ok(list) => {
                 let wanted: Vec<_> = list
                     .beads
                     .into_iter()
@@ -144,7 +138,6 @@ async fn render_board(
                     .collect();
                 (rows, matched, error)
             }
-            Ok(_) => return unexpected(),
             Err(e) => return unavailable(e),
         }
     } else {
@@ -156,9 +149,8 @@ async fn render_board(
             lane: query.lane,
             ..Default::default()
         };
-        match shared.engine.request(EngineRequest::List(params)).await {
-            Ok(Answer::Beads(list)) => (list.beads, list.total.unwrap_or(0), error),
-            Ok(_) => return unexpected(),
+        match shared.engine.list(params).await {
+            Ok(list) => (list.beads, list.total.unwrap_or(0), error),
             // A status no bead has: the engine's refusal in the page, nothing listed.
             Err(e) => (Vec::new(), 0, error.or(Some(e.message))),
         }
@@ -184,14 +176,6 @@ async fn render_board(
 fn lane_or_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Lane>, D::Error> {
     let text = Option::<String>::deserialize(d)?;
     Ok(text.and_then(|t| serde_json::from_value(serde_json::Value::String(t)).ok()))
-}
-
-pub(super) fn unexpected() -> Response {
-    (
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "catalyst: the engine answered with something else\n",
-    )
-        .into_response()
 }
 
 fn unavailable(e: RpcError) -> Response {
@@ -253,16 +237,11 @@ pub async fn submit(
             .unwrap_or_default(),
         ..Default::default()
     };
-    match shared
-        .engine
-        .request(EngineRequest::Submit(vec![input]))
-        .await
-    {
-        Ok(Answer::Submitted(done)) => match done.ids.first() {
+    match shared.engine.submit(vec![input]).await {
+        Ok(done) => match done.ids.first() {
             Some(id) => Redirect::to(&format!("/beads/{id}")).into_response(),
             None => Redirect::to("/").into_response(),
         },
-        Ok(_) => unexpected(),
         Err(e) => refused_on_board(&shared, e.message).await,
     }
 }

@@ -18,11 +18,11 @@ pub fn chain(quick: bool) {
     let unconfined = runtime().block_on(catalyst_chain(n, false));
     let confined = runtime().block_on(catalyst_chain(n, true));
     let theirs = pueue_chain(&pueue, &pueued, n);
-    for (how, ours) in [("sandbox none", unconfined), ("default sandbox", confined)] {
+    for (how, ours) in [("default sandbox", confined), ("sandbox none", unconfined)] {
         let faster = theirs.as_secs_f64() / ours.as_secs_f64();
-        // The target was set unconfined; the sandbox's cost is the sandbox row's.
+        // The target holds for the default configuration; unconfined is a row for comparison.
         let goal = match how {
-            "sandbox none" => target(">= 19x faster", faster >= 19.0),
+            "default sandbox" => target(">= 19x faster", faster >= 19.0),
             _ => "-".to_owned(),
         };
         row(

@@ -1,4 +1,5 @@
-//! Daemon benchmarks: the orchestrator's own cost against the floor and against pueue,
+//! Daemon benchmarks: the orchestrator's own cost against the floor and against pueue, the
+//! daemon's CPU per attempt in the default sandbox,
 //! dispatch latency, event fan-out, a 100,000-bead store's start-up, memory and idle CPU,
 //! what the sandbox adds to an attempt's start, what a tool call's hook costs, what each
 //! git step of a bead costs, how fast the web dashboard's board answers on a large store, and
@@ -6,9 +7,8 @@
 //! Every row prints its figure, its target and its ratio to a baseline measured in this run.
 //!
 //! Run: `cargo bench --bench daemon` (all rows), `cargo bench --bench daemon -- ROW…` with
-//! ROW one of `overhead chain latency fanout scale sandbox hook git web cluster`, and `--quick`
-//! for small
-//! sizes. Workspaces are made under `TMPDIR` (docs/benchmarks.md on why the file system
+//! ROW one of `overhead cpu chain latency fanout scale sandbox hook git web cluster`, and
+//! `--quick` for small sizes. Workspaces are made under `TMPDIR` (docs/benchmarks.md on why the file system
 //! matters).
 //! The `chain` row needs pueue 4.0.4, which `benches/pueue.sh` builds from crates.io into
 //! `target/bench-cache/`; without it the row says so and is skipped.

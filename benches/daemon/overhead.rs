@@ -17,7 +17,7 @@ use catalyst_testkit::{catalyst_bin, TestDaemon, Workspace};
 use serde_json::Value;
 
 use crate::git::default_landing;
-use crate::{median, row, runtime, stop, target, workspace};
+use crate::{median, row, runtime, stop, workspace};
 
 /// How many times the floor and the two daemon runs are measured, one after the other: this
 /// machine's speed drifts by a tenth or more within minutes, so a ratio is taken within each
@@ -69,15 +69,13 @@ pub fn overhead(quick: bool) {
         let cpu = median(&each(&measured, |m| per_bead(m[which].1)));
         let times = median(&each(&measured, |m| ratio(m[which].0, m[0].0)));
         let cpus = median(&each(&measured, |m| ratio(m[which].1, m[0].1)));
-        let goal = if which == 1 {
-            target("<= 1.2x floor", times <= 1.2)
-        } else {
-            "-".to_owned()
-        };
+        // No target: an instant agent makes the daemon's share look large; the `cpu` row
+        // holds what an attempt costs the daemon.
+        let goal = "-";
         row(
             &format!("overhead: {n} beads (one agent step, merge), max_agents 2, {how}{of_rounds}"),
             format!("{time:.2}s"),
-            &goal,
+            goal,
             &format!("same work without the daemon: {floor_time:.2}s"),
             times,
         );

@@ -79,10 +79,22 @@ async fn deployed(ws: &Workspace) -> TestDaemon {
 /// formula label, and `extra` config keys. Kept after the run when `BENCH_KEEP` is set, for a
 /// look at the journal.
 fn workspace_with_default(formula: &str, extra: &str) -> Workspace {
-    let ws = Workspace::builder()
+    with_one_formula(builder(formula, extra).build())
+}
+
+/// [`workspace`] with its repository (and so the daemon's state folder and the worktrees) in
+/// `parent`, another file system than `TMPDIR`'s.
+fn workspace_on(parent: &std::path::Path, extra: &str) -> Workspace {
+    with_one_formula(builder("one", extra).repo_in(parent).build())
+}
+
+fn builder(formula: &str, extra: &str) -> catalyst_testkit::WorkspaceBuilder {
+    Workspace::builder()
         .config(&format!("default_formula = \"{formula}\"\n{extra}"))
         .keep(std::env::var_os("BENCH_KEEP").is_some())
-        .build();
+}
+
+fn with_one_formula(ws: Workspace) -> Workspace {
     ws.write_formula("one", ONE_STEP);
     ws
 }

@@ -442,6 +442,7 @@ impl Engine {
                 self.loaded
                     .formulas
                     .with_aspects(formula, &aspects)
+                    .map_err(|e| e.to_string())
                     .and_then(|f| {
                         f.check_command_vars(&vars, vars_by_person(bead))
                             .and_then(|()| {

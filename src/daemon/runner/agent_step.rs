@@ -20,6 +20,7 @@ use crate::domain::agent::unavailable;
 use crate::domain::context::Change;
 use crate::domain::id::BeadId;
 use crate::domain::model::Role;
+use crate::domain::prompt::PromptError;
 use crate::domain::result::{ResultStatus, StepResult};
 use crate::domain::router::{answer_sum, Outcome};
 use crate::domain::unavailable::Unavailable;
@@ -70,7 +71,7 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
         // The step, its context file and its tool policy close the prompt, for every agent
         // (a `SessionStart` hook would cost a process per attempt, and Codex runs no hooks).
         Ok(prompt) => format!("{}\n\n{}\n", prompt.trim_end(), job.policy.session_text()),
-        Err(reason) => return failed(&job, reason),
+        Err(reason) => return failed(&job, reason.to_string()),
     };
     let base = match prepared {
         Ok(base) => base,
@@ -163,7 +164,7 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
 /// The error: the task panicked.
 async fn prepare_with_prompt(
     job: &StepJob,
-) -> Result<(Result<String, String>, Result<CommitId, GitError>), tokio::task::JoinError> {
+) -> Result<(Result<String, PromptError>, Result<CommitId, GitError>), tokio::task::JoinError> {
     let prompt = job.prompt.clone();
     let preparation = Preparation::of(job);
     tokio::task::spawn_blocking(move || (prompt.render_now(), preparation.run())).await

@@ -28,6 +28,26 @@ impl JobError {
     }
 }
 
+/// An attempt's prompt could not be rendered: the attempt fails before its agent starts.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error(transparent)]
+    Prompt(#[from] PromptError),
+    /// The blocking task that renders it died.
+    #[error("the prompt's render failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// An attempt's order could not be handed out to the workers of its model (see
+/// [`super::Remote::send`]). The source is the bus's own error, whichever transport it has.
+#[derive(Debug, thiserror::Error)]
+#[error("order `{dispatch}` to the workers of model `{model}`: {source}")]
+pub struct HandOutError {
+    pub dispatch: String,
+    pub model: String,
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
 /// A git operation run on a blocking thread failed, or its thread did.
 #[derive(Debug, thiserror::Error)]
 pub enum GitTaskError {

@@ -71,7 +71,7 @@ impl Engine {
         let mut waiting: Vec<(u8, Timestamp, Candidate)> = self
             .active
             .iter()
-            .filter(|w| !self.busy(w))
+            .filter(|w| !self.dispatch.busy(w))
             .filter_map(|w| {
                 let step = state.steps(w.as_str()).find(|s| {
                     s.status == Status::InProgress

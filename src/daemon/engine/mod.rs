@@ -8,6 +8,7 @@
 //! engine never waits on I/O other than its own journal appends.
 
 mod beads;
+mod dispatch;
 mod error;
 mod finish;
 mod holds;
@@ -25,7 +26,6 @@ mod summary;
 mod tool_calls;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,45 +45,13 @@ use crate::domain::time::Timestamp;
 use crate::protocol::{Answer, EngineRequest, Reloaded, RpcError};
 
 pub use crate::daemon::runner::StepDone;
+use dispatch::{Dispatch, Pause, Running};
 pub use error::{EngineError, LoadError};
 pub use input::{EngineHandle, Input};
 pub use loaded::Loaded;
 pub use reports::{MergeFailure, MergeRan, MergeReport};
 pub(crate) use requests::blocked_reason;
 pub use summary::Summary;
-
-/// A step attempt that is running. A bead runs one step at a time in its worktree, or several
-/// at once, each in a worktree of its own (see [`Engine::dispatch_ready_steps`]).
-#[derive(Debug)]
-struct Running {
-    work: BeadId,
-    step: BeadId,
-    /// Whether it runs in a worktree of its own beside the bead's (`side`), not in the bead's.
-    side: bool,
-    attempt: u32,
-    /// The model, for agent steps (gates count against no model).
-    model: Option<String>,
-    started: Instant,
-    cancel: CancellationToken,
-    /// Whether the `Stop` hook has sent this attempt's agent back once already.
-    stop_blocked: bool,
-    /// Sent to the workers on other machines (`[cluster]`).
-    remote: bool,
-    /// The worker on another machine running it, once one took it (`[cluster]`).
-    worker: Option<String>,
-    /// For an agent attempt of this daemon's: set once its agent has an agent slot (it may
-    /// have been dispatched ahead of its turn and wait for one).
-    in_slot: Option<Arc<AtomicBool>>,
-}
-
-/// A model that reported a usage limit (or a person paused).
-#[derive(Debug, Clone)]
-struct Pause {
-    until: Instant,
-    /// `None` when a person paused it.
-    until_wall: Option<crate::domain::time::Timestamp>,
-    reason: String,
-}
 
 /// The tasks the engine starts, and how they reach it.
 #[derive(Debug)]
@@ -231,25 +199,16 @@ pub struct Engine {
     storage: storage::Storage,
     git: GitWork,
     inbox: inbox::Inbox,
-    /// By step.
-    running: HashMap<BeadId, Running>,
+    /// The attempts running and what holds new ones back for a model or a person.
+    dispatch: Dispatch,
     /// Work beads whose molecule is in progress (poured, not closed or blocked).
     active: HashSet<BeadId>,
     /// Pending `cancel` requests: the bead is closed once its agent has stopped.
     cancelling: HashMap<BeadId, Option<String>>,
-    paused: bool,
-    paused_models: HashMap<String, Pause>,
-    /// The pause length last used per model, kept after the pause ends so that a model that
-    /// hits its limit again soon after waits twice as long; forgotten after a run of the model
-    /// that did not hit it.
-    model_backoff: holds::Backoff<String>,
     /// Dispatching held back by failures no retry fixes (a refused key, an unreachable API).
     holds: holds::Holds,
     /// Inputs that arrived while start-up recovery ran, handled once it is done.
     recovering: Option<Vec<Input>>,
-    /// The earliest `not_before` of a ready step that dispatch passed over (see
-    /// `Engine::next_retry`); found again by each dispatch pass.
-    retry_wake: Option<crate::domain::time::Timestamp>,
     /// The last reload that refused files, until a reload takes every file.
     refused_reload: Option<crate::protocol::RefusedReload>,
     /// The spending limit last journaled as reached (`budget.reached` once for each stop).
@@ -281,16 +240,6 @@ impl Engine {
     /// merges stay here.
     pub fn set_remote(&mut self, remote: std::sync::Arc<dyn crate::daemon::runner::Remote>) {
         self.remote = Some(remote);
-    }
-
-    /// The attempts running for `work`.
-    fn running_of<'a>(&'a self, work: &'a BeadId) -> impl Iterator<Item = &'a Running> + 'a {
-        self.running.values().filter(move |r| &r.work == work)
-    }
-
-    /// Whether anything runs for `work`.
-    fn busy(&self, work: &BeadId) -> bool {
-        self.running_of(work).next().is_some()
     }
 
     /// Builds the engine over an opened store. Returns the engine and the channel end it reads.
@@ -334,17 +283,13 @@ impl Engine {
             storage: Default::default(),
             git: Default::default(),
             inbox: Default::default(),
-            running: HashMap::new(),
+            dispatch: Dispatch::default(),
             active: HashSet::new(),
             cancelling: HashMap::new(),
-            paused: false,
-            paused_models: HashMap::new(),
             holds: holds::Holds::default(),
-            model_backoff: holds::Backoff::default(),
             recovering: None,
             stopping: false,
             refused_reload: None,
-            retry_wake: None,
             budget_said: None,
             stop_deadline: None,
             next_number: 0,
@@ -409,7 +354,7 @@ impl Engine {
                 self.schedule();
             }
             self.end_batch();
-            if self.stopping && self.running.is_empty() && self.git.merging.is_empty() {
+            if self.stopping && self.dispatch.running.is_empty() && self.git.merging.is_empty() {
                 break;
             }
         }
@@ -584,7 +529,7 @@ impl Engine {
         let grace = Duration::from_secs(self.loaded.config.shutdown_grace_secs);
         self.stop_deadline = Some(Instant::now() + grace);
         tracing::info!(
-            running = self.running.len(),
+            running = self.dispatch.running.len(),
             grace_secs = grace.as_secs(),
             "stopping: no new steps; running agents may finish within the grace period"
         );
@@ -592,7 +537,6 @@ impl Engine {
 
     /// The earliest timer the engine needs.
     fn next_wake(&self) -> Option<Instant> {
-        let pauses = self.paused_models.values().map(|p| p.until);
         let defer = self.next_defer();
         [
             self.git.retry,
@@ -607,16 +551,16 @@ impl Engine {
             self.storage.wake(),
             self.storage.deadline(),
             self.holds.earliest(),
+            self.dispatch.earliest_pause(),
         ]
         .into_iter()
         .flatten()
-        .chain(pauses)
         .min()
     }
 
     fn on_timer(&mut self) {
         let now = Instant::now();
-        self.paused_models.retain(|_, p| p.until > now);
+        self.dispatch.expire(now);
         self.holds.expire(now);
         if self.git.retry.is_some_and(|t| t <= now) {
             self.git.retry = None;
@@ -624,7 +568,7 @@ impl Engine {
         if self.stop_deadline.is_some_and(|t| t <= now) {
             self.stop_deadline = None;
             tracing::info!(
-                running = self.running.len(),
+                running = self.dispatch.running.len(),
                 "grace period over: stopping agents"
             );
             self.tasks.agents.cancel();

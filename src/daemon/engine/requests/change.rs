@@ -213,7 +213,7 @@ impl Engine {
 
     pub(super) fn close(&mut self, p: CloseParams) -> Handled<StatusChanged> {
         let bead = self.bead(&p.id)?;
-        if self.busy(&bead.id) {
+        if self.dispatch.busy(&bead.id) {
             return Err(RpcError::conflict(format!(
                 "`{}` has a step running; use `cancel` to stop it",
                 bead.id
@@ -374,8 +374,8 @@ impl Engine {
                 work.id
             )));
         }
-        if self.busy(&work.id) {
-            for running in self.running_of(&work.id) {
+        if self.dispatch.busy(&work.id) {
+            for running in self.dispatch.running_of(&work.id) {
                 running.cancel.cancel();
             }
             self.cancelling.insert(work.id.clone(), p.reason);
@@ -389,13 +389,13 @@ impl Engine {
     pub(super) fn pause(&mut self, p: PauseParams, pause: bool) -> PauseState {
         match p.model {
             None => {
-                self.paused = pause;
+                self.dispatch.paused = pause;
                 if !pause {
                     self.holds.release(|_| false);
                 }
             }
             Some(model) if pause => {
-                self.paused_models.insert(
+                self.dispatch.paused_models.insert(
                     model,
                     crate::daemon::engine::Pause {
                         until: tokio::time::Instant::now()
@@ -406,12 +406,12 @@ impl Engine {
                 );
             }
             Some(model) => {
-                self.paused_models.remove(&model);
+                self.dispatch.paused_models.remove(&model);
             }
         }
         PauseState {
-            paused: self.paused,
-            paused_models: self.paused_models.keys().cloned().collect(),
+            paused: self.dispatch.paused,
+            paused_models: self.dispatch.paused_models.keys().cloned().collect(),
         }
     }
 }

@@ -113,6 +113,7 @@ impl Engine {
             .map(|(status, n)| (status.to_owned(), n))
             .collect();
         let running = self
+            .dispatch
             .running
             .values()
             .map(|r| RunningStep {
@@ -147,8 +148,8 @@ impl Engine {
         StatusAnswer {
             active: active.beads,
             beads,
-            paused: self.paused,
-            paused_models: self.paused_models.keys().cloned().collect(),
+            paused: self.dispatch.paused,
+            paused_models: self.dispatch.paused_models.keys().cloned().collect(),
             pid: std::process::id(),
             ready: self.store.state().ready_count(crate::daemon::clock::now()) as u64,
             running,
@@ -183,6 +184,7 @@ impl Engine {
                 })
                 .collect(),
             model_pauses: self
+                .dispatch
                 .paused_models
                 .iter()
                 .map(|(model, p)| ModelPauseView {
@@ -240,6 +242,7 @@ impl Engine {
             id: bead.id.clone(),
             priority: bead.priority,
             running: self
+                .dispatch
                 .running_of(&bead.id)
                 .min_by_key(|r| r.started)
                 .map(|r| self.running_step(r)),

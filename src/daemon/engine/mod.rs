@@ -14,6 +14,7 @@ mod finish;
 mod holds;
 mod inbox;
 mod input;
+mod intake;
 mod loaded;
 mod merge;
 mod recovery;
@@ -48,6 +49,7 @@ pub use crate::daemon::runner::StepDone;
 use dispatch::{Dispatch, Pause, Running};
 pub use error::{EngineError, LoadError};
 pub use input::{EngineHandle, Input};
+use intake::Intake;
 pub use loaded::Loaded;
 pub use reports::{MergeFailure, MergeRan, MergeReport};
 pub(crate) use requests::blocked_reason;
@@ -198,7 +200,8 @@ pub struct Engine {
     tasks: Tasks,
     storage: storage::Storage,
     git: GitWork,
-    inbox: inbox::Inbox,
+    /// Inbox files in turn, inputs held during recovery, the numbering of new ids.
+    intake: Intake,
     /// The attempts running and what holds new ones back for a model or a person.
     dispatch: Dispatch,
     /// Work beads whose molecule is in progress (poured, not closed or blocked).
@@ -207,8 +210,6 @@ pub struct Engine {
     cancelling: HashMap<BeadId, Option<String>>,
     /// Dispatching held back by failures no retry fixes (a refused key, an unreachable API).
     holds: holds::Holds,
-    /// Inputs that arrived while start-up recovery ran, handled once it is done.
-    recovering: Option<Vec<Input>>,
     /// The last reload that refused files, until a reload takes every file.
     refused_reload: Option<crate::protocol::RefusedReload>,
     /// The spending limit last journaled as reached (`budget.reached` once for each stop).
@@ -219,11 +220,6 @@ pub struct Engine {
     stopping: bool,
     /// When the shutdown grace period ends.
     stop_deadline: Option<Instant>,
-    /// The next number for generated ids (0: not yet computed from the store).
-    next_number: u64,
-    /// Beads that had a branch when the daemon started, whoever made it: a new bead's id is
-    /// none of them, so a store started over never numbers a bead onto an earlier one's branch.
-    branch_beads: HashSet<BeadId>,
     /// When this daemon started: state files older than this were left by an earlier one.
     started: std::time::SystemTime,
     /// Where agent attempts run when `[cluster]` is on: workers on other machines.
@@ -282,18 +278,15 @@ impl Engine {
             },
             storage: Default::default(),
             git: Default::default(),
-            inbox: Default::default(),
+            intake: Intake::default(),
             dispatch: Dispatch::default(),
             active: HashSet::new(),
             cancelling: HashMap::new(),
             holds: holds::Holds::default(),
-            recovering: None,
             stopping: false,
             refused_reload: None,
             budget_said: None,
             stop_deadline: None,
-            next_number: 0,
-            branch_beads: HashSet::new(),
             started: std::time::SystemTime::now(),
             remote: None,
             slots,
@@ -323,7 +316,7 @@ impl Engine {
             }
         }
         match self.repo.branch_beads() {
-            Ok(beads) => self.branch_beads = beads.into_iter().collect(),
+            Ok(beads) => self.intake.branch_beads = beads.into_iter().collect(),
             Err(e) => tracing::warn!(error = %e, "cannot list the bead branches"),
         }
         self.recover();
@@ -372,12 +365,9 @@ impl Engine {
     /// second time) and records it then. A followed beads file is read again when it changes,
     /// and a write-back is done again after a restart when its record is missing.
     fn handle(&mut self, input: Input) {
-        if let Some(held) = &mut self.recovering {
-            if !matches!(input, Input::Recovered(_) | Input::Probed { .. }) {
-                held.push(input);
-                return;
-            }
-        }
+        let Some(input) = self.intake.hold(input) else {
+            return;
+        };
         match input {
             Input::Request {
                 method: EngineRequest::Reload,

@@ -33,7 +33,7 @@ impl Engine {
         if self.dispatch.paused
             || self.stopping
             || self.storage.error.is_some()
-            || self.recovering.is_some()
+            || self.intake.recovering()
         {
             return;
         }

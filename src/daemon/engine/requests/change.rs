@@ -122,8 +122,8 @@ impl Engine {
     /// `<prefix>-<n in base 36>`, one more than the highest such id in the store.
     fn new_id(&mut self, taken: &HashSet<BeadId>) -> Handled<BeadId> {
         let prefix = format!("{}-", self.loaded.config.prefix);
-        if self.next_number == 0 {
-            self.next_number = self
+        if self.intake.next_number == 0 {
+            self.intake.next_number = self
                 .store
                 .state()
                 .beads()
@@ -133,13 +133,13 @@ impl Engine {
                 + 1;
         }
         loop {
-            let id = BeadId::new(&format!("{prefix}{}", base36(self.next_number)))
+            let id = BeadId::new(&format!("{prefix}{}", base36(self.intake.next_number)))
                 .map_err(|e| RpcError::internal(e.to_string()))?;
-            self.next_number += 1;
+            self.intake.next_number += 1;
             let state = self.store.state();
             let free = !state.contains(id.as_str())
                 && state.case_twin(id.as_str()).is_none()
-                && !self.branch_beads.contains(&id);
+                && !self.intake.branch_beads.contains(&id);
             if free && !taken.contains(&id) {
                 return Ok(id);
             }

@@ -228,7 +228,7 @@ impl Engine {
             return Ok(());
         };
         let said = (stop.scope, stop.until);
-        if self.budget_said == Some(said) {
+        if !self.holds.budget_news(said) {
             return Ok(());
         }
         tracing::warn!(help = stop.help(), "{}", stop.reason());
@@ -238,7 +238,7 @@ impl Engine {
             budget_usd: stop.budget_usd,
             until: stop.until,
         }])?;
-        self.budget_said = Some(said);
+        self.holds.budget_journaled(said);
         Ok(())
     }
 

@@ -22,6 +22,7 @@ mod reports;
 mod requests;
 mod route;
 mod schedule;
+mod shutdown;
 mod storage;
 mod summary;
 mod tool_calls;
@@ -53,6 +54,7 @@ use intake::Intake;
 pub use loaded::Loaded;
 pub use reports::{MergeFailure, MergeRan, MergeReport};
 pub(crate) use requests::blocked_reason;
+use shutdown::Shutdown;
 pub use summary::Summary;
 
 /// The tasks the engine starts, and how they reach it.
@@ -208,18 +210,13 @@ pub struct Engine {
     active: HashSet<BeadId>,
     /// Pending `cancel` requests: the bead is closed once its agent has stopped.
     cancelling: HashMap<BeadId, Option<String>>,
-    /// Dispatching held back by failures no retry fixes (a refused key, an unreachable API).
+    /// Dispatching held back by failures no retry fixes (a refused key, an unreachable API),
+    /// and which spending stop was journaled.
     holds: holds::Holds,
     /// The last reload that refused files, until a reload takes every file.
     refused_reload: Option<crate::protocol::RefusedReload>,
-    /// The spending limit last journaled as reached (`budget.reached` once for each stop).
-    budget_said: Option<(
-        crate::domain::budget::BudgetScope,
-        Option<crate::domain::time::Timestamp>,
-    )>,
-    stopping: bool,
-    /// When the shutdown grace period ends.
-    stop_deadline: Option<Instant>,
+    /// The stop signal and its grace period.
+    shutdown: Shutdown,
     /// When this daemon started: state files older than this were left by an earlier one.
     started: std::time::SystemTime,
     /// Where agent attempts run when `[cluster]` is on: workers on other machines.
@@ -283,10 +280,8 @@ impl Engine {
             active: HashSet::new(),
             cancelling: HashMap::new(),
             holds: holds::Holds::default(),
-            stopping: false,
             refused_reload: None,
-            budget_said: None,
-            stop_deadline: None,
+            shutdown: Shutdown::default(),
             started: std::time::SystemTime::now(),
             remote: None,
             slots,
@@ -327,7 +322,7 @@ impl Engine {
             // are decided, synced once, and only then does anything follow from them.
             self.begin_batch();
             tokio::select! {
-                () = stop.cancelled(), if !self.stopping => self.begin_stop(),
+                () = stop.cancelled(), if !self.shutdown.stopping => self.begin_stop(),
                 input = rx.recv() => match input {
                     Some(input) => self.handle(input),
                     None => {
@@ -343,11 +338,14 @@ impl Engine {
                     Err(_) => break,
                 }
             }
-            if !self.stopping {
+            if !self.shutdown.stopping {
                 self.schedule();
             }
             self.end_batch();
-            if self.stopping && self.dispatch.running.is_empty() && self.git.merging.is_empty() {
+            if self.shutdown.stopping
+                && self.dispatch.running.is_empty()
+                && self.git.merging.is_empty()
+            {
                 break;
             }
         }
@@ -372,7 +370,7 @@ impl Engine {
             Input::Request {
                 method: EngineRequest::Reload,
                 reply,
-            } if !self.stopping => self.start_reload(Some(reply)),
+            } if !self.shutdown.stopping => self.start_reload(Some(reply)),
             Input::Request { method, reply } => {
                 self.answers_client();
                 let answer = self.request(method);
@@ -515,9 +513,8 @@ impl Engine {
     }
 
     fn begin_stop(&mut self) {
-        self.stopping = true;
         let grace = Duration::from_secs(self.loaded.config.shutdown_grace_secs);
-        self.stop_deadline = Some(Instant::now() + grace);
+        self.shutdown.begin(grace, Instant::now());
         tracing::info!(
             running = self.dispatch.running.len(),
             grace_secs = grace.as_secs(),
@@ -530,7 +527,7 @@ impl Engine {
         let defer = self.next_defer();
         [
             self.git.retry,
-            self.stop_deadline,
+            self.shutdown.deadline(),
             defer,
             self.next_retry(),
             self.budget_stop().and_then(|stop| stop.until).map(|until| {
@@ -555,8 +552,7 @@ impl Engine {
         if self.git.retry.is_some_and(|t| t <= now) {
             self.git.retry = None;
         }
-        if self.stop_deadline.is_some_and(|t| t <= now) {
-            self.stop_deadline = None;
+        if self.shutdown.grace_over(now) {
             tracing::info!(
                 running = self.dispatch.running.len(),
                 "grace period over: stopping agents"

@@ -31,7 +31,7 @@ impl Engine {
     /// the storage retry timer resumes scheduling once it can.
     pub(super) fn schedule(&mut self) {
         if self.dispatch.paused
-            || self.stopping
+            || self.shutdown.stopping
             || self.storage.error.is_some()
             || self.intake.recovering()
         {

@@ -73,7 +73,7 @@ impl Engine {
             blocked,
             waiting_approval,
             paused: self.dispatch.paused,
-            stopping: self.stopping,
+            stopping: self.shutdown.stopping,
             storage_error: self.storage.error.is_some(),
         }
     }

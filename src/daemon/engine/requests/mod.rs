@@ -29,7 +29,7 @@ impl Engine {
     pub(super) fn request(&mut self, request: EngineRequest) -> Handled<Answer> {
         use EngineRequest as R;
         // Agents still running in the shutdown grace period need their hooks answered.
-        if self.stopping
+        if self.shutdown.stopping
             && !matches!(
                 request,
                 R::Status
@@ -156,7 +156,7 @@ impl Engine {
             seq: self.store.state().seq(),
             journal_syncs: self.store.syncs(),
             steps,
-            stopping: self.stopping,
+            stopping: self.shutdown.stopping,
             storage_error: self.storage.error.clone(),
             refused_reload: self.refused_reload.clone(),
             cluster_warning: self

@@ -17,6 +17,7 @@ mod input;
 mod intake;
 mod loaded;
 mod merge;
+mod merges;
 mod recovery;
 mod reports;
 mod requests;
@@ -52,6 +53,7 @@ pub use error::{EngineError, LoadError};
 pub use input::{EngineHandle, Input};
 use intake::Intake;
 pub use loaded::Loaded;
+use merges::Merges;
 pub use reports::{MergeFailure, MergeRan, MergeReport};
 pub(crate) use requests::blocked_reason;
 use shutdown::Shutdown;
@@ -165,17 +167,6 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic".into())
 }
 
-/// The daemon's own git work: merges into the target and worktree removals.
-#[derive(Debug, Default)]
-struct GitWork {
-    /// Beads among which the merge in flight picked one (merges run one at a time).
-    merging: HashSet<BeadId>,
-    removing: HashSet<BeadId>,
-    /// When to try merging again after a dirty target, a held lock or a merge that could not
-    /// start.
-    retry: Option<Instant>,
-}
-
 /// The current time, read once per decision and passed in: the wall clock for what is
 /// recorded, the monotonic one for the engine's timers.
 #[derive(Debug, Clone, Copy)]
@@ -201,7 +192,8 @@ pub struct Engine {
     seq: watch::Sender<u64>,
     tasks: Tasks,
     storage: storage::Storage,
-    git: GitWork,
+    /// The daemon's own git work: merges into the target and worktree removals.
+    git: Merges,
     /// Inbox files in turn, inputs held during recovery, the numbering of new ids.
     intake: Intake,
     /// The attempts running and what holds new ones back for a model or a person.
@@ -342,10 +334,7 @@ impl Engine {
                 self.schedule();
             }
             self.end_batch();
-            if self.shutdown.stopping
-                && self.dispatch.running.is_empty()
-                && self.git.merging.is_empty()
-            {
+            if self.shutdown.stopping && self.dispatch.running.is_empty() && self.git.idle() {
                 break;
             }
         }
@@ -434,7 +423,7 @@ impl Engine {
         work: &BeadId,
         result: Result<(), crate::daemon::runner::GitTaskError>,
     ) -> Result<(), EngineError> {
-        self.git.removing.remove(work);
+        self.git.removal_ended(work);
         match result {
             Ok(()) if self.store.state().contains(work.as_str()) => {
                 // Nothing follows from it, and the start-up sweep finds a worktree whose
@@ -526,7 +515,7 @@ impl Engine {
     fn next_wake(&self) -> Option<Instant> {
         let defer = self.next_defer();
         [
-            self.git.retry,
+            self.git.retry_at(),
             self.shutdown.deadline(),
             defer,
             self.next_retry(),
@@ -549,9 +538,7 @@ impl Engine {
         let now = Instant::now();
         self.dispatch.expire(now);
         self.holds.expire(now);
-        if self.git.retry.is_some_and(|t| t <= now) {
-            self.git.retry = None;
-        }
+        self.git.expire(now);
         if self.shutdown.grace_over(now) {
             tracing::info!(
                 running = self.dispatch.running.len(),

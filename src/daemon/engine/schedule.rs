@@ -89,7 +89,7 @@ impl Engine {
         let mut order: Vec<(u8, Timestamp, BeadId)> = self
             .active
             .iter()
-            .filter(|w| !self.git.merging.contains(*w))
+            .filter(|w| !self.git.merging(w))
             .filter(|w| self.dispatch.running_of(w).all(|r| r.side))
             .filter_map(|w| state.get(w.as_str()))
             .filter(|b| b.status == Status::InProgress)
@@ -476,7 +476,7 @@ impl Engine {
 
     /// Removes a closed bead's worktree and branch in the background.
     pub(super) fn start_removal(&mut self, work: &BeadId) {
-        if !self.git.removing.insert(work.clone()) {
+        if !self.git.removal_starts(work) {
             return;
         }
         let repo = self.repo.clone();

@@ -48,6 +48,16 @@ pub struct HandOutError {
     pub source: Box<dyn std::error::Error + Send + Sync>,
 }
 
+/// The work of a step that ran in a worktree of its own beside others could not be merged
+/// into its bead's branch: the attempt fails with this as its reason.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeBackError {
+    #[error("its work conflicts with work of steps that ran beside it, in {}; it runs again on top of theirs", .files.join(", "))]
+    Conflict { files: Vec<String> },
+    #[error("cannot merge its work into the bead's branch: {0}")]
+    Git(#[source] GitTaskError),
+}
+
 /// A git operation run on a blocking thread failed, or its thread did.
 #[derive(Debug, thiserror::Error)]
 pub enum GitTaskError {

@@ -213,8 +213,10 @@ async fn run_remote(
     if side && commit.is_some() {
         match merge_back(&job).await {
             Ok(merged) => commit = Some(merged),
-            Err(reason) => {
-                outcome = Outcome::Failed { reason };
+            Err(e) => {
+                outcome = Outcome::Failed {
+                    reason: e.to_string(),
+                };
                 commit = None;
             }
         }

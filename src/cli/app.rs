@@ -515,8 +515,7 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 crate::domain::cluster::token(host.split('.').next().unwrap_or("worker"))
             });
             let profiles = match profiles {
-                Some(file) => crate::daemon::cluster::worker::read_profiles(&file)
-                    .map_err(anyhow::Error::msg)?,
+                Some(file) => crate::daemon::cluster::worker::read_profiles(&file)?,
                 None => Default::default(),
             };
             let link = crate::daemon::cluster::link::Link {

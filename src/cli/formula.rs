@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::daemon::Paths;
-use crate::domain::formula::{expand_step, pour, unmatched_pointcuts, FormulaSet, Kind, Problem};
+use crate::domain::formula::{
+    expand_step, pour, unmatched_pointcuts, ComposeError, FormulaSet, Kind, PourError, Problem,
+};
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, DepType};
 use crate::domain::prompt::PromptSet;
@@ -37,26 +39,49 @@ pub struct Show {
     pub workspace: Option<PathBuf>,
 }
 
+/// Why `formula show` printed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ShowError {
+    #[error(transparent)]
+    Prompts(#[from] crate::domain::prompt::PromptError),
+    /// The workspace's formulas that do not load, one a line.
+    #[error("{}", .0.join("\n"))]
+    Formulas(Vec<String>),
+    #[error("unknown formula `{0}`")]
+    UnknownFormula(String),
+    #[error("`{name}` is an {kind} formula: it is applied to a workflow, not poured (`--aspect`, or a step's `expand`)")]
+    NotWorkflow { name: String, kind: &'static str },
+    #[error("unknown expansion `{0}`")]
+    UnknownExpansion(String),
+    #[error(transparent)]
+    Compose(#[from] ComposeError),
+    #[error(transparent)]
+    Pour(#[from] PourError),
+}
+
 /// `name` poured for an example bead, as a tree of steps: each under the step it needs (a
 /// step needing several is shown under the last of them, with the others named), with its
 /// role and title. Warnings (an aspect's pointcut that matches no step) come first.
-pub fn show(req: &Show) -> Result<String, String> {
+pub fn show(req: &Show) -> Result<String, ShowError> {
     let set = load(req.workspace.as_deref())?;
     let formula = set
         .get(&req.name)
-        .ok_or_else(|| format!("unknown formula `{}`", req.name))?;
+        .ok_or_else(|| ShowError::UnknownFormula(req.name.clone()))?;
     if formula.kind != Kind::Workflow {
-        return Err(format!(
-            "`{}` is an {} formula: it is applied to a workflow, not poured (`--aspect`, or a step's `expand`)",
-            req.name,
-            if formula.kind == Kind::Aspect { "aspect" } else { "expansion" }
-        ));
+        return Err(ShowError::NotWorkflow {
+            name: req.name.clone(),
+            kind: if formula.kind == Kind::Aspect {
+                "aspect"
+            } else {
+                "expansion"
+            },
+        });
     }
     let mut expanded = formula.clone();
     for (step, name) in &req.expand {
         let expansion = set
             .get(name)
-            .ok_or_else(|| format!("unknown expansion `{name}`"))?;
+            .ok_or_else(|| ShowError::UnknownExpansion(name.clone()))?;
         expanded = expand_step(&expanded, step, expansion, &BTreeMap::new())?;
     }
     let formula = &expanded;
@@ -74,12 +99,12 @@ pub fn show(req: &Show) -> Result<String, String> {
     }
     let cooked = set.with_aspects(formula, &req.aspects)?;
     let work = Bead::new(
-        BeadId::new("cat-example").map_err(|e| e.to_string())?,
+        BeadId::new("cat-example").expect("a valid id"),
         "Example",
-        crate::domain::time::Timestamp::parse("2026-01-01T00:00:00Z").map_err(|e| e.to_string())?,
+        crate::domain::time::Timestamp::parse("2026-01-01T00:00:00Z").expect("a valid time"),
     );
     let vars: BTreeMap<String, String> = req.vars.iter().cloned().collect();
-    let steps = pour(&cooked, &work, &vars, work.created_at).map_err(|e| e.to_string())?;
+    let steps = pour(&cooked, &work, &vars, work.created_at)?;
     let _ = writeln!(out, "{} ({} steps)", req.name, steps.len());
     // What beads' or Gas Town's runtime would act on (`execution`, `phase`, …): recorded.
     for (key, value) in &cooked.kept {
@@ -126,14 +151,14 @@ pub fn show(req: &Show) -> Result<String, String> {
 
 /// The formulas of `workspace` (its folders over the built-in ones, checked against its
 /// prompts), or the built-in ones.
-fn load(workspace: Option<&Path>) -> Result<FormulaSet, String> {
+fn load(workspace: Option<&Path>) -> Result<FormulaSet, ShowError> {
     let Some(workspace) = workspace else {
         let prompts = PromptSet::builtin();
         return Ok(FormulaSet::builtin(&|n| prompts.has(n)).0);
     };
     let paths = Paths::new(workspace);
     let prompts = if paths.prompts().exists() {
-        crate::daemon::load::prompts(&paths.prompts()).map_err(|e| e.to_string())?
+        crate::daemon::load::prompts(&paths.prompts())?
     } else {
         PromptSet::builtin()
     };
@@ -145,7 +170,7 @@ fn load(workspace: Option<&Path>) -> Result<FormulaSet, String> {
         .map(ToString::to_string)
         .collect();
     if !errors.is_empty() {
-        return Err(errors.join("\n"));
+        return Err(ShowError::Formulas(errors));
     }
     Ok(set)
 }

@@ -103,7 +103,7 @@ pub fn run(dir: &Path, with_prompts: bool, out: &mut impl Write) -> Result<(), I
         Ok(config) => {
             match crate::daemon::preflight::target_branch(&dir, &config.target_branch) {
                 Ok(fine) => say(out, fine)?,
-                Err(problem) => say(out, problem)?,
+                Err(problem) => say(out, problem.to_string())?,
             }
             match missing_agent(&config, &|program| {
                 crate::daemon::fsutil::find_program(program).is_some()
@@ -113,7 +113,7 @@ pub fn run(dir: &Path, with_prompts: bool, out: &mut impl Write) -> Result<(), I
                     if let Ok(profile) = config.profile() {
                         match crate::daemon::preflight::agent_cli(&profile) {
                             Ok(fine) => say(out, fine)?,
-                            Err(problem) => say(out, problem)?,
+                            Err(problem) => say(out, problem.to_string())?,
                         }
                     }
                 }

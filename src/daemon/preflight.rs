@@ -11,15 +11,45 @@ use crate::domain::agent::profile::AgentProfile;
 /// How long the agent CLI may take to print its version.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Why a check before the first step failed. Each says what it checked and, where there is
+/// one, what to do; none stops the daemon, which logs it and goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum PreflightError {
+    #[error("`{path}` is not a git repository: {message}")]
+    NotARepository { path: String, message: String },
+    /// `hint` says which branch to name instead, or that there is no commit yet.
+    #[error("target branch `{target}` does not exist; no step can start until it does: {hint}")]
+    NoTargetBranch { target: String, hint: String },
+    #[error("the agent profile has an empty `command`")]
+    EmptyCommand,
+    #[error("the agent CLI `{program}` is not installed or not on the daemon's PATH")]
+    NotInstalled { program: String },
+    #[error("cannot run the agent CLI `{program}`: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("cannot wait for `{program} --version`: {source}")]
+    Wait {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("`{program} --version` did not answer within {}s", .timeout.as_secs_f32())]
+    NoAnswer { program: String, timeout: Duration },
+    #[error("`{program} --version` failed ({status}): {first_line}")]
+    VersionFailed {
+        program: String,
+        status: std::process::ExitStatus,
+        first_line: String,
+    },
+}
+
 /// Whether branch `target` exists in the repository at `workspace`: `Ok` with its short tip,
 /// or why not, with what to do.
-pub fn target_branch(workspace: &Path, target: &str) -> Result<String, String> {
-    let repo = git2::Repository::open(workspace).map_err(|e| {
-        format!(
-            "`{}` is not a git repository: {}",
-            workspace.display(),
-            e.message()
-        )
+pub fn target_branch(workspace: &Path, target: &str) -> Result<String, PreflightError> {
+    let repo = git2::Repository::open(workspace).map_err(|e| PreflightError::NotARepository {
+        path: workspace.display().to_string(),
+        message: e.message().to_owned(),
     })?;
     let tip = repo
         .find_branch(target, git2::BranchType::Local)
@@ -48,22 +78,23 @@ pub fn target_branch(workspace: &Path, target: &str) -> Result<String, String> {
                     many.join(", ")
                 ),
             };
-            Err(format!(
-                "target branch `{target}` does not exist; no step can start until it does: {hint}"
-            ))
+            Err(PreflightError::NoTargetBranch {
+                target: target.to_owned(),
+                hint,
+            })
         }
     }
 }
 
 /// Whether the profile's program runs: `Ok` with the first line of `<program> --version`, or
 /// why not. The profile's environment is applied, as for an attempt.
-pub fn agent_cli(profile: &AgentProfile) -> Result<String, String> {
+pub fn agent_cli(profile: &AgentProfile) -> Result<String, PreflightError> {
     agent_cli_within(profile, VERSION_TIMEOUT)
 }
 
-fn agent_cli_within(profile: &AgentProfile, timeout: Duration) -> Result<String, String> {
+fn agent_cli_within(profile: &AgentProfile, timeout: Duration) -> Result<String, PreflightError> {
     let Some(program) = profile.command.first() else {
-        return Err("the agent profile has an empty `command`".into());
+        return Err(PreflightError::EmptyCommand);
     };
     let child = Command::new(program)
         .arg("--version")
@@ -75,11 +106,16 @@ fn agent_cli_within(profile: &AgentProfile, timeout: Duration) -> Result<String,
     let child = match child {
         Ok(child) => child,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!(
-                "the agent CLI `{program}` is not installed or not on the daemon's PATH"
-            ))
+            return Err(PreflightError::NotInstalled {
+                program: program.clone(),
+            })
         }
-        Err(e) => return Err(format!("cannot run the agent CLI `{program}`: {e}")),
+        Err(source) => {
+            return Err(PreflightError::Spawn {
+                program: program.clone(),
+                source,
+            })
+        }
     };
     // Waited for on a thread of its own, so that one that hangs is killed at the deadline.
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
@@ -89,13 +125,18 @@ fn agent_cli_within(profile: &AgentProfile, timeout: Duration) -> Result<String,
     });
     let output = match rx.recv_timeout(timeout) {
         Ok(Ok(output)) => output,
-        Ok(Err(e)) => return Err(format!("cannot wait for `{program} --version`: {e}")),
+        Ok(Err(source)) => {
+            return Err(PreflightError::Wait {
+                program: program.clone(),
+                source,
+            })
+        }
         Err(_) => {
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-            return Err(format!(
-                "`{program} --version` did not answer within {}s",
-                timeout.as_secs_f32()
-            ));
+            return Err(PreflightError::NoAnswer {
+                program: program.clone(),
+                timeout,
+            });
         }
     };
     let (status, out) = (output.status, String::from_utf8_lossy(&output.stdout));
@@ -103,7 +144,11 @@ fn agent_cli_within(profile: &AgentProfile, timeout: Duration) -> Result<String,
     if status.success() {
         Ok(format!("agent CLI `{program}` runs: {first}"))
     } else {
-        Err(format!("`{program} --version` failed ({status}): {first}"))
+        Err(PreflightError::VersionFailed {
+            program: program.clone(),
+            status,
+            first_line: first,
+        })
     }
 }
 
@@ -135,7 +180,7 @@ mod tests {
         let commit = repo.commit(None, &sig, &sig, "init", &tree, &[]).unwrap();
         let commit = repo.find_commit(commit).unwrap();
         repo.branch("master", &commit, true).unwrap();
-        let err = target_branch(dir.path(), "main").unwrap_err();
+        let err = target_branch(dir.path(), "main").unwrap_err().to_string();
         assert!(err.contains("`main` does not exist"), "{err}");
         assert!(err.contains("target_branch = \"master\""), "{err}");
         assert!(target_branch(dir.path(), "master")
@@ -148,6 +193,8 @@ mod tests {
         let mut profile = AgentProfile::claude();
         profile.command = vec!["catalyst-no-such-agent-cli".into()];
         let err = agent_cli(&profile).unwrap_err();
+        assert!(matches!(err, PreflightError::NotInstalled { .. }), "{err}");
+        let err = err.to_string();
         assert!(err.contains("not installed"), "{err}");
         profile.command = vec!["sh".into(), "-c".into()];
         // `sh --version` fails or prints something; either way it was run, not missing.
@@ -155,7 +202,7 @@ mod tests {
         assert!(
             !ran.as_ref()
                 .err()
-                .is_some_and(|e| e.contains("not installed")),
+                .is_some_and(|e| matches!(e, PreflightError::NotInstalled { .. })),
             "{ran:?}"
         );
         // An agent CLI that never answers is killed at the deadline.
@@ -165,7 +212,9 @@ mod tests {
         std::fs::set_permissions(&hang, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
         profile.command = vec![hang.display().to_string()];
-        let err = agent_cli_within(&profile, Duration::from_millis(200)).unwrap_err();
+        let err = agent_cli_within(&profile, Duration::from_millis(200))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("did not answer within 0.2s"), "{err}");
     }
 }

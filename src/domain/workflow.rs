@@ -44,15 +44,13 @@ pub struct WorkflowFiles {
 
 impl WorkflowFiles {
     /// Compiles `patterns`; an error names the pattern.
-    pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<WorkflowFiles, String> {
+    pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<WorkflowFiles, WorkflowFilesError> {
         let mut builder = GlobSetBuilder::new();
         for pattern in patterns {
             let pattern = pattern.as_ref();
             builder.add(glob(pattern)?);
         }
-        let set = builder
-            .build()
-            .map_err(|e| format!("`workflow_files`: {e}"))?;
+        let set = builder.build().map_err(WorkflowFilesError::Set)?;
         Ok(WorkflowFiles { set })
     }
 
@@ -103,14 +101,13 @@ impl Default for WorkflowFiles {
 }
 
 /// One `.gitignore`-like line as a glob anchored at the root.
-fn glob(pattern: &str) -> Result<Glob, String> {
-    let bad = |why: &str| format!("`workflow_files`: `{pattern}` {why}");
+fn glob(pattern: &str) -> Result<Glob, WorkflowFilesError> {
     let trimmed = pattern.trim();
     if trimmed.is_empty() || trimmed == "/" {
-        return Err(bad("names no file"));
+        return Err(WorkflowFilesError::NamesNoFile(pattern.to_owned()));
     }
     if trimmed.split('/').any(|part| part == "..") {
-        return Err(bad("leaves the repository"));
+        return Err(WorkflowFilesError::LeavesRepository(pattern.to_owned()));
     }
     let anchored = trimmed.trim_start_matches('/');
     let rooted = if let Some(dir) = anchored.strip_suffix('/') {
@@ -128,7 +125,24 @@ fn glob(pattern: &str) -> Result<Glob, String> {
     GlobBuilder::new(&rooted)
         .literal_separator(true)
         .build()
-        .map_err(|e| bad(&format!("is not a pattern: {}", e.kind())))
+        .map_err(|e| WorkflowFilesError::NotAPattern {
+            pattern: pattern.to_owned(),
+            kind: e.kind().to_string(),
+        })
+}
+
+/// Why the config's `workflow_files` do not compile: each names the pattern.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkflowFilesError {
+    #[error("`workflow_files`: `{0}` names no file")]
+    NamesNoFile(String),
+    #[error("`workflow_files`: `{0}` leaves the repository")]
+    LeavesRepository(String),
+    #[error("`workflow_files`: `{pattern}` is not a pattern: {kind}")]
+    NotAPattern { pattern: String, kind: String },
+    /// The patterns, each fine, do not make one set.
+    #[error("`workflow_files`: {0}")]
+    Set(#[source] globset::Error),
 }
 
 #[cfg(test)]
@@ -225,6 +239,7 @@ mod tests {
             ("a[", "is not a pattern"),
         ] {
             let err = WorkflowFiles::new(&[pattern]).expect_err(pattern);
+            let err = err.to_string();
             assert!(err.contains(why) && err.contains("workflow_files"), "{err}");
         }
         let none = WorkflowFiles::new::<&str>(&[]).expect("an empty list");

@@ -34,7 +34,7 @@ use super::held::{self, take_ends, Waiting, Waitings};
 pub use super::link::ClusterError;
 use super::link::{publish_once, retry, Link};
 use super::trust::Signer;
-use crate::daemon::runner::{Pending, Remote};
+use crate::daemon::runner::{HandOutError, Pending, Remote};
 use crate::daemon::worktree::transport;
 use crate::domain::cluster::{bead_of_ref, AttemptOrder, Kind, Subjects, WorkerBeat, REFS};
 use crate::domain::config::cluster::ClusterConfig;
@@ -178,9 +178,9 @@ impl Bus {
         for model in models {
             bus.model_consumer(&model)
                 .await
-                .map_err(|detail| ClusterError::Setup {
+                .map_err(|e| ClusterError::Setup {
                     what: format!("the consumer of {model}'s orders"),
-                    detail,
+                    detail: e.to_string(),
                 })?;
         }
         tokio::spawn(take_ends(
@@ -300,7 +300,7 @@ impl Bus {
     }
 
     /// The consumer of `model`'s orders, made the first time.
-    async fn model_consumer(&self, model: &str) -> Result<(), String> {
+    async fn model_consumer(&self, model: &str) -> Result<(), ClusterError> {
         let name = self.subjects.model_consumer(model);
         let mut made = self.consumers.lock().await;
         if made.contains(&name) {
@@ -313,19 +313,24 @@ impl Bus {
         let stream = retry("the attempts stream", || {
             self.js.get_stream(self.subjects.attempts_stream())
         })
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
         let _: consumer::PullConsumer = retry(&name, || {
             stream.get_or_create_consumer(&name, config.clone())
         })
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
         made.insert(name);
         Ok(())
     }
 
-    async fn hand_out(&self, order: AttemptOrder) -> Result<Pending, String> {
-        self.model_consumer(&order.model).await?;
+    async fn hand_out(&self, order: AttemptOrder) -> Result<Pending, HandOutError> {
+        let refused = |order: &AttemptOrder, e: ClusterError| HandOutError {
+            dispatch: order.dispatch.clone(),
+            model: order.model.clone(),
+            source: Box::new(e),
+        };
+        if let Err(e) = self.model_consumer(&order.model).await {
+            return Err(refused(&order, e));
+        }
         let payload = self.signer.seal(Kind::Order, &order);
         let (end_tx, end) = oneshot::channel();
         let (lease_tx, leases) = watch::channel(None);
@@ -359,7 +364,7 @@ impl Bus {
             }
             Err(e) => {
                 self.forget(&order.dispatch);
-                return Err(e.to_string());
+                return Err(refused(&order, e));
             }
         }
         Ok(Pending { end, leases })
@@ -389,7 +394,7 @@ impl Remote for Bus {
     fn send(
         &self,
         order: AttemptOrder,
-    ) -> Pin<Box<dyn Future<Output = Result<Pending, String>> + Send + '_>> {
+    ) -> Pin<Box<dyn Future<Output = Result<Pending, HandOutError>> + Send + '_>> {
         Box::pin(self.hand_out(order))
     }
 

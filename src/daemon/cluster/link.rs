@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::trust::KeyError;
-use crate::domain::config::cluster::{check_transport, ClusterConfig};
+use crate::domain::config::cluster::{check_transport, ClusterConfig, TransportError};
 
 /// How long a JetStream call may take before it is tried again (a leader election takes a
 /// few seconds).
@@ -26,7 +26,7 @@ pub enum ClusterError {
         detail: String,
     },
     #[error("NATS server URL {0}")]
-    Transport(String),
+    Transport(#[from] TransportError),
     #[error(transparent)]
     Key(#[from] KeyError),
     #[error("cannot set up JetStream's `{what}`: {detail}")]
@@ -76,7 +76,7 @@ impl Link {
 
     /// Whether TLS is required of every server, with [`Link::check`]'s refusal.
     fn tls(&self) -> Result<bool, ClusterError> {
-        check_transport(&self.urls, self.insecure).map_err(ClusterError::Transport)
+        Ok(check_transport(&self.urls, self.insecure)?)
     }
 
     /// A client of the servers (any one that answers within 5 s; it reconnects to the others

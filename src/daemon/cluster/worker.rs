@@ -56,6 +56,27 @@ pub enum WorkerError {
     Unconfined(String),
 }
 
+/// Why a worker's `--profiles` file cannot be used; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfilesFileError {
+    #[error("cannot read the profiles file `{}`: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the profiles file `{}`: {source}", .path.display())]
+    Parse {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+    #[error("the profiles file `{}`: `profiles.{name}`: {source}", .path.display())]
+    Profile {
+        path: PathBuf,
+        name: String,
+        source: crate::domain::agent::profile::ProfileError,
+    },
+}
+
 /// A worker's workspace: a clone of the shared remote in `<workdir>/repo`, whose
 /// `.catalyst/` holds the attempts' worktrees and run folders as a daemon's does.
 pub struct Worker {
@@ -340,25 +361,30 @@ fn builtin_profiles() -> BTreeMap<String, AgentProfile> {
 /// The profiles of a worker's `--profiles` file: its `[profiles.<name>]` tables, as a daemon's
 /// config writes them (a profile named after a built-in one changes what it sets of it).
 /// Other keys are left alone, so a copy of the daemon's own config will do.
-pub fn read_profiles(path: &Path) -> Result<BTreeMap<String, AgentProfile>, String> {
+pub fn read_profiles(path: &Path) -> Result<BTreeMap<String, AgentProfile>, ProfilesFileError> {
     #[derive(serde::Deserialize)]
     struct File {
         #[serde(default)]
         profiles: BTreeMap<String, crate::domain::agent::profile::ProfileConfig>,
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read the profiles file `{}`: {e}", path.display()))?;
-    let file: File = toml::from_str(&text)
-        .map_err(|e| format!("the profiles file `{}`: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|source| ProfilesFileError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let file: File = toml::from_str(&text).map_err(|source| ProfilesFileError::Parse {
+        path: path.to_owned(),
+        source,
+    })?;
     file.profiles
         .into_iter()
         .map(|(name, config)| {
-            let profile = config.resolve(&name).map_err(|e| {
-                format!(
-                    "the profiles file `{}`: `profiles.{name}`: {e}",
-                    path.display()
-                )
-            })?;
+            let profile = config
+                .resolve(&name)
+                .map_err(|source| ProfilesFileError::Profile {
+                    path: path.to_owned(),
+                    name: name.clone(),
+                    source,
+                })?;
             Ok((name, profile))
         })
         .collect()

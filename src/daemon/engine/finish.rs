@@ -2,8 +2,6 @@
 //! writes the decision as one group of events, and effects (the merge, the worktree's
 //! removal) start only after that group is durable.
 
-use std::time::Duration;
-
 use crate::daemon::runner::StepDone;
 use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
@@ -12,19 +10,12 @@ use crate::domain::router::Outcome;
 
 use super::error::EngineError;
 use super::route::{block_events, Attempt, PauseOrder, Routed};
-use super::{Engine, Now, Pause};
+use super::{Engine, Now};
 use crate::domain::unavailable::PauseScope;
 
 impl Engine {
     pub(super) fn step_done(&mut self, done: &StepDone) -> Result<(), EngineError> {
-        let mut model = None;
-        if self
-            .running
-            .get(&done.step)
-            .is_some_and(|r| r.attempt == done.attempt)
-        {
-            model = self.running.remove(&done.step).and_then(|r| r.model);
-        }
+        let model = self.dispatch.ended(&done.step, done.attempt);
         let state = self.store.state();
         let (Some(step), Some(work)) = (
             state.get(done.step.as_str()).cloned(),
@@ -46,7 +37,7 @@ impl Engine {
         let mut finished = tool_events(done);
         finished.push(finished_event(done));
         if let Some(reason) = self.cancelling.get(&done.work).cloned() {
-            if self.busy(&done.work) {
+            if self.dispatch.busy(&done.work) {
                 // Steps that ran beside it are still stopping; the last one cancels the bead.
                 return self.record(finished).map(drop);
             }
@@ -67,7 +58,7 @@ impl Engine {
         };
         if !matches!(outcome, Outcome::UsageLimit { .. }) {
             if let Some(model) = &model {
-                self.model_backoff.went_through(model);
+                self.dispatch.model_went_through(model);
             }
         }
         match outcome {
@@ -153,15 +144,8 @@ impl Engine {
                 secs,
                 until,
             } => {
-                self.model_backoff.started(model.clone(), secs);
-                self.paused_models.insert(
-                    model,
-                    Pause {
-                        until: now.mono + Duration::from_secs(secs),
-                        until_wall: Some(until),
-                        reason,
-                    },
-                );
+                self.dispatch
+                    .pause_model(model, reason, secs, until, now.mono);
             }
             PauseOrder::Dispatch {
                 cause,
@@ -244,7 +228,7 @@ impl Engine {
             return Ok(());
         };
         let said = (stop.scope, stop.until);
-        if self.budget_said == Some(said) {
+        if !self.holds.budget_news(said) {
             return Ok(());
         }
         tracing::warn!(help = stop.help(), "{}", stop.reason());
@@ -254,7 +238,7 @@ impl Engine {
             budget_usd: stop.budget_usd,
             until: stop.until,
         }])?;
-        self.budget_said = Some(said);
+        self.holds.budget_journaled(said);
         Ok(())
     }
 

@@ -3,14 +3,22 @@
 //! API or an agent that cannot run; every step after the daemon could not prepare one. A hold
 //! lasts `pause_secs`, doubling while the same scope fails again without a run going through
 //! in between (capped at `max_pause_secs`), or until a person's `resume`.
+//!
+//! A spending limit reached holds agent attempts back too; it is worked out from the journal
+//! each time (see `Engine::budget_stop`), and what is kept here is only which stop was
+//! journaled, so that `budget.reached` is written once for each.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::domain::budget::BudgetScope;
 use crate::domain::time::Timestamp;
 use crate::domain::unavailable::{PauseScope, Unavailable};
+
+/// A spending stop: its limit and when it ends (`None`: not before a person raises it).
+pub(super) type BudgetStopKey = (BudgetScope, Option<Timestamp>);
 
 /// One scope held back.
 #[derive(Clone, Debug)]
@@ -78,6 +86,8 @@ impl<K: std::hash::Hash + Eq> Backoff<K> {
 pub(super) struct Holds {
     active: BTreeMap<PauseScope, Hold>,
     pub(super) backoff: Backoff<PauseScope>,
+    /// The spending stop last journaled as reached.
+    budget_said: Option<BudgetStopKey>,
 }
 
 impl Holds {
@@ -143,6 +153,17 @@ impl Holds {
     pub(super) fn iter(&self) -> impl Iterator<Item = (PauseScope, &Hold)> {
         self.active.iter().map(|(s, h)| (*s, h))
     }
+
+    /// Whether `stop` still has to be journaled: it is not the one last journaled (a stop
+    /// that ended and came back, or a day's stop on the next day, is said again).
+    pub(super) fn budget_news(&self, stop: BudgetStopKey) -> bool {
+        self.budget_said != Some(stop)
+    }
+
+    /// `stop` is in the journal now.
+    pub(super) fn budget_journaled(&mut self, stop: BudgetStopKey) {
+        self.budget_said = Some(stop);
+    }
 }
 
 #[cfg(test)]
@@ -190,6 +211,20 @@ mod tests {
         assert!(holds.holds(PauseScope::Agent) && holds.holds(PauseScope::All));
         holds.expire(Instant::now() + Duration::from_secs(61));
         assert!(!holds.holds(PauseScope::All), "over once its time is up");
+    }
+
+    #[test]
+    fn a_spending_stop_is_news_once_until_another_stop_comes() {
+        let mut holds = Holds::default();
+        let today = crate::daemon::clock::now();
+        let daily = (BudgetScope::Daily, Some(today.after_secs(3600)));
+        assert!(holds.budget_news(daily));
+        assert!(holds.budget_news(daily), "news until it is journaled");
+        holds.budget_journaled(daily);
+        assert!(!holds.budget_news(daily));
+        let tomorrow = (BudgetScope::Daily, Some(today.after_secs(90_000)));
+        assert!(holds.budget_news(tomorrow), "the next day's stop");
+        assert!(holds.budget_news((BudgetScope::Total, None)));
     }
 
     #[test]

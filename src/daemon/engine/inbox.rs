@@ -4,7 +4,6 @@
 //! settled before the next one is read; a notice about a file already queued or being handled
 //! is looked at again after it.
 
-use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -20,33 +19,18 @@ use super::{Engine, Input};
 /// The metadata key recording which inbox file a bead came from (see [`inbox_identity`]).
 pub const INBOX_KEY: &str = "catalyst_inbox";
 
-/// The inbox files being handled.
-#[derive(Debug, Default)]
-pub(super) struct Inbox {
-    /// The file being read, recorded or settled.
-    current: Option<PathBuf>,
-    /// Files noticed, in order, each once.
-    queue: VecDeque<PathBuf>,
-}
-
 impl Engine {
     /// A file appeared in the inbox: it is queued, and read when its turn comes.
     pub(super) fn inbox_arrived(&mut self, path: PathBuf) {
-        if !self.inbox.queue.contains(&path) {
-            self.inbox.queue.push_back(path);
-        }
+        self.intake.noticed(path);
         self.next_inbox_file();
     }
 
     /// Reads the next queued file in a task, unless one is being handled.
     fn next_inbox_file(&mut self) {
-        if self.inbox.current.is_some() {
-            return;
-        }
-        let Some(path) = self.inbox.queue.pop_front() else {
+        let Some(path) = self.intake.next_file() else {
             return;
         };
-        self.inbox.current = Some(path.clone());
         let lost = path.clone();
         self.tasks.blocking(
             move || Input::InboxRead(Box::new(read(path))),
@@ -85,7 +69,7 @@ impl Engine {
                 // journal can be written.
                 tracing::warn!(file = %path.display(), "cannot record a bead file yet; it stays in the inbox");
                 self.storage.defer(Deferred::Input(Input::Inbox(path)));
-                self.inbox.current = None;
+                self.intake.let_go();
                 self.next_inbox_file();
             }
         }
@@ -136,9 +120,7 @@ impl Engine {
 
     /// A file is settled: the next one's turn.
     pub(super) fn inbox_settled(&mut self, InboxSettled(path): InboxSettled) {
-        if self.inbox.current.as_ref() == Some(&path) {
-            self.inbox.current = None;
-        }
+        self.intake.settled(&path);
         self.next_inbox_file();
     }
 

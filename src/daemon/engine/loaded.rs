@@ -157,9 +157,9 @@ fn from_config(paths: &Paths) -> Result<FromConfig, LoadError> {
     }
     let workflow_files = config
         .workflow_files()
-        .map_err(|message| ConfigError::Invalid {
+        .map_err(|e| ConfigError::Invalid {
             path: paths.config().display().to_string(),
-            message,
+            message: e.to_string(),
         })?
         .map(Arc::new);
     if workflow_files.is_none() {

@@ -64,14 +64,14 @@ struct MergeJob {
 impl Engine {
     /// Starts the merge task for the beads whose merge step waits for the daemon.
     pub(super) fn start_merges(&mut self) {
-        if !self.git.merging.is_empty() || self.git.retry.is_some() {
+        if !self.git.may_start() {
             return;
         }
         let state = self.store.state();
         let mut waiting: Vec<(u8, Timestamp, Candidate)> = self
             .active
             .iter()
-            .filter(|w| !self.busy(w))
+            .filter(|w| !self.dispatch.busy(w))
             .filter_map(|w| {
                 let step = state.steps(w.as_str()).find(|s| {
                     s.status == Status::InProgress
@@ -114,7 +114,8 @@ impl Engine {
             target: self.loaded.config.target_branch.clone(),
             workflow_files: self.loaded.workflow_files.clone(),
         };
-        self.git.merging = job.candidates.iter().map(|c| c.work.clone()).collect();
+        self.git
+            .started(job.candidates.iter().map(|c| c.work.clone()));
         self.hold_publication();
         self.tasks.blocking(
             move || Input::MergeDone(Box::new(run_merge(job))),
@@ -124,17 +125,17 @@ impl Engine {
 
     /// The merge task ended: decide from the state, then record.
     pub(super) fn merge_done(&mut self, report: MergeReport) -> Result<(), EngineError> {
-        self.git.merging.clear();
+        self.git.ended();
         let now = Now::read();
         let ran = match report {
             MergeReport::Ran(ran) => ran,
             MergeReport::NotStarted => {
-                self.git.retry = Some(now.mono + MARKER_RETRY);
+                self.git.retry_in(now.mono, MARKER_RETRY);
                 return Ok(());
             }
             MergeReport::Failed(e) => {
                 tracing::error!(error = %e, "the merge task failed; trying again later");
-                self.git.retry = Some(now.mono + MARKER_RETRY);
+                self.git.retry_in(now.mono, MARKER_RETRY);
                 return Ok(());
             }
         };
@@ -160,7 +161,7 @@ impl Engine {
                 Ok(())
             }
             MergeVerdict::Wait { conflict, retry } => {
-                self.git.retry = Some(now.mono + retry);
+                self.git.retry_in(now.mono, retry);
                 self.record(vec![conflict]).map(drop)
             }
         }

@@ -8,24 +8,28 @@
 //! engine never waits on I/O other than its own journal appends.
 
 mod beads;
+mod dispatch;
 mod error;
 mod finish;
 mod holds;
 mod inbox;
 mod input;
+mod intake;
 mod loaded;
 mod merge;
+mod merges;
 mod recovery;
 mod reports;
 mod requests;
 mod route;
 mod schedule;
+mod shutdown;
 mod storage;
 mod summary;
+mod tasks;
 mod tool_calls;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,7 +39,6 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::daemon::beads::writeback;
 use crate::daemon::store::Store;
 use crate::daemon::worktree::Repo;
 use crate::daemon::Paths;
@@ -45,164 +48,20 @@ use crate::domain::time::Timestamp;
 use crate::protocol::{Answer, EngineRequest, Reloaded, RpcError};
 
 pub use crate::daemon::runner::StepDone;
+use dispatch::{Dispatch, Pause, Running};
 pub use error::{EngineError, LoadError};
 pub use input::{EngineHandle, Input};
+use intake::Intake;
 pub use loaded::Loaded;
+use merges::Merges;
 pub use reports::{MergeFailure, MergeRan, MergeReport};
 pub(crate) use requests::blocked_reason;
+use shutdown::Shutdown;
 pub use summary::Summary;
-
-/// A step attempt that is running. A bead runs one step at a time in its worktree, or several
-/// at once, each in a worktree of its own (see [`Engine::dispatch_ready_steps`]).
-#[derive(Debug)]
-struct Running {
-    work: BeadId,
-    step: BeadId,
-    /// Whether it runs in a worktree of its own beside the bead's (`side`), not in the bead's.
-    side: bool,
-    attempt: u32,
-    /// The model, for agent steps (gates count against no model).
-    model: Option<String>,
-    started: Instant,
-    cancel: CancellationToken,
-    /// Whether the `Stop` hook has sent this attempt's agent back once already.
-    stop_blocked: bool,
-    /// Sent to the workers on other machines (`[cluster]`).
-    remote: bool,
-    /// The worker on another machine running it, once one took it (`[cluster]`).
-    worker: Option<String>,
-    /// For an agent attempt of this daemon's: set once its agent has an agent slot (it may
-    /// have been dispatched ahead of its turn and wait for one).
-    in_slot: Option<Arc<AtomicBool>>,
-}
-
-/// A model that reported a usage limit (or a person paused).
-#[derive(Debug, Clone)]
-struct Pause {
-    until: Instant,
-    /// `None` when a person paused it.
-    until_wall: Option<crate::domain::time::Timestamp>,
-    reason: String,
-}
-
-/// The tasks the engine starts, and how they reach it.
-#[derive(Debug)]
-struct Tasks {
-    tx: mpsc::Sender<Input>,
-    tracker: TaskTracker,
-    /// Cancels running agents: fired at the end of the shutdown grace period.
-    agents: CancellationToken,
-    /// Write-backs to beads, started with the first one.
-    writeback: Option<mpsc::UnboundedSender<writeback::Job>>,
-    /// While the engine handles a batch of inputs whose events share one fsync: the effects
-    /// of those events (tasks, answers, write-backs), started once the fsync is done.
-    held: Option<Effects>,
-}
-
-/// Effects held until the events they follow from are durable.
-#[derive(Default)]
-struct Effects(Vec<Box<dyn FnOnce() + Send>>);
-
-impl std::fmt::Debug for Effects {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} effects held", self.0.len())
-    }
-}
+use tasks::Tasks;
 
 /// The most inputs handled before their events are synced together.
 const MAX_BATCH: usize = 64;
-
-impl Tasks {
-    /// Runs `effect` once what was recorded before it is durable: at once, or at the end of
-    /// the batch being handled.
-    fn after_sync(&mut self, effect: impl FnOnce() + Send + 'static) {
-        match &mut self.held {
-            Some(held) => held.0.push(Box::new(effect)),
-            None => effect(),
-        }
-    }
-
-    /// Runs `work` on a blocking thread, which sends what it returns to the engine itself (no
-    /// task on the runtime waits for it: one hand-off fewer). A task whose engine is gone has
-    /// no one to tell: the daemon is stopping, and the next start looks again at whatever the
-    /// task left. `panicked` says what to report when `work` panics, from the panic's message.
-    fn blocking<F, P>(&mut self, work: F, panicked: P)
-    where
-        F: FnOnce() -> Input + Send + 'static,
-        P: FnOnce(String) -> Input + Send + 'static,
-    {
-        let (tx, tracker) = (self.tx.clone(), self.tracker.clone());
-        self.after_sync(move || {
-            // Counted by the tracker, which the daemon's stop waits on, until it is dropped.
-            let running = tracker.token();
-            tokio::task::spawn_blocking(move || {
-                let input = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
-                    .unwrap_or_else(|payload| panicked(panic_message(payload.as_ref())));
-                let _ = tx.blocking_send(input);
-                drop(running);
-            });
-        });
-    }
-}
-
-impl Tasks {
-    /// Runs an attempt in a task of its own and sends its end to the engine. An attempt whose
-    /// task panics ends as a failure with the panic's message (from `failed`), so its slot is
-    /// freed and the step is retried like any failure, never left running for good.
-    fn attempt<F>(&mut self, run: F, failed: impl FnOnce(String) -> StepDone + Send + 'static)
-    where
-        F: std::future::Future<Output = StepDone> + Send + 'static,
-    {
-        let (tx, tracker) = (self.tx.clone(), self.tracker.clone());
-        self.after_sync(move || {
-            tracker.spawn(async move {
-                let done = caught(run, failed).await;
-                // The engine is gone only when the daemon is stopping; the journal then says
-                // the step was running, and the next start re-runs it.
-                let _ = tx.send(Input::StepDone(Box::new(done))).await;
-            });
-        });
-    }
-}
-
-/// `run`'s end, or `failed(<why>)` when it panicked. It runs in the caller's task: a second
-/// task to catch the panic would cost a hand-off per attempt.
-async fn caught<F>(run: F, failed: impl FnOnce(String) -> StepDone) -> StepDone
-where
-    F: std::future::Future<Output = StepDone> + Send + 'static,
-{
-    use futures::FutureExt;
-    match std::panic::AssertUnwindSafe(run).catch_unwind().await {
-        Ok(done) => done,
-        Err(payload) => {
-            let why = panic_message(payload.as_ref());
-            tracing::error!(error = %why, "an attempt's task panicked; the attempt has failed");
-            failed(format!(
-                "the daemon's task for this attempt panicked: {why}"
-            ))
-        }
-    }
-}
-
-/// What a panic said (its payload, when it is a message).
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".into())
-}
-
-/// The daemon's own git work: merges into the target and worktree removals.
-#[derive(Debug, Default)]
-struct GitWork {
-    /// Beads among which the merge in flight picked one (merges run one at a time).
-    merging: HashSet<BeadId>,
-    removing: HashSet<BeadId>,
-    /// When to try merging again after a dirty target, a held lock or a merge that could not
-    /// start.
-    retry: Option<Instant>,
-}
 
 /// The current time, read once per decision and passed in: the wall clock for what is
 /// recorded, the monotonic one for the engine's timers.
@@ -229,42 +88,23 @@ pub struct Engine {
     seq: watch::Sender<u64>,
     tasks: Tasks,
     storage: storage::Storage,
-    git: GitWork,
-    inbox: inbox::Inbox,
-    /// By step.
-    running: HashMap<BeadId, Running>,
+    /// The daemon's own git work: merges into the target and worktree removals.
+    git: Merges,
+    /// Inbox files in turn, inputs held during recovery, the numbering of new ids.
+    intake: Intake,
+    /// The attempts running and what holds new ones back for a model or a person.
+    dispatch: Dispatch,
     /// Work beads whose molecule is in progress (poured, not closed or blocked).
     active: HashSet<BeadId>,
     /// Pending `cancel` requests: the bead is closed once its agent has stopped.
     cancelling: HashMap<BeadId, Option<String>>,
-    paused: bool,
-    paused_models: HashMap<String, Pause>,
-    /// The pause length last used per model, kept after the pause ends so that a model that
-    /// hits its limit again soon after waits twice as long; forgotten after a run of the model
-    /// that did not hit it.
-    model_backoff: holds::Backoff<String>,
-    /// Dispatching held back by failures no retry fixes (a refused key, an unreachable API).
+    /// Dispatching held back by failures no retry fixes (a refused key, an unreachable API),
+    /// and which spending stop was journaled.
     holds: holds::Holds,
-    /// Inputs that arrived while start-up recovery ran, handled once it is done.
-    recovering: Option<Vec<Input>>,
-    /// The earliest `not_before` of a ready step that dispatch passed over (see
-    /// `Engine::next_retry`); found again by each dispatch pass.
-    retry_wake: Option<crate::domain::time::Timestamp>,
     /// The last reload that refused files, until a reload takes every file.
     refused_reload: Option<crate::protocol::RefusedReload>,
-    /// The spending limit last journaled as reached (`budget.reached` once for each stop).
-    budget_said: Option<(
-        crate::domain::budget::BudgetScope,
-        Option<crate::domain::time::Timestamp>,
-    )>,
-    stopping: bool,
-    /// When the shutdown grace period ends.
-    stop_deadline: Option<Instant>,
-    /// The next number for generated ids (0: not yet computed from the store).
-    next_number: u64,
-    /// Beads that had a branch when the daemon started, whoever made it: a new bead's id is
-    /// none of them, so a store started over never numbers a bead onto an earlier one's branch.
-    branch_beads: HashSet<BeadId>,
+    /// The stop signal and its grace period.
+    shutdown: Shutdown,
     /// When this daemon started: state files older than this were left by an earlier one.
     started: std::time::SystemTime,
     /// Where agent attempts run when `[cluster]` is on: workers on other machines.
@@ -281,16 +121,6 @@ impl Engine {
     /// merges stay here.
     pub fn set_remote(&mut self, remote: std::sync::Arc<dyn crate::daemon::runner::Remote>) {
         self.remote = Some(remote);
-    }
-
-    /// The attempts running for `work`.
-    fn running_of<'a>(&'a self, work: &'a BeadId) -> impl Iterator<Item = &'a Running> + 'a {
-        self.running.values().filter(move |r| &r.work == work)
-    }
-
-    /// Whether anything runs for `work`.
-    fn busy(&self, work: &BeadId) -> bool {
-        self.running_of(work).next().is_some()
     }
 
     /// Builds the engine over an opened store. Returns the engine and the channel end it reads.
@@ -333,22 +163,13 @@ impl Engine {
             },
             storage: Default::default(),
             git: Default::default(),
-            inbox: Default::default(),
-            running: HashMap::new(),
+            intake: Intake::default(),
+            dispatch: Dispatch::default(),
             active: HashSet::new(),
             cancelling: HashMap::new(),
-            paused: false,
-            paused_models: HashMap::new(),
             holds: holds::Holds::default(),
-            model_backoff: holds::Backoff::default(),
-            recovering: None,
-            stopping: false,
             refused_reload: None,
-            retry_wake: None,
-            budget_said: None,
-            stop_deadline: None,
-            next_number: 0,
-            branch_beads: HashSet::new(),
+            shutdown: Shutdown::default(),
             started: std::time::SystemTime::now(),
             remote: None,
             slots,
@@ -378,7 +199,7 @@ impl Engine {
             }
         }
         match self.repo.branch_beads() {
-            Ok(beads) => self.branch_beads = beads.into_iter().collect(),
+            Ok(beads) => self.intake.branch_beads = beads.into_iter().collect(),
             Err(e) => tracing::warn!(error = %e, "cannot list the bead branches"),
         }
         self.recover();
@@ -389,7 +210,7 @@ impl Engine {
             // are decided, synced once, and only then does anything follow from them.
             self.begin_batch();
             tokio::select! {
-                () = stop.cancelled(), if !self.stopping => self.begin_stop(),
+                () = stop.cancelled(), if !self.shutdown.stopping => self.begin_stop(),
                 input = rx.recv() => match input {
                     Some(input) => self.handle(input),
                     None => {
@@ -405,11 +226,11 @@ impl Engine {
                     Err(_) => break,
                 }
             }
-            if !self.stopping {
+            if !self.shutdown.stopping {
                 self.schedule();
             }
             self.end_batch();
-            if self.stopping && self.running.is_empty() && self.git.merging.is_empty() {
+            if self.shutdown.stopping && self.dispatch.running.is_empty() && self.git.idle() {
                 break;
             }
         }
@@ -427,17 +248,14 @@ impl Engine {
     /// second time) and records it then. A followed beads file is read again when it changes,
     /// and a write-back is done again after a restart when its record is missing.
     fn handle(&mut self, input: Input) {
-        if let Some(held) = &mut self.recovering {
-            if !matches!(input, Input::Recovered(_) | Input::Probed { .. }) {
-                held.push(input);
-                return;
-            }
-        }
+        let Some(input) = self.intake.hold(input) else {
+            return;
+        };
         match input {
             Input::Request {
                 method: EngineRequest::Reload,
                 reply,
-            } if !self.stopping => self.start_reload(Some(reply)),
+            } if !self.shutdown.stopping => self.start_reload(Some(reply)),
             Input::Request { method, reply } => {
                 self.answers_client();
                 let answer = self.request(method);
@@ -501,7 +319,7 @@ impl Engine {
         work: &BeadId,
         result: Result<(), crate::daemon::runner::GitTaskError>,
     ) -> Result<(), EngineError> {
-        self.git.removing.remove(work);
+        self.git.removal_ended(work);
         match result {
             Ok(()) if self.store.state().contains(work.as_str()) => {
                 // Nothing follows from it, and the start-up sweep finds a worktree whose
@@ -580,11 +398,10 @@ impl Engine {
     }
 
     fn begin_stop(&mut self) {
-        self.stopping = true;
         let grace = Duration::from_secs(self.loaded.config.shutdown_grace_secs);
-        self.stop_deadline = Some(Instant::now() + grace);
+        self.shutdown.begin(grace, Instant::now());
         tracing::info!(
-            running = self.running.len(),
+            running = self.dispatch.running.len(),
             grace_secs = grace.as_secs(),
             "stopping: no new steps; running agents may finish within the grace period"
         );
@@ -592,11 +409,10 @@ impl Engine {
 
     /// The earliest timer the engine needs.
     fn next_wake(&self) -> Option<Instant> {
-        let pauses = self.paused_models.values().map(|p| p.until);
         let defer = self.next_defer();
         [
-            self.git.retry,
-            self.stop_deadline,
+            self.git.retry_at(),
+            self.shutdown.deadline(),
             defer,
             self.next_retry(),
             self.budget_stop().and_then(|stop| stop.until).map(|until| {
@@ -607,24 +423,21 @@ impl Engine {
             self.storage.wake(),
             self.storage.deadline(),
             self.holds.earliest(),
+            self.dispatch.earliest_pause(),
         ]
         .into_iter()
         .flatten()
-        .chain(pauses)
         .min()
     }
 
     fn on_timer(&mut self) {
         let now = Instant::now();
-        self.paused_models.retain(|_, p| p.until > now);
+        self.dispatch.expire(now);
         self.holds.expire(now);
-        if self.git.retry.is_some_and(|t| t <= now) {
-            self.git.retry = None;
-        }
-        if self.stop_deadline.is_some_and(|t| t <= now) {
-            self.stop_deadline = None;
+        self.git.expire(now);
+        if self.shutdown.grace_over(now) {
             tracing::info!(
-                running = self.running.len(),
+                running = self.dispatch.running.len(),
                 "grace period over: stopping agents"
             );
             self.tasks.agents.cancel();
@@ -639,87 +452,5 @@ async fn sleep_until(when: Option<Instant>) {
     match when {
         Some(t) => tokio::time::sleep_until(t).await,
         None => std::future::pending().await,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::domain::model::Role;
-    use crate::domain::router::Outcome;
-
-    #[tokio::test]
-    async fn a_blocking_task_tells_the_engine_itself_its_panic_too_and_is_waited_for() {
-        let (tx, mut rx) = mpsc::channel(4);
-        let mut tasks = Tasks {
-            tx,
-            tracker: TaskTracker::new(),
-            agents: CancellationToken::new(),
-            writeback: None,
-            held: None,
-        };
-        let work = BeadId::new("cat-1").expect("id");
-        let removed = |work: BeadId, result| Input::Removed { work, result };
-        let (w1, w2) = (work.clone(), work.clone());
-        tasks.blocking(
-            move || removed(w1, Ok(())),
-            move |_| unreachable!("it did not panic"),
-        );
-        let w3 = work.clone();
-        let (go, wait) = std::sync::mpsc::channel::<()>();
-        tasks.blocking(
-            move || {
-                let _ = wait.recv();
-                panic!("a bug in the task")
-            },
-            move |why| removed(w3, Err(crate::daemon::runner::GitTaskError::Panicked(why))),
-        );
-        let within = std::time::Duration::from_secs(10);
-        match tokio::time::timeout(within, rx.recv()).await {
-            Ok(Some(Input::Removed {
-                work,
-                result: Ok(()),
-            })) => assert_eq!(work, w2),
-            other => panic!("{other:?}"),
-        }
-        tasks.tracker.close();
-        let mut stopped = std::pin::pin!(tasks.tracker.wait());
-        assert!(
-            futures::poll!(&mut stopped).is_pending(),
-            "the daemon's stop waits for the task still running"
-        );
-        go.send(()).expect("the task waits");
-        match tokio::time::timeout(within, rx.recv()).await {
-            Ok(Some(Input::Removed { result: Err(e), .. })) => {
-                assert_eq!(e.to_string(), "git task panicked: a bug in the task")
-            }
-            other => panic!("{other:?}"),
-        }
-        tokio::time::timeout(within, stopped)
-            .await
-            .expect("the tracker is done once the task ended");
-    }
-
-    #[tokio::test]
-    async fn an_attempt_whose_task_panics_ends_as_a_failure_saying_why() {
-        let work = BeadId::new("cat-1").expect("id");
-        let step = BeadId::new("cat-1.gate").expect("id");
-        let failed = |why: String| StepDone::failed(&work, &step, Role::Gate, 1, why);
-        let boom = async {
-            let deadline = std::time::Instant::now();
-            let _ = deadline + std::time::Duration::from_secs(u64::MAX);
-            unreachable!("adding an unbounded duration panics first")
-        };
-        let done = caught(boom, failed).await;
-        match &done.outcome {
-            Some(Outcome::Failed { reason }) => assert!(
-                reason.starts_with("the daemon's task for this attempt panicked: overflow"),
-                "{reason}"
-            ),
-            other => panic!("{other:?}"),
-        }
-        let fine = StepDone::failed(&work, &step, Role::Gate, 2, "no".into());
-        let done = caught(async move { fine }, failed).await;
-        assert_eq!(done.attempt, 2, "a task that ends is its own end");
     }
 }

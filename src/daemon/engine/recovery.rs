@@ -82,7 +82,7 @@ impl Engine {
             running,
             closed,
         };
-        self.recovering = Some(Vec::new());
+        self.intake.begin_recovery();
         self.tasks.blocking(
             move || Input::Recovered(Box::new(look(job))),
             |e| {
@@ -103,7 +103,7 @@ impl Engine {
         } else {
             self.start_removals(&recovered.sweep);
         }
-        for input in self.recovering.take().unwrap_or_default() {
+        for input in self.intake.recovered() {
             self.handle(input);
         }
     }

@@ -346,7 +346,7 @@ impl Engine {
             }
             _ => {
                 let model = self.model_for(meta);
-                let secs = self.model_backoff.next(&model, first, max);
+                let secs = self.dispatch.model_pause_secs(&model, first, max);
                 PauseOrder::Model {
                     model,
                     reason: reason.to_owned(),

@@ -30,7 +30,10 @@ impl Engine {
     /// Starts whatever can start now. Nothing starts while the journal cannot be written:
     /// the storage retry timer resumes scheduling once it can.
     pub(super) fn schedule(&mut self) {
-        if self.paused || self.stopping || self.storage.error.is_some() || self.recovering.is_some()
+        if self.dispatch.paused
+            || self.shutdown.stopping
+            || self.storage.error.is_some()
+            || self.intake.recovering()
         {
             return;
         }
@@ -39,10 +42,6 @@ impl Engine {
             self.dispatch_active();
         }
         self.pour_ready();
-    }
-
-    fn agents_running(&self) -> usize {
-        self.running.values().filter(|r| r.model.is_some()).count()
     }
 
     /// How many agent steps may be dispatched at once: `max_agents`, and up to
@@ -60,22 +59,16 @@ impl Engine {
     }
 
     fn agent_slot_free(&self) -> bool {
-        self.agents_running() < self.agent_limit()
+        self.dispatch.agents_running() < self.agent_limit()
     }
 
     /// Whether one more agent of `model` may start now.
     fn model_free(&self, model: &str) -> bool {
-        if self.paused_models.contains_key(model) || self.holds.holds(PauseScope::Agent) {
+        if self.dispatch.model_paused(model) || self.holds.holds(PauseScope::Agent) {
             return false;
         }
         match self.loaded.config.model_limit(model) {
-            Some(limit) => {
-                self.running
-                    .values()
-                    .filter(|r| r.model.as_deref() == Some(model))
-                    .count()
-                    < limit
-            }
+            Some(limit) => self.dispatch.running_with(model) < limit,
             None => true,
         }
     }
@@ -91,13 +84,13 @@ impl Engine {
 
     fn dispatch_active(&mut self) {
         // Found again by this pass, as it looks at the ready steps anyway.
-        self.retry_wake = None;
+        self.dispatch.pass_begins();
         let state = self.store.state();
         let mut order: Vec<(u8, Timestamp, BeadId)> = self
             .active
             .iter()
-            .filter(|w| !self.git.merging.contains(*w))
-            .filter(|w| self.running_of(w).all(|r| r.side))
+            .filter(|w| !self.git.merging(w))
+            .filter(|w| self.dispatch.running_of(w).all(|r| r.side))
             .filter_map(|w| state.get(w.as_str()))
             .filter(|b| b.status == Status::InProgress)
             .map(|b| (b.priority, b.created_at, b.id.clone()))
@@ -121,13 +114,13 @@ impl Engine {
         let now = crate::daemon::clock::now();
         let mut ready: Vec<Bead> = Vec::new();
         for step in self.store.state().ready_steps(work.as_str()) {
-            if self.running.contains_key(&step.id) {
+            if self.dispatch.running.contains_key(&step.id) {
                 continue;
             }
             match step.step_meta().and_then(|m| m.not_before) {
                 // Backing off after a failed attempt: the engine's timer wakes for it.
                 Some(at) if at > now => {
-                    self.retry_wake = Some(self.retry_wake.map_or(at, |w| w.min(at)));
+                    self.dispatch.passed_over(at);
                 }
                 _ => ready.push(step.clone()),
             }
@@ -136,7 +129,7 @@ impl Engine {
             s.step_meta()
                 .is_some_and(|m| m.role.is_agent() && m.role != Role::Merge)
         };
-        let side = self.busy(work) || ready.iter().filter(|s| beside(s)).count() > 1;
+        let side = self.dispatch.busy(work) || ready.iter().filter(|s| beside(s)).count() > 1;
         if !side {
             return ready
                 .first()
@@ -251,7 +244,7 @@ impl Engine {
         let cancel = self.tasks.agents.child_token();
         // A merge agent resolves conflicts where the merge happens: here.
         let remote = self.remote.clone().filter(|_| meta.role != Role::Merge);
-        self.running.insert(
+        self.dispatch.running.insert(
             step.id.clone(),
             Running {
                 work: work.clone(),
@@ -295,7 +288,12 @@ impl Engine {
     /// A worker took the attempt `attempt` of `step`: recorded, and shown in `status`, if
     /// that attempt still runs.
     pub(super) fn step_started(&mut self, step: &BeadId, attempt: u32, worker: String) {
-        let Some(running) = self.running.get_mut(step).filter(|r| r.attempt == attempt) else {
+        let Some(running) = self
+            .dispatch
+            .running
+            .get_mut(step)
+            .filter(|r| r.attempt == attempt)
+        else {
             return;
         };
         running.worker = Some(worker.clone());
@@ -355,7 +353,7 @@ impl Engine {
             reset_to: meta.reset_to.clone(),
         };
         let cancel = self.tasks.agents.child_token();
-        self.running.insert(
+        self.dispatch.running.insert(
             step.id.clone(),
             Running {
                 work: work.clone(),
@@ -381,7 +379,9 @@ impl Engine {
 
     /// Pours ready work beads while there is room for their first step.
     fn pour_ready(&mut self) {
-        let free = self.agent_limit().saturating_sub(self.agents_running());
+        let free = self
+            .agent_limit()
+            .saturating_sub(self.dispatch.agents_running());
         if free == 0 {
             return;
         }
@@ -392,7 +392,7 @@ impl Engine {
             .store
             .state()
             .ready(now)
-            .filter(|b| !self.busy(&b.id))
+            .filter(|b| !self.dispatch.busy(&b.id))
             .filter_map(|b| Some((b.clone(), self.formula_name(b)?)))
             .take(free)
             .collect();
@@ -442,6 +442,7 @@ impl Engine {
                 self.loaded
                     .formulas
                     .with_aspects(formula, &aspects)
+                    .map_err(|e| e.to_string())
                     .and_then(|f| {
                         f.check_command_vars(&vars, vars_by_person(bead))
                             .and_then(|()| {
@@ -475,7 +476,7 @@ impl Engine {
 
     /// Removes a closed bead's worktree and branch in the background.
     pub(super) fn start_removal(&mut self, work: &BeadId) {
-        if !self.git.removing.insert(work.clone()) {
+        if !self.git.removal_starts(work) {
             return;
         }
         let repo = self.repo.clone();
@@ -496,8 +497,7 @@ impl Engine {
     /// instant for the engine's timer.
     pub(super) fn next_retry(&self) -> Option<Instant> {
         let now = crate::daemon::clock::now();
-        // One already due waits for the next dispatch pass, not for a timer.
-        let at = self.retry_wake.filter(|at| *at > now)?;
+        let at = self.dispatch.next_retry(now)?;
         let wait = (at.to_utc() - now.to_utc()).to_std().unwrap_or_default();
         Some(Instant::now() + wait)
     }

@@ -488,10 +488,7 @@ mod tests {
         f.engine.begin_batch();
         f.engine.schedule();
         f.engine.end_batch();
-        assert!(
-            !f.engine.git.merging.is_empty(),
-            "the daemon's merge started"
-        );
+        assert!(!f.engine.git.idle(), "the daemon's merge started");
         assert!(
             f.engine.store.state().seq() > f.seq,
             "its events are recorded"
@@ -543,10 +540,7 @@ mod tests {
             reply,
         });
         f.engine.end_batch();
-        assert!(
-            !f.engine.git.merging.is_empty(),
-            "the daemon's merge started"
-        );
+        assert!(!f.engine.git.idle(), "the daemon's merge started");
         assert!(answer.try_recv().is_ok(), "the client got its answer");
         assert_eq!(
             published(&f.engine),

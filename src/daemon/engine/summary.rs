@@ -67,13 +67,13 @@ impl Engine {
             .filter(|s| s.step_meta().and_then(|m| m.phase) == Some(Phase::WaitingApproval))
             .count();
         Summary {
-            running: self.running.len(),
+            running: self.dispatch.running.len(),
             ready: state.ready(crate::daemon::clock::now()).count(),
             in_progress: self.active.len(),
             blocked,
             waiting_approval,
-            paused: self.paused,
-            stopping: self.stopping,
+            paused: self.dispatch.paused,
+            stopping: self.shutdown.stopping,
             storage_error: self.storage.error.is_some(),
         }
     }

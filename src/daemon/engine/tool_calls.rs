@@ -47,7 +47,7 @@ impl Engine {
     /// The worktree `step`'s agent works in: its own when it runs beside others of its bead,
     /// else its bead's.
     fn worktree_of(&self, step: &Bead, meta: &StepMeta) -> std::path::PathBuf {
-        match self.running.get(&step.id) {
+        match self.dispatch.running.get(&step.id) {
             Some(r) if r.side => self.repo.worktree_path(&step.id),
             _ => self.repo.worktree_path(&meta.bead),
         }
@@ -56,7 +56,7 @@ impl Engine {
     /// Whether `step` is the step running for its bead now: hooks of an agent that outlived
     /// its attempt (a stopped run's straggler) get no permissions.
     fn is_running(&self, step: &Bead) -> bool {
-        self.running.contains_key(&step.id)
+        self.dispatch.running.contains_key(&step.id)
     }
 
     fn hook_tool(&mut self, step: &Bead, meta: &StepMeta, payload: &Value) -> Handled<HookAnswer> {
@@ -128,7 +128,11 @@ impl Engine {
             return Ok(allow);
         }
         // Once per attempt, and only for the attempt running now.
-        let blocked_before = self.running.get(&step.id).is_none_or(|r| r.stop_blocked);
+        let blocked_before = self
+            .dispatch
+            .running
+            .get(&step.id)
+            .is_none_or(|r| r.stop_blocked);
         // Without the message there is nothing to judge; the daemon reads the result anyway.
         let Some(message) = payload["last_assistant_message"].as_str() else {
             return Ok(allow);
@@ -150,7 +154,7 @@ impl Engine {
             reason: Some(format!("no valid result block: {malformed}")),
             target: None,
         }])?;
-        if let Some(running) = self.running.get_mut(&step.id) {
+        if let Some(running) = self.dispatch.running.get_mut(&step.id) {
             running.stop_blocked = true;
         }
         Ok(HookAnswer {
@@ -173,6 +177,7 @@ impl Engine {
     fn attempt_policy(&self, step: &Bead, meta: &StepMeta) -> AttemptPolicy {
         let config = &self.loaded.config;
         let attempt = self
+            .dispatch
             .running
             .get(&step.id)
             .map_or(meta.attempts, |r| r.attempt);

@@ -20,11 +20,13 @@ use crate::domain::agent::unavailable;
 use crate::domain::context::Change;
 use crate::domain::id::BeadId;
 use crate::domain::model::Role;
+use crate::domain::prompt::PromptError;
 use crate::domain::result::{ResultStatus, StepResult};
 use crate::domain::router::{answer_sum, Outcome};
 use crate::domain::unavailable::Unavailable;
 use crate::protocol::HookParams;
 
+use super::error::MergeBackError;
 use super::job::fill_final_messages;
 use super::{
     git, write_json, GitTaskError, Preparation, StepDone, StepJob, BASE_FILE, REPORT_FILE,
@@ -67,7 +69,7 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
         // The step, its context file and its tool policy close the prompt, for every agent
         // (a `SessionStart` hook would cost a process per attempt, and Codex runs no hooks).
         Ok(prompt) => format!("{}\n\n{}\n", prompt.trim_end(), job.policy.session_text()),
-        Err(reason) => return failed(&job, reason),
+        Err(reason) => return failed(&job, reason.to_string()),
     };
     let base = match prepared {
         Ok(base) => base,
@@ -143,7 +145,10 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
     done.answer = answer;
     let (outcome, commit) = match commit {
         Some(_) if job.beside() => merge_back(&job).await.map_or_else(
-            |reason| (Outcome::Failed { reason }, None),
+            |e| {
+                let reason = e.to_string();
+                (Outcome::Failed { reason }, None)
+            },
             |merged| (outcome, Some(merged)),
         ),
         _ => (outcome, commit),
@@ -160,7 +165,7 @@ async fn run_in_worktree(mut job: StepJob, cancel: CancellationToken, ask: Ask) 
 /// The error: the task panicked.
 async fn prepare_with_prompt(
     job: &StepJob,
-) -> Result<(Result<String, String>, Result<CommitId, GitError>), tokio::task::JoinError> {
+) -> Result<(Result<String, PromptError>, Result<CommitId, GitError>), tokio::task::JoinError> {
     let prompt = job.prompt.clone();
     let preparation = Preparation::of(job);
     tokio::task::spawn_blocking(move || (prompt.render_now(), preparation.run())).await
@@ -190,7 +195,7 @@ pub(super) fn write_result(job: &StepJob, done: &StepDone) {
 /// when it needs nobody; returns the merge commit. When the work conflicts with what steps
 /// beside it merged first, nothing is merged and the attempt fails, naming the files: its next
 /// attempt starts from the bead's branch, with their work in it.
-pub(super) async fn merge_back(job: &StepJob) -> Result<CommitId, String> {
+pub(super) async fn merge_back(job: &StepJob) -> Result<CommitId, MergeBackError> {
     let (repo, work, side) = (
         job.repo.clone(),
         job.work.clone(),
@@ -198,11 +203,8 @@ pub(super) async fn merge_back(job: &StepJob) -> Result<CommitId, String> {
     );
     match git(move || repo.merge_target_into_branch(&work, &side)).await {
         Ok(BranchMerge::Merged(commit)) => Ok(commit),
-        Ok(BranchMerge::Conflict { files }) => Err(format!(
-            "its work conflicts with work of steps that ran beside it, in {}; it runs again on top of theirs",
-            files.join(", ")
-        )),
-        Err(e) => Err(format!("cannot merge its work into the bead's branch: {e}")),
+        Ok(BranchMerge::Conflict { files }) => Err(MergeBackError::Conflict { files }),
+        Err(e) => Err(MergeBackError::Git(e)),
     }
 }
 

@@ -22,7 +22,7 @@ use crate::domain::model::{Bead, Role, Status, StepMeta};
 use crate::domain::prompt::{PromptError, PromptSet, PromptVars};
 use crate::domain::state::State;
 
-use super::{JobError, RESULT_FILE, SETTINGS_FILE};
+use super::{JobError, RenderError, RESULT_FILE, SETTINGS_FILE};
 use crate::domain::agent::conversation::Conversation;
 
 /// What a job is built from: the state as of its dispatch and the daemon's settings.
@@ -232,20 +232,20 @@ impl PendingPrompt {
     /// Renders the prompt on the calling thread, which may block: a render is bounded (see
     /// [`crate::domain::prompt::FUEL`]) but may still take some milliseconds, so call it on a
     /// blocking thread. The usual prompt takes tens of microseconds.
-    pub fn render_now(&self) -> Result<String, String> {
+    pub fn render_now(&self) -> Result<String, PromptError> {
         match self {
             PendingPrompt::Rendered(text) => Ok(text.clone()),
             PendingPrompt::Template {
                 prompts,
                 template,
                 vars,
-            } => prompts.render(template, vars).map_err(|e| e.to_string()),
+            } => prompts.render(template, vars),
         }
     }
 
     /// The prompt rendered with [`Marker`]s for the paths of the machine that runs it (see
     /// [`crate::domain::cluster`]).
-    pub async fn render_marked(&self) -> Result<String, String> {
+    pub async fn render_marked(&self) -> Result<String, RenderError> {
         let marked = match self {
             PendingPrompt::Rendered(text) => return Ok(text.clone()),
             PendingPrompt::Template {
@@ -265,9 +265,7 @@ impl PendingPrompt {
                 }
             }
         };
-        tokio::task::spawn_blocking(move || marked.render_now())
-            .await
-            .map_err(|e| format!("the prompt's render failed: {e}"))?
+        Ok(tokio::task::spawn_blocking(move || marked.render_now()).await??)
     }
 }
 

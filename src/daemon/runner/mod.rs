@@ -28,7 +28,7 @@ use crate::domain::router::Outcome;
 use crate::domain::unavailable::Unavailable;
 
 pub use agent_step::run_agent_step;
-pub use error::{GitTaskError, JobError};
+pub use error::{GitTaskError, HandOutError, JobError, RenderError};
 pub use gate::{run_gate_step, GateJob};
 pub use job::{gate_sandbox_template, sandbox_template, JobSources, StepJob};
 pub use order::{job_from_order, WorkerSources};

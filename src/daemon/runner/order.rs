@@ -27,7 +27,7 @@ pub async fn order_of(
     model: &str,
     base: (&CommitId, &str),
     lease: Duration,
-) -> Result<AttemptOrder, String> {
+) -> Result<AttemptOrder, super::RenderError> {
     let (base, base_ref) = base;
     let prompt = job.prompt.render_marked().await?;
     let mut context = job.context.clone();

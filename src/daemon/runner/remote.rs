@@ -20,7 +20,7 @@ use crate::domain::unavailable::Unavailable;
 
 use super::agent_step::{merge_back, unprepared, write_inputs, write_result};
 use super::order::order_of;
-use super::{git, write_json, Preparation, StepDone, StepJob, REPORT_FILE};
+use super::{git, write_json, HandOutError, Preparation, StepDone, StepJob, REPORT_FILE};
 
 /// The daemon's way to its workers (the cluster's bus implements it).
 pub trait Remote: Send + Sync {
@@ -32,7 +32,7 @@ pub trait Remote: Send + Sync {
     fn send(
         &self,
         order: AttemptOrder,
-    ) -> Pin<Box<dyn Future<Output = Result<Pending, String>> + Send + '_>>;
+    ) -> Pin<Box<dyn Future<Output = Result<Pending, HandOutError>> + Send + '_>>;
     /// Tells whoever runs `dispatch` to stop, and stops waiting for its end.
     fn cancel(&self, dispatch: &str);
     /// Whether the order of `dispatch` has left the queue: some worker took it (false when
@@ -119,7 +119,7 @@ async fn run_remote(
     let lease = remote.lease();
     let order = match order_of(&job, dispatch.clone(), &model, (&base, &reference), lease).await {
         Ok(order) => order,
-        Err(reason) => return unprepared(&job, reason),
+        Err(reason) => return unprepared(&job, reason.to_string()),
     };
     let Pending { end, mut leases } = match remote.send(order).await {
         Ok(pending) => pending,
@@ -213,8 +213,10 @@ async fn run_remote(
     if side && commit.is_some() {
         match merge_back(&job).await {
             Ok(merged) => commit = Some(merged),
-            Err(reason) => {
-                outcome = Outcome::Failed { reason };
+            Err(e) => {
+                outcome = Outcome::Failed {
+                    reason: e.to_string(),
+                };
                 commit = None;
             }
         }

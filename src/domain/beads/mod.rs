@@ -57,21 +57,33 @@ impl Default for BeadsConfig {
 
 impl BeadsConfig {
     /// Refuses what cannot work, at load time rather than when a bead closes.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), BeadsConfigError> {
         if self.label.trim().is_empty() {
-            return Err("`beads.label` must not be empty".into());
+            return Err(BeadsConfigError::EmptyLabel);
         }
         for (name, cmd) in [
             ("close_command", &self.close_command),
             ("update_command", &self.update_command),
         ] {
             if cmd.first().is_none_or(|p| p.trim().is_empty()) {
-                return Err(format!("`beads.{name}` needs a program"));
+                return Err(BeadsConfigError::NoProgram(name));
             }
         }
         if self.retry_secs == 0 {
-            return Err("`beads.retry_secs` must be at least 1".into());
+            return Err(BeadsConfigError::RetrySecs);
         }
         Ok(())
     }
+}
+
+/// Why a `[beads]` table is refused: each names its key.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BeadsConfigError {
+    #[error("`beads.label` must not be empty")]
+    EmptyLabel,
+    /// A command (`close_command`, `update_command`) with no program to run.
+    #[error("`beads.{0}` needs a program")]
+    NoProgram(&'static str),
+    #[error("`beads.retry_secs` must be at least 1")]
+    RetrySecs,
 }

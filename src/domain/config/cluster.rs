@@ -92,89 +92,108 @@ impl ClusterConfig {
     }
 
     /// Refuses what could not work, by key.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ClusterConfigError> {
         if !subject_token(&self.name) {
-            return Err(format!(
-                "`cluster.name` `{}` must be letters, digits, `-` or `_`",
-                self.name
-            ));
+            return Err(ClusterConfigError::Name(self.name.clone()));
         }
         if self.lease_secs < MIN_LEASE_SECS || self.lease_secs > 24 * 60 * 60 {
-            return Err(format!(
-                "`cluster.lease_secs` must be from {MIN_LEASE_SECS} to 86400, not {}",
-                self.lease_secs
-            ));
+            return Err(ClusterConfigError::LeaseSecs(self.lease_secs));
         }
         if self.keep_refs_secs > 7 * 24 * 60 * 60 {
-            return Err(format!(
-                "`cluster.keep_refs_secs` must be from 0 to 604800, not {}",
-                self.keep_refs_secs
-            ));
+            return Err(ClusterConfigError::KeepRefsSecs(self.keep_refs_secs));
         }
         if self.replicas.is_some_and(|r| !(1..=5).contains(&r)) {
-            return Err("`cluster.replicas` must be from 1 to 5".into());
+            return Err(ClusterConfigError::Replicas);
         }
         if !self.is_on() {
             return Ok(());
         }
-        check_transport(&self.nats, self.insecure).map_err(|e| format!("`cluster.nats` {e}"))?;
+        check_transport(&self.nats, self.insecure)?;
         let secrets = [&self.token_file, &self.credentials_file, &self.nkey_file];
         if secrets.iter().filter(|s| s.is_some()).count() > 1 {
-            return Err(
-                "`cluster.token_file`, `cluster.credentials_file` and `cluster.nkey_file` \
-                 are ways to log in to NATS: set one"
-                    .into(),
-            );
+            return Err(ClusterConfigError::TwoLogins);
         }
         if self.workers.is_empty() {
-            return Err(
-                "`cluster.workers` must list the workers the daemon trusts, \
-                 `{ name = \"U…\" }` with each one's public key (`catalyst cluster-key FILE`)"
-                    .into(),
-            );
+            return Err(ClusterConfigError::NoWorkers);
         }
         for (name, key) in &self.workers {
             if !subject_token(name) {
-                return Err(format!(
-                    "`cluster.workers` `{name}`: a worker's name must be letters, digits, `-` or `_`"
-                ));
+                return Err(ClusterConfigError::WorkerName(name.clone()));
             }
             if !user_key(key) {
-                return Err(format!(
-                    "`cluster.workers.{name}` `{key}` is not an nkey user's public key (`U` and 55 more letters and digits)"
-                ));
+                return Err(ClusterConfigError::WorkerKey {
+                    name: name.clone(),
+                    key: key.clone(),
+                });
             }
         }
         match self.remote.as_deref().map(str::trim) {
-            None | Some("") => Err(
-                "`cluster.remote` must name the git repository the daemon and its workers share \
-                 (a path, ssh:// or https:// URL) when `cluster.nats` is set"
-                    .into(),
-            ),
+            None | Some("") => Err(ClusterConfigError::NoRemote),
             Some(_) => Ok(()),
         }
     }
 }
 
+/// Why a `[cluster]` table is refused: each names its key.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterConfigError {
+    #[error("`cluster.name` `{0}` must be letters, digits, `-` or `_`")]
+    Name(String),
+    #[error("`cluster.lease_secs` must be from {MIN_LEASE_SECS} to 86400, not {0}")]
+    LeaseSecs(u64),
+    #[error("`cluster.keep_refs_secs` must be from 0 to 604800, not {0}")]
+    KeepRefsSecs(u64),
+    #[error("`cluster.replicas` must be from 1 to 5")]
+    Replicas,
+    #[error("`cluster.nats` {0}")]
+    Transport(#[from] TransportError),
+    #[error(
+        "`cluster.token_file`, `cluster.credentials_file` and `cluster.nkey_file` \
+         are ways to log in to NATS: set one"
+    )]
+    TwoLogins,
+    #[error(
+        "`cluster.workers` must list the workers the daemon trusts, \
+         `{{ name = \"U…\" }}` with each one's public key (`catalyst cluster-key FILE`)"
+    )]
+    NoWorkers,
+    #[error("`cluster.workers` `{0}`: a worker's name must be letters, digits, `-` or `_`")]
+    WorkerName(String),
+    #[error("`cluster.workers.{name}` `{key}` is not an nkey user's public key (`U` and 55 more letters and digits)")]
+    WorkerKey { name: String, key: String },
+    #[error(
+        "`cluster.remote` must name the git repository the daemon and its workers share \
+         (a path, ssh:// or https:// URL) when `cluster.nats` is set"
+    )]
+    NoRemote,
+}
+
+/// A NATS server URL that is refused (see [`check_transport`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    #[error("`{0}` is not a NATS server URL (`tls://host:4222`)")]
+    NotNats(String),
+    #[error(
+        "`{0}` is not on this machine and not TLS: use `tls://` (orders carry \
+         prompts and code, ends carry verdicts), or set `insecure = true` \
+         (`--insecure` for a worker) to send them in clear"
+    )]
+    InClear(String),
+}
+
 /// Checks NATS server URLs: each one a NATS URL, and TLS (`tls://`, `wss://`) for a server
 /// off this machine unless `insecure`. Ok(true): every server is to be spoken to with TLS
 /// (the connection then requires it, servers it learns of included).
-pub fn check_transport(urls: &[String], insecure: bool) -> Result<bool, String> {
+pub fn check_transport(urls: &[String], insecure: bool) -> Result<bool, TransportError> {
     let mut tls = Vec::new();
     for url in urls {
         let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
         if !matches!(scheme, "nats" | "tls" | "ws" | "wss") || rest.is_empty() {
-            return Err(format!(
-                "`{url}` is not a NATS server URL (`tls://host:4222`)"
-            ));
+            return Err(TransportError::NotNats(url.clone()));
         }
         let secure = matches!(scheme, "tls" | "wss");
         if !secure && !insecure && !on_loopback(rest) {
-            return Err(format!(
-                "`{url}` is not on this machine and not TLS: use `tls://` (orders carry \
-                 prompts and code, ends carry verdicts), or set `insecure = true` \
-                 (`--insecure` for a worker) to send them in clear"
-            ));
+            return Err(TransportError::InClear(url.clone()));
         }
         tls.push(secure);
     }
@@ -256,7 +275,9 @@ mod tests {
             let urls: Vec<String> = urls.iter().map(|u| u.to_string()).collect();
             match (check_transport(&urls, insecure), want) {
                 (Ok(got), Ok(want)) => assert_eq!(got, want, "{urls:?}"),
-                (Err(got), Err(want)) => assert!(got.contains(want), "{urls:?}: {got}"),
+                (Err(got), Err(want)) => {
+                    assert!(got.to_string().contains(want), "{urls:?}: {got}")
+                }
                 (got, want) => panic!("{urls:?}: {got:?}, not {want:?}"),
             }
         }
@@ -268,7 +289,12 @@ mod tests {
             workers: BTreeMap::new(),
             ..on(&["nats://127.0.0.1:4222"], Some("/r"))
         };
-        assert!(none.check().unwrap_err().contains("`cluster.workers`"));
+        assert_eq!(none.check(), Err(ClusterConfigError::NoWorkers));
+        assert!(none
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("`cluster.workers`"));
         let bad_key = ClusterConfig {
             workers: [("w1".to_owned(), "SUAAAA".to_owned())].into(),
             ..on(&["nats://127.0.0.1:4222"], Some("/r"))
@@ -276,18 +302,23 @@ mod tests {
         assert!(bad_key
             .check()
             .unwrap_err()
+            .to_string()
             .contains("`cluster.workers.w1`"));
         let bad_name = ClusterConfig {
             workers: [("w.1".to_owned(), KEY.to_owned())].into(),
             ..on(&["nats://127.0.0.1:4222"], Some("/r"))
         };
-        assert!(bad_name.check().unwrap_err().contains("`w.1`"));
+        assert!(bad_name.check().unwrap_err().to_string().contains("`w.1`"));
         let two_logins = ClusterConfig {
             token_file: Some("/t".into()),
             nkey_file: Some("/n".into()),
             ..on(&["nats://127.0.0.1:4222"], Some("/r"))
         };
-        assert!(two_logins.check().unwrap_err().contains("set one"));
+        assert!(two_logins
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("set one"));
     }
 
     #[test]
@@ -307,19 +338,34 @@ mod tests {
     #[test]
     fn what_cannot_work_is_refused_by_key() {
         let no_remote = on(&["tls://a:4222"], None).check().unwrap_err();
-        assert!(no_remote.contains("`cluster.remote`"), "{no_remote}");
+        assert_eq!(no_remote, ClusterConfigError::NoRemote);
+        assert!(
+            no_remote.to_string().contains("`cluster.remote`"),
+            "{no_remote}"
+        );
         let bad_url = on(&["a:4222"], Some("/r")).check().unwrap_err();
-        assert!(bad_url.contains("`cluster.nats` `a:4222`"), "{bad_url}");
+        assert!(
+            bad_url.to_string().contains("`cluster.nats` `a:4222`"),
+            "{bad_url}"
+        );
         let name = ClusterConfig {
             name: "a.b".into(),
             ..ClusterConfig::default()
         };
-        assert!(name.check().unwrap_err().contains("`cluster.name`"));
+        assert!(name
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("`cluster.name`"));
         let lease = ClusterConfig {
             lease_secs: 1,
             ..ClusterConfig::default()
         };
-        assert!(lease.check().unwrap_err().contains("`cluster.lease_secs`"));
+        assert!(lease
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("`cluster.lease_secs`"));
         let keep = ClusterConfig {
             keep_refs_secs: 8 * 24 * 60 * 60,
             ..ClusterConfig::default()
@@ -327,6 +373,7 @@ mod tests {
         assert!(keep
             .check()
             .unwrap_err()
+            .to_string()
             .contains("`cluster.keep_refs_secs`"));
     }
 }

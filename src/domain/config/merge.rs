@@ -39,10 +39,22 @@ pub struct Identity {
     pub email: String,
 }
 
+/// A config value that does not read as `Name <email>`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{key}` must read `Name <email>`, not `{text}`")]
+pub struct BadIdentity {
+    /// The config key it was given for.
+    pub key: String,
+    pub text: String,
+}
+
 impl Identity {
     /// Reads `Name <email>`; `key` names the config key in the error.
-    pub fn parse(text: &str, key: &str) -> Result<Identity, String> {
-        let bad = || format!("`{key}` must read `Name <email>`, not `{text}`");
+    pub fn parse(text: &str, key: &str) -> Result<Identity, BadIdentity> {
+        let bad = || BadIdentity {
+            key: key.to_owned(),
+            text: text.to_owned(),
+        };
         let (name, rest) = text.trim().split_once('<').ok_or_else(bad)?;
         let email = rest.strip_suffix('>').ok_or_else(bad)?.trim();
         let name = name.trim();
@@ -59,18 +71,18 @@ impl Identity {
 
 impl MergeConfig {
     /// The configured author, if one is set (else the repository's own user).
-    pub fn author(&self) -> Result<Option<Identity>, String> {
+    pub fn author(&self) -> Result<Option<Identity>, BadIdentity> {
         match self.author.trim() {
             "" => Ok(None),
             text => Identity::parse(text, "merge.author").map(Some),
         }
     }
 
-    pub fn committer(&self) -> Result<Identity, String> {
+    pub fn committer(&self) -> Result<Identity, BadIdentity> {
         Identity::parse(&self.committer, "merge.committer")
     }
 
-    pub(super) fn check(&self) -> Result<(), String> {
+    pub(super) fn check(&self) -> Result<(), BadIdentity> {
         self.author()?;
         self.committer()?;
         Ok(())
@@ -94,7 +106,8 @@ mod tests {
             "Ada <a",
         ] {
             let err = Identity::parse(bad, "merge.author").expect_err(bad);
-            assert!(err.contains("`merge.author`"), "{err}");
+            assert_eq!(err.key, "merge.author");
+            assert!(err.to_string().contains("`merge.author`"), "{err}");
         }
     }
 

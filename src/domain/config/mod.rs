@@ -21,7 +21,7 @@ use crate::domain::agent::profile::{AgentProfile, ProfileConfig};
 use crate::domain::model::Role;
 use crate::domain::policy::RolePolicy;
 use crate::domain::router::RouterConfig;
-use crate::domain::workflow::WorkflowFiles;
+use crate::domain::workflow::{WorkflowFiles, WorkflowFilesError};
 
 /// The whole configuration with defaults filled in.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -248,7 +248,7 @@ impl Config {
 
     /// The files a bead may change only with a person's approval: `workflow_files`, and the
     /// followed beads file when it lies inside the repository. None when the list is empty.
-    pub fn workflow_files(&self) -> Result<Option<WorkflowFiles>, String> {
+    pub fn workflow_files(&self) -> Result<Option<WorkflowFiles>, WorkflowFilesError> {
         if self.workflow_files.is_empty() {
             return Ok(None);
         }
@@ -277,6 +277,8 @@ impl Config {
         Ok(config)
     }
 
+    /// Why the config cannot work, as the message of [`ConfigError::Invalid`]: each part
+    /// checks itself with its own error, whose text is all this needs of it.
     fn check(&self) -> Result<(), String> {
         if crate::domain::id::BeadId::new(&format!("{}-0", self.prefix)).is_err()
             || self.prefix.contains('.')
@@ -307,7 +309,7 @@ impl Config {
                 self.target_branch
             ));
         }
-        self.workflow_files()?;
+        self.workflow_files().map_err(|e| e.to_string())?;
         for (name, profile) in &self.profiles {
             profile
                 .validate()
@@ -331,9 +333,9 @@ impl Config {
         {
             return Err("`catalyst_bin` is empty".into());
         }
-        self.beads.check()?;
-        self.cluster.check()?;
-        self.merge.check()?;
+        self.beads.check().map_err(|e| e.to_string())?;
+        self.cluster.check().map_err(|e| e.to_string())?;
+        self.merge.check().map_err(|e| e.to_string())?;
         Ok(())
     }
 

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use globset::Glob;
 
 use super::vars::substitute;
-use super::{Formula, Kind, Pointcut, Problem, Step};
+use super::{ComposeError, Formula, Kind, Pointcut, Problem, Step};
 
 /// A work bead label that applies an aspect when its formula is poured: `aspect:<name>`.
 pub const ASPECT_LABEL: &str = "aspect:";
@@ -29,24 +29,21 @@ pub fn expand_step(
     target: &str,
     expansion: &Formula,
     vars: &BTreeMap<String, String>,
-) -> Result<Formula, String> {
+) -> Result<Formula, ComposeError> {
     if expansion.kind != Kind::Expansion {
-        return Err(format!(
-            "`{}` is not an expansion formula (`type = \"expansion\"`)",
-            expansion.name
-        ));
+        return Err(ComposeError::NotExpansion(expansion.name.clone()));
     }
     if expansion.template.is_empty() {
-        return Err(format!(
-            "expansion `{}` has no `[[template]]`",
-            expansion.name
-        ));
+        return Err(ComposeError::NoTemplate(expansion.name.clone()));
     }
     let at = workflow
         .steps
         .iter()
         .position(|s| s.id == target)
-        .ok_or_else(|| format!("no step `{target}` to expand with `{}`", expansion.name))?;
+        .ok_or_else(|| ComposeError::NoStep {
+            target: target.to_owned(),
+            expansion: expansion.name.clone(),
+        })?;
     let old = &workflow.steps[at];
     let mut values: BTreeMap<String, String> = expansion
         .vars
@@ -99,17 +96,18 @@ pub fn expand_step(
 /// on, and the matched step needs the last of them; the first step after needs the matched
 /// step, the others chain on, and steps that needed the matched step need the last step after
 /// it, so the workflow goes on only once the advice ran.
-pub fn apply_aspect(workflow: &Formula, aspect: &Formula) -> Result<Formula, String> {
+pub fn apply_aspect(workflow: &Formula, aspect: &Formula) -> Result<Formula, ComposeError> {
     if aspect.kind != Kind::Aspect {
-        return Err(format!(
-            "`{}` is not an aspect formula (`type = \"aspect\"`)",
-            aspect.name
-        ));
+        return Err(ComposeError::NotAspect(aspect.name.clone()));
     }
-    let glob = |pattern: &str| -> Result<globset::GlobMatcher, String> {
+    let glob = |pattern: &str| -> Result<globset::GlobMatcher, ComposeError> {
         Glob::new(pattern)
             .map(|g| g.compile_matcher())
-            .map_err(|e| format!("aspect `{}`: bad glob `{pattern}`: {e}", aspect.name))
+            .map_err(|e| ComposeError::BadGlob {
+                aspect: aspect.name.clone(),
+                pattern: pattern.to_owned(),
+                message: e.to_string(),
+            })
     };
     let pointcuts: Vec<Matcher> = aspect
         .pointcuts
@@ -141,10 +139,10 @@ struct Matcher<'a> {
 }
 
 impl<'a> Matcher<'a> {
-    fn new(
+    fn new<E>(
         pointcut: &'a Pointcut,
-        glob: &dyn Fn(&str) -> Result<globset::GlobMatcher, String>,
-    ) -> Result<Matcher<'a>, String> {
+        glob: &dyn Fn(&str) -> Result<globset::GlobMatcher, E>,
+    ) -> Result<Matcher<'a>, E> {
         Ok(Matcher {
             glob: pointcut.glob.as_deref().map(glob).transpose()?,
             pointcut,
@@ -394,7 +392,9 @@ pub(super) fn compose<'a>(
     for (target, name, vars) in targets {
         let expanded = match find(&name) {
             None => Err(format!("`expand` names unknown formula `{name}`")),
-            Some(expansion) => expand_step(&formula, &target, expansion, &vars),
+            Some(expansion) => {
+                expand_step(&formula, &target, expansion, &vars).map_err(|e| e.to_string())
+            }
         };
         match expanded {
             Ok(next) => formula = next,
@@ -660,10 +660,10 @@ mod tests {
         );
         let err = expand_step(&load(WORKFLOW), "deploy", &expansion, &BTreeMap::new())
             .expect_err("no such step");
-        assert!(err.contains("no step `deploy`"), "{err}");
+        assert!(err.to_string().contains("no step `deploy`"), "{err}");
         let err = expand_step(&load(WORKFLOW), "plan", &load(WORKFLOW), &BTreeMap::new())
             .expect_err("not an expansion");
-        assert!(err.contains("is not an expansion formula"), "{err}");
+        assert!(matches!(err, ComposeError::NotExpansion(_)), "{err}");
     }
 
     #[test]

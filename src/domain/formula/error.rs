@@ -45,6 +45,29 @@ pub enum PourError {
     Invalid { formula: String, problem: String },
 }
 
+/// Why a workflow could not be expanded or have an aspect applied: the formula named is not
+/// of the kind asked for, or does not fit the workflow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ComposeError {
+    #[error("`{0}` is not an expansion formula (`type = \"expansion\"`)")]
+    NotExpansion(String),
+    #[error("expansion `{0}` has no `[[template]]`")]
+    NoTemplate(String),
+    #[error("no step `{target}` to expand with `{expansion}`")]
+    NoStep { target: String, expansion: String },
+    #[error("`{0}` is not an aspect formula (`type = \"aspect\"`)")]
+    NotAspect(String),
+    #[error("aspect `{aspect}`: bad glob `{pattern}`: {message}")]
+    BadGlob {
+        aspect: String,
+        pattern: String,
+        message: String,
+    },
+    /// An aspect asked for by name is not in the set.
+    #[error("unknown aspect `{0}`")]
+    UnknownAspect(String),
+}
+
 fn backticked(names: &[String]) -> String {
     let names: Vec<_> = names.iter().map(|n| format!("`{n}`")).collect();
     names.join(", ")

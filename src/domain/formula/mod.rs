@@ -41,6 +41,7 @@ use crate::domain::model::{JsonMap, MergeStrategy, Role};
 
 pub use check::MAX_STEP_ID_LEN;
 pub use compose::{apply_aspect, expand_step, unmatched_pointcuts, ASPECT_LABEL};
+pub use error::ComposeError;
 pub(crate) use parse::toml_error;
 pub use pour::{pour, PourError};
 pub use set::{FormulaSet, BUILTIN as BUILTIN_FILES, BUILTIN_DIR};

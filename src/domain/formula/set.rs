@@ -103,13 +103,17 @@ impl FormulaSet {
 
     /// `formula` with the aspects `names` applied, in order; an unknown name or one that is not
     /// an aspect is an error.
-    pub fn with_aspects(&self, formula: &Formula, names: &[String]) -> Result<Formula, String> {
+    pub fn with_aspects(
+        &self,
+        formula: &Formula,
+        names: &[String],
+    ) -> Result<Formula, super::ComposeError> {
         let mut out = formula.clone();
         for name in names {
             let aspect = self
                 .formulas
                 .get(name)
-                .ok_or_else(|| format!("unknown aspect `{name}`"))?;
+                .ok_or_else(|| super::ComposeError::UnknownAspect(name.clone()))?;
             out = super::compose::apply_aspect(&out, aspect)?;
         }
         Ok(out)

@@ -122,8 +122,8 @@ impl Engine {
     /// `<prefix>-<n in base 36>`, one more than the highest such id in the store.
     fn new_id(&mut self, taken: &HashSet<BeadId>) -> Handled<BeadId> {
         let prefix = format!("{}-", self.loaded.config.prefix);
-        if self.next_number == 0 {
-            self.next_number = self
+        if self.intake.next_number == 0 {
+            self.intake.next_number = self
                 .store
                 .state()
                 .beads()
@@ -133,13 +133,13 @@ impl Engine {
                 + 1;
         }
         loop {
-            let id = BeadId::new(&format!("{prefix}{}", base36(self.next_number)))
+            let id = BeadId::new(&format!("{prefix}{}", base36(self.intake.next_number)))
                 .map_err(|e| RpcError::internal(e.to_string()))?;
-            self.next_number += 1;
+            self.intake.next_number += 1;
             let state = self.store.state();
             let free = !state.contains(id.as_str())
                 && state.case_twin(id.as_str()).is_none()
-                && !self.branch_beads.contains(&id);
+                && !self.intake.branch_beads.contains(&id);
             if free && !taken.contains(&id) {
                 return Ok(id);
             }
@@ -213,7 +213,7 @@ impl Engine {
 
     pub(super) fn close(&mut self, p: CloseParams) -> Handled<StatusChanged> {
         let bead = self.bead(&p.id)?;
-        if self.busy(&bead.id) {
+        if self.dispatch.busy(&bead.id) {
             return Err(RpcError::conflict(format!(
                 "`{}` has a step running; use `cancel` to stop it",
                 bead.id
@@ -374,8 +374,8 @@ impl Engine {
                 work.id
             )));
         }
-        if self.busy(&work.id) {
-            for running in self.running_of(&work.id) {
+        if self.dispatch.busy(&work.id) {
+            for running in self.dispatch.running_of(&work.id) {
                 running.cancel.cancel();
             }
             self.cancelling.insert(work.id.clone(), p.reason);
@@ -389,13 +389,13 @@ impl Engine {
     pub(super) fn pause(&mut self, p: PauseParams, pause: bool) -> PauseState {
         match p.model {
             None => {
-                self.paused = pause;
+                self.dispatch.paused = pause;
                 if !pause {
                     self.holds.release(|_| false);
                 }
             }
             Some(model) if pause => {
-                self.paused_models.insert(
+                self.dispatch.paused_models.insert(
                     model,
                     crate::daemon::engine::Pause {
                         until: tokio::time::Instant::now()
@@ -406,12 +406,12 @@ impl Engine {
                 );
             }
             Some(model) => {
-                self.paused_models.remove(&model);
+                self.dispatch.paused_models.remove(&model);
             }
         }
         PauseState {
-            paused: self.paused,
-            paused_models: self.paused_models.keys().cloned().collect(),
+            paused: self.dispatch.paused,
+            paused_models: self.dispatch.paused_models.keys().cloned().collect(),
         }
     }
 }

@@ -29,7 +29,7 @@ impl Engine {
     pub(super) fn request(&mut self, request: EngineRequest) -> Handled<Answer> {
         use EngineRequest as R;
         // Agents still running in the shutdown grace period need their hooks answered.
-        if self.stopping
+        if self.shutdown.stopping
             && !matches!(
                 request,
                 R::Status
@@ -113,6 +113,7 @@ impl Engine {
             .map(|(status, n)| (status.to_owned(), n))
             .collect();
         let running = self
+            .dispatch
             .running
             .values()
             .map(|r| RunningStep {
@@ -147,15 +148,15 @@ impl Engine {
         StatusAnswer {
             active: active.beads,
             beads,
-            paused: self.paused,
-            paused_models: self.paused_models.keys().cloned().collect(),
+            paused: self.dispatch.paused,
+            paused_models: self.dispatch.paused_models.keys().cloned().collect(),
             pid: std::process::id(),
             ready: self.store.state().ready_count(crate::daemon::clock::now()) as u64,
             running,
             seq: self.store.state().seq(),
             journal_syncs: self.store.syncs(),
             steps,
-            stopping: self.stopping,
+            stopping: self.shutdown.stopping,
             storage_error: self.storage.error.clone(),
             refused_reload: self.refused_reload.clone(),
             cluster_warning: self
@@ -183,6 +184,7 @@ impl Engine {
                 })
                 .collect(),
             model_pauses: self
+                .dispatch
                 .paused_models
                 .iter()
                 .map(|(model, p)| ModelPauseView {
@@ -240,6 +242,7 @@ impl Engine {
             id: bead.id.clone(),
             priority: bead.priority,
             running: self
+                .dispatch
                 .running_of(&bead.id)
                 .min_by_key(|r| r.started)
                 .map(|r| self.running_step(r)),

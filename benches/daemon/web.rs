@@ -34,13 +34,16 @@ pub fn web(quick: bool) {
             let _ = response.bytes().await.expect("body");
             took
         };
+        const PAGES: [&str; 3] = ["/", "/?page=1000", "/?status=open&q=bead%201"];
         let (mut pages, mut statics) = (Vec::new(), Vec::new());
+        let mut each: [Vec<Duration>; 3] = Default::default();
         // Interleaved, so both see the same machine; the first of each warms up.
         first_byte("/").await;
         first_byte("/static/catalyst.css").await;
         for i in 0..requests {
-            let page = ["/", "/?page=1000", "/?status=open&q=bead%201"][i % 3];
-            pages.push(first_byte(page).await);
+            let took = first_byte(PAGES[i % 3]).await;
+            pages.push(took);
+            each[i % 3].push(took);
             statics.push(first_byte("/static/catalyst.css").await);
         }
         pages.sort();
@@ -54,6 +57,15 @@ pub fn web(quick: bool) {
             &format!("a static file of the same server, p99: {s99:.2?}"),
             p99.as_secs_f64() / s99.as_secs_f64(),
         );
+        let each: Vec<String> = PAGES
+            .iter()
+            .zip(each.iter_mut())
+            .map(|(page, took)| {
+                took.sort();
+                format!("{page} {:.2?}", percentile(took, 99))
+            })
+            .collect();
+        println!("  p99 by page: {}", each.join(", "));
         crate::stop(daemon).await;
     });
 }

@@ -393,7 +393,8 @@ impl Engine {
             .state()
             .ready(now)
             .filter(|b| !self.dispatch.busy(&b.id))
-            .filter_map(|b| Some((b.clone(), self.formula_name(b)?)))
+            // The formula first: a bead without one is passed over without being copied.
+            .filter_map(|b| self.formula_name(b).map(|name| (b.clone(), name)))
             .take(free)
             .collect();
         for (bead, name) in candidates {

@@ -76,3 +76,22 @@ pub fn header() -> String {
         Kind::of(&dir).describe()
     )
 }
+
+/// How long ext4 without a journal treats a freed inode as recently freed once its inode table
+/// block is written back (`dirty_expire_centisecs`, 30 s by default).
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Between two rows: on ext4 without a journal, writes back what the row before deleted (its
+/// workspace) and waits [`SETTLE`], so that the next row's files do not pay for the previous
+/// row's deletions; each row still pays for its own. Nothing to wait for elsewhere.
+pub fn settle() {
+    if Kind::of(&std::env::temp_dir()) != (Kind::Ext4 { journal: false }) {
+        return;
+    }
+    nix::unistd::sync();
+    println!(
+        "  (waiting {}s for the file system to settle after the row's workspace was deleted)",
+        SETTLE.as_secs()
+    );
+    std::thread::sleep(SETTLE);
+}

@@ -57,11 +57,25 @@ needs = [\"work\"]
 
 /// The rows in the order they run. `cpu` goes first: on ext4 without a journal every file
 /// created in the minute after a mass deletion pays for it (docs/benchmarks.md), and each row
-/// deletes its workspace when it ends.
-const ROWS: [&str; 11] = [
-    "cpu", "overhead", "chain", "latency", "fanout", "scale", "sandbox", "hook", "git", "web",
-    "cluster",
+/// deletes its workspace when it ends ([`fs::settle`] runs between rows).
+const ROWS: [(&str, fn(bool)); 11] = [
+    ("cpu", cpu::cpu),
+    ("overhead", overhead::overhead),
+    ("chain", chain::chain),
+    ("latency", latency::latency),
+    ("fanout", fanout::fanout),
+    ("scale", scale::scale),
+    ("sandbox", sandbox::sandbox),
+    ("hook", hook::hook),
+    ("git", git::git),
+    ("web", web::web),
+    ("cluster", cluster::cluster),
 ];
+
+/// The rows' names, as `--help` lists them.
+fn row_names() -> String {
+    ROWS.map(|(name, _)| name).join(" ")
+}
 
 /// A workspace whose beads run the `one` formula (one agent step, then the merge), with
 /// `extra` config keys.
@@ -204,7 +218,7 @@ fn main() {
         .collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!("usage: cargo bench --bench daemon -- [--quick] [ROW…]");
-        println!("rows: {} (all when none is named)", ROWS.join(" "));
+        println!("rows: {} (all when none is named)", row_names());
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
@@ -215,8 +229,11 @@ fn main() {
         .map(String::as_str)
         .filter(|a| !a.starts_with("--"))
         .collect();
-    if let Some(unknown) = rows.iter().find(|r| !ROWS.contains(r)) {
-        eprintln!("unknown row `{unknown}`; rows: {}", ROWS.join(" "));
+    if let Some(unknown) = rows
+        .iter()
+        .find(|r| !ROWS.iter().any(|(name, _)| name == *r))
+    {
+        eprintln!("unknown row `{unknown}`; rows: {}", row_names());
         std::process::exit(2);
     }
     let all = rows.is_empty();
@@ -226,37 +243,15 @@ fn main() {
         if quick { " (quick)" } else { "" }
     );
     println!("{}", fs::header());
-    if want("cpu") {
-        cpu::cpu(quick);
-    }
-    if want("overhead") {
-        overhead::overhead(quick);
-    }
-    if want("chain") {
-        chain::chain(quick);
-    }
-    if want("latency") {
-        latency::latency(quick);
-    }
-    if want("fanout") {
-        fanout::fanout(quick);
-    }
-    if want("scale") {
-        scale::scale(quick);
-    }
-    if want("sandbox") {
-        sandbox::sandbox(quick);
-    }
-    if want("hook") {
-        hook::hook(quick);
-    }
-    if want("git") {
-        git::git(quick);
-    }
-    if want("web") {
-        web::web(quick);
-    }
-    if want("cluster") {
-        cluster::cluster(quick);
+    let mut first = true;
+    for (name, run) in ROWS {
+        if !want(name) {
+            continue;
+        }
+        if !first {
+            fs::settle();
+        }
+        first = false;
+        run(quick);
     }
 }

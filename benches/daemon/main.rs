@@ -55,10 +55,13 @@ role = \"merge\"
 needs = [\"work\"]
 ";
 
+/// A row: its name, and what runs it (`quick` for small sizes).
+type Row = (&'static str, fn(bool));
+
 /// The rows in the order they run. `cpu` goes first: on ext4 without a journal every file
 /// created in the minute after a mass deletion pays for it (docs/benchmarks.md), and each row
 /// deletes its workspace when it ends ([`fs::settle`] runs between rows).
-const ROWS: [(&str, fn(bool)); 11] = [
+const ROWS: [Row; 11] = [
     ("cpu", cpu::cpu),
     ("overhead", overhead::overhead),
     ("chain", chain::chain),

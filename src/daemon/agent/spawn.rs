@@ -53,16 +53,20 @@ fn serve(jobs: mpsc::Receiver<Job>) {
     }
 }
 
-/// Runs `make` on the spawner thread (here when there is none) and hands back what it made;
-/// what nobody waits for any more (the caller's future was dropped) goes to `orphan`.
-async fn on_spawner<T: Send + 'static>(
-    make: impl FnOnce() -> io::Result<T> + Send + 'static,
-    orphan: fn(T),
-) -> io::Result<T> {
+/// Spawns `command` from the spawner thread (see the module documentation), or from this
+/// thread when there is none. A child nobody waits for any more (the caller's future was
+/// dropped) is killed with its group.
+pub(crate) async fn spawn(mut command: Command) -> io::Result<Child> {
+    let runtime = Handle::current();
     let (reply, answer) = oneshot::channel();
     let job: Job = Box::new(move || {
-        if let Err(Ok(made)) = reply.send(make()) {
-            orphan(made);
+        // The child's pipes and exit notification are registered with the caller's runtime.
+        let spawned = {
+            let _context = runtime.enter();
+            command.spawn()
+        };
+        if let Err(Ok(orphan)) = reply.send(spawned) {
+            kill_group_of(&orphan);
         }
     });
     match spawner() {
@@ -78,27 +82,13 @@ async fn on_spawner<T: Send + 'static>(
         .unwrap_or_else(|_| Err(io::Error::other("the agent spawner thread stopped")))
 }
 
-fn orphaned(child: Child) {
+fn kill_group_of(child: &Child) {
     if let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok()) {
         let _ = super::group::signal_group(
             nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGKILL,
         );
     }
-}
-
-/// Spawns `command` from the spawner thread (see the module documentation).
-pub(crate) async fn spawn(mut command: Command) -> io::Result<Child> {
-    let runtime = Handle::current();
-    on_spawner(
-        move || {
-            // The child's pipes and exit notification are registered with the caller's runtime.
-            let _context = runtime.enter();
-            command.spawn()
-        },
-        orphaned,
-    )
-    .await
 }
 
 /// What an agent's process does between `fork` and `exec`, before it runs anything of its

@@ -78,6 +78,56 @@ fn layers_name_only_the_layers_below_them() {
     assert!(found.is_empty(), "layering broken:\n{}", found.join("\n"));
 }
 
+/// The modules that may hold `unsafe` code, each for a system call no safe crate wraps.
+/// The workspace's lints deny it everywhere else; a module that allows it must be named here.
+const UNSAFE_MODULES: [&str; 5] = [
+    "src/bin/catalyst-hook.rs",
+    "src/bin/catalystd.rs",
+    "src/daemon/agent/spawn.rs",
+    "src/daemon/fswatch.rs",
+    "src/daemon/sched.rs",
+];
+
+/// The most `unsafe` blocks `src/` may hold.
+const MAX_UNSAFE: usize = 10;
+
+/// `unsafe` stays rare and where it is declared: at most [`MAX_UNSAFE`] blocks (or functions,
+/// impls, extern blocks) in `src/`, all in [`UNSAFE_MODULES`], each module allowing it at its
+/// top.
+#[test]
+fn unsafe_code_is_rare_and_only_where_a_module_says_why() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let name = file.strip_prefix(root).unwrap_or(&file).display().to_string();
+        let text = std::fs::read_to_string(&file).expect("a source file");
+        let allows = text.contains("#![allow(unsafe_code)]");
+        assert!(
+            !allows || UNSAFE_MODULES.contains(&name.as_str()),
+            "{name} allows `unsafe` but is not among the modules that may"
+        );
+        for (n, line) in text.lines().enumerate() {
+            let code = code(line);
+            if ["unsafe {", "unsafe fn", "unsafe impl", "unsafe extern"]
+                .iter()
+                .any(|u| code.contains(u))
+            {
+                assert!(allows, "{name}:{}: `unsafe` outside the allowed modules", n + 1);
+                found.push(format!("{name}:{}", n + 1));
+            }
+        }
+    }
+    assert!(
+        found.len() <= MAX_UNSAFE,
+        "{} `unsafe` blocks in src/, at most {MAX_UNSAFE}:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+    println!("{} `unsafe` blocks in src/: {}", found.len(), found.join(", "));
+}
+
 #[test]
 fn comments_are_not_code() {
     assert_eq!(

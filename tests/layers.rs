@@ -101,7 +101,11 @@ fn unsafe_code_is_rare_and_only_where_a_module_says_why() {
     rust_files(&root.join("src"), &mut files);
     let mut found = Vec::new();
     for file in files {
-        let name = file.strip_prefix(root).unwrap_or(&file).display().to_string();
+        let name = file
+            .strip_prefix(root)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
         let text = std::fs::read_to_string(&file).expect("a source file");
         let allows = text.contains("#![allow(unsafe_code)]");
         assert!(
@@ -114,7 +118,11 @@ fn unsafe_code_is_rare_and_only_where_a_module_says_why() {
                 .iter()
                 .any(|u| code.contains(u))
             {
-                assert!(allows, "{name}:{}: `unsafe` outside the allowed modules", n + 1);
+                assert!(
+                    allows,
+                    "{name}:{}: `unsafe` outside the allowed modules",
+                    n + 1
+                );
                 found.push(format!("{name}:{}", n + 1));
             }
         }
@@ -125,7 +133,11 @@ fn unsafe_code_is_rare_and_only_where_a_module_says_why() {
         found.len(),
         found.join("\n")
     );
-    println!("{} `unsafe` blocks in src/: {}", found.len(), found.join(", "));
+    println!(
+        "{} `unsafe` blocks in src/: {}",
+        found.len(),
+        found.join(", ")
+    );
 }
 
 #[test]

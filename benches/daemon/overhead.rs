@@ -13,7 +13,7 @@ use catalyst::daemon::worktree::{MergeGuard, MergeOutcome, Repo};
 use catalyst::domain::id::BeadId;
 use catalyst::domain::model::Role;
 use catalyst::domain::prompt::{PromptSet, PromptVars};
-use catalyst_testkit::{catalyst_bin, TestDaemon, Workspace};
+use catalyst_testkit::{catalyst_bin, procfs, TestDaemon, Workspace};
 use serde_json::Value;
 
 use crate::git::default_landing;
@@ -103,24 +103,17 @@ fn ratio(ours: Duration, floor: Duration) -> f64 {
 }
 
 /// CPU time used so far by this process and the children it has waited for (the agents, the
-/// hooks they ran, git), user and system.
-struct Cpu(Duration);
+/// hooks they ran, git), user and system, as `/proc` counts it.
+struct Cpu(procfs::Cpu);
 
 impl Cpu {
     fn now() -> Cpu {
-        use nix::sys::resource::{getrusage, UsageWho};
-        let used = |who| {
-            let u = getrusage(who).expect("getrusage");
-            let tv = |t: nix::sys::time::TimeVal| {
-                Duration::new(t.tv_sec() as u64, t.tv_usec() as u32 * 1000)
-            };
-            tv(u.user_time()) + tv(u.system_time())
-        };
-        Cpu(used(UsageWho::RUSAGE_SELF) + used(UsageWho::RUSAGE_CHILDREN))
+        Cpu(procfs::cpu(std::process::id()).expect("this process's /proc stat"))
     }
 
     fn since(&self) -> Duration {
-        Cpu::now().0.saturating_sub(self.0)
+        let used = Cpu::now().0.since(&self.0);
+        Duration::from_secs_f64((used.own() + used.children).max(0.0))
     }
 }
 

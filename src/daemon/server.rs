@@ -26,8 +26,8 @@ use crate::daemon::store::feed::Line as JournalLine;
 use crate::daemon::wire::{codec_io, send, Conn, Line, RequestLines};
 use crate::daemon::Paths;
 use crate::protocol::{
-    parse_request, Answer, ConnectionMethod, ErrorCode, Hello, Response, Route, RpcError, Stopping,
-    StreamEnd, SubscribeParams, Subscribed, MAX_LINE,
+    parse_request, Answer, ErrorCode, Hello, Method, Response, RpcError, Stopping, StreamEnd,
+    SubscribeParams, Subscribed, MAX_LINE,
 };
 
 /// An error line, which has no result.
@@ -168,29 +168,23 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
             }
         };
         let id = request.id;
-        let method = match request.method.route() {
-            Route::Engine(request) => {
-                let answer = shared.engine.request(request).await;
-                send(&mut conn, &Response::answer(id, answer)).await?;
-                continue;
-            }
-            Route::Connection(method) => method,
-        };
-        match method {
-            ConnectionMethod::Subscribe(p) => return subscribe(conn, id, p, &shared).await,
-            ConnectionMethod::Logs(p) if p.follow => {
+        // The methods served here, beside the engine: streams, the stop, the workers seen and
+        // the run folders. Every other method is the engine's.
+        match request.method {
+            Method::Subscribe(p) => return subscribe(conn, id, p, &shared).await,
+            Method::Logs(p) if p.follow => {
                 return runlog::serve(&mut conn, id, p, &shared.paths, &shared.shutdown).await
             }
-            ConnectionMethod::Logs(p) => {
+            Method::Logs(p) => {
                 runlog::serve(&mut conn, id, p, &shared.paths, &shared.shutdown).await?
             }
-            ConnectionMethod::Shutdown => {
+            Method::Shutdown => {
                 let answer = Stopping { stopping: true };
                 send(&mut conn, &Response::ok(id, answer)).await?;
                 shared.stop.cancel();
                 return Ok(());
             }
-            ConnectionMethod::Workers => {
+            Method::Workers => {
                 let workers = shared
                     .cluster
                     .as_ref()
@@ -212,10 +206,15 @@ async fn connection(stream: UnixStream, shared: Shared) -> std::io::Result<()> {
                 };
                 send(&mut conn, &Response::ok(id, answer)).await?;
             }
-            ConnectionMethod::ShowRuns(p) => {
+            Method::Show(p) if p.runs => {
+                let p = crate::protocol::IdParams { id: p.id };
                 let answer = crate::daemon::audit::show_with_runs(&shared.engine, &shared.paths, p)
                     .await
                     .map(|show| Answer::Show(Box::new(show)));
+                send(&mut conn, &Response::answer(id, answer)).await?;
+            }
+            method => {
+                let answer = shared.engine.request(method).await;
                 send(&mut conn, &Response::answer(id, answer)).await?;
             }
         }

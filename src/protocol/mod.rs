@@ -7,7 +7,6 @@
 //!
 //! - [`request`]: the methods, declared once as the serde enum [`Method`] (its names derived
 //!   from it), and how a request line is read;
-//! - [`route`]: which side of the daemon serves each method;
 //! - [`params`]: each method's parameters;
 //! - [`response`] and [`show`]: each method's answer, and [`answer`] the engine's answer to any;
 //! - [`stream`]: the lines after `subscribe` and `logs`;
@@ -20,7 +19,6 @@ pub mod error;
 pub mod params;
 pub mod request;
 pub mod response;
-pub mod route;
 pub mod show;
 pub mod stream;
 
@@ -39,7 +37,6 @@ pub use response::{
     Response, Retried, RunningStep, StatusAnswer, StatusChanged, Stopping, Submitted, Updated,
     WorkerView, WorkersAnswer,
 };
-pub use route::{ConnectionMethod, EngineRequest, Route};
 pub use show::{GateCommand, RunFiles, RunRecord, ShowAnswer, StepDetail, StepView};
 pub use stream::{LogData, LogEnd, LogLine, LogsOpened, StreamEnd, StreamLine, Subscribed};
 

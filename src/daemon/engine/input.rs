@@ -13,8 +13,8 @@ use crate::daemon::runner::hook_socket::Ask;
 use crate::daemon::runner::{GitTaskError, StepDone};
 use crate::daemon::store::StoreError;
 use crate::protocol::{
-    Answer, BeadInput, BeadList, BoardAnswer, EngineRequest, ErrorCode, HookAnswer, IdParams,
-    ListParams, RpcError, ShowAnswer, StatusAnswer, Submitted,
+    Answer, BeadInput, BeadList, BoardAnswer, ErrorCode, HookAnswer, IdParams, ListParams, Method,
+    RpcError, ShowAnswer, ShowParams, StatusAnswer, Submitted,
 };
 use std::sync::Arc;
 
@@ -27,9 +27,17 @@ use crate::domain::id::BeadId;
 /// What the engine is told.
 #[derive(Debug)]
 pub enum Input {
-    /// A control request, answered on `reply` once its events are durable.
+    /// A control request, answered on `reply` once its events are durable. The methods a
+    /// connection serves itself (a stream, `shutdown`, `workers`, `show` with the run folders)
+    /// are refused: the server never sends them.
     Request {
-        method: EngineRequest,
+        method: Method,
+        reply: oneshot::Sender<Result<Answer, RpcError>>,
+    },
+    /// The dashboard's board: each lane's count and its first `cards` beads. Not a socket
+    /// method: `status` and `list` say the same to scripts.
+    Board {
+        cards: usize,
         reply: oneshot::Sender<Result<Answer, RpcError>>,
     },
     /// A step's attempt (agent or gate) ended.
@@ -124,7 +132,7 @@ pub(super) fn hook_asker(tx: mpsc::Sender<Input>) -> Ask {
         Box::pin(async move {
             let stopping = || RpcError::new(ErrorCode::ShuttingDown, "the daemon is stopping");
             let (reply, answer) = oneshot::channel();
-            let method = EngineRequest::Hook(params);
+            let method = Method::Hook(params);
             tx.send(Input::Request { method, reply })
                 .await
                 .map_err(|_| stopping())?;
@@ -136,10 +144,18 @@ pub(super) fn hook_asker(tx: mpsc::Sender<Input>) -> Ask {
 
 impl EngineHandle {
     /// Sends a control request and waits for its answer.
-    pub async fn request(&self, method: EngineRequest) -> Result<Answer, RpcError> {
+    pub async fn request(&self, method: Method) -> Result<Answer, RpcError> {
+        self.send(|reply| Input::Request { method, reply }).await
+    }
+
+    /// Sends `input`, made with the sender of its answer, and waits for that answer.
+    async fn send(
+        &self,
+        input: impl FnOnce(oneshot::Sender<Result<Answer, RpcError>>) -> Input,
+    ) -> Result<Answer, RpcError> {
         let (reply, answer) = oneshot::channel();
         self.tx
-            .send(Input::Request { method, reply })
+            .send(input(reply))
             .await
             .map_err(|_| RpcError::new(ErrorCode::ShuttingDown, "the daemon is stopping"))?;
         answer
@@ -148,42 +164,43 @@ impl EngineHandle {
     }
 
     /// Sends a request and takes out of its answer the kind it gets, `A`.
-    async fn ask<A: TryFrom<Answer>>(
-        &self,
-        method: EngineRequest,
-        name: &str,
-    ) -> Result<A, RpcError> {
+    async fn ask<A: TryFrom<Answer>>(&self, method: Method, name: &str) -> Result<A, RpcError> {
         A::try_from(self.request(method).await?).map_err(|_| another_answer(name))
     }
 
     pub async fn status(&self) -> Result<StatusAnswer, RpcError> {
-        self.ask::<Box<StatusAnswer>>(EngineRequest::Status, "status")
+        self.ask::<Box<StatusAnswer>>(Method::Status, "status")
             .await
             .map(|status| *status)
     }
 
     pub async fn ready(&self) -> Result<BeadList, RpcError> {
-        self.ask(EngineRequest::Ready, "ready").await
+        self.ask(Method::Ready, "ready").await
     }
 
     pub async fn list(&self, p: ListParams) -> Result<BeadList, RpcError> {
-        self.ask(EngineRequest::List(p), "list").await
+        self.ask(Method::List(p), "list").await
     }
 
     /// The dashboard's board, with at most `cards` beads of each lane.
     pub async fn board(&self, cards: usize) -> Result<BoardAnswer, RpcError> {
-        self.ask(EngineRequest::Board { cards }, "board").await
+        let answer = self.send(|reply| Input::Board { cards, reply }).await?;
+        BoardAnswer::try_from(answer).map_err(|_| another_answer("board"))
     }
 
     /// `show` without the attempts' run folders (see `daemon::audit` for those).
     pub async fn show(&self, p: IdParams) -> Result<ShowAnswer, RpcError> {
-        self.ask::<Box<ShowAnswer>>(EngineRequest::Show(p), "show")
+        let p = ShowParams {
+            id: p.id,
+            runs: false,
+        };
+        self.ask::<Box<ShowAnswer>>(Method::Show(p), "show")
             .await
             .map(|show| *show)
     }
 
     pub async fn submit(&self, beads: Vec<BeadInput>) -> Result<Submitted, RpcError> {
-        self.ask(EngineRequest::Submit(beads), "submit").await
+        self.ask(Method::Submit(beads), "submit").await
     }
 
     /// The engine's [`Summary`]; `None` once the engine has stopped.

@@ -45,7 +45,7 @@ use crate::daemon::Paths;
 use crate::domain::event::EventBody;
 use crate::domain::id::BeadId;
 use crate::domain::time::Timestamp;
-use crate::protocol::{Answer, EngineRequest, Reloaded, RpcError};
+use crate::protocol::{Answer, Method, Reloaded, RpcError};
 
 pub use crate::daemon::runner::StepDone;
 use dispatch::{Dispatch, Pause, Running};
@@ -253,16 +253,16 @@ impl Engine {
         };
         match input {
             Input::Request {
-                method: EngineRequest::Reload,
+                method: Method::Reload,
                 reply,
             } if !self.shutdown.stopping => self.start_reload(Some(reply)),
             Input::Request { method, reply } => {
-                self.answers_client();
                 let answer = self.request(method);
-                // A client that hung up does not need its answer.
-                self.tasks.after_sync(move || {
-                    let _ = reply.send(answer);
-                });
+                self.answer(reply, answer);
+            }
+            Input::Board { cards, reply } => {
+                let answer = Ok(Answer::Board(self.board(cards)));
+                self.answer(reply, answer);
             }
             Input::StepDone(done) => {
                 let result = self.step_done(&done);

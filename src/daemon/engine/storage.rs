@@ -527,6 +527,30 @@ mod tests {
         assert_eq!(f.engine.storage.deadline(), None);
     }
 
+    /// The engine's methods are not a second list kept beside `Method`: a method the connection
+    /// serves itself, sent to the engine by mistake, is answered as the bug it is.
+    #[tokio::test(start_paused = true)]
+    async fn a_connections_method_sent_to_the_engine_is_refused_as_a_bug() {
+        let mut f = fixture();
+        for method in [
+            crate::protocol::Method::Shutdown,
+            crate::protocol::Method::Workers,
+        ] {
+            let name = method.name();
+            let error = f.engine.request(method).expect_err("refused");
+            assert_eq!(error.code, crate::protocol::ErrorCode::Internal, "{name}");
+            assert!(
+                error
+                    .message
+                    .contains(&format!("`{name}` is served by the connection")),
+                "{}",
+                error.message
+            );
+        }
+        let status = f.engine.request(crate::protocol::Method::Status);
+        assert!(status.is_ok(), "the engine's own methods are answered");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_batch_that_answers_a_client_is_published_at_once() {
         let mut f = fixture();
@@ -536,7 +560,7 @@ mod tests {
         f.engine.begin_batch();
         f.engine.schedule();
         f.engine.handle(Input::Request {
-            method: crate::daemon::engine::EngineRequest::Status,
+            method: crate::protocol::Method::Status,
             reply,
         });
         f.engine.end_batch();

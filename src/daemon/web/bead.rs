@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::daemon::audit;
-use crate::protocol::{EngineRequest, ErrorCode, RpcError, ShowAnswer};
+use crate::protocol::{ErrorCode, Method, RpcError, ShowAnswer};
 
 use super::auth::Proof;
 use super::diff::DiffView;
@@ -109,14 +109,14 @@ pub async fn bead_action(
         .filter(|b| crate::domain::id::BeadId::new(b).is_ok())
         .unwrap_or_else(|| id.clone());
     let request = match action.as_str() {
-        "approve" => EngineRequest::Approve(ApproveParams { id, comment: text }),
-        "reject" => EngineRequest::Reject(RejectParams {
+        "approve" => Method::Approve(ApproveParams { id, comment: text }),
+        "reject" => Method::Reject(RejectParams {
             id,
             reason: text.unwrap_or_default(),
         }),
-        "retry" => EngineRequest::Retry(IdParams { id }),
-        "cancel" => EngineRequest::Cancel(CloseParams { id, reason: text }),
-        "comment" => EngineRequest::Comment(CommentParams {
+        "retry" => Method::Retry(IdParams { id }),
+        "cancel" => Method::Cancel(CloseParams { id, reason: text }),
+        "comment" => Method::Comment(CommentParams {
             id,
             text: text.unwrap_or_default(),
             author: Some("web".into()),

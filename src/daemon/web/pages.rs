@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::domain::state::Lane;
-use crate::protocol::{EngineRequest, ListParams, PauseParams, RpcError};
+use crate::protocol::{ListParams, Method, PauseParams, RpcError};
 
 use super::auth::Proof;
 use super::Shared;
@@ -312,7 +312,7 @@ pub async fn pause(
         &shared,
         proof,
         &form.csrf,
-        EngineRequest::Pause(params(form.model)),
+        Method::Pause(params(form.model)),
     )
     .await
 }
@@ -327,7 +327,7 @@ pub async fn resume(
         &shared,
         proof,
         &form.csrf,
-        EngineRequest::Resume(params(form.model)),
+        Method::Resume(params(form.model)),
     )
     .await
 }
@@ -341,7 +341,7 @@ fn params(model: Option<String>) -> PauseParams {
 /// Sends an action's engine request: back to the board when it is done, the board with the
 /// engine's error when it is refused. A form sent with the cookie must carry the page's CSRF
 /// token.
-async fn act(shared: &Shared, proof: Proof, csrf: &str, request: EngineRequest) -> Response {
+async fn act(shared: &Shared, proof: Proof, csrf: &str, request: Method) -> Response {
     if let Some(refused) = refuse_forged(shared, proof, csrf) {
         return refused;
     }

@@ -12,7 +12,7 @@ use super::blocked_reason;
 impl Engine {
     /// Each lane's count, and its first `cards` beads: the ready ones in dispatch order, the
     /// others most recently changed first.
-    pub(super) fn board(&self, cards: usize) -> BoardAnswer {
+    pub(in crate::daemon::engine) fn board(&self, cards: usize) -> BoardAnswer {
         let state = self.store.state();
         let now = crate::daemon::clock::now();
         let mut lanes: [Vec<&Bead>; Lane::ALL.len()] = Default::default();

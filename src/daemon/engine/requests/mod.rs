@@ -9,8 +9,8 @@ use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, DepType, Status, StepMeta};
 use crate::domain::state::Stuck;
 use crate::protocol::{
-    Answer, BeadList, BeadSummary, BlockedBead, DispatchHold, EngineRequest, ErrorCode, HeldMerge,
-    IdParams, ListParams, ModelPauseView, RpcError, RunningStep, ShowAnswer, StatusAnswer,
+    Answer, BeadList, BeadSummary, BlockedBead, DispatchHold, ErrorCode, HeldMerge, IdParams,
+    ListParams, Method, ModelPauseView, RpcError, RunningStep, ShowAnswer, StatusAnswer,
     StepDetail, StepView,
 };
 
@@ -26,19 +26,15 @@ const NO_WORKER: &str = "no worker has said it is there in the last 30 s: agent 
      `catalyst ctl workers` lists those seen)";
 
 impl Engine {
-    pub(super) fn request(&mut self, request: EngineRequest) -> Handled<Answer> {
-        use EngineRequest as R;
+    /// Answers a control request. The methods a connection serves itself never come here
+    /// (see `daemon::server`); one that did is a bug, answered as one.
+    pub(super) fn request(&mut self, method: Method) -> Handled<Answer> {
+        use Method as M;
         // Agents still running in the shutdown grace period need their hooks answered.
         if self.shutdown.stopping
             && !matches!(
-                request,
-                R::Status
-                    | R::Ready
-                    | R::List(_)
-                    | R::Board { .. }
-                    | R::Show(_)
-                    | R::Hook(_)
-                    | R::Export
+                method,
+                M::Status | M::Ready | M::List(_) | M::Show(_) | M::Hook(_) | M::Export
             )
         {
             return Err(RpcError::new(
@@ -46,33 +42,51 @@ impl Engine {
                 "the daemon is stopping",
             ));
         }
-        Ok(match request {
-            R::Status => Answer::Status(Box::new(self.status())),
-            R::Ready => Answer::Beads(self.ready_list()),
-            R::List(p) => Answer::Beads(self.checked_list(&p)?),
-            R::Board { cards } => Answer::Board(self.board(cards)),
-            R::Show(p) => Answer::Show(Box::new(self.show(&p)?)),
-            R::Submit(beads) => Answer::Submitted(self.submit(beads)?),
-            R::Update(p) => Answer::Updated(self.update(*p)?),
-            R::Comment(p) => Answer::Commented(self.add_comment(p)?),
-            R::Close(p) => Answer::StatusChanged(self.close(p)?),
-            R::Reopen(p) => Answer::StatusChanged(self.reopen(&p)?),
-            R::Approve(p) => Answer::Approved(self.approve(p)?),
-            R::Reject(p) => Answer::Rejected(self.reject(p)?),
-            R::Retry(p) => Answer::Retried(self.retry(&p)?),
-            R::Cancel(p) => Answer::Cancelled(self.cancel(p)?),
-            R::Pause(p) => Answer::Paused(self.pause(p, true)),
-            R::Resume(p) => Answer::Paused(self.pause(p, false)),
+        Ok(match method {
+            M::Status => Answer::Status(Box::new(self.status())),
+            M::Ready => Answer::Beads(self.ready_list()),
+            M::List(p) => Answer::Beads(self.checked_list(&p)?),
+            M::Show(p) => Answer::Show(Box::new(self.show(&IdParams { id: p.id })?)),
+            M::Submit(beads) => Answer::Submitted(self.submit(beads)?),
+            M::Update(p) => Answer::Updated(self.update(*p)?),
+            M::Comment(p) => Answer::Commented(self.add_comment(p)?),
+            M::Close(p) => Answer::StatusChanged(self.close(p)?),
+            M::Reopen(p) => Answer::StatusChanged(self.reopen(&p)?),
+            M::Approve(p) => Answer::Approved(self.approve(p)?),
+            M::Reject(p) => Answer::Rejected(self.reject(p)?),
+            M::Retry(p) => Answer::Retried(self.retry(&p)?),
+            M::Cancel(p) => Answer::Cancelled(self.cancel(p)?),
+            M::Pause(p) => Answer::Paused(self.pause(p, true)),
+            M::Resume(p) => Answer::Paused(self.pause(p, false)),
             // Served by the engine's reload task (see `Engine::handle`).
-            R::Reload => {
+            M::Reload => {
                 return Err(RpcError::internal(
                     "a reload is served by the engine's reload task",
                 ))
             }
-            R::Hook(p) => Answer::Hook(self.hook(p)?),
-            R::Import(p) => Answer::Imported(self.import(p.beads)?),
-            R::Export => Answer::Exported(self.export()),
+            M::Hook(p) => Answer::Hook(self.hook(p)?),
+            M::Import(p) => Answer::Imported(self.import(p.beads)?),
+            M::Export => Answer::Exported(self.export()),
+            M::Subscribe(_) | M::Logs(_) | M::Shutdown | M::Workers => {
+                return Err(RpcError::internal(format!(
+                    "`{}` is served by the connection, not the engine",
+                    method.name()
+                )))
+            }
         })
+    }
+
+    /// Sends a client its answer once the batch's events are durable.
+    pub(super) fn answer(
+        &mut self,
+        reply: tokio::sync::oneshot::Sender<Handled<Answer>>,
+        answer: Handled<Answer>,
+    ) {
+        self.answers_client();
+        // A client that hung up does not need its answer.
+        self.tasks.after_sync(move || {
+            let _ = reply.send(answer);
+        });
     }
 
     fn bead(&self, id: &str) -> Handled<Bead> {

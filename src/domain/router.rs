@@ -246,7 +246,8 @@ pub enum Decision {
 ///   [`Decision::Escalate`], then [`Decision::Block`]. When the attempt's `answer` (its
 ///   [`answer_sum`]) is the one the attempt before gave, the escalation is not tried: the
 ///   same answer again says the step cannot succeed as it stands, and a more expensive model
-///   would only cost more; the step blocks.
+///   would only cost more; the step blocks. A gate (whose command could not run) has no
+///   model to escalate to, and blocks.
 /// - a usage limit, or a failure no retry can fix ([`Outcome::Unavailable`]) →
 ///   [`Decision::Requeue`].
 pub fn route(
@@ -259,6 +260,7 @@ pub fn route(
 ) -> Decision {
     let max_fix = step_max_fix_iterations.unwrap_or(config.max_fix_iterations);
     let again = Again {
+        role,
         counters,
         config,
         same_answer: answer.is_some() && answer == counters.last_answer,
@@ -399,6 +401,7 @@ fn reject(
 
 /// What a retry is decided from.
 struct Again<'a> {
+    role: Role,
     counters: &'a Counters,
     config: &'a RouterConfig,
     /// The attempt answered exactly as the failed one before it.
@@ -407,7 +410,7 @@ struct Again<'a> {
 
 impl Again<'_> {
     /// Malformed output or a failure: same model (after a delay), then the escalation model
-    /// once unless the answer repeated, then block.
+    /// once unless the answer repeated or the step runs no model (a gate), then block.
     fn retry(&self, reason: String) -> Decision {
         let config = self.config;
         let failed = self.counters.failed_attempts.saturating_add(1);
@@ -428,7 +431,7 @@ impl Again<'_> {
                 reason,
                 delay_secs,
             }
-        } else if config.escalation_model.is_empty() {
+        } else if config.escalation_model.is_empty() || !self.role.is_agent() {
             Decision::Block {
                 cause: BlockCause::AttemptsExhausted,
                 reason: format!("gave up after {failed} failed attempts: {reason}"),

@@ -408,3 +408,55 @@ async fn a_failing_gate_shows_its_output_in_the_logs_and_the_block_reason() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("boom: test x failed"), "{err}");
 }
+
+/// A gate command that exits 75 says it could not run (a service it needs was down), which
+/// is no verdict on the code: the gate runs again after the retry delay, with no fix and no
+/// fix iteration spent, and passes once the command can run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_command_that_could_not_run_is_run_again_without_a_fix() {
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a folder");
+    let marker = outside.path().join("tried");
+    let daemon = TestDaemon::start(
+        "",
+        &format!(
+            "gate_writable = [{:?}]\n[router]\nretry_delay_secs = 1\n",
+            outside.path()
+        ),
+    )
+    .await;
+    daemon
+        .add_formula(
+            "flaky",
+            &format!(
+                "formula = \"flaky\"\n[[steps]]\nid = \"checks\"\ntitle = \"Checks\"\nrole = \"gate\"\nmax_fix_iterations = 1\nrun = [\"test -e {m} || {{ touch {m}; echo 'database is down' >&2; exit 75; }}\"]\n",
+                m = marker.display()
+            ),
+        )
+        .await;
+    let id = daemon
+        .submit(BeadInput {
+            formula: Some("flaky".into()),
+            ..bead("Flaky service")
+        })
+        .await;
+    daemon.wait_status(&id, "closed").await;
+    let step = format!("{id}.checks");
+    let events = daemon.events().await;
+    let retries: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "step.retry" && e["step"] == step.as_str())
+        .collect();
+    assert_eq!(retries.len(), 1, "one retry: {retries:#?}");
+    let reason = retries[0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("could not run (exit 75)") && reason.contains("database is down"),
+        "{reason}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["type"] == "gate.failed" || e["type"] == "fix.created"),
+        "no rejection, no fix"
+    );
+    assert!(marker.exists(), "the first run left its mark");
+}

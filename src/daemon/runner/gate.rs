@@ -43,6 +43,11 @@ pub struct GateJob {
 /// The most output of a failed gate command passed on to the fix step.
 const GATE_OUTPUT_TAIL: usize = 16 * 1024;
 
+/// The exit status by which a command says it could not run, so it has no verdict on the
+/// code (`EX_TEMPFAIL` of `sysexits.h`: a service it needs is down, say). The gate fails as
+/// an attempt, retried after a delay, rather than as a rejection that starts a fix.
+pub const COULD_NOT_RUN: i32 = 75;
+
 /// One gate command's run, in the gate's `result.json`.
 #[derive(Serialize)]
 struct CommandRecord {
@@ -65,7 +70,8 @@ struct GateRecord<'a> {
 
 /// Runs the gate's commands one after the other (`sh -c`), each in its own process group;
 /// together they may take the gate's timeout, after which the one running is stopped and the
-/// gate fails. The first command that fails fails the gate with its output. Each command's
+/// gate fails. The first command that fails fails the gate with its output; one that exits
+/// [`COULD_NOT_RUN`] fails the attempt instead. Each command's
 /// output and report stay in the run folder, under `command-<n>/`.
 pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone {
     let mut done = StepDone::failed(&job.work, &job.step, Role::Gate, job.attempt, String::new());
@@ -115,6 +121,14 @@ pub async fn run_gate_step(job: GateJob, cancel: CancellationToken) -> StepDone 
         });
         if report.exit == Exit::Cancelled {
             outcome = None;
+            break;
+        }
+        if report.exit == Exit::Code(COULD_NOT_RUN) {
+            let output = gate_output(&spec.run_dir, command, &report);
+            let reason = format!(
+                "a gate command could not run (exit {COULD_NOT_RUN}): no verdict, so no fix\n{output}"
+            );
+            outcome = Some(Outcome::Failed { reason });
             break;
         }
         if report.exit != Exit::Code(0) {

@@ -411,6 +411,41 @@ fn an_empty_escalation_model_blocks_instead_of_escalating() {
     );
 }
 
+/// A gate command that could not run (exit 75) is a failed attempt, not a rejection: it
+/// starts no fix, and since a gate runs no model there is nothing to escalate to.
+#[test]
+fn a_gate_that_could_not_run_is_retried_without_a_fix_or_an_escalation() {
+    let config = RouterConfig {
+        max_attempts: 3,
+        ..RouterConfig::default()
+    };
+    let failure = Outcome::Failed {
+        reason: "could not run".into(),
+    };
+    let decisions = run(Gate, &vec![failure; 3], None, &config);
+    assert_eq!(
+        decisions,
+        [
+            Decision::Retry {
+                attempt: 2,
+                max_attempts: 3,
+                reason: "could not run".into(),
+                delay_secs: 10,
+            },
+            Decision::Retry {
+                attempt: 3,
+                max_attempts: 3,
+                reason: "could not run".into(),
+                delay_secs: 20,
+            },
+            block(
+                BlockCause::AttemptsExhausted,
+                "gave up after 3 failed attempts: could not run"
+            ),
+        ]
+    );
+}
+
 #[test]
 fn a_rejection_without_instructions_passes_on_the_summary() {
     let outcome = Outcome::Finished {

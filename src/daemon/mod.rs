@@ -17,6 +17,7 @@ pub mod fsutil;
 pub mod fswatch;
 pub mod load;
 pub mod netproxy;
+pub mod notify;
 pub mod paths;
 pub mod preflight;
 pub mod resolver;
@@ -300,7 +301,23 @@ async fn run_with(
     let beads_file = loaded.config.beads.watch.clone();
     let cluster = loaded.config.cluster.clone();
     let models = loaded.config.known_models();
+    let webhooks = loaded.config.webhooks.clone();
+    let (notified, seq) = (store.state().notified().clone(), store.state().seq());
     let (mut engine, handle, rx) = Engine::new(paths.clone(), store, loaded, repo, tracker.clone());
+    let workspace_name = paths
+        .workspace
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    notify::start(
+        &webhooks,
+        &notified,
+        seq,
+        &handle.journal,
+        &workspace_name,
+        handle.tx.clone(),
+        shutdown.clone(),
+    );
     let bus = if cluster.is_on() {
         let tx = handle.tx.clone();
         let record: crate::daemon::cluster::admit::Record = Arc::new(move |refused| {

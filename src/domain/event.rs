@@ -14,6 +14,49 @@ use crate::domain::router::Decision;
 use crate::domain::time::Timestamp;
 use crate::domain::unavailable::{PauseScope, Unavailable};
 
+/// What a notice is about. A webhook takes the kinds it lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoticeKind {
+    /// A step waits for a person's `approve` (an approval step, or a merge held for its
+    /// workflow files).
+    Approval,
+    /// The daemon blocked a bead: a person decides what comes next.
+    Blocked,
+    /// Dispatching paused on a failure no retry fixes (a key refused, an API unreachable).
+    Paused,
+    /// The agents' spending reached the daily or total budget.
+    Budget,
+    /// A bead's work reached the target branch.
+    Merged,
+}
+
+impl NoticeKind {
+    pub const ALL: [NoticeKind; 5] = [
+        NoticeKind::Approval,
+        NoticeKind::Blocked,
+        NoticeKind::Paused,
+        NoticeKind::Budget,
+        NoticeKind::Merged,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoticeKind::Approval => "approval",
+            NoticeKind::Blocked => "blocked",
+            NoticeKind::Paused => "paused",
+            NoticeKind::Budget => "budget",
+            NoticeKind::Merged => "merged",
+        }
+    }
+}
+
+impl std::fmt::Display for NoticeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One journal line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
@@ -288,6 +331,24 @@ pub enum EventBody {
         what: String,
         reason: String,
     },
+    /// A webhook took the notice of event `event` (its seq), at the `tries`th try.
+    #[serde(rename = "notify.sent")]
+    NotifySent {
+        hook: String,
+        event: u64,
+        kind: NoticeKind,
+        tries: u32,
+    },
+    /// A webhook did not take the notice of event `event` in `tries` tries; the notifier went
+    /// on to the next. `error` is the last try's.
+    #[serde(rename = "notify.failed")]
+    NotifyFailed {
+        hook: String,
+        event: u64,
+        kind: NoticeKind,
+        tries: u32,
+        error: String,
+    },
     #[serde(rename = "daemon.started")]
     DaemonStarted {
         pid: u32,
@@ -304,7 +365,7 @@ pub enum EventBody {
 
 impl EventBody {
     /// Every event's `type` name, in the order of [`EventBody`].
-    pub const KINDS: [&'static str; 29] = [
+    pub const KINDS: [&'static str; 31] = [
         "bead.created",
         "bead.updated",
         "bead.status",
@@ -332,6 +393,8 @@ impl EventBody {
         "dispatch.paused",
         "budget.reached",
         "cluster.refused",
+        "notify.sent",
+        "notify.failed",
         "daemon.started",
         "daemon.stopping",
     ];
@@ -366,6 +429,8 @@ impl EventBody {
             EventBody::DispatchPaused { .. } => "dispatch.paused",
             EventBody::BudgetReached { .. } => "budget.reached",
             EventBody::ClusterRefused { .. } => "cluster.refused",
+            EventBody::NotifySent { .. } => "notify.sent",
+            EventBody::NotifyFailed { .. } => "notify.failed",
             EventBody::DaemonStarted { .. } => "daemon.started",
             EventBody::DaemonStopping { .. } => "daemon.stopping",
         }
@@ -401,6 +466,8 @@ impl EventBody {
             | EventBody::DispatchPaused { .. }
             | EventBody::BudgetReached { .. }
             | EventBody::ClusterRefused { .. }
+            | EventBody::NotifySent { .. }
+            | EventBody::NotifyFailed { .. }
             | EventBody::DaemonStarted { .. }
             | EventBody::DaemonStopping { .. } => None,
         }

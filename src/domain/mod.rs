@@ -13,6 +13,7 @@ pub mod event;
 pub mod formula;
 pub mod id;
 pub mod model;
+pub mod notify;
 pub mod policy;
 pub mod prompt;
 pub mod result;

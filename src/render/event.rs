@@ -63,6 +63,9 @@ fn subject(body: &EventBody) -> String {
         B::DispatchPaused { scope, cause, .. } => format!("{scope} ({cause})"),
         B::ClusterRefused { from, what, .. } => format!("{what} from {from}"),
         B::BudgetReached { scope, .. } => format!("{scope:?} budget").to_lowercase(),
+        B::NotifySent { hook, kind, .. } | B::NotifyFailed { hook, kind, .. } => {
+            format!("{kind} to {hook}")
+        }
         B::DaemonStarted { .. } | B::DaemonStopping { .. } => String::new(),
     }
 }
@@ -162,6 +165,16 @@ fn detail(body: &EventBody) -> String {
                 .unwrap_or_else(|| " until the limit is raised".into())
         ),
         B::GateFailed { output, .. } => first_line(output),
+        B::NotifySent { event, tries, .. } => format!("event {event}, try {tries}"),
+        B::NotifyFailed {
+            event,
+            tries,
+            error,
+            ..
+        } => format!(
+            "event {event}, given up after {tries} tries: {}",
+            first_line(error)
+        ),
         B::BeadUpdated { .. }
         | B::StepInterrupted { .. }
         | B::GateWaiting { .. }

@@ -8,3 +8,4 @@ mod notify;
 mod setup;
 mod signals;
 mod watch;
+mod webhooks;

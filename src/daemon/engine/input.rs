@@ -90,6 +90,8 @@ pub enum Input {
     BeadsFile(Vec<crate::domain::model::Bead>),
     /// A write-back command ran (see `crate::daemon::beads::writeback`).
     WriteBack(writeback::Report),
+    /// A webhook took a notice, or it was given up (see `crate::daemon::notify`).
+    Notified(crate::daemon::notify::Delivered),
 }
 
 impl From<WorkspaceChange> for Input {
@@ -104,6 +106,12 @@ impl From<WorkspaceChange> for Input {
 impl From<BeadsFileRead> for Input {
     fn from(BeadsFileRead(beads): BeadsFileRead) -> Input {
         Input::BeadsFile(beads)
+    }
+}
+
+impl From<crate::daemon::notify::Delivered> for Input {
+    fn from(delivered: crate::daemon::notify::Delivered) -> Input {
+        Input::Notified(delivered)
     }
 }
 

@@ -260,6 +260,10 @@ impl Engine {
                 let answer = self.request(method);
                 self.answer(reply, answer);
             }
+            Input::Notified(delivered) => {
+                // Not written: the notice is posted again after a restart, which its seq shows.
+                let _ = self.record(vec![notified(delivered)]);
+            }
             Input::Board { cards, reply } => {
                 let answer = Ok(Answer::Board(self.board(cards)));
                 self.answer(reply, answer);
@@ -452,5 +456,24 @@ async fn sleep_until(when: Option<Instant>) {
     match when {
         Some(t) => tokio::time::sleep_until(t).await,
         None => std::future::pending().await,
+    }
+}
+
+/// The record of how a notice went.
+fn notified(d: crate::daemon::notify::Delivered) -> EventBody {
+    match d.error {
+        None => EventBody::NotifySent {
+            hook: d.hook,
+            event: d.event,
+            kind: d.kind,
+            tries: d.tries,
+        },
+        Some(error) => EventBody::NotifyFailed {
+            hook: d.hook,
+            event: d.event,
+            kind: d.kind,
+            tries: d.tries,
+            error,
+        },
     }
 }

@@ -14,8 +14,7 @@ use super::Engine;
 /// The author of the daemon's comments.
 pub const DAEMON: &str = "catalyst";
 
-/// How the daemon's comment on a bead it blocks starts; the reason follows.
-pub(crate) const BLOCKED_COMMENT: &str = "[daemon] BLOCKED:";
+pub(crate) use crate::domain::notify::BLOCKED_COMMENT;
 
 /// A decision as events, and the pause it asks for.
 #[derive(Debug)]

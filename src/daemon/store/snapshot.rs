@@ -35,6 +35,9 @@ pub struct Header {
     /// beads' total.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spending: Option<crate::domain::budget::Spending>,
+    /// Where each webhook's notifier is (see [`State::notified`]).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub notified: std::collections::BTreeMap<String, u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +62,7 @@ pub fn write(path: &Path, state: &State) -> io::Result<()> {
             beads: state.len() as u64,
             store: state.store_id().map(str::to_owned),
             spending: Some(state.spending().clone()),
+            notified: state.notified().clone(),
         };
         serde_json::to_writer(&mut *w, &header).map_err(io::Error::other)?;
         w.write_all(b"\n")?;
@@ -130,5 +134,6 @@ pub fn read(path: &Path) -> Result<Option<State>, SnapshotError> {
     state.set_seq(header.seq);
     state.set_store_id(header.store);
     state.set_spending(header.spending);
+    state.set_notified(header.notified);
     Ok(Some(state))
 }

@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod merge;
 pub mod template;
 pub mod web;
+pub mod webhook;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -127,6 +128,9 @@ pub struct Config {
     /// Values for formula vars in this workspace (`test_command = "cargo test"`), used by
     /// every formula that declares the var, unless the bead gives its own.
     pub vars: BTreeMap<String, String>,
+    /// Where notices of what needs a person, and of merges, are posted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub webhooks: Vec<webhook::Webhook>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,6 +185,7 @@ impl Default for Config {
             gate_network: crate::domain::agent::sandbox::Network::None,
             gate_writable: Vec::new(),
             vars: BTreeMap::new(),
+            webhooks: Vec::new(),
         }
     }
 }
@@ -300,6 +305,7 @@ impl Config {
             }
         }
         self.check_ranges()?;
+        webhook::check(&self.webhooks)?;
         if self.gate_network == crate::domain::agent::sandbox::Network::ModelOnly {
             return Err("`gate_network` is `none` or `open`: a gate talks to no model".to_owned());
         }

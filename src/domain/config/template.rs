@@ -155,6 +155,17 @@ pub const KEYS: &[Key] = &[
                catalystd, else the first on PATH",
         example: Some("\"/usr/local/bin/catalyst\""),
     },
+    Key {
+        key: "webhooks",
+        note: "where notices of what needs a person (an approval, a blocked bead, paused \
+               dispatching, a budget reached) and of merges are posted: `name`, `url`, `format` \
+               (\"json\" or \"slack\"), `notices` (\"approval\", \"blocked\", \"paused\", \
+               \"budget\", \"merged\"; all by default), `tries` (8) and `retry_secs` (2, \
+               doubling); none by default (changing them needs a restart)",
+        example: Some(
+            "[{ name = \"team\", url = \"https://hooks.slack.com/services/...\", format = \"slack\" }]",
+        ),
+    },
     key(
         "profiles",
         "agent profiles, `[profiles.<name>]` with `command`, `format`, `stdin`, `env`, \

@@ -271,6 +271,7 @@ fn the_template_shows_every_key_at_its_default() {
         examples,
         [
             "catalyst_bin",
+            "webhooks",
             "beads.watch",
             "web.listen",
             "cluster.workers",
@@ -289,6 +290,8 @@ fn the_template_shows_every_key_at_its_default() {
     assert!(with_examples.catalyst_bin.is_some() && with_examples.beads.watch.is_some());
     assert!(with_examples.web.listen.is_some());
     without_examples.catalyst_bin = None;
+    assert_eq!(with_examples.webhooks.len(), 1);
+    without_examples.webhooks.clear();
     without_examples.beads.watch = None;
     without_examples.web.listen = None;
     assert!(with_examples.cluster.remote.is_some() && with_examples.cluster.replicas.is_some());

@@ -68,6 +68,8 @@ impl State {
             | EventBody::DispatchPaused { .. }
             | EventBody::BudgetReached { .. }
             | EventBody::ClusterRefused { .. }
+            | EventBody::NotifySent { .. }
+            | EventBody::NotifyFailed { .. }
             | EventBody::DaemonStarted { .. }
             | EventBody::DaemonStopping { .. } => Ok(()),
         }

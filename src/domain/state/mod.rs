@@ -5,6 +5,8 @@
 //! for a checked event. Replay applies the same way, so a journal produces the same state every time.
 //! The checks live in `check`, the readiness index in [`ready`], the board's lanes in `lane`.
 
+use std::collections::BTreeMap;
+
 use crate::domain::event::{BeadPatch, Event, EventBody};
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, MergeHold, Phase, Status, StepMeta};
@@ -96,6 +98,9 @@ pub struct State {
     store: Option<String>,
     /// What the agents reported spending, by UTC day and in total.
     spending: Spending,
+    /// By webhook name, the seq of the last event whose notice it was sent (or given up on):
+    /// where its notifier goes on after a restart.
+    notified: BTreeMap<String, u64>,
 }
 
 impl State {
@@ -121,6 +126,16 @@ impl State {
     /// What the agents reported spending.
     pub fn spending(&self) -> &Spending {
         &self.spending
+    }
+
+    /// By webhook name, the seq of the last event it was notified of.
+    pub fn notified(&self) -> &BTreeMap<String, u64> {
+        &self.notified
+    }
+
+    /// Sets what a snapshot recorded of the webhooks' progress.
+    pub(crate) fn set_notified(&mut self, notified: BTreeMap<String, u64>) {
+        self.notified = notified;
     }
 
     /// Sets the spending a snapshot recorded; for a snapshot written before it did, the total
@@ -430,6 +445,10 @@ impl State {
             | EventBody::BudgetReached { .. }
             | EventBody::ClusterRefused { .. }
             | EventBody::DaemonStopping { .. } => {}
+            EventBody::NotifySent { hook, event, .. }
+            | EventBody::NotifyFailed { hook, event, .. } => {
+                self.notified.insert(hook, event);
+            }
             EventBody::DaemonStarted { store, .. } => {
                 if self.store.is_none() {
                     self.store = store;

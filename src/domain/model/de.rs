@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::{default_issue_type, default_priority, Bead, Dependency, JsonMap};
 
 /// A field that is absent when its value is: `metadata` (`Option`) or a list (`Vec`, empty).
-pub(super) trait Slot: Sized {
+trait Slot: Sized {
     /// What the JSON holds when the field is there.
     type Present: DeserializeOwned;
     fn from_read(value: Option<Self::Present>) -> Self;
@@ -45,13 +45,13 @@ impl<T: DeserializeOwned> Slot for Vec<T> {
 /// string is decoded as the field's own shape; an empty one, or JSON `null`, is the field's
 /// absence. A string that is not JSON of that shape refuses the line, naming the field. Any
 /// other value is read in place, without buffering it (this is also the journal's path).
-pub(super) struct Encoded<S> {
+struct Encoded<S> {
     field: &'static str,
     slot: PhantomData<S>,
 }
 
 impl<S> Encoded<S> {
-    pub(super) fn new(field: &'static str) -> Self {
+    fn new(field: &'static str) -> Self {
         Encoded {
             field,
             slot: PhantomData,

@@ -364,7 +364,8 @@ impl Bead {
 mod tests {
     use super::*;
 
-    /// The three shapes of docs/data-model.md#beads-export-lines plus a newer export line.
+    /// The three shapes of docs/data-model.md#beads-export-lines plus a beads 1.3 line (`_type`,
+    /// a lease, counts, a string comment id).
     const EXPORT_LINES: [&str; 4] = [
         r#"{"id":"bd-4h3","title":"Add test coverage for the git package","description":"","status":"open","priority":2,"issue_type":"task","created_at":"2025-11-20T21:21:23.497486-05:00","updated_at":"2025-11-20T21:21:23.497486-05:00","dependencies":[{"issue_id":"bd-4h3","depends_on_id":"bd-ge7","type":"blocks","created_at":"2025-11-20T21:21:31.277639-05:00","created_by":"daemon"}]}"#,
         r#"{"id":"bd-5zf0.1","title":"Child of the CRUD epic","status":"closed","priority":2,"issue_type":"task","owner":"dev@example.com","created_at":"2026-01-26T02:02:08Z","created_by":"mayor","updated_at":"2026-01-26T02:02:13Z","closed_at":"2026-01-26T02:02:13Z","close_reason":"Test completed","dependencies":[{"issue_id":"bd-5zf0.1","depends_on_id":"bd-5zf0","type":"parent-child","created_at":"2026-01-25T18:02:07Z","created_by":"mayor"}]}"#,

@@ -10,12 +10,13 @@ use catalyst_testkit::Workspace;
 
 /// The three shapes of docs/data-model.md#beads-export-lines (a `blocks` dependency with offset timestamps and
 /// microseconds; a closed child with a `parent-child` dependency; labels, an integer comment
-/// id and an unknown field), plus a newer line with `_type`, counts and a string comment id.
+/// id and an unknown field), plus a beads 1.3 line with `_type`, a lease, counts and a string
+/// comment id.
 const EXPORT: [&str; 4] = [
     r#"{"id":"bd-4h3","title":"Add test coverage for the git package","description":"","status":"open","priority":2,"issue_type":"task","created_at":"2025-11-20T21:21:23.497486-05:00","updated_at":"2025-11-20T21:21:23.497486-05:00","dependencies":[{"issue_id":"bd-4h3","depends_on_id":"bd-ge7","type":"blocks","created_at":"2025-11-20T21:21:31.277639-05:00","created_by":"daemon"}]}"#,
     r#"{"id":"bd-5zf0.1","title":"Child of the CRUD epic","status":"closed","priority":2,"issue_type":"task","owner":"dev@example.com","created_at":"2026-01-26T02:02:08Z","created_by":"mayor","updated_at":"2026-01-26T02:02:13Z","closed_at":"2026-01-26T02:02:13Z","close_reason":"Test completed","dependencies":[{"issue_id":"bd-5zf0.1","depends_on_id":"bd-5zf0","type":"parent-child","created_at":"2026-01-25T18:02:07Z","created_by":"mayor"}]}"#,
     r#"{"id":"bd-3kbmj","title":"Issue with labels","status":"closed","priority":1,"issue_type":"feature","created_at":"2026-01-12T02:16:02Z","updated_at":"2026-01-27T03:48:41Z","closed_at":"2026-01-27T03:48:41Z","close_reason":"done","labels":["backend","urgent"],"work_type":"mutex","comments":[{"id":1,"issue_id":"bd-3kbmj","author":"crew/giles","text":"Testing markdown","created_at":"2026-01-12T02:16:51Z"}]}"#,
-    r#"{"_type":"issue","id":"bd-9","title":"Newer export","status":"pinned","priority":0,"issue_type":"bug","created_at":"2026-02-01T10:00:00.5+01:00","updated_at":"2026-02-01T10:00:00.5+01:00","dependency_count":0,"dependent_count":3,"comment_count":1,"comments":[{"id":"c-7f","issue_id":"bd-9","author":"a","text":"b","created_at":"2026-02-01T10:00:01Z"}],"metadata":{"k":[1,2]}}"#,
+    r#"{"_type":"issue","id":"bd-9","title":"Newer export","status":"pinned","priority":0,"issue_type":"bug","created_at":"2026-02-01T10:00:00.5+01:00","updated_at":"2026-02-01T10:00:00.5+01:00","lease_expires_at":"2026-02-01T10:30:00+01:00","heartbeat_at":"2026-02-01T10:00:30.25+01:00","dependency_count":0,"dependent_count":3,"comment_count":1,"comments":[{"id":"c-7f","issue_id":"bd-9","author":"a","text":"b","created_at":"2026-02-01T10:00:01Z"}],"metadata":{"k":[1,2]}}"#,
 ];
 
 const NOT_AN_ISSUE: &str = r#"{"_type":"memory","id":"m-1","text":"remember this"}"#;
@@ -98,6 +99,79 @@ async fn import_then_export_through_the_daemon_gives_the_same_lines() {
     round_trip(&ws, "through the daemon");
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit().await.success());
+}
+
+/// Lines in the shape of a Gas Town backup of a beads database (its rows, as `dolt sql -r json`
+/// prints them): JSON columns as strings (`"{}"`, a filled one, an empty one), flags as
+/// numbers, a list as a string. Written for this test.
+const GAS_TOWN_BACKUP: [&str; 3] = [
+    r#"{"id":"gt-b1","title":"Backed up, empty metadata","description":"","design":"","acceptance_criteria":"","notes":"","status":"open","priority":2,"issue_type":"task","created_at":"2026-02-10T08:00:00Z","updated_at":"2026-02-10T08:00:00Z","metadata":"{}","ephemeral":0,"pinned":0,"is_template":0,"compaction_level":0,"original_size":0}"#,
+    r#"{"id":"gt-b2","title":"Backed up, metadata","status":"closed","priority":1,"issue_type":"bug","created_at":"2026-02-10T08:01:00Z","updated_at":"2026-02-10T09:00:00Z","closed_at":"2026-02-10T09:00:00Z","close_reason":"fixed","metadata":"{\"tool\":\"gt\",\"files\":[\"a.go\"]}","waiters":"[]","ephemeral":0}"#,
+    r#"{"id":"gt-b3","title":"Backed up, no metadata","status":"deferred","priority":3,"issue_type":"chore","created_at":"2026-02-10T08:02:00Z","updated_at":"2026-02-10T08:02:00Z","metadata":"","labels":"[\"infra\"]"}"#,
+];
+
+/// beads 1.3 export lines: `_type`, a lease with its heartbeat, the counts, and a dependency
+/// whose `metadata` is a string (beads' own shape for it).
+const BEADS_1_3: [&str; 2] = [
+    r#"{"_type":"issue","id":"gt-c1","title":"Claimed","status":"blocked","priority":1,"issue_type":"task","assignee":"polecat/nux","created_at":"2026-03-01T09:00:00Z","updated_at":"2026-03-01T09:05:00Z","lease_expires_at":"2026-03-01T09:35:00Z","heartbeat_at":"2026-03-01T09:05:00.25Z","dependency_count":1,"dependent_count":0,"comment_count":0,"dependencies":[{"issue_id":"gt-c1","depends_on_id":"gt-b1","type":"blocks","created_at":"2026-03-01T09:00:01Z","created_by":"mayor","metadata":"{}","thread_id":""}]}"#,
+    r#"{"_type":"issue","id":"gt-c2","title":"Not claimed","status":"closed","priority":2,"issue_type":"task","created_at":"2026-03-01T09:10:00Z","updated_at":"2026-03-01T09:10:00Z","closed_at":"2026-03-01T09:11:00Z","dependency_count":0,"dependent_count":1,"comment_count":0}"#,
+];
+
+#[test]
+fn a_gas_town_backup_and_beads_1_3_lines_import_whole_and_round_trip() {
+    let ws = Workspace::bare("");
+    let lines: Vec<&str> = GAS_TOWN_BACKUP.iter().chain(&BEADS_1_3).copied().collect();
+    let file = ws.root.join("issues.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").expect("backup file");
+    let (code, out, err) = catalyst(&ws.repo, &["import", file.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "every line is a bead: {out}{err}");
+    assert!(out.contains("imported 5 beads"), "{out}");
+
+    let (code, exported, err) = catalyst(&ws.repo, &["export"]);
+    assert_eq!(code, 0, "{err}");
+    // The values read, but a string-encoded field is written as the JSON it held.
+    let mut expected: Vec<Value> = lines.iter().map(|l| values(l).remove(0)).collect();
+    expected[0]["metadata"] = serde_json::json!({});
+    expected[1]["metadata"] = serde_json::json!({"tool": "gt", "files": ["a.go"]});
+    let third = expected[2].as_object_mut().expect("an object");
+    third.remove("metadata");
+    third.insert("labels".into(), serde_json::json!(["infra"]));
+    assert_eq!(values(&exported), expected, "line by line");
+
+    // That export, imported into an empty store and exported again: the same bytes.
+    let second = Workspace::bare("");
+    let (code, out, err) = catalyst_with_stdin(&second.repo, &["import", "-"], &exported);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, again, err) = catalyst(&second.repo, &["export"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(again, exported, "export, import, export: the same bytes");
+
+    // Importing the backup again finds every bead unchanged, strings and all.
+    let (code, out, _) = catalyst(&second.repo, &["import", file.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("5 unchanged"), "{out}");
+}
+
+/// A backup line whose `metadata` string is not a JSON object is refused alone, with its file
+/// and line; the lines around it are imported.
+#[test]
+fn a_bad_string_encoded_metadata_refuses_only_its_line() {
+    let ws = Workspace::bare("");
+    let bad = GAS_TOWN_BACKUP[0]
+        .replace("gt-b1", "gt-bad")
+        .replace(r#""metadata":"{}""#, r#""metadata":"{\"k\":""#);
+    let lines = [GAS_TOWN_BACKUP[1], &bad, GAS_TOWN_BACKUP[2]];
+    let file = ws.root.join("issues.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").expect("backup file");
+    let (code, out, err) = catalyst(&ws.repo, &["import", file.to_str().expect("utf-8")]);
+    assert_eq!(code, 1, "the refused line is reported: {out}{err}");
+    assert!(out.contains("imported 2 beads"), "{out}");
+    assert!(
+        out.contains(
+            "issues.jsonl:2`: not a bead: `metadata` is a string that does not hold its JSON"
+        ),
+        "{out}"
+    );
 }
 
 /// An issue line whose `blocks` dependencies name `targets`.

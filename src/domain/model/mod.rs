@@ -364,12 +364,13 @@ impl Bead {
 mod tests {
     use super::*;
 
-    /// The three shapes of docs/data-model.md#beads-export-lines plus a newer export line.
+    /// The three shapes of docs/data-model.md#beads-export-lines plus a beads 1.3 line (`_type`,
+    /// a lease, counts, a string comment id).
     const EXPORT_LINES: [&str; 4] = [
         r#"{"id":"bd-4h3","title":"Add test coverage for the git package","description":"","status":"open","priority":2,"issue_type":"task","created_at":"2025-11-20T21:21:23.497486-05:00","updated_at":"2025-11-20T21:21:23.497486-05:00","dependencies":[{"issue_id":"bd-4h3","depends_on_id":"bd-ge7","type":"blocks","created_at":"2025-11-20T21:21:31.277639-05:00","created_by":"daemon"}]}"#,
         r#"{"id":"bd-5zf0.1","title":"Child of the CRUD epic","status":"closed","priority":2,"issue_type":"task","owner":"dev@example.com","created_at":"2026-01-26T02:02:08Z","created_by":"mayor","updated_at":"2026-01-26T02:02:13Z","closed_at":"2026-01-26T02:02:13Z","close_reason":"Test completed","dependencies":[{"issue_id":"bd-5zf0.1","depends_on_id":"bd-5zf0","type":"parent-child","created_at":"2026-01-25T18:02:07Z","created_by":"mayor"}]}"#,
         r#"{"id":"bd-3kbmj","title":"Issue with labels","status":"closed","priority":1,"issue_type":"feature","created_at":"2026-01-12T02:16:02Z","updated_at":"2026-01-27T03:48:41Z","closed_at":"2026-01-27T03:48:41Z","close_reason":"done","labels":["backend","urgent"],"work_type":"mutex","comments":[{"id":1,"issue_id":"bd-3kbmj","author":"crew/giles","text":"Testing markdown","created_at":"2026-01-12T02:16:51Z"}]}"#,
-        r#"{"_type":"issue","id":"bd-9","title":"Newer export","status":"pinned","priority":0,"issue_type":"bug","created_at":"2026-02-01T10:00:00.5+01:00","updated_at":"2026-02-01T10:00:00.5+01:00","dependency_count":0,"dependent_count":3,"comment_count":1,"comments":[{"id":"c-7f","issue_id":"bd-9","author":"a","text":"b","created_at":"2026-02-01T10:00:01Z"}],"metadata":{"k":[1,2]}}"#,
+        r#"{"_type":"issue","id":"bd-9","title":"Newer export","status":"pinned","priority":0,"issue_type":"bug","created_at":"2026-02-01T10:00:00.5+01:00","updated_at":"2026-02-01T10:00:00.5+01:00","lease_expires_at":"2026-02-01T10:30:00+01:00","heartbeat_at":"2026-02-01T10:00:30.25+01:00","dependency_count":0,"dependent_count":3,"comment_count":1,"comments":[{"id":"c-7f","issue_id":"bd-9","author":"a","text":"b","created_at":"2026-02-01T10:00:01Z"}],"metadata":{"k":[1,2]}}"#,
     ];
 
     #[test]

@@ -67,14 +67,8 @@ impl Formula {
         let composed = super::compose::needs_composing(self);
         if self.steps.is_empty() && self.extends.is_empty() {
             out.push(Problem::formula(file, "the formula has no steps"));
-        } else if !composed && !self.steps.iter().any(|s| s.role == Role::Merge) {
-            out.push(
-                Problem::formula(
-                    file,
-                    "no merge step: a bead's work stays on its branch `catalyst/<bead>` when the formula is done",
-                )
-                .warn(),
-            );
+        } else if !composed {
+            self.check_merge(has_prompt, &mut out);
         }
         self.check_vars(&mut out);
         let mut seen = HashSet::new();
@@ -107,6 +101,9 @@ impl Formula {
                 ));
             }
         }
+        if self.extends.is_empty() {
+            self.check_templates(&mut out);
+        }
         if let Err(cycles) = self
             .order()
             .map_err(|c| if composed { Vec::new() } else { c })
@@ -120,6 +117,26 @@ impl Formula {
             }
         }
         out
+    }
+
+    /// `merge = false` and a merge step contradict each other; the merge step pouring adds
+    /// needs the merge role's prompt like any other.
+    fn check_merge(&self, has_prompt: &dyn Fn(&str) -> bool, out: &mut Vec<Problem>) {
+        let file = self.file.as_str();
+        match self.merge_plan() {
+            super::MergePlan::Step(id) if self.merge == Some(false) => out.push(Problem::step(
+                file,
+                &id,
+                "a merge step in a formula that says `merge = false`",
+            )),
+            super::MergePlan::Added(_) if !has_prompt(Role::Merge.as_str()) => {
+                out.push(Problem::formula(
+                    file,
+                    "there is no prompt for role `merge` in the prompt set, which the merge step added to a formula without one needs (or say `merge = false`)",
+                ))
+            }
+            _ => {}
+        }
     }
 
     /// `recheck` is for merge steps, and names gate or review steps the merge comes after.
@@ -193,26 +210,29 @@ impl Formula {
     fn check_vars(&self, out: &mut Vec<Problem>) {
         let file = self.file.as_str();
         for (name, def) in &self.vars {
-            let mut problem = |message: String| out.push(Problem::formula(file, message));
-            if BUILTIN_VARS.contains(&name.as_str()) {
-                problem(format!(
-                    "var `{name}` is built in (the work bead's {}) and cannot be declared",
-                    if name == "bead" { "id" } else { "title" }
-                ));
-            } else if !is_var_name(name) {
-                problem(format!(
+            if !is_var_name(name) {
+                out.push(Problem::formula(file, format!(
                     "var name `{name}` must match `[a-zA-Z_][a-zA-Z0-9_]*` to be usable as `{{{{{name}}}}}`"
-                ));
+                )));
             }
-            if def.required && def.default.is_some() {
-                problem(format!(
-                    "var `{name}` cannot be both required and have a default"
-                ));
+            if def.default.is_none() && self.kind == Kind::Workflow {
+                // What pouring demands, said when the formula is checked rather than when a
+                // bead is blocked for it.
+                out.push(
+                    Problem::formula(
+                        file,
+                        format!(
+                            "var `{name}` has no default: pouring needs a value for it (`ctl submit --var {name}=…`, or the config's `[vars]`)"
+                        ),
+                    )
+                    .warn(),
+                );
             }
             if let Some(default) = &def.default {
                 if !def.allowed.is_empty() && !def.allowed.contains(default) {
-                    problem(format!(
-                        "the default `{default}` of var `{name}` is not in its `enum`"
+                    out.push(Problem::formula(
+                        file,
+                        format!("the default `{default}` of var `{name}` is not in its `enum`"),
                     ));
                 }
             }
@@ -266,6 +286,73 @@ impl Formula {
                     ));
                 }
             }
+        }
+    }
+
+    /// Go-template actions ([`super::template`]): a broken `{{if}}…{{end}}` is an error, as
+    /// in `run`, where a gate's command is never a template; what is passed through verbatim
+    /// and vars the actions read that are not declared are one warning each for the formula.
+    fn check_templates(&self, out: &mut Vec<Problem>) {
+        let file = self.file.as_str();
+        let mut passed: Vec<String> = Vec::new();
+        let mut undeclared: Vec<String> = Vec::new();
+        for step in self.steps.iter().filter(|s| s.expand.is_none()) {
+            for command in &step.run {
+                if super::template::scan(command).actions {
+                    out.push(Problem::step(
+                        file,
+                        &step.id,
+                        format!("`run` holds a Go-template action (`{command}`): a gate's command is not a template, so that the shell runs exactly what is written; use `{{{{var}}}}` placeholders"),
+                    ));
+                }
+            }
+            for (field, text) in [
+                ("title", &step.title),
+                ("description", &step.description),
+                ("notes", &step.notes),
+            ] {
+                let scan = super::template::scan(text);
+                for error in scan.errors {
+                    out.push(Problem::step(file, &step.id, format!("`{field}`: {error}")));
+                }
+                for name in scan.vars {
+                    if !self.vars.contains_key(&name)
+                        && !BUILTIN_VARS.contains(&name.as_str())
+                        && !undeclared.contains(&name)
+                    {
+                        undeclared.push(name);
+                    }
+                }
+                for action in scan.passed {
+                    if !passed.contains(&action) {
+                        passed.push(action);
+                    }
+                }
+            }
+        }
+        if !passed.is_empty() {
+            out.push(
+                Problem::formula(
+                    file,
+                    format!(
+                        "template actions catalyst does not render are passed through verbatim to the agent: {}",
+                        backticked(&passed)
+                    ),
+                )
+                .warn(),
+            );
+        }
+        if !undeclared.is_empty() {
+            out.push(
+                Problem::formula(
+                    file,
+                    format!(
+                        "template actions read vars `[vars]` does not declare, which are always empty (false in `{{{{if}}}}`): {}",
+                        backticked(&undeclared.iter().map(|n| format!(".{n}")).collect::<Vec<_>>())
+                    ),
+                )
+                .warn(),
+            );
         }
     }
 
@@ -343,6 +430,12 @@ impl Formula {
         }
         index
     }
+}
+
+/// `a`, `b` as "`a`, `b`".
+fn backticked(items: &[String]) -> String {
+    let items: Vec<String> = items.iter().map(|i| format!("`{i}`")).collect();
+    items.join(", ")
 }
 
 fn index_needs<'a>(
@@ -500,26 +593,22 @@ mod tests {
     }
 
     #[test]
-    fn a_formula_without_a_merge_step_is_a_warning() {
-        let no_merge = Formula::parse(
-            "formula = \"f\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",
-            "t.formula.toml",
-        )
-        .expect("parses");
-        let problems = no_merge.check(&has_prompt);
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert!(problems[0].warning);
+    fn a_formula_without_a_merge_step_loads_without_a_warning_and_merge_false_refuses_one() {
+        let text = "formula = \"f\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n";
+        let no_merge = Formula::load(text, "t.formula.toml", &has_prompt).expect("loads");
+        assert!(no_merge.warnings.is_empty(), "{:?}", no_merge.warnings);
         assert_eq!(
-            problems[0].to_string(),
-            "t.formula.toml: warning: no merge step: a bead's work stays on its branch `catalyst/<bead>` when the formula is done"
+            no_merge.merge_plan(),
+            crate::domain::formula::MergePlan::Added("merge".into())
         );
-        let loaded = Formula::load(
-            "formula = \"f\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",
-            "t.formula.toml",
-            &has_prompt,
-        )
-        .expect("a warning does not refuse the formula");
-        assert_eq!(loaded.warnings.len(), 1);
+        let contradiction = "formula = \"f\"\nmerge = false\n[[steps]]\nid = \"m\"\ntitle = \"M\"\nrole = \"merge\"\n";
+        assert_eq!(
+            check(contradiction),
+            ["t.formula.toml: m: a merge step in a formula that says `merge = false`"]
+        );
+        let no_prompt = Formula::parse(text, "t.formula.toml").expect("parses");
+        let got = errors(&no_prompt.check(&|n| n != "merge"));
+        assert_eq!(got, ["t.formula.toml: there is no prompt for role `merge` in the prompt set, which the merge step added to a formula without one needs (or say `merge = false`)"]);
     }
 
     /// A formula header; each case adds steps.
@@ -607,10 +696,6 @@ mod tests {
              "a: `{{lang}}` stands inside quotes in `run`"),
             ("[[steps]]\nid = \"a\"\ntitle = \"A\"\nmetadata = { catalyst = 1 }\n",
              "a: metadata key `catalyst` is reserved"),
-            ("[vars.bead]\ndefault = \"x\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",
-             "t.formula.toml: var `bead` is built in"),
-            ("[vars.r]\nrequired = true\ndefault = \"x\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",
-             "t.formula.toml: var `r` cannot be both required and have a default"),
             ("[vars.e]\nenum = [\"a\"]\ndefault = \"b\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",
              "the default `b` of var `e` is not in its `enum`"),
             ("[vars.\"bad-name\"]\ndefault = \"x\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",

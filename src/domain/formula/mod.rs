@@ -32,6 +32,9 @@ mod pour;
 mod range;
 mod reader;
 mod set;
+#[cfg(test)]
+mod shapes;
+mod template;
 mod vars;
 
 use std::collections::BTreeMap;
@@ -43,7 +46,7 @@ pub use check::MAX_STEP_ID_LEN;
 pub use compose::{apply_aspect, expand_step, unmatched_pointcuts, ASPECT_LABEL};
 pub use error::ComposeError;
 pub(crate) use parse::toml_error;
-pub use pour::{pour, PourError};
+pub use pour::{pour, MergePlan, PourError, ADDED_MERGE_ID};
 pub use set::{FormulaSet, BUILTIN as BUILTIN_FILES, BUILTIN_DIR};
 pub use vars::{placeholders, substitute, BUILTIN_VARS};
 
@@ -84,6 +87,10 @@ pub struct Formula {
     pub extends: Vec<String>,
     /// beads' `[compose]` rules, applied when the formula is composed with the others.
     pub compose: Compose,
+    /// catalyst's `merge`: `Some(false)` keeps a workflow without a merge step from getting
+    /// one when it is poured (its work stays on the bead's branch); absent, a workflow without
+    /// a merge step is poured with one added ([`Formula::merge_plan`]).
+    pub merge: Option<bool>,
 }
 
 /// One of an aspect's `[[pointcuts]]`: a step matches when it meets every criterion given.

@@ -95,6 +95,10 @@ const KEPT_TOP: &[(&str, &str)] = &[
     ),
     ("squash", "Gas Town's summary of a finished molecule"),
     ("presets", "Gas Town's leg presets for `gt formula run`"),
+    (
+        "review_only",
+        "a review-only formula changes no code: no merge step is added when it is poured (as with `merge = false`)",
+    ),
 ];
 
 /// Step keys of beads and Gas Town that catalyst keeps (on the step bead's metadata) with a
@@ -116,6 +120,10 @@ const KEPT_STEP: &[(&str, &str)] = &[
     (
         "acceptance",
         "put acceptance criteria in the step's description for the agent to read",
+    ),
+    (
+        "review_only",
+        "the step's agent is told what to do by its role and description",
     ),
     (
         "waits_for",
@@ -179,6 +187,7 @@ pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
     };
     let raw_convoy = convoy.then(|| convoy::take(&mut r));
     let extends = r.strings("extends").unwrap_or_default();
+    let merge = r.bool("merge");
     let raw_compose = r.table("compose");
     let mut kept = table_to_json(r.finish(UNSUPPORTED_TOP, KEPT_TOP));
     let compose = raw_compose
@@ -220,6 +229,7 @@ pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
         pointcuts,
         extends,
         compose,
+        merge,
     };
     if !super::compose::needs_composing(&formula) {
         formula.steps = super::compose::gates(std::mem::take(&mut formula.steps));
@@ -490,17 +500,22 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
     }
     let labels = r.strings("labels").unwrap_or_default();
     let mut metadata = r.table("metadata").map(table_to_json).unwrap_or_default();
-    let issue_type = match r.string("type") {
-        None => "task".to_owned(),
-        Some(t) if STEP_TYPES.contains(&t.as_str()) => t,
+    // beads' `human` step waits for a person (an approval); Gas Town's `parallel` step groups
+    // `children` that run side by side. Both are poured as `task` beads.
+    let step_type = r.string("type");
+    let issue_type = match step_type.as_deref() {
+        None | Some("human" | "parallel") => "task".to_owned(),
+        Some(t) if STEP_TYPES.contains(&t) => t.to_owned(),
         Some(t) => {
             r.problem(format!(
-                "unknown step `type = \"{t}\"` (expected one of {}; `role` says what the step does)",
+                "unknown step `type = \"{t}\"` (expected one of {}, `human` or `parallel`; `role` says what the step does)",
                 STEP_TYPES.join(", ")
             ));
             "task".to_owned()
         }
     };
+    let human = step_type.as_deref() == Some("human");
+    let parallel = step_type.as_deref() == Some("parallel");
     let role = r.string("role").and_then(|name| {
         let role = Role::parse(&name);
         if role.is_none() {
@@ -512,11 +527,14 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
         }
         role
     });
-    let role = match (role, r.bool("approval")) {
+    let approval = r.bool("approval");
+    let role = match (role, approval.or(human.then_some(true))) {
         (Some(role), Some(true)) if role != Role::Approval => {
-            r.problem(format!(
-                "`approval = true` conflicts with `role = \"{role}\"`"
-            ));
+            r.problem(if approval == Some(true) {
+                format!("`approval = true` conflicts with `role = \"{role}\"`")
+            } else {
+                format!("`type = \"human\"` (a person's step) conflicts with `role = \"{role}\"`")
+            });
             role
         }
         (Some(role), _) => role,
@@ -555,6 +573,9 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
     let output = r.string("output");
     let condition = r.string("condition");
     let raw_children = r.take("children");
+    if parallel && raw_children.is_none() {
+        r.warning("`type = \"parallel\"` without `children` is kept but not acted on: it is a plain step; steps whose `needs` are met run side by side anyway");
+    }
     let raw_loop = r.table("loop");
     let gate = r.table("gate").and_then(|t| step_gate(&mut r, t));
     let id_for_loop = id.clone().unwrap_or_default();
@@ -958,7 +979,7 @@ mod tests {
             ),
             (
                 "formula = \"f\"\n[vars.v]\ntype = \"float\"\n",
-                "t.formula.toml: var `v`: unknown `type = \"float\"` (expected \"string\", \"int\" or \"bool\")",
+                "t.formula.toml: var `v`: unknown `type = \"float\"` (expected \"string\", \"int\", \"number\" or \"bool\")",
             ),
             (
                 "formula = \"f\"\n[[steps]]\nid = \"a\"\ngate = { id = \"x\" }\n",
@@ -986,7 +1007,7 @@ mod tests {
             ),
             (
                 "formula = \"f\"\n[[steps]]\nid = \"a\"\ntype = \"bugfix\"\n",
-                "a: unknown step `type = \"bugfix\"` (expected one of task, bug, feature, epic, chore",
+                "a: unknown step `type = \"bugfix\"` (expected one of task, bug, feature, epic, chore, `human` or `parallel`",
             ),
 
         ];

@@ -118,7 +118,7 @@ pub fn formulas(
 }
 
 /// The formula files directly in `dir`, sorted by name.
-fn formula_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
+pub(crate) fn formula_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;

@@ -18,10 +18,6 @@ use std::collections::BTreeMap;
 
 use super::vars::substitute;
 
-/// The words that are template actions when written alone (`{{else}}`, `{{end}}`), never
-/// placeholders.
-pub(crate) const BARE_WORDS: [&str; 4] = ["else", "end", "break", "continue"];
-
 /// One `{{…}}` action of a text, as read.
 #[derive(Clone, Debug, PartialEq)]
 enum Action {
@@ -445,9 +441,12 @@ mod tests {
         render(text, &values(pairs))
     }
 
+    /// A text, the values, what it renders to.
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+
     #[test]
     fn renders_if_else_and_fields_like_go_templates() {
-        let cases: &[(&str, &[(&str, &str)], &str)] = &[
+        let cases: &[Case<'_>] = &[
             (
                 "{{if .pr}}PR {{.pr}}{{else}}no PR{{end}}",
                 &[("pr", "7")],

@@ -22,6 +22,10 @@ use super::error::PourError;
 use super::Formula;
 use crate::domain::model::Bead;
 
+/// The words that are Go-template actions when written alone (`{{else}}`, `{{end}}`), never
+/// placeholders ([`super::template`]).
+pub(crate) const BARE_WORDS: [&str; 4] = ["else", "end", "break", "continue"];
+
 /// Variables every formula has without declaring them: the work bead's id and title.
 pub const BUILTIN_VARS: [&str; 2] = ["bead", "title"];
 
@@ -52,10 +56,7 @@ fn scan(text: &str) -> Vec<(Range<usize>, &str)> {
         let name_len = name_len(&bytes[name_start..]);
         let name_end = name_start + name_len;
         let word = &text[name_start..name_end];
-        if name_len > 0
-            && text[name_end..].starts_with("}}")
-            && !super::template::BARE_WORDS.contains(&word)
-        {
+        if name_len > 0 && text[name_end..].starts_with("}}") && !BARE_WORDS.contains(&word) {
             found.push((start..name_end + 2, &text[name_start..name_end]));
             i = name_end + 2;
         } else {

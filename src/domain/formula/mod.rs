@@ -35,6 +35,7 @@ mod set;
 #[cfg(test)]
 mod shapes;
 mod template;
+mod v2;
 mod vars;
 
 use std::collections::BTreeMap;

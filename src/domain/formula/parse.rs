@@ -94,6 +94,11 @@ const KEPT_TOP: &[(&str, &str)] = &[
         "runbooks are not given to agents; put what they need in the steps",
     ),
     ("squash", "Gas Town's summary of a finished molecule"),
+    (
+        "requires",
+        "Gas City's compiler requirements (formula v2); catalyst reads the formula itself",
+    ),
+    ("tags", "tags describe the formula; a step's `tags` become its labels"),
     ("presets", "Gas Town's leg presets for `gt formula run`"),
     (
         "review_only",
@@ -124,6 +129,26 @@ const KEPT_STEP: &[(&str, &str)] = &[
     (
         "review_only",
         "the step's agent is told what to do by its role and description",
+    ),
+    (
+        "check",
+        "Gas City's check script runs in its own runtime; use a `role = \"gate\"` step with `run`",
+    ),
+    (
+        "retry",
+        "Gas City's transient retries are its runtime's; catalyst retries a failed attempt by the config's `[router] max_attempts`",
+    ),
+    (
+        "drain",
+        "Gas City drains a worker session after the step; catalyst starts an agent per attempt",
+    ),
+    (
+        "opt_model",
+        "use `model` to choose the step's model",
+    ),
+    (
+        "description_file",
+        "catalyst does not read step text from other files; put it in `description`",
     ),
     (
         "waits_for",
@@ -498,7 +523,13 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
             needs.push(dep);
         }
     }
-    let labels = r.strings("labels").unwrap_or_default();
+    let mut labels = r.strings("labels").unwrap_or_default();
+    // Gas City's `tags` are labels by another name.
+    for tag in r.strings("tags").unwrap_or_default() {
+        if !labels.contains(&tag) {
+            labels.push(tag);
+        }
+    }
     let mut metadata = r.table("metadata").map(table_to_json).unwrap_or_default();
     // beads' `human` step waits for a person (an approval); Gas Town's `parallel` step groups
     // `children` that run side by side. Both are poured as `task` beads.
@@ -544,7 +575,17 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
     let model = r.string("model");
     let prompt = r.string("prompt");
     let run = r.strings("run").unwrap_or_default();
-    let timeout = r.integer("timeout", 1, i64::MAX).map(|t| t as u64);
+    let timeout = super::v2::timeout(&mut r);
+    // `children-of(x)` waits for what `x` stands for: its children, which a step needing the
+    // group `x` needs once they are lifted.
+    if let Some(Value::String(w)) = r.peek("waits_for") {
+        if let Some(step) = super::v2::children_of(w).map(str::to_owned) {
+            r.take("waits_for");
+            if !needs.contains(&step) {
+                needs.push(step);
+            }
+        }
+    }
     let sandbox = r.string("sandbox");
     let unconfined = match sandbox.as_deref() {
         None | Some("bwrap") => false,

@@ -105,6 +105,46 @@ fn each_published_shape_loads_with_its_warnings() {
               "s.formula.toml: warning: var `title` is built in (the work bead's title): its declaration is ignored, and `{{title}}` is the bead's",
               "s.formula.toml: warning: var `target` has no default: pouring needs a value for it (`ctl submit --var target=…`, or the config's `[vars]`)"],
         ),
+        (
+            "formulas v2 (Gas City)",
+            r#"
+            formula = "v2"
+            version = 2
+            tags = ["ops"]
+            [requires]
+            formula_compiler = ">=2"
+            [[steps]]
+            id = "survey"
+            title = "Survey"
+            timeout = "1h30m"
+            tags = ["scan"]
+            opt_model = "fast"
+            description_file = "survey.md"
+            [steps.retry]
+            max_attempts = 3
+            on_exhausted = "soft_fail"
+            [steps.check]
+            script = "test -f out.json"
+            [steps.on_complete]
+            for_each = "output.items"
+            bond = "item-work"
+            [[steps]]
+            id = "collect"
+            title = "Collect"
+            waits_for = "children-of(survey)"
+            drain = true
+            "#,
+            &[
+                "s.formula.toml: warning: `requires` is kept but not acted on: Gas City's compiler requirements (formula v2); catalyst reads the formula itself",
+                "s.formula.toml: warning: `tags` is kept but not acted on: tags describe the formula; a step's `tags` become its labels",
+                "s.formula.toml: survey: warning: `check` is kept but not acted on: Gas City's check script runs in its own runtime; use a `role = \"gate\"` step with `run`",
+                "s.formula.toml: survey: warning: `description_file` is kept but not acted on: catalyst does not read step text from other files; put it in `description`",
+                "s.formula.toml: survey: warning: `on_complete` is kept but not acted on: bonding a formula for each item of a step's output happens at run time in Gas Town; catalyst pours a fixed molecule",
+                "s.formula.toml: survey: warning: `opt_model` is kept but not acted on: use `model` to choose the step's model",
+                "s.formula.toml: survey: warning: `retry` is kept but not acted on: Gas City's transient retries are its runtime's; catalyst retries a failed attempt by the config's `[router] max_attempts`",
+                "s.formula.toml: collect: warning: `drain` is kept but not acted on: Gas City drains a worker session after the step; catalyst starts an agent per attempt",
+            ],
+        ),
     ];
     for (what, text, want) in cases {
         let (_, got) = warnings(text);
@@ -200,4 +240,22 @@ fn shapes_pour_as_catalyst_means_them() {
         assert_eq!(f.merge_plan(), MergePlan::Off(why));
         assert_eq!(beads.len(), 1, "{why}: no merge step");
     }
+}
+
+#[test]
+fn v2_keys_that_map_trivially_are_used_and_the_rest_kept_on_the_step() {
+    let text = "formula = \"v\"\nversion = 2\n[[steps]]\nid = \"a\"\ntitle = \"A\"\ntimeout = \"30m\"\nlabels = [\"x\"]\ntags = [\"x\", \"y\"]\n[steps.retry]\nmax_attempts = 3\n[[steps]]\nid = \"b\"\ntitle = \"B\"\nwaits_for = \"children-of(a)\"\n";
+    let (f, _) = warnings(text);
+    assert_eq!(f.version, 2);
+    let a = f.step("a").expect("a");
+    assert_eq!(a.timeout, Some(1800));
+    assert_eq!(a.labels, ["x", "y"]);
+    assert_eq!(a.metadata["retry"]["max_attempts"], 3);
+    let b = f.step("b").expect("b");
+    assert_eq!(b.needs, ["a"]);
+    assert!(!b.metadata.contains_key("waits_for"));
+    assert_eq!(
+        errors("formula = \"v\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\ntimeout = \"soon\"\n"),
+        ["s.formula.toml: a: `timeout = \"soon\"` is not a duration (seconds, or whole numbers with `h`, `m` and `s`, such as `\"1h30m\"`)"]
+    );
 }

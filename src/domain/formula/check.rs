@@ -298,7 +298,15 @@ impl Formula {
         let mut undeclared: Vec<String> = Vec::new();
         for step in self.steps.iter().filter(|s| s.expand.is_none()) {
             for command in &step.run {
-                if super::template::scan(command).actions {
+                // A command is never rendered: control would choose what the shell runs, and
+                // `{{.var}}` would reach it unsubstituted. Other braces (`docker inspect
+                // --format '{{.State.Status}}'`) are the command's own text.
+                let scan = super::template::scan(command);
+                let var = scan
+                    .vars
+                    .iter()
+                    .any(|v| self.vars.contains_key(v) || BUILTIN_VARS.contains(&v.as_str()));
+                if scan.control || var {
                     out.push(Problem::step(
                         file,
                         &step.id,

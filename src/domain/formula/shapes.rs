@@ -169,6 +169,15 @@ fn a_template_in_run_or_a_broken_one_is_refused() {
             "s.formula.toml: g: `title`: `{{end}}` without its `{{if}}`",
         ]
     );
+    let var = "formula = \"t\"\n[vars.x]\npattern = \"[a-z]+\"\n[[steps]]\nid = \"g\"\ntitle = \"G\"\nrole = \"gate\"\nrun = [\"echo {{.x}}\"]\n";
+    assert_eq!(
+        errors(var).len(),
+        1,
+        "`{{{{.x}}}}` of a declared var in `run`"
+    );
+    // A command's own braces are its text.
+    let docker = "formula = \"t\"\n[[steps]]\nid = \"g\"\ntitle = \"G\"\nrole = \"gate\"\nrun = [\"docker inspect --format '{{.State.Status}}' db\"]\n";
+    warnings(docker);
 }
 
 #[test]

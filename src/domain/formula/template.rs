@@ -81,6 +81,9 @@ struct Token<'a> {
 pub(crate) struct Scan {
     /// Whether the text has any Go-template action.
     pub actions: bool,
+    /// Whether it has control actions (`if`, `else`, `end`, `range`, `with`, …), which choose
+    /// what the text says.
+    pub control: bool,
     /// The vars the rendered actions read (`.name`), left to right.
     pub vars: Vec<String>,
     /// The actions passed through verbatim, as written.
@@ -342,11 +345,18 @@ impl<'a> Parser<'a> {
 fn parse(text: &str) -> (Vec<Node<'_>>, Scan) {
     let tokens = tokens(text);
     let actions = tokens.iter().any(|t| t.action.is_some());
+    let control = tokens.iter().any(|t| {
+        matches!(
+            t.action,
+            Some(Action::If(_) | Action::ElseIf(_) | Action::Else | Action::End | Action::Block)
+        )
+    });
     let mut parser = Parser {
         tokens,
         at: 0,
         scan: Scan {
             actions,
+            control,
             ..Scan::default()
         },
     };

@@ -18,7 +18,10 @@
 //! 2. [`Formula::check`] finds every semantic problem at once (ids, `needs`, cycles, roles,
 //!    prompts, gate commands, vars), so a user fixes a file in one round.
 //!    [`Formula::load`] does both.
-//! 3. [`pour`] turns a checked formula and a work bead into the step beads of a molecule.
+//! 3. [`pour`] turns a checked formula and a work bead into the step beads of a molecule:
+//!    Go-template actions in step text are rendered with the bead's values ([`template`]),
+//!    and a workflow without a merge step gets one unless it says `merge = false`
+//!    ([`Formula::merge_plan`]).
 //!
 //! [`FormulaSet`] holds the built-in formulas plus those found in a workspace's folders.
 

@@ -19,7 +19,7 @@
 //!    prompts, gate commands, vars), so a user fixes a file in one round.
 //!    [`Formula::load`] does both.
 //! 3. [`pour`] turns a checked formula and a work bead into the step beads of a molecule:
-//!    Go-template actions in step text are rendered with the bead's values ([`template`]),
+//!    Go-template actions in step text are rendered with the bead's values (`template`),
 //!    and a workflow without a merge step gets one unless it says `merge = false`
 //!    ([`Formula::merge_plan`]).
 //!

@@ -235,7 +235,11 @@ pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
         .map(|a| parse_advice(&cx, a, &mut problems))
         .unwrap_or_default();
     if let Some(parts) = raw_convoy {
-        let (inputs, legs) = convoy::pour_plan(file, parts, &mut problems);
+        let (inputs, mut legs) = convoy::pour_plan(file, parts, &mut problems);
+        if merge == Some(false) {
+            // A convoy's merge step is catalyst's, not the author's: `merge = false` drops it.
+            legs.retain(|s| s.role != Role::Merge);
+        }
         vars.extend(inputs);
         steps.extend(legs);
     }

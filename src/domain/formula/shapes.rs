@@ -268,3 +268,15 @@ fn v2_keys_that_map_trivially_are_used_and_the_rest_kept_on_the_step() {
         ["s.formula.toml: a: `timeout = \"soon\"` is not a duration (seconds, or whole numbers with `h`, `m` and `s`, such as `\"1h30m\"`)"]
     );
 }
+
+#[test]
+fn a_convoy_that_says_merge_false_has_no_merge_step() {
+    let text = "formula = \"c\"\ntype = \"convoy\"\nmerge = false\n[[legs]]\nid = \"a\"\ntitle = \"A\"\n[synthesis]\ntitle = \"S\"\n";
+    let (f, _) = warnings(text);
+    let ids: Vec<&str> = f.steps.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["a", "synthesis"]);
+    assert_eq!(
+        f.merge_plan(),
+        crate::domain::formula::MergePlan::Off("merge = false")
+    );
+}

@@ -38,6 +38,7 @@ mod set;
 #[cfg(test)]
 mod shapes;
 mod template;
+mod text_check;
 mod v2;
 mod vars;
 

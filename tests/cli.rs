@@ -320,7 +320,11 @@ needs = ["review"]
             "one line for `{key}`: {warnings:?}"
         );
     }
-    assert_eq!(warnings.len(), 4, "nothing else: {warnings:?}");
+    assert!(
+        warnings.contains(&format!("{file}: warning: var `feature` has no default: pouring needs a value for it (`ctl submit --var feature=…`, or the config's `[vars]`)").as_str()),
+        "what pouring demands is said: {warnings:?}"
+    );
+    assert_eq!(warnings.len(), 5, "nothing else: {warnings:?}");
 
     let typo = std::fs::read_to_string(&file)
         .expect("read")
@@ -362,6 +366,18 @@ fn formula_show_prints_the_composed_molecule_as_a_tree() {
     let out = catalyst(&["formula", "check", &polished, &polish], "");
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     let out = catalyst(&["formula", "check", &polished], "");
+    assert_eq!(
+        out.code, 0,
+        "its expansion is found beside it: {}",
+        out.stdout
+    );
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let polished = write(
+        elsewhere.path(),
+        "polished.formula.toml",
+        &std::fs::read_to_string(&polished).expect("read"),
+    );
+    let out = catalyst(&["formula", "check", &polished], "");
     assert_eq!(out.code, 1, "alone, its expansion is unknown");
     assert!(
         out.stdout
@@ -378,7 +394,7 @@ fn formula_show_prints_the_composed_molecule_as_a_tree() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(
         out.stdout,
-        "polished (3 steps)\n└ implement-draft [task] Draft: Implement Example\n  └ implement-refine [task] Refine: Implement Example\n    └ merge [merge] Merge\n"
+        "polished (3 steps)\n  merge: step `merge`\n└ implement-draft [task] Draft: Implement Example\n  └ implement-refine [task] Refine: Implement Example\n    └ merge [merge] Merge\n"
     );
     let out = catalyst(
         &[
@@ -698,7 +714,9 @@ needs = ["inline"]
         .stdout
         .lines()
         .skip(1)
-        .filter(|l| !l.starts_with("  kept"))
+        .filter(|l| {
+            !l.starts_with("  kept") && !l.starts_with("  var ") && !l.starts_with("  merge: ")
+        })
         .filter_map(|l| {
             l.trim_start_matches(|c: char| " │└├─".contains(c))
                 .split_whitespace()
@@ -802,5 +820,105 @@ fn the_hook_binary_answers_on_stdout() {
         answer["hookSpecificOutput"]["additionalContext"].as_str(),
         Some(policy.session_text().as_str()),
         "{answer}"
+    );
+}
+
+/// `formula check FILE` finds the formula a file `extends` in a file beside it (the formula
+/// search path), and reports only the file it was given.
+#[test]
+fn formula_check_resolves_extends_over_the_files_folder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        "base.formula.toml",
+        "formula = \"base\"\n[vars]\nlang = \"rust\"\n[[steps]]\nid = \"build\"\ntitle = \"Build in {{lang}}\"\n",
+    );
+    write(
+        dir.path(),
+        "broken.formula.toml",
+        "formula = \"broken\"\nfrobnicate = 1\n",
+    );
+    let child = write(
+        dir.path(),
+        "child.formula.toml",
+        "formula = \"child\"\nextends = [\"base\"]\n[[steps]]\nid = \"docs\"\ntitle = \"Docs for {{lang}}\"\nneeds = [\"build\"]\n",
+    );
+    let out = catalyst(&["formula", "check", &child], "");
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(out.stdout, "", "nothing of the files beside it");
+    let lonely = tempfile::tempdir().expect("tempdir");
+    let child = write(
+        lonely.path(),
+        "child.formula.toml",
+        &std::fs::read_to_string(&child).expect("read"),
+    );
+    let out = catalyst(&["formula", "check", &child], "");
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stdout
+            .contains("`extends` names unknown formula `base`"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// `formula show` prints the vars pouring used, each step's `output`, and how the work is
+/// merged: the formula's own merge step, one added, or none for `merge = false`.
+#[test]
+fn formula_show_prints_vars_outputs_and_the_merge() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let formulas = dir.path().join(".catalyst/formulas");
+    std::fs::create_dir_all(&formulas).expect("formulas folder");
+    let text = "formula = \"notes\"\n[vars]\nlang = \"rust\"\n[vars.area]\nrequired = true\n[[steps]]\nid = \"write\"\ntitle = \"Write {{area}} notes{{if .lang}} in {{.lang}}{{end}}\"\noutput = \"notes/{{area}}.md\"\n";
+    write(&formulas, "notes.formula.toml", text);
+    write(
+        &formulas,
+        "kept.formula.toml",
+        &text
+            .replace("\"notes\"", "\"kept\"")
+            .replace("[vars]", "merge = false\n[vars]"),
+    );
+    let workspace = dir.path().display().to_string();
+    let show = |name: &str, vars: &[&str]| {
+        let mut args = vec!["formula", "show", name, "--workspace", &workspace];
+        for v in vars {
+            args.extend(["--var", v]);
+        }
+        catalyst(&args, "")
+    };
+    let out = show("notes", &["area=api"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "notes (2 steps)\n  var area = \"api\" (given)\n  var lang = \"rust\" (default)\n  merge: step `merge` (added: the formula has none)\n└ write [task] Write api notes in rust  (output: notes/api.md)\n  └ merge [merge] Merge: Example\n"
+    );
+    let out = show("kept", &["area=ui", "lang="]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "kept (1 steps)\n  var area = \"ui\" (given)\n  var lang = \"\" (given)\n  merge: none (merge = false): the work stays on its branch `catalyst/<bead>`\n└ write [task] Write ui notes  (output: notes/ui.md)\n"
+    );
+    let out = show("notes", &[]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr
+            .contains("formula `notes` needs a value for `area` (no default)"),
+        "{}",
+        out.stderr
+    );
+    let out = catalyst(
+        &[
+            "formula",
+            "check",
+            &formulas.join("notes.formula.toml").display().to_string(),
+        ],
+        "",
+    );
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("var `area` has no default: pouring needs a value for it"),
+        "`check` reports what `show` and pouring demand: {}",
+        out.stdout
     );
 }

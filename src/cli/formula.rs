@@ -6,26 +6,70 @@ use std::path::{Path, PathBuf};
 
 use crate::daemon::Paths;
 use crate::domain::formula::{
-    expand_step, pour, unmatched_pointcuts, ComposeError, FormulaSet, Kind, PourError, Problem,
+    expand_step, pour, unmatched_pointcuts, ComposeError, FormulaSet, Kind, MergePlan, PourError,
+    Problem,
 };
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, DepType};
 use crate::domain::prompt::PromptSet;
 
-/// Checks `files` together, on top of the built-in formulas, so that a workflow may expand
-/// with an expansion given beside it. Returns every problem, warnings included.
+/// Checks `files` together, on top of the built-in formulas and the formula search path (the
+/// workspace's formula folders, found from the current folder, and each file's own folder), so
+/// that a workflow may `extends` or `expand` a formula in a file beside it. Returns every
+/// problem of `files`, warnings included; the other files of the search path are read only to
+/// be found, and their own problems are theirs.
 pub fn check(files: &[PathBuf], prompts: &PromptSet) -> Vec<Problem> {
     let has_prompt = |name: &str| prompts.has(name);
     let (mut set, mut problems) = FormulaSet::builtin(&has_prompt);
+    let given: Vec<PathBuf> = files.iter().map(|f| canonical(f)).collect();
+    let mut dirs: Vec<PathBuf> = std::env::current_dir()
+        .ok()
+        .and_then(|d| Paths::discover(&d))
+        .map(|paths| Paths::new(&paths).formula_dirs())
+        .unwrap_or_default();
+    for file in files {
+        let dir = canonical(file.parent().unwrap_or(Path::new(".")));
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    let mut theirs = Vec::new();
+    for dir in &dirs {
+        let Ok(found) = crate::daemon::load::formula_files(dir) else {
+            continue;
+        };
+        for path in found.into_iter().filter(|p| !given.contains(&canonical(p))) {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                let name = path.display().to_string();
+                set.add_file(&text, &name, &has_prompt, &mut theirs);
+            }
+        }
+    }
+    let mut names = Vec::new();
     for file in files {
         let name = file.display().to_string();
         match std::fs::read_to_string(file) {
             Ok(text) => set.add_file(&text, &name, &has_prompt, &mut problems),
             Err(e) => problems.push(Problem::formula(&name, format!("cannot read: {e}"))),
         }
+        names.push(name);
     }
-    problems.extend(set.compose(&has_prompt));
+    problems.extend(
+        set.compose(&has_prompt)
+            .into_iter()
+            .filter(|p| names.contains(&p.file)),
+    );
     problems
+}
+
+/// `path` made absolute and without links where it can be, to compare paths.
+fn canonical(path: &Path) -> PathBuf {
+    let path = if path.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        path
+    };
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
 }
 
 /// What `formula show` pours.
@@ -110,6 +154,31 @@ pub fn show(req: &Show) -> Result<String, ShowError> {
     for (key, value) in &cooked.kept {
         let _ = writeln!(out, "  kept, not acted on: {key} = {value}");
     }
+    // The values pouring used, and where each came from.
+    for (name, def) in &cooked.vars {
+        let value = vars.get(name).or(def.default.as_ref());
+        let from = if vars.contains_key(name) {
+            "given"
+        } else {
+            "default"
+        };
+        let _ = writeln!(
+            out,
+            "  var {name} = {:?} ({from})",
+            value.map_or("", String::as_str)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  merge: {}",
+        match cooked.merge_plan() {
+            MergePlan::Step(id) => format!("step `{id}`"),
+            MergePlan::Added(id) => format!("step `{id}` (added: the formula has none)"),
+            MergePlan::Off(why) => {
+                format!("none ({why}): the work stays on its branch `catalyst/<bead>`")
+            }
+        }
+    );
     let short = |id: &BeadId| {
         id.as_str()
             .rsplit_once('.')
@@ -139,9 +208,14 @@ pub fn show(req: &Show) -> Result<String, ShowError> {
         } else {
             String::new()
         };
+        let output = step
+            .step_meta()
+            .and_then(|m| m.output)
+            .map(|o| format!("  (output: {o})"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "{}└ {id} [{role}] {}{after}",
+            "{}└ {id} [{role}] {}{after}{output}",
             "  ".repeat(level),
             step.title
         );

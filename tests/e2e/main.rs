@@ -8,6 +8,7 @@ mod gates;
 mod guardrails;
 mod logs;
 mod scheduling;
+mod shapes;
 mod web;
 mod wire;
 mod workflow;

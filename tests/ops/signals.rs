@@ -95,6 +95,7 @@ formula = "feature"
 description = "One step instead of four."
 version = 1
 type = "workflow"
+merge = false
 
 [[steps]]
 id = "only"

@@ -138,7 +138,8 @@ async fn a_planted_formula_waits_for_a_person_before_it_reaches_the_target() {
             e["type"] == "molecule.poured" && e["bead"] == "cat-after"
         })
         .await;
-    assert_eq!(poured_steps(&after), ["planted"], "{after}");
+    // The planted formula has no merge step: pouring adds one after its gate.
+    assert_eq!(poured_steps(&after), ["planted", "merge"], "{after}");
     daemon.wait_status("cat-after", "closed").await;
     let ran = marker.exists();
     let _ = std::fs::remove_file(&marker);

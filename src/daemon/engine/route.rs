@@ -261,10 +261,24 @@ impl Engine {
         if open {
             return Vec::new();
         }
+        let mut reason = summary.unwrap_or_else(|| "done".into());
+        // A formula that says `merge = false` leaves the work where it is: the reason says
+        // where, for `ctl show` and the board.
+        let merges = self
+            .store
+            .state()
+            .steps(work.id.as_str())
+            .any(|s| s.step_meta().is_some_and(|m| m.role == Role::Merge));
+        if !merges {
+            reason = format!(
+                "{reason} (not merged: the work is on branch `{}`)",
+                crate::daemon::worktree::branch_name(&work.id)
+            );
+        }
         vec![EventBody::BeadStatus {
             id: work.id.clone(),
             status: Status::Closed,
-            reason: Some(summary.unwrap_or_else(|| "done".into())),
+            reason: Some(reason),
         }]
     }
 

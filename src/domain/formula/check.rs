@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::DiGraph;
 
-use super::vars::{is_var_name, placeholders, BUILTIN_VARS};
+use super::vars::BUILTIN_VARS;
 use super::{is_name, Formula, Kind, Problem, Step};
 use crate::domain::model::{Role, STEP_META_KEY};
 
@@ -67,14 +67,8 @@ impl Formula {
         let composed = super::compose::needs_composing(self);
         if self.steps.is_empty() && self.extends.is_empty() {
             out.push(Problem::formula(file, "the formula has no steps"));
-        } else if !composed && !self.steps.iter().any(|s| s.role == Role::Merge) {
-            out.push(
-                Problem::formula(
-                    file,
-                    "no merge step: a bead's work stays on its branch `catalyst/<bead>` when the formula is done",
-                )
-                .warn(),
-            );
+        } else if !composed {
+            self.check_merge(has_prompt, &mut out);
         }
         self.check_vars(&mut out);
         let mut seen = HashSet::new();
@@ -107,6 +101,9 @@ impl Formula {
                 ));
             }
         }
+        if self.extends.is_empty() {
+            self.check_templates(&mut out);
+        }
         if let Err(cycles) = self
             .order()
             .map_err(|c| if composed { Vec::new() } else { c })
@@ -120,6 +117,26 @@ impl Formula {
             }
         }
         out
+    }
+
+    /// `merge = false` and a merge step contradict each other; the merge step pouring adds
+    /// needs the merge role's prompt like any other.
+    fn check_merge(&self, has_prompt: &dyn Fn(&str) -> bool, out: &mut Vec<Problem>) {
+        let file = self.file.as_str();
+        match self.merge_plan() {
+            super::MergePlan::Step(id) if self.merge == Some(false) => out.push(Problem::step(
+                file,
+                &id,
+                "a merge step in a formula that says `merge = false`",
+            )),
+            super::MergePlan::Added(_) if !has_prompt(Role::Merge.as_str()) => {
+                out.push(Problem::formula(
+                    file,
+                    "there is no prompt for role `merge` in the prompt set, which the merge step added to a formula without one needs (or say `merge = false`)",
+                ))
+            }
+            _ => {}
+        }
     }
 
     /// `recheck` is for merge steps, and names gate or review steps the merge comes after.
@@ -188,85 +205,6 @@ impl Formula {
             }
         }
         seen
-    }
-
-    fn check_vars(&self, out: &mut Vec<Problem>) {
-        let file = self.file.as_str();
-        for (name, def) in &self.vars {
-            let mut problem = |message: String| out.push(Problem::formula(file, message));
-            if BUILTIN_VARS.contains(&name.as_str()) {
-                problem(format!(
-                    "var `{name}` is built in (the work bead's {}) and cannot be declared",
-                    if name == "bead" { "id" } else { "title" }
-                ));
-            } else if !is_var_name(name) {
-                problem(format!(
-                    "var name `{name}` must match `[a-zA-Z_][a-zA-Z0-9_]*` to be usable as `{{{{{name}}}}}`"
-                ));
-            }
-            if def.required && def.default.is_some() {
-                problem(format!(
-                    "var `{name}` cannot be both required and have a default"
-                ));
-            }
-            if let Some(default) = &def.default {
-                if !def.allowed.is_empty() && !def.allowed.contains(default) {
-                    problem(format!(
-                        "the default `{default}` of var `{name}` is not in its `enum`"
-                    ));
-                }
-            }
-        }
-    }
-
-    /// Placeholders must name declared vars. beads keeps unknown ones verbatim, but in catalyst
-    /// the text goes to an agent (or a shell), and a typo such as `{{compnent}}` would reach it
-    /// as a literal; declaring the var (with a default) is the explicit way to mean it.
-    fn check_placeholders(&self, step: &Step, problem: &mut impl FnMut(String)) {
-        let run = step.run.iter().map(|c| ("run", c.as_str()));
-        let fields = [
-            ("title", step.title.as_str()),
-            ("description", step.description.as_str()),
-            ("notes", step.notes.as_str()),
-        ];
-        let mut reported = HashSet::new();
-        for command in &step.run {
-            for name in super::vars::quoted_placeholders(command) {
-                if reported.insert(("quoted", name)) {
-                    problem(format!(
-                        "`{{{{{name}}}}}` stands inside quotes in `run` (`{command}`): catalyst quotes each value itself, and inside the author's quotes a value could end them or run `$(…)`; take the quotes away around it"
-                    ));
-                }
-            }
-        }
-        for (field, text) in fields.into_iter().chain(run) {
-            for name in placeholders(text) {
-                if field == "run" && name == "title" {
-                    problem(
-                        "`{{title}}` cannot be used in `run`: the bead's title is untrusted text and the shell would run it"
-                            .into(),
-                    );
-                } else if field == "run"
-                    && self
-                        .vars
-                        .get(name)
-                        .is_some_and(|v| v.pattern.is_none() && v.allowed.is_empty())
-                    && reported.insert((field, name))
-                {
-                    problem(format!(
-                        "var `{name}` is used in `run`, so it needs a `pattern` (or an `enum`) its values are checked against: a bead's submitter gives the value, and the daemon runs the command"
-                    ));
-                } else if !self.vars.contains_key(name)
-                    && !BUILTIN_VARS.contains(&name)
-                    && reported.insert((field, name))
-                {
-                    problem(format!(
-                        "`{{{{{name}}}}}` in `{field}` is not a declared var (declare it under `[vars]`; built in: {})",
-                        BUILTIN_VARS.join(", ")
-                    ));
-                }
-            }
-        }
     }
 
     /// Step indices in pouring order: each step after the steps it needs, ties in file order, so
@@ -500,26 +438,22 @@ mod tests {
     }
 
     #[test]
-    fn a_formula_without_a_merge_step_is_a_warning() {
-        let no_merge = Formula::parse(
-            "formula = \"f\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",
-            "t.formula.toml",
-        )
-        .expect("parses");
-        let problems = no_merge.check(&has_prompt);
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert!(problems[0].warning);
+    fn a_formula_without_a_merge_step_loads_without_a_warning_and_merge_false_refuses_one() {
+        let text = "formula = \"f\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n";
+        let no_merge = Formula::load(text, "t.formula.toml", &has_prompt).expect("loads");
+        assert!(no_merge.warnings.is_empty(), "{:?}", no_merge.warnings);
         assert_eq!(
-            problems[0].to_string(),
-            "t.formula.toml: warning: no merge step: a bead's work stays on its branch `catalyst/<bead>` when the formula is done"
+            no_merge.merge_plan(),
+            crate::domain::formula::MergePlan::Added("merge".into())
         );
-        let loaded = Formula::load(
-            "formula = \"f\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",
-            "t.formula.toml",
-            &has_prompt,
-        )
-        .expect("a warning does not refuse the formula");
-        assert_eq!(loaded.warnings.len(), 1);
+        let contradiction = "formula = \"f\"\nmerge = false\n[[steps]]\nid = \"m\"\ntitle = \"M\"\nrole = \"merge\"\n";
+        assert_eq!(
+            check(contradiction),
+            ["t.formula.toml: m: a merge step in a formula that says `merge = false`"]
+        );
+        let no_prompt = Formula::parse(text, "t.formula.toml").expect("parses");
+        let got = errors(&no_prompt.check(&|n| n != "merge"));
+        assert_eq!(got, ["t.formula.toml: there is no prompt for role `merge` in the prompt set, which the merge step added to a formula without one needs (or say `merge = false`)"]);
     }
 
     /// A formula header; each case adds steps.
@@ -607,10 +541,6 @@ mod tests {
              "a: `{{lang}}` stands inside quotes in `run`"),
             ("[[steps]]\nid = \"a\"\ntitle = \"A\"\nmetadata = { catalyst = 1 }\n",
              "a: metadata key `catalyst` is reserved"),
-            ("[vars.bead]\ndefault = \"x\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",
-             "t.formula.toml: var `bead` is built in"),
-            ("[vars.r]\nrequired = true\ndefault = \"x\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",
-             "t.formula.toml: var `r` cannot be both required and have a default"),
             ("[vars.e]\nenum = [\"a\"]\ndefault = \"b\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",
              "the default `b` of var `e` is not in its `enum`"),
             ("[vars.\"bad-name\"]\ndefault = \"x\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",

@@ -544,6 +544,7 @@ fn merge(base: Formula, child: Formula) -> Formula {
         kept,
         compose,
         extends: Vec::new(),
+        merge: child.merge.or(base.merge),
         ..child
     }
 }
@@ -908,8 +909,13 @@ mod tests {
         );
         assert_eq!(convoy.steps[0].output.as_deref(), Some("out/a.md"));
         assert_eq!(convoy.steps[2].output.as_deref(), Some("out/all.md"));
-        assert!(
-            convoy.check(&|_| true).is_empty(),
+        assert_eq!(
+            convoy
+                .check(&|_| true)
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["t.formula.toml: warning: var `problem` has no default: pouring needs a value for it (`ctl submit --var problem=…`, or the config's `[vars]`)"],
             "{:?}",
             convoy.check(&|_| true)
         );

@@ -18,7 +18,10 @@
 //! 2. [`Formula::check`] finds every semantic problem at once (ids, `needs`, cycles, roles,
 //!    prompts, gate commands, vars), so a user fixes a file in one round.
 //!    [`Formula::load`] does both.
-//! 3. [`pour`] turns a checked formula and a work bead into the step beads of a molecule.
+//! 3. [`pour`] turns a checked formula and a work bead into the step beads of a molecule:
+//!    Go-template actions in step text are rendered with the bead's values (`template`),
+//!    and a workflow without a merge step gets one unless it says `merge = false`
+//!    ([`Formula::merge_plan`]).
 //!
 //! [`FormulaSet`] holds the built-in formulas plus those found in a workspace's folders.
 
@@ -32,6 +35,11 @@ mod pour;
 mod range;
 mod reader;
 mod set;
+#[cfg(test)]
+mod shapes;
+mod template;
+mod text_check;
+mod v2;
 mod vars;
 
 use std::collections::BTreeMap;
@@ -43,7 +51,7 @@ pub use check::MAX_STEP_ID_LEN;
 pub use compose::{apply_aspect, expand_step, unmatched_pointcuts, ASPECT_LABEL};
 pub use error::ComposeError;
 pub(crate) use parse::toml_error;
-pub use pour::{pour, PourError};
+pub use pour::{pour, MergePlan, PourError, ADDED_MERGE_ID};
 pub use set::{FormulaSet, BUILTIN as BUILTIN_FILES, BUILTIN_DIR};
 pub use vars::{placeholders, substitute, BUILTIN_VARS};
 
@@ -84,6 +92,10 @@ pub struct Formula {
     pub extends: Vec<String>,
     /// beads' `[compose]` rules, applied when the formula is composed with the others.
     pub compose: Compose,
+    /// catalyst's `merge`: `Some(false)` keeps a workflow without a merge step from getting
+    /// one when it is poured (its work stays on the bead's branch); absent, a workflow without
+    /// a merge step is poured with one added ([`Formula::merge_plan`]).
+    pub merge: Option<bool>,
 }
 
 /// One of an aspect's `[[pointcuts]]`: a step matches when it meets every criterion given.

@@ -94,7 +94,16 @@ const KEPT_TOP: &[(&str, &str)] = &[
         "runbooks are not given to agents; put what they need in the steps",
     ),
     ("squash", "Gas Town's summary of a finished molecule"),
+    (
+        "requires",
+        "Gas City's compiler requirements (formula v2); catalyst reads the formula itself",
+    ),
+    ("tags", "tags describe the formula; a step's `tags` become its labels"),
     ("presets", "Gas Town's leg presets for `gt formula run`"),
+    (
+        "review_only",
+        "a review-only formula changes no code: no merge step is added when it is poured (as with `merge = false`)",
+    ),
 ];
 
 /// Step keys of beads and Gas Town that catalyst keeps (on the step bead's metadata) with a
@@ -116,6 +125,30 @@ const KEPT_STEP: &[(&str, &str)] = &[
     (
         "acceptance",
         "put acceptance criteria in the step's description for the agent to read",
+    ),
+    (
+        "review_only",
+        "the step's agent is told what to do by its role and description",
+    ),
+    (
+        "check",
+        "Gas City's check script runs in its own runtime; use a `role = \"gate\"` step with `run`",
+    ),
+    (
+        "retry",
+        "Gas City's transient retries are its runtime's; catalyst retries a failed attempt by the config's `[router] max_attempts`",
+    ),
+    (
+        "drain",
+        "Gas City drains a worker session after the step; catalyst starts an agent per attempt",
+    ),
+    (
+        "opt_model",
+        "use `model` to choose the step's model",
+    ),
+    (
+        "description_file",
+        "catalyst does not read step text from other files; put it in `description`",
     ),
     (
         "waits_for",
@@ -179,6 +212,7 @@ pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
     };
     let raw_convoy = convoy.then(|| convoy::take(&mut r));
     let extends = r.strings("extends").unwrap_or_default();
+    let merge = r.bool("merge");
     let raw_compose = r.table("compose");
     let mut kept = table_to_json(r.finish(UNSUPPORTED_TOP, KEPT_TOP));
     let compose = raw_compose
@@ -201,7 +235,11 @@ pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
         .map(|a| parse_advice(&cx, a, &mut problems))
         .unwrap_or_default();
     if let Some(parts) = raw_convoy {
-        let (inputs, legs) = convoy::pour_plan(file, parts, &mut problems);
+        let (inputs, mut legs) = convoy::pour_plan(file, parts, &mut problems);
+        if merge == Some(false) {
+            // A convoy's merge step is catalyst's, not the author's: `merge = false` drops it.
+            legs.retain(|s| s.role != Role::Merge);
+        }
         vars.extend(inputs);
         steps.extend(legs);
     }
@@ -220,6 +258,7 @@ pub(super) fn parse(text: &str, file: &str) -> (Option<Formula>, Vec<Problem>) {
         pointcuts,
         extends,
         compose,
+        merge,
     };
     if !super::compose::needs_composing(&formula) {
         formula.steps = super::compose::gates(std::mem::take(&mut formula.steps));
@@ -488,19 +527,30 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
             needs.push(dep);
         }
     }
-    let labels = r.strings("labels").unwrap_or_default();
+    let mut labels = r.strings("labels").unwrap_or_default();
+    // Gas City's `tags` are labels by another name.
+    for tag in r.strings("tags").unwrap_or_default() {
+        if !labels.contains(&tag) {
+            labels.push(tag);
+        }
+    }
     let mut metadata = r.table("metadata").map(table_to_json).unwrap_or_default();
-    let issue_type = match r.string("type") {
-        None => "task".to_owned(),
-        Some(t) if STEP_TYPES.contains(&t.as_str()) => t,
+    // beads' `human` step waits for a person (an approval); Gas Town's `parallel` step groups
+    // `children` that run side by side. Both are poured as `task` beads.
+    let step_type = r.string("type");
+    let issue_type = match step_type.as_deref() {
+        None | Some("human" | "parallel") => "task".to_owned(),
+        Some(t) if STEP_TYPES.contains(&t) => t.to_owned(),
         Some(t) => {
             r.problem(format!(
-                "unknown step `type = \"{t}\"` (expected one of {}; `role` says what the step does)",
+                "unknown step `type = \"{t}\"` (expected one of {}, `human` or `parallel`; `role` says what the step does)",
                 STEP_TYPES.join(", ")
             ));
             "task".to_owned()
         }
     };
+    let human = step_type.as_deref() == Some("human");
+    let parallel = step_type.as_deref() == Some("parallel");
     let role = r.string("role").and_then(|name| {
         let role = Role::parse(&name);
         if role.is_none() {
@@ -512,11 +562,14 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
         }
         role
     });
-    let role = match (role, r.bool("approval")) {
+    let approval = r.bool("approval");
+    let role = match (role, approval.or(human.then_some(true))) {
         (Some(role), Some(true)) if role != Role::Approval => {
-            r.problem(format!(
-                "`approval = true` conflicts with `role = \"{role}\"`"
-            ));
+            r.problem(if approval == Some(true) {
+                format!("`approval = true` conflicts with `role = \"{role}\"`")
+            } else {
+                format!("`type = \"human\"` (a person's step) conflicts with `role = \"{role}\"`")
+            });
             role
         }
         (Some(role), _) => role,
@@ -526,7 +579,17 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
     let model = r.string("model");
     let prompt = r.string("prompt");
     let run = r.strings("run").unwrap_or_default();
-    let timeout = r.integer("timeout", 1, i64::MAX).map(|t| t as u64);
+    let timeout = super::v2::timeout(&mut r);
+    // `children-of(x)` waits for what `x` stands for: its children, which a step needing the
+    // group `x` needs once they are lifted.
+    if let Some(Value::String(w)) = r.peek("waits_for") {
+        if let Some(step) = super::v2::children_of(w).map(str::to_owned) {
+            r.take("waits_for");
+            if !needs.contains(&step) {
+                needs.push(step);
+            }
+        }
+    }
     let sandbox = r.string("sandbox");
     let unconfined = match sandbox.as_deref() {
         None | Some("bwrap") => false,
@@ -555,6 +618,9 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
     let output = r.string("output");
     let condition = r.string("condition");
     let raw_children = r.take("children");
+    if parallel && raw_children.is_none() {
+        r.warning("`type = \"parallel\"` without `children` is kept but not acted on: it is a plain step; steps whose `needs` are met run side by side anyway");
+    }
     let raw_loop = r.table("loop");
     let gate = r.table("gate").and_then(|t| step_gate(&mut r, t));
     let id_for_loop = id.clone().unwrap_or_default();
@@ -958,7 +1024,7 @@ mod tests {
             ),
             (
                 "formula = \"f\"\n[vars.v]\ntype = \"float\"\n",
-                "t.formula.toml: var `v`: unknown `type = \"float\"` (expected \"string\", \"int\" or \"bool\")",
+                "t.formula.toml: var `v`: unknown `type = \"float\"` (expected \"string\", \"int\", \"number\" or \"bool\")",
             ),
             (
                 "formula = \"f\"\n[[steps]]\nid = \"a\"\ngate = { id = \"x\" }\n",
@@ -986,7 +1052,7 @@ mod tests {
             ),
             (
                 "formula = \"f\"\n[[steps]]\nid = \"a\"\ntype = \"bugfix\"\n",
-                "a: unknown step `type = \"bugfix\"` (expected one of task, bug, feature, epic, chore",
+                "a: unknown step `type = \"bugfix\"` (expected one of task, bug, feature, epic, chore, `human` or `parallel`",
             ),
 
         ];

@@ -3,13 +3,14 @@
 //! Pouring is a pure function from data to data; the engine records its result in the journal
 //! and changes the work bead's status itself.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub use super::error::PourError;
+use super::template::render;
 use super::vars::{substitute, substitute_quoted};
-use super::Formula;
+use super::{Formula, Kind, Step};
 use crate::domain::id::BeadId;
-use crate::domain::model::{Bead, DepType, Dependency, JsonMap, StepMeta, STEP_META_KEY};
+use crate::domain::model::{Bead, DepType, Dependency, JsonMap, Role, StepMeta, STEP_META_KEY};
 use crate::domain::time::Timestamp;
 
 /// Creates one open step bead per formula step for the work bead `work`, in pouring order
@@ -33,8 +34,10 @@ pub fn pour(
         problem,
     };
     let values = formula.resolve_vars(vars, work)?;
-    // Steps whose `condition` does not hold are not poured.
-    let conditioned = super::condition::apply(formula, &values);
+    let plan = formula.merge_plan();
+    // Steps whose `condition` does not hold are not poured; then the merge is added, after
+    // what is left.
+    let conditioned = with_merge(super::condition::apply(formula, &values), &plan);
     let formula = &conditioned;
     let order = formula.order().map_err(|cycles| {
         let cycle: Vec<_> = cycles
@@ -85,9 +88,9 @@ pub fn pour(
         let meta = serde_json::to_value(&meta).map_err(|e| invalid(e.to_string()))?;
         metadata.insert(STEP_META_KEY.into(), meta);
 
-        let mut bead = Bead::new(id, substitute(&step.title, &values), at);
-        bead.description = non_empty(substitute(&step.description, &values));
-        bead.notes = non_empty(substitute(&step.notes, &values));
+        let mut bead = Bead::new(id, render(&step.title, &values), at);
+        bead.description = non_empty(render(&step.description, &values));
+        bead.notes = non_empty(render(&step.notes, &values));
         bead.priority = step.priority.unwrap_or(work.priority);
         bead.labels = step.labels.clone();
         bead.issue_type = step.issue_type.clone();
@@ -125,6 +128,78 @@ fn step_meta(
         output: step.output.as_ref().map(|o| substitute(o, values)),
         ..StepMeta::new(step.id.clone(), step.role, work.clone())
     }
+}
+
+/// The id of the merge step pouring adds to a workflow that has none (`merge-2`, `merge-3`, …
+/// when a step of the formula already has it).
+pub const ADDED_MERGE_ID: &str = "merge";
+
+/// How a workflow's work reaches the target branch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MergePlan {
+    /// The formula's own merge step (the first, by id).
+    Step(String),
+    /// The formula has none: pouring adds a merge step with this id after the steps nothing
+    /// needs. The daemon merges without an agent, and runs the merge agent only on a conflict.
+    Added(String),
+    /// No merge: the work stays on the bead's branch `catalyst/<bead>`. Why, in words.
+    Off(&'static str),
+}
+
+impl Formula {
+    /// Whether and how the work of a bead poured from this workflow is merged: its own merge
+    /// step, else one added when it is poured, unless it says `merge = false` (or, being a
+    /// Gas Town review, `review_only = true`). Expansions and aspects are parts of a workflow
+    /// and never get one.
+    pub fn merge_plan(&self) -> MergePlan {
+        if let Some(step) = self.steps.iter().find(|s| s.role == Role::Merge) {
+            return MergePlan::Step(step.id.clone());
+        }
+        if self.kind != Kind::Workflow {
+            return MergePlan::Off("a part of a workflow, never poured alone");
+        }
+        match self.merge {
+            Some(false) => return MergePlan::Off("merge = false"),
+            None if self.kept.get("review_only") == Some(&serde_json::Value::Bool(true)) => {
+                return MergePlan::Off("review_only = true");
+            }
+            _ => {}
+        }
+        let mut id = ADDED_MERGE_ID.to_owned();
+        let mut n = 1;
+        while self.step(&id).is_some() {
+            n += 1;
+            id = format!("{ADDED_MERGE_ID}-{n}");
+        }
+        MergePlan::Added(id)
+    }
+}
+
+/// `formula` with the merge step `plan` adds, needing every step nothing else needs.
+fn with_merge(mut formula: Formula, plan: &MergePlan) -> Formula {
+    let MergePlan::Added(id) = plan else {
+        return formula;
+    };
+    let needed: BTreeSet<&str> = formula
+        .steps
+        .iter()
+        .flat_map(|s| s.needs.iter().map(String::as_str))
+        .collect();
+    let sinks: Vec<String> = formula
+        .steps
+        .iter()
+        .filter(|s| !needed.contains(s.id.as_str()))
+        .map(|s| s.id.clone())
+        .collect();
+    let mut merge = Step::new(
+        id,
+        Role::Merge,
+        "Merge: {{title}}",
+        "Merge the target branch into the bead's branch, resolving conflicts, so it can be fast-forwarded. (catalyst added this step: the formula has no merge step.)".into(),
+    );
+    merge.needs = sinks;
+    formula.steps.push(merge);
+    formula
 }
 
 fn non_empty(s: String) -> Option<String> {
@@ -196,7 +271,16 @@ mod tests {
         )
         .expect("pours");
         let ids: Vec<_> = beads.iter().map(|b| b.id.as_str()).collect();
-        assert_eq!(ids, ["cat-1.refine", "cat-1.implement", "cat-1.checks"]);
+        assert_eq!(
+            ids,
+            [
+                "cat-1.refine",
+                "cat-1.implement",
+                "cat-1.checks",
+                "cat-1.merge"
+            ],
+            "a formula without a merge step gets one at the end"
+        );
 
         let implement = &beads[1];
         assert_eq!(implement.title, "Implement Add login in auth");

@@ -48,6 +48,11 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// The value of `key`, left in place.
+    pub(super) fn peek(&self, key: &str) -> Option<&Value> {
+        self.table.get(key)
+    }
+
     pub(super) fn take(&mut self, key: &str) -> Option<Value> {
         self.table.remove(key)
     }

@@ -2,6 +2,9 @@
 //! `[a-zA-Z_][a-zA-Z0-9_]*`, no spaces inside the braces. Text that does not match (such as
 //! `{{ name }}` or `{{a.b}}`) is left alone, as beads leaves it.
 //!
+//! `{{else}}`, `{{end}}`, `{{break}}` and `{{continue}}` are Go-template actions, never
+//! placeholders ([`super::template`]).
+//!
 //! Substitution is a single pass: a value that itself contains `{{x}}` is not expanded again,
 //! so a variable's value can never pull in another variable.
 //!
@@ -18,6 +21,10 @@ use std::ops::Range;
 use super::error::PourError;
 use super::Formula;
 use crate::domain::model::Bead;
+
+/// The words that are Go-template actions when written alone (`{{else}}`, `{{end}}`), never
+/// placeholders ([`super::template`]).
+pub(crate) const BARE_WORDS: [&str; 4] = ["else", "end", "break", "continue"];
 
 /// Variables every formula has without declaring them: the work bead's id and title.
 pub const BUILTIN_VARS: [&str; 2] = ["bead", "title"];
@@ -48,7 +55,8 @@ fn scan(text: &str) -> Vec<(Range<usize>, &str)> {
         let name_start = start + 2;
         let name_len = name_len(&bytes[name_start..]);
         let name_end = name_start + name_len;
-        if name_len > 0 && text[name_end..].starts_with("}}") {
+        let word = &text[name_start..name_end];
+        if name_len > 0 && text[name_end..].starts_with("}}") && !BARE_WORDS.contains(&word) {
             found.push((start..name_end + 2, &text[name_start..name_end]));
             i = name_end + 2;
         } else {
@@ -260,6 +268,21 @@ pub(super) fn parse_vars(
 ) -> BTreeMap<String, VarDef> {
     let mut vars = BTreeMap::new();
     for (name, value) in table {
+        if BUILTIN_VARS.contains(&name.as_str()) {
+            // Gas Town declares `title` for its own `--var title=…`; in catalyst it is always the
+            // work bead's: the declaration goes, and `{{title}}` keeps its meaning.
+            problems.push(
+                Problem::formula(
+                    file,
+                    format!(
+                        "var `{name}` is built in (the work bead's {}): its declaration is ignored, and `{{{{{name}}}}}` is the bead's",
+                        if name == "bead" { "id" } else { "title" }
+                    ),
+                )
+                .warn(),
+            );
+            continue;
+        }
         let def = match value {
             Value::String(default) => VarDef {
                 default: Some(default),
@@ -283,16 +306,23 @@ pub(super) fn parse_vars(
                 let typed = match r.string("type").as_deref() {
                     None | Some("string") => None,
                     Some("int") => Some("-?[0-9]+"),
+                    Some("number") => Some("-?[0-9]+(\\.[0-9]+)?"),
                     Some("bool") => Some("true|false"),
                     Some(t) => {
                         r.problem(format!(
-                            "unknown `type = \"{t}\"` (expected \"string\", \"int\" or \"bool\")"
+                            "unknown `type = \"{t}\"` (expected \"string\", \"int\", \"number\" or \"bool\")"
                         ));
                         None
                     }
                 };
                 if def.pattern.is_none() {
                     def.pattern = typed.map(str::to_owned);
+                }
+                if def.required && def.default.is_some() {
+                    r.warning(
+                        "`required = true` with a `default`: the default makes it not required",
+                    );
+                    def.required = false;
                 }
                 r.finish(&[], kept);
                 def

@@ -1,0 +1,282 @@
+//! The shapes of formula the Gas Town and beads projects publish, each written small: every one
+//! loads, with the warnings it should have and no others.
+
+use super::Formula;
+
+fn has_prompt(_: &str) -> bool {
+    true
+}
+
+/// Loads `text`, panicking with its problems when it does not load; returns its warnings.
+fn warnings(text: &str) -> (Formula, Vec<String>) {
+    match Formula::load(text, "s.formula.toml", &has_prompt) {
+        Ok(f) => {
+            let w = f.warnings.iter().map(ToString::to_string).collect();
+            (f, w)
+        }
+        Err(problems) => panic!("refused: {problems:#?}\n{text}"),
+    }
+}
+
+fn errors(text: &str) -> Vec<String> {
+    match Formula::load(text, "s.formula.toml", &has_prompt) {
+        Ok(_) => panic!("loaded:\n{text}"),
+        Err(problems) => problems
+            .iter()
+            .filter(|p| !p.warning)
+            .map(ToString::to_string)
+            .collect(),
+    }
+}
+
+#[test]
+fn each_published_shape_loads_with_its_warnings() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "go-template choices and fields render; range passes through",
+            r#"
+            formula = "t"
+            [vars]
+            pr = ""
+            [[steps]]
+            id = "a"
+            title = "A {{if .pr}}for PR {{.pr}}{{else}}without a PR{{end}}"
+            description = """
+            {{- if .pr }}
+            Review {{ .pr }}.
+            {{- end }}
+            {{range .files}}- {{.}}
+            {{end}}"""
+            "#,
+            &["s.formula.toml: warning: template actions catalyst does not render are passed through verbatim to the agent: `{{range .files}}`"],
+        ),
+        (
+            "a person's step",
+            "formula = \"h\"\n[[steps]]\nid = \"ok\"\ntitle = \"Sign off\"\ntype = \"human\"\n",
+            &[],
+        ),
+        (
+            "a parallel group and a parallel step without children",
+            r#"
+            formula = "p"
+            [[steps]]
+            id = "fan"
+            title = "Fan out"
+            type = "parallel"
+            [[steps.children]]
+            id = "left"
+            title = "Left"
+            [[steps.children]]
+            id = "right"
+            title = "Right"
+            [[steps]]
+            id = "lone"
+            title = "Lone"
+            type = "parallel"
+            needs = ["fan"]
+            "#,
+            &["s.formula.toml: lone: warning: `type = \"parallel\"` without `children` is kept but not acted on: it is a plain step; steps whose `needs` are met run side by side anyway"],
+        ),
+        (
+            "review_only at the top and on a step",
+            "formula = \"r\"\nreview_only = true\n[[steps]]\nid = \"look\"\ntitle = \"Look\"\nreview_only = true\n",
+            &["s.formula.toml: warning: `review_only` is kept but not acted on: a review-only formula changes no code: no merge step is added when it is poured (as with `merge = false`)",
+              "s.formula.toml: look: warning: `review_only` is kept but not acted on: the step's agent is told what to do by its role and description"],
+        ),
+        (
+            "lenient vars",
+            r#"
+            formula = "v"
+            [vars.mode]
+            required = true
+            default = "fast"
+            [vars.count]
+            type = "number"
+            default = "2.5"
+            [vars.title]
+            description = "Gas Town's own title var"
+            [vars.target]
+            description = "no default"
+            [[steps]]
+            id = "a"
+            title = "{{title}} in {{mode}} x{{count}} on {{target}}"
+            "#,
+            &["s.formula.toml: warning: var `mode`: `required = true` with a `default`: the default makes it not required",
+              "s.formula.toml: warning: var `title` is built in (the work bead's title): its declaration is ignored, and `{{title}}` is the bead's",
+              "s.formula.toml: warning: var `target` has no default: pouring needs a value for it (`ctl submit --var target=…`, or the config's `[vars]`)"],
+        ),
+        (
+            "formulas v2 (Gas City)",
+            r#"
+            formula = "v2"
+            version = 2
+            tags = ["ops"]
+            [requires]
+            formula_compiler = ">=2"
+            [[steps]]
+            id = "survey"
+            title = "Survey"
+            timeout = "1h30m"
+            tags = ["scan"]
+            opt_model = "fast"
+            description_file = "survey.md"
+            [steps.retry]
+            max_attempts = 3
+            on_exhausted = "soft_fail"
+            [steps.check]
+            script = "test -f out.json"
+            [steps.on_complete]
+            for_each = "output.items"
+            bond = "item-work"
+            [[steps]]
+            id = "collect"
+            title = "Collect"
+            waits_for = "children-of(survey)"
+            drain = true
+            "#,
+            &[
+                "s.formula.toml: warning: `requires` is kept but not acted on: Gas City's compiler requirements (formula v2); catalyst reads the formula itself",
+                "s.formula.toml: warning: `tags` is kept but not acted on: tags describe the formula; a step's `tags` become its labels",
+                "s.formula.toml: survey: warning: `check` is kept but not acted on: Gas City's check script runs in its own runtime; use a `role = \"gate\"` step with `run`",
+                "s.formula.toml: survey: warning: `description_file` is kept but not acted on: catalyst does not read step text from other files; put it in `description`",
+                "s.formula.toml: survey: warning: `on_complete` is kept but not acted on: bonding a formula for each item of a step's output happens at run time in Gas Town; catalyst pours a fixed molecule",
+                "s.formula.toml: survey: warning: `opt_model` is kept but not acted on: use `model` to choose the step's model",
+                "s.formula.toml: survey: warning: `retry` is kept but not acted on: Gas City's transient retries are its runtime's; catalyst retries a failed attempt by the config's `[router] max_attempts`",
+                "s.formula.toml: collect: warning: `drain` is kept but not acted on: Gas City drains a worker session after the step; catalyst starts an agent per attempt",
+            ],
+        ),
+    ];
+    for (what, text, want) in cases {
+        let (_, got) = warnings(text);
+        assert_eq!(got, *want, "{what}");
+    }
+}
+
+#[test]
+fn a_template_in_run_or_a_broken_one_is_refused() {
+    let text = r#"
+        formula = "t"
+        [[steps]]
+        id = "g"
+        title = "G {{end}}"
+        role = "gate"
+        run = ["make {{if .x}}x{{end}}"]
+    "#;
+    assert_eq!(
+        errors(text),
+        [
+            "s.formula.toml: g: `run` holds a Go-template action (`make {{if .x}}x{{end}}`): a gate's command is not a template, so that the shell runs exactly what is written; use `{{var}}` placeholders",
+            "s.formula.toml: g: `title`: `{{end}}` without its `{{if}}`",
+        ]
+    );
+    let var = "formula = \"t\"\n[vars.x]\npattern = \"[a-z]+\"\n[[steps]]\nid = \"g\"\ntitle = \"G\"\nrole = \"gate\"\nrun = [\"echo {{.x}}\"]\n";
+    assert_eq!(
+        errors(var).len(),
+        1,
+        "`{{{{.x}}}}` of a declared var in `run`"
+    );
+    // A command's own braces are its text.
+    let docker = "formula = \"t\"\n[[steps]]\nid = \"g\"\ntitle = \"G\"\nrole = \"gate\"\nrun = [\"docker inspect --format '{{.State.Status}}' db\"]\n";
+    warnings(docker);
+}
+
+#[test]
+fn shapes_pour_as_catalyst_means_them() {
+    use crate::domain::formula::{pour, MergePlan};
+    use crate::domain::id::BeadId;
+    use crate::domain::model::{Bead, Role};
+    use crate::domain::time::Timestamp;
+    use std::collections::BTreeMap;
+
+    let at = Timestamp::parse("2026-01-01T00:00:00Z").expect("valid");
+    let work = Bead::new(BeadId::new("cat-1").expect("valid"), "Fix it", at);
+    let pour_with = |text: &str, vars: &[(&str, &str)]| {
+        let (f, _) = warnings(text);
+        let vars: BTreeMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let beads = pour(&f, &work, &vars, at).expect("pours");
+        (f, beads)
+    };
+
+    let text = "formula = \"t\"\n[vars]\npr = \"\"\n[[steps]]\nid = \"a\"\ntitle = \"{{title}}: {{if .pr}}PR {{.pr}}{{else}}no PR{{end}}\"\n[[steps]]\nid = \"ok\"\ntitle = \"OK\"\ntype = \"human\"\nneeds = [\"a\"]\n";
+    let (_, beads) = pour_with(text, &[("pr", "12")]);
+    assert_eq!(beads[0].title, "Fix it: PR 12");
+    let roles: Vec<(&str, Role)> = beads
+        .iter()
+        .map(|b| {
+            let meta = b.step_meta().expect("meta");
+            (b.id.as_str(), meta.role)
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("cat-1.a", Role::Task),
+            ("cat-1.ok", Role::Approval),
+            ("cat-1.merge", Role::Merge)
+        ]
+    );
+    let (_, beads) = pour_with(text, &[]);
+    assert_eq!(beads[0].title, "Fix it: no PR");
+
+    // The added merge needs every step nothing needs; `merge` taken by a task, it is `merge-2`.
+    let text = "formula = \"m\"\n[[steps]]\nid = \"merge\"\ntitle = \"Merge the docs\"\n[[steps]]\nid = \"b\"\ntitle = \"B\"\n";
+    let (f, beads) = pour_with(text, &[]);
+    assert_eq!(f.merge_plan(), MergePlan::Added("merge-2".into()));
+    let last = beads.last().expect("steps");
+    assert_eq!(last.id.as_str(), "cat-1.merge-2");
+    let needs: Vec<&str> = last
+        .dependencies
+        .iter()
+        .filter(|d| d.dep_type == crate::domain::model::DepType::Blocks)
+        .map(|d| d.depends_on_id.as_str())
+        .collect();
+    assert_eq!(needs, ["cat-1.merge", "cat-1.b"]);
+
+    for (text, why) in [
+        (
+            "formula = \"n\"\nmerge = false\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",
+            "merge = false",
+        ),
+        (
+            "formula = \"n\"\nreview_only = true\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n",
+            "review_only = true",
+        ),
+    ] {
+        let (f, beads) = pour_with(text, &[]);
+        assert_eq!(f.merge_plan(), MergePlan::Off(why));
+        assert_eq!(beads.len(), 1, "{why}: no merge step");
+    }
+}
+
+#[test]
+fn v2_keys_that_map_trivially_are_used_and_the_rest_kept_on_the_step() {
+    let text = "formula = \"v\"\nversion = 2\n[[steps]]\nid = \"a\"\ntitle = \"A\"\ntimeout = \"30m\"\nlabels = [\"x\"]\ntags = [\"x\", \"y\"]\n[steps.retry]\nmax_attempts = 3\n[[steps]]\nid = \"b\"\ntitle = \"B\"\nwaits_for = \"children-of(a)\"\n";
+    let (f, _) = warnings(text);
+    assert_eq!(f.version, 2);
+    let a = f.step("a").expect("a");
+    assert_eq!(a.timeout, Some(1800));
+    assert_eq!(a.labels, ["x", "y"]);
+    assert_eq!(a.metadata["retry"]["max_attempts"], 3);
+    let b = f.step("b").expect("b");
+    assert_eq!(b.needs, ["a"]);
+    assert!(!b.metadata.contains_key("waits_for"));
+    assert_eq!(
+        errors("formula = \"v\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\ntimeout = \"soon\"\n"),
+        ["s.formula.toml: a: `timeout = \"soon\"` is not a duration (seconds, or whole numbers with `h`, `m` and `s`, such as `\"1h30m\"`)"]
+    );
+}
+
+#[test]
+fn a_convoy_that_says_merge_false_has_no_merge_step() {
+    let text = "formula = \"c\"\ntype = \"convoy\"\nmerge = false\n[[legs]]\nid = \"a\"\ntitle = \"A\"\n[synthesis]\ntitle = \"S\"\n";
+    let (f, _) = warnings(text);
+    let ids: Vec<&str> = f.steps.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["a", "synthesis"]);
+    assert_eq!(
+        f.merge_plan(),
+        crate::domain::formula::MergePlan::Off("merge = false")
+    );
+}

@@ -57,13 +57,22 @@ impl Engine {
     /// The router's decision for an outcome, as events, at `now`.
     pub(super) fn routed(&self, at: &Attempt<'_>, now: Timestamp) -> Routed {
         let meta = at.meta;
+        let config = &self.loaded.config.router;
+        // A step's own limit replaces the config's.
+        let config = match meta.max_attempts {
+            Some(max_attempts) => std::borrow::Cow::Owned(router::RouterConfig {
+                max_attempts,
+                ..config.clone()
+            }),
+            None => std::borrow::Cow::Borrowed(config),
+        };
         let decision = router::route(
             meta.role,
             at.outcome,
             at.answer,
             &meta.counters,
             meta.max_fix_iterations,
-            &self.loaded.config.router,
+            &config,
         );
         let phase = match (&decision, meta.role) {
             (Decision::Close, Role::Merge) => Some(Phase::Merging),

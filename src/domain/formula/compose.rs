@@ -274,11 +274,23 @@ pub(super) fn flatten(steps: Vec<Step>) -> Vec<Step> {
 }
 
 /// Puts an approval step `gate-<id>` before each step with a `gate`: it needs what the step
-/// needed, and the step needs it. Done once a workflow is composed, so that the approval comes
-/// right before its step whatever composing wired in front of it.
+/// needed, and the step needs it. Puts a gate step `check-<id>` after each step with a
+/// `check`: it needs the step, and the steps that needed the step need it. Done once a
+/// workflow is composed, so that the approval comes right before its step, and the check
+/// right after it, whatever composing wired around it.
 pub(super) fn gates(steps: Vec<Step>) -> Vec<Step> {
+    let checked: BTreeMap<String, String> = steps
+        .iter()
+        .filter(|s| s.check.is_some())
+        .map(|s| (s.id.clone(), check_id(&s.id)))
+        .collect();
     let mut out = Vec::with_capacity(steps.len());
     for mut step in steps {
+        for need in &mut step.needs {
+            if let Some(check) = checked.get(need) {
+                need.clone_from(check);
+            }
+        }
         if let Some(waits) = step.gate.take() {
             let description = if waits == "human" {
                 format!("A person approves before `{}` runs.", step.id)
@@ -298,9 +310,38 @@ pub(super) fn gates(steps: Vec<Step>) -> Vec<Step> {
             step.needs = vec![gate.id.clone()];
             out.push(gate);
         }
+        let check = step.check.take().map(|c| check_step(&step, c));
         out.push(step);
+        out.extend(check);
     }
     out
+}
+
+fn check_id(step: &str) -> String {
+    format!("check-{step}")
+}
+
+/// The gate that runs `check`'s script after `step`. The check's attempts in all are the
+/// gate's fix limit: its `max_attempts`th failure blocks the bead.
+fn check_step(step: &Step, check: super::Check) -> Step {
+    let limit = check
+        .max_attempts
+        .map(|n| format!(", at most {n} times in all"))
+        .unwrap_or_default();
+    let mut gate = Step::new(
+        &check_id(&step.id),
+        crate::domain::model::Role::Gate,
+        &format!("Check: {}", step.title),
+        format!(
+            "Runs `{}` after `{}`: exit 0 passes; exit 75 says it could not run, and it runs again later; any other exit sends its output to a fix{limit}.",
+            check.path, step.id
+        ),
+    );
+    gate.run = vec![super::v2::check_command(&check.path)];
+    gate.timeout = check.timeout;
+    gate.max_fix_iterations = check.max_attempts;
+    gate.needs = vec![step.id.clone()];
+    gate
 }
 
 /// The ends of a group of steps: the indices of its first steps (those needing no step of the

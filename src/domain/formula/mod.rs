@@ -3,7 +3,9 @@
 //! A formula is a small DAG of steps. catalyst reads the beads format (`formula`, `description`,
 //! `version`, `type`, `vars`, `[[steps]]` with `id`, `title`, `description`, `notes`,
 //! `priority`, `needs`/`depends_on`, `labels`, `metadata`) plus its own step keys (`role`,
-//! `model`, `prompt`, `run`, `approval`, `timeout`, `max_fix_iterations`, `tools`, `recheck`).
+//! `model`, `prompt`, `run`, `approval`, `timeout`, `max_fix_iterations`, `max_attempts`, `tools`,
+//! `recheck`), and Gas City's v2 keys that map onto them (`opt_model`, `[steps.retry]`, and
+//! `[steps.check]` as a gate after its step).
 //!
 //! Every key of beads' workflow format is read. Keys catalyst acts on are used; keys that only
 //! matter to beads' or Gas Town's runtime (`phase`, `waits_for`, `on_complete`, `[compose]`
@@ -234,9 +236,27 @@ pub struct Step {
     /// CI run, … described). An approval step `gate-<id>` is put before the step when the
     /// formula is read: a person approves, whatever the gate waits for.
     pub gate: Option<String>,
+    /// Failed attempts on the step's own model before the escalated one, replacing `[router]
+    /// max_attempts` (catalyst's `max_attempts`, or Gas City's `[steps.retry] max_attempts`).
+    pub max_attempts: Option<u32>,
+    /// Gas City's `[steps.check]`: a script run after the step. A gate step `check-<id>` is
+    /// put after the step when the formula is read (see [`compose::gates`]).
+    pub check: Option<Check>,
     /// beads' nested steps; [`compose::flatten`] lifts them into the formula's steps when it
     /// is read, so a formula's `steps` never hold any.
     pub children: Vec<Step>,
+}
+
+/// A script the daemon runs in the worktree after a step (Gas City's `[steps.check]`): exit 0
+/// passes; 75 says it could not run, so it runs again later without a fix; any other exit
+/// sends its output to a fix, at most `max_attempts` times in all.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Check {
+    /// The script, relative to the worktree or absolute.
+    pub path: String,
+    pub max_attempts: Option<u32>,
+    /// Seconds the script may run.
+    pub timeout: Option<u64>,
 }
 
 impl Step {
@@ -267,6 +287,8 @@ impl Step {
             expand_vars: BTreeMap::new(),
             condition: None,
             gate: None,
+            max_attempts: None,
+            check: None,
             children: Vec::new(),
         }
     }

@@ -131,20 +131,8 @@ const KEPT_STEP: &[(&str, &str)] = &[
         "the step's agent is told what to do by its role and description",
     ),
     (
-        "check",
-        "Gas City's check script runs in its own runtime; use a `role = \"gate\"` step with `run`",
-    ),
-    (
-        "retry",
-        "Gas City's transient retries are its runtime's; catalyst retries a failed attempt by the config's `[router] max_attempts`",
-    ),
-    (
         "drain",
         "Gas City drains a worker session after the step; catalyst starts an agent per attempt",
-    ),
-    (
-        "opt_model",
-        "use `model` to choose the step's model",
     ),
     (
         "description_file",
@@ -576,7 +564,9 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
         (None, Some(true)) => Role::Approval,
         (None, _) => Role::Task,
     };
-    let model = r.string("model");
+    // Gas City's per-step model option is the step's model unless it names one itself.
+    let opt_model = r.string("opt_model");
+    let model = r.string("model").or(opt_model);
     let prompt = r.string("prompt");
     let run = r.strings("run").unwrap_or_default();
     let timeout = super::v2::timeout(&mut r);
@@ -604,6 +594,8 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
     let max_fix_iterations = r
         .integer("max_fix_iterations", 0, u32::MAX.into())
         .map(|n| n as u32);
+    let max_attempts = super::v2::max_attempts(&mut r);
+    let (check, timeout) = super::v2::check(&mut r, timeout);
     let tools = r.strings("tools");
     let recheck = r.strings("recheck").unwrap_or_default();
     let merge_strategy = r.string("merge_strategy").and_then(|name| {
@@ -653,6 +645,8 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
         expand_vars,
         condition,
         gate,
+        max_attempts,
+        check,
         children: match raw_loop {
             Some(table) => unroll(cx, &id_for_loop, table, problems),
             None => parse_steps(cx, "children", raw_children, problems),

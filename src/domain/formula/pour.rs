@@ -122,6 +122,7 @@ fn step_meta(
         timeout: step.timeout,
         unconfined: step.unconfined,
         max_fix_iterations: step.max_fix_iterations,
+        max_attempts: step.max_attempts,
         tools: step.tools.clone(),
         recheck: step.recheck.clone(),
         strategy: step.merge_strategy,

@@ -2,6 +2,7 @@
 //! loads, with the warnings it should have and no others.
 
 use super::Formula;
+use crate::domain::model::Role;
 
 fn has_prompt(_: &str) -> bool {
     true
@@ -124,7 +125,10 @@ fn each_published_shape_loads_with_its_warnings() {
             max_attempts = 3
             on_exhausted = "soft_fail"
             [steps.check]
-            script = "test -f out.json"
+            max_attempts = 2
+            [steps.check.check]
+            mode = "exec"
+            path = "scripts/verify.sh"
             [steps.on_complete]
             for_each = "output.items"
             bond = "item-work"
@@ -137,11 +141,9 @@ fn each_published_shape_loads_with_its_warnings() {
             &[
                 "s.formula.toml: warning: `requires` is kept but not acted on: Gas City's compiler requirements (formula v2); catalyst reads the formula itself",
                 "s.formula.toml: warning: `tags` is kept but not acted on: tags describe the formula; a step's `tags` become its labels",
-                "s.formula.toml: survey: warning: `check` is kept but not acted on: Gas City's check script runs in its own runtime; use a `role = \"gate\"` step with `run`",
+                "s.formula.toml: survey: warning: `retry.on_exhausted = \"soft_fail\"` is kept but not acted on: a step whose attempts are spent blocks its bead, as with `hard_fail`",
                 "s.formula.toml: survey: warning: `description_file` is kept but not acted on: catalyst does not read step text from other files; put it in `description`",
                 "s.formula.toml: survey: warning: `on_complete` is kept but not acted on: bonding a formula for each item of a step's output happens at run time in Gas Town; catalyst pours a fixed molecule",
-                "s.formula.toml: survey: warning: `opt_model` is kept but not acted on: use `model` to choose the step's model",
-                "s.formula.toml: survey: warning: `retry` is kept but not acted on: Gas City's transient retries are its runtime's; catalyst retries a failed attempt by the config's `[router] max_attempts`",
                 "s.formula.toml: collect: warning: `drain` is kept but not acted on: Gas City drains a worker session after the step; catalyst starts an agent per attempt",
             ],
         ),
@@ -252,14 +254,16 @@ fn shapes_pour_as_catalyst_means_them() {
 }
 
 #[test]
-fn v2_keys_that_map_trivially_are_used_and_the_rest_kept_on_the_step() {
-    let text = "formula = \"v\"\nversion = 2\n[[steps]]\nid = \"a\"\ntitle = \"A\"\ntimeout = \"30m\"\nlabels = [\"x\"]\ntags = [\"x\", \"y\"]\n[steps.retry]\nmax_attempts = 3\n[[steps]]\nid = \"b\"\ntitle = \"B\"\nwaits_for = \"children-of(a)\"\n";
+fn v2_keys_that_map_onto_catalysts_own_are_used() {
+    let text = "formula = \"v\"\nversion = 2\n[[steps]]\nid = \"a\"\ntitle = \"A\"\ntimeout = \"30m\"\nlabels = [\"x\"]\ntags = [\"x\", \"y\"]\nopt_model = \"haiku\"\n[steps.retry]\nmax_attempts = 3\n[[steps]]\nid = \"b\"\ntitle = \"B\"\nwaits_for = \"children-of(a)\"\n";
     let (f, _) = warnings(text);
     assert_eq!(f.version, 2);
     let a = f.step("a").expect("a");
     assert_eq!(a.timeout, Some(1800));
     assert_eq!(a.labels, ["x", "y"]);
-    assert_eq!(a.metadata["retry"]["max_attempts"], 3);
+    assert_eq!(a.max_attempts, Some(3), "`[steps.retry] max_attempts`");
+    assert_eq!(a.model.as_deref(), Some("haiku"), "`opt_model`");
+    assert!(!a.metadata.contains_key("retry"));
     let b = f.step("b").expect("b");
     assert_eq!(b.needs, ["a"]);
     assert!(!b.metadata.contains_key("waits_for"));
@@ -267,6 +271,62 @@ fn v2_keys_that_map_trivially_are_used_and_the_rest_kept_on_the_step() {
         errors("formula = \"v\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\ntimeout = \"soon\"\n"),
         ["s.formula.toml: a: `timeout = \"soon\"` is not a duration (seconds, or whole numbers with `h`, `m` and `s`, such as `\"1h30m\"`)"]
     );
+}
+
+/// A v2 `check` is a gate after its step: the steps that needed the step need the gate, the
+/// step's `timeout` bounds the script (Gas City's meaning), and the check's attempts in all
+/// are the gate's fix limit.
+#[test]
+fn a_v2_check_is_a_gate_after_its_step() {
+    let text = r#"
+formula = "v"
+version = 2
+[[steps]]
+id = "implement"
+title = "Implement"
+role = "implement"
+timeout = "2m"
+[steps.check]
+max_attempts = 3
+[steps.check.check]
+mode = "exec"
+path = "verify.sh"
+[[steps]]
+id = "review"
+title = "Review"
+role = "review"
+needs = ["implement"]
+"#;
+    let (f, _) = warnings(text);
+    let ids: Vec<&str> = f.steps.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["implement", "check-implement", "review"]);
+    let implement = f.step("implement").expect("implement");
+    assert_eq!(implement.timeout, None, "the timeout is the check's");
+    let check = f.step("check-implement").expect("the check");
+    assert_eq!(check.role, Role::Gate);
+    assert_eq!(check.run, ["'./verify.sh'"]);
+    assert_eq!(check.needs, ["implement"]);
+    assert_eq!(check.timeout, Some(120));
+    assert_eq!(check.max_fix_iterations, Some(3));
+    assert_eq!(f.step("review").expect("review").needs, ["check-implement"]);
+    for (bad, why) in [
+        (
+            "[steps.check]\nmax_attempts = 2\n",
+            "`check` needs its script",
+        ),
+        (
+            "[steps.check]\n[steps.check.check]\nmode = \"http\"\npath = \"x\"\n",
+            "is not supported",
+        ),
+        (
+            "[steps.check]\nmax_attempts = 0\n[steps.check.check]\npath = \"x\"\n",
+            "`check.max_attempts` must be 1 to 100",
+        ),
+    ] {
+        let text = format!("formula = \"v\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\n{bad}");
+        let errors = errors(&text);
+        assert!(errors.iter().any(|e| e.contains(why)), "{bad}: {errors:?}");
+    }
 }
 
 #[test]

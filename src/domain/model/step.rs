@@ -36,6 +36,10 @@ pub struct StepMeta {
     pub unconfined: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_fix_iterations: Option<u32>,
+    /// Failed attempts on the step's own model before the escalated one, replacing `[router]
+    /// max_attempts` for this step (a formula's `max_attempts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
     /// Tools offered on this step's agent command line, replacing the role's list (the role's
     /// access still applies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -127,6 +131,7 @@ impl StepMeta {
             timeout: None,
             unconfined: false,
             max_fix_iterations: None,
+            max_attempts: None,
             tools: None,
             fixes: None,
             iteration: None,

@@ -274,6 +274,9 @@ impl Engine {
                 "`beads.watch` changed: the daemon follows the new file after a restart"
             );
         }
+        if loaded.config.webhooks != self.loaded.config.webhooks {
+            tracing::warn!("`webhooks` changed: the daemon posts to them as changed after a restart");
+        }
         let profile = loaded.config.profile().ok();
         if profile != self.loaded.config.profile().ok() {
             // A changed profile is checked as at start: a program that is not installed is

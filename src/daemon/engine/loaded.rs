@@ -275,7 +275,9 @@ impl Engine {
             );
         }
         if loaded.config.webhooks != self.loaded.config.webhooks {
-            tracing::warn!("`webhooks` changed: the daemon posts to them as changed after a restart");
+            tracing::warn!(
+                "`webhooks` changed: the daemon posts to them as changed after a restart"
+            );
         }
         let profile = loaded.config.profile().ok();
         if profile != self.loaded.config.profile().ok() {

@@ -93,12 +93,14 @@ impl Formula {
                 // These name other steps and vars, which may be the parents'.
                 self.check_recheck(step, &mut problem);
                 self.check_condition(step, &mut problem);
-                self.check_placeholders(step, &mut problem);
             }
             if step.metadata.contains_key(STEP_META_KEY) {
                 problem(format!(
                     "metadata key `{STEP_META_KEY}` is reserved for catalyst's own step metadata"
                 ));
+            }
+            if self.extends.is_empty() {
+                self.check_placeholders(step, &mut out);
             }
         }
         if self.extends.is_empty() {
@@ -527,10 +529,8 @@ mod tests {
              "m: `recheck` names `i`, an implement step: only gate and review steps run again"),
             ("[[steps]]\nid = \"g\"\ntitle = \"G\"\nrole = \"gate\"\nrun = [\"true\"]\n[[steps]]\nid = \"m\"\ntitle = \"M\"\nrole = \"merge\"\nrecheck = [\"g\"]\n",
              "m: `recheck` names `g`, which the merge step does not come after"),
-            ("[[steps]]\nid = \"a\"\ntitle = \"A {{nope}}\"\n",
-             "t.formula.toml: a: `{{nope}}` in `title` is not a declared var"),
-            ("[[steps]]\nid = \"a\"\ntitle = \"A\"\ndescription = \"{{known}} {{bead}} {{title}} {{typo}}\"\n",
-             "a: `{{typo}}` in `description` is not a declared var"),
+            ("[[steps]]\nid = \"a\"\ntitle = \"A\"\nrole = \"gate\"\nrun = [\"echo {{nope}}\"]\n",
+             "t.formula.toml: a: `{{nope}}` in `run` is not a declared var"),
             ("[[steps]]\nid = \"a\"\ntitle = \"A\"\nrole = \"gate\"\nrun = [\"echo {{title}}\"]\n",
              "a: `{{title}}` cannot be used in `run`"),
             ("[[steps]]\nid = \"a\"\ntitle = \"A\"\nrole = \"gate\"\nrun = [\"echo {{known}}\"]\n",

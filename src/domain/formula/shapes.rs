@@ -107,6 +107,19 @@ fn each_published_shape_loads_with_its_warnings() {
               "s.formula.toml: warning: var `target` has no default: pouring needs a value for it (`ctl submit --var target=…`, or the config's `[vars]`)"],
         ),
         (
+            "a placeholder its runtime fills (undeclared)",
+            r#"
+            formula = "u"
+            [vars.issue]
+            default = "gt-1"
+            [[steps]]
+            id = "a"
+            title = "A"
+            description = "escalate as polecat/{{polecat}} about {{issue}}"
+            "#,
+            &["s.formula.toml: a: warning: `{{polecat}}` in `description` is not a declared var: it is kept as written (declare it under `[vars]` to give it a value; built in: bead, title)"],
+        ),
+        (
             "formulas v2 (Gas City)",
             r#"
             formula = "v2"

@@ -39,10 +39,14 @@ impl Formula {
         }
     }
 
-    /// Placeholders must name declared vars. beads keeps unknown ones verbatim, but in catalyst
-    /// the text goes to an agent (or a shell), and a typo such as `{{compnent}}` would reach it
-    /// as a literal; declaring the var (with a default) is the explicit way to mean it.
-    pub(super) fn check_placeholders(&self, step: &Step, problem: &mut impl FnMut(String)) {
+    /// Placeholders in `run` must name declared vars: a typo would reach the shell as text. In
+    /// a title, description or notes an undeclared one is kept verbatim, as beads and Gas Town
+    /// keep it (published formulas name vars their runtime fills, such as `{{polecat}}`), with
+    /// a warning: the agent reads it as written, and declaring the var gives it a value.
+    pub(super) fn check_placeholders(&self, step: &Step, out: &mut Vec<Problem>) {
+        let file = self.file.as_str();
+        let mut problem = |message: String| out.push(Problem::step(file, &step.id, message));
+        let mut undeclared: Vec<(&str, &str)> = Vec::new();
         let run = step.run.iter().map(|c| ("run", c.as_str()));
         let fields = [
             ("title", step.title.as_str()),
@@ -80,12 +84,29 @@ impl Formula {
                     && !BUILTIN_VARS.contains(&name)
                     && reported.insert((field, name))
                 {
-                    problem(format!(
-                        "`{{{{{name}}}}}` in `{field}` is not a declared var (declare it under `[vars]`; built in: {})",
-                        BUILTIN_VARS.join(", ")
-                    ));
+                    if field == "run" {
+                        problem(format!(
+                            "`{{{{{name}}}}}` in `run` is not a declared var (declare it under `[vars]`; built in: {})",
+                            BUILTIN_VARS.join(", ")
+                        ));
+                    } else {
+                        undeclared.push((field, name));
+                    }
                 }
             }
+        }
+        for (field, name) in undeclared {
+            out.push(
+                Problem::step(
+                    file,
+                    &step.id,
+                    format!(
+                        "`{{{{{name}}}}}` in `{field}` is not a declared var: it is kept as written (declare it under `[vars]` to give it a value; built in: {})",
+                        BUILTIN_VARS.join(", ")
+                    ),
+                )
+                .warn(),
+            );
         }
     }
 

@@ -116,6 +116,14 @@ pub struct AttemptOrder {
     pub limits: Limits,
     /// How long the worker holds the attempt without renewing its [`Lease`].
     pub lease_secs: u64,
+    /// Whom the attempt's commit names, `Name <email>`: the author and committer of the
+    /// daemon's own commits (`[merge] author` and `committer`, the author else the daemon's
+    /// repository's user), so that the history does not depend on the machine that ran the
+    /// agent. Absent: the worker's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committer: Option<String>,
 }
 
 /// The agent an order asks for: a profile of the worker's own by name, and what is per

@@ -109,6 +109,7 @@ async fn a_bead_runs_its_agents_on_a_worker_through_its_fix_loop_and_merges() {
         "{}keep_refs_secs = 0\n",
         cluster.config_for(&remote, 10)
     ));
+    ws.append_config("[merge]\nauthor = \"Ada Lovelace <ada@example.com>\"\n");
     let daemon: TestDaemon = ws.start().await;
     let w1 = start_worker(&ws, &cluster, &remote, "w1", 2);
     let id = daemon.submit(bead_with_id("cat-one")).await;
@@ -141,6 +142,28 @@ async fn a_bead_runs_its_agents_on_a_worker_through_its_fix_loop_and_merges() {
         daemon.file_on_main("cat-one-fixed.txt").as_deref(),
         Some("fixed\n")
     );
+    // The commits made on the worker name whom the daemon's own name: `[merge] author`, and
+    // the daemon's committer, whatever the worker's machine would have said.
+    let log = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&ws.repo)
+        .args([
+            "log",
+            "--format=%an <%ae> / %cn <%ce> %s",
+            "main",
+            "^main~1",
+        ])
+        .output()
+        .expect("git log");
+    let log = String::from_utf8_lossy(&log.stdout).into_owned();
+    let agents: Vec<&str> = log.lines().filter(|l| !l.contains("Merge")).collect();
+    assert!(!agents.is_empty(), "{log}");
+    for line in &agents {
+        assert!(
+            line.starts_with("Ada Lovelace <ada@example.com> / catalyst <catalyst@localhost>"),
+            "{log}"
+        );
+    }
     // The agents ran in the worker's clone, not the daemon's worktrees.
     let cwds: Vec<String> = daemon
         .invocations()

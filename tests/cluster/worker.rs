@@ -109,6 +109,8 @@ pub fn order(base: &str) -> AttemptOrder {
             nice: 0,
         },
         lease_secs: 30,
+        author: None,
+        committer: None,
     }
 }
 

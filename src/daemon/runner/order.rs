@@ -38,6 +38,18 @@ pub async fn order_of(
         patch
     });
     let spec = &job.spec;
+    let repo = job.repo.clone();
+    let identity = tokio::task::spawn_blocking(move || repo.commit_identity())
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|found| found.map_err(|e| e.to_string()));
+    let (author, committer) = match identity {
+        Ok((author, committer)) => (Some(author), Some(committer)),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot tell the worker whom the commit names; it uses its own");
+            (None, None)
+        }
+    };
     Ok(AttemptOrder {
         dispatch,
         work: job.work.clone(),
@@ -66,6 +78,8 @@ pub async fn order_of(
             nice: spec.nice,
         },
         lease_secs: lease.as_secs().max(1),
+        author,
+        committer,
     })
 }
 
@@ -120,7 +134,7 @@ pub fn job_from_order(order: &AttemptOrder, from: WorkerSources<'_>) -> StepJob 
         step_name: order.step_name.clone(),
         role: order.role,
         attempt: order.attempt,
-        repo: from.repo.clone().with_max_file_bytes(limits.max_file_bytes),
+        repo: with_identity(from.repo, order).with_max_file_bytes(limits.max_file_bytes),
         target: order.target.clone(),
         run_dir,
         socket,
@@ -136,6 +150,24 @@ pub fn job_from_order(order: &AttemptOrder, from: WorkerSources<'_>) -> StepJob 
         in_slot: Arc::default(),
         on_worker: true,
         given_change: order.change.clone(),
+    }
+}
+
+/// The worker's repository, its commits naming whom `order` says (a name that does not read
+/// as `Name <email>` leaves the worker's own).
+fn with_identity(repo: &Repo, order: &AttemptOrder) -> Repo {
+    use crate::domain::config::merge::Identity;
+    let committer = order
+        .committer
+        .as_deref()
+        .and_then(|c| Identity::parse(c, "committer").ok());
+    let author = order
+        .author
+        .as_deref()
+        .and_then(|a| Identity::parse(a, "author").ok());
+    match committer {
+        Some(committer) => repo.clone().with_identity(author, committer),
+        None => repo.clone(),
     }
 }
 

@@ -278,6 +278,23 @@ impl Repo {
         }
     }
 
+    /// Whom the daemon's commits name, as `Name <email>` (author, committer): what an order
+    /// tells a worker, so that the commits made on other machines name the same people.
+    pub fn commit_identity(&self) -> Result<(String, String), GitError> {
+        let repo = self.main_repo()?;
+        let (author, committer) = self
+            .signatures(&repo)
+            .ctx(|| "reading whom the daemon's commits name".to_owned())?;
+        let text = |s: &Signature<'_>| {
+            format!(
+                "{} <{}>",
+                s.name().unwrap_or_default(),
+                s.email().unwrap_or_default()
+            )
+        };
+        Ok((text(&author), text(&committer)))
+    }
+
     /// The author and committer of a commit made now in `repo`.
     pub(super) fn signatures(
         &self,

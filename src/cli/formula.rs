@@ -106,11 +106,22 @@ pub enum ShowError {
 /// `name` poured for an example bead, as a tree of steps: each under the step it needs (a
 /// step needing several is shown under the last of them, with the others named), with its
 /// role and title. Warnings (an aspect's pointcut that matches no step) come first.
+///
+/// Another formula file of the workspace that is refused does not keep `name` from being
+/// shown (the daemon runs the others too): a warning counts them. When `name` or an expansion
+/// it asks for is missing, the refusals are the error, since one of them may be it.
 pub fn show(req: &Show) -> Result<String, ShowError> {
-    let set = load(req.workspace.as_deref())?;
+    let (set, refused) = load(req.workspace.as_deref())?;
+    let missing = |unknown: ShowError| {
+        if refused.is_empty() {
+            unknown
+        } else {
+            ShowError::Formulas(refused.clone())
+        }
+    };
     let formula = set
         .get(&req.name)
-        .ok_or_else(|| ShowError::UnknownFormula(req.name.clone()))?;
+        .ok_or_else(|| missing(ShowError::UnknownFormula(req.name.clone())))?;
     if formula.kind != Kind::Workflow {
         return Err(ShowError::NotWorkflow {
             name: req.name.clone(),
@@ -125,11 +136,18 @@ pub fn show(req: &Show) -> Result<String, ShowError> {
     for (step, name) in &req.expand {
         let expansion = set
             .get(name)
-            .ok_or_else(|| ShowError::UnknownExpansion(name.clone()))?;
+            .ok_or_else(|| missing(ShowError::UnknownExpansion(name.clone())))?;
         expanded = expand_step(&expanded, step, expansion, &BTreeMap::new())?;
     }
     let formula = &expanded;
     let mut out = String::new();
+    if !refused.is_empty() {
+        let _ = writeln!(
+            out,
+            "warning: {} problem(s) in other formula files of the workspace (`catalyst formula check` says which)",
+            refused.len()
+        );
+    }
     for aspect in &req.aspects {
         if let Some(a) = set.get(aspect) {
             for glob in unmatched_pointcuts(formula, a) {
@@ -225,10 +243,11 @@ pub fn show(req: &Show) -> Result<String, ShowError> {
 
 /// The formulas of `workspace` (its folders over the built-in ones, checked against its
 /// prompts), or the built-in ones.
-fn load(workspace: Option<&Path>) -> Result<FormulaSet, ShowError> {
+/// The errors that refused some of them come beside the set.
+fn load(workspace: Option<&Path>) -> Result<(FormulaSet, Vec<String>), ShowError> {
     let Some(workspace) = workspace else {
         let prompts = PromptSet::builtin();
-        return Ok(FormulaSet::builtin(&|n| prompts.has(n)).0);
+        return Ok((FormulaSet::builtin(&|n| prompts.has(n)).0, Vec::new()));
     };
     let paths = Paths::new(workspace);
     let prompts = if paths.prompts().exists() {
@@ -243,8 +262,5 @@ fn load(workspace: Option<&Path>) -> Result<FormulaSet, ShowError> {
         .filter(|p| !p.warning)
         .map(ToString::to_string)
         .collect();
-    if !errors.is_empty() {
-        return Err(ShowError::Formulas(errors));
-    }
-    Ok(set)
+    Ok((set, errors))
 }

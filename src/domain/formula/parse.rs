@@ -101,6 +101,10 @@ const KEPT_TOP: &[(&str, &str)] = &[
     ("tags", "tags describe the formula; a step's `tags` become its labels"),
     ("presets", "Gas Town's leg presets for `gt formula run`"),
     (
+        "rollback_steps",
+        "Gas Town runs them when the molecule fails; catalyst blocks the bead and leaves its work on its branch",
+    ),
+    (
         "review_only",
         "a review-only formula changes no code: no merge step is added when it is poured (as with `merge = false`)",
     ),
@@ -568,7 +572,11 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
     let opt_model = r.string("opt_model");
     let model = r.string("model").or(opt_model);
     let prompt = r.string("prompt");
-    let run = r.strings("run").unwrap_or_default();
+    // Gas Town also writes one command as a string.
+    let run = match r.peek("run") {
+        Some(Value::String(_)) => r.string("run").into_iter().collect(),
+        _ => r.strings("run").unwrap_or_default(),
+    };
     let timeout = super::v2::timeout(&mut r);
     // `children-of(x)` waits for what `x` stands for: its children, which a step needing the
     // group `x` needs once they are lifted.

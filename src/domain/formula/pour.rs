@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub use super::error::PourError;
 use super::template::render;
-use super::vars::{substitute, substitute_quoted};
+use super::vars::substitute_quoted;
 use super::{Formula, Kind, Step};
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, DepType, Dependency, JsonMap, Role, StepMeta, STEP_META_KEY};
@@ -126,7 +126,7 @@ fn step_meta(
         tools: step.tools.clone(),
         recheck: step.recheck.clone(),
         strategy: step.merge_strategy,
-        output: step.output.as_ref().map(|o| substitute(o, values)),
+        output: step.output.as_ref().map(|o| render(o, values)),
         ..StepMeta::new(step.id.clone(), step.role, work.clone())
     }
 }

@@ -120,6 +120,22 @@ fn each_published_shape_loads_with_its_warnings() {
             &["s.formula.toml: a: warning: `{{polecat}}` in `description` is not a declared var: it is kept as written (declare it under `[vars]` to give it a value; built in: bead, title)"],
         ),
         (
+            "one command as a string, and rollback steps",
+            r#"
+            formula = "r"
+            merge = false
+            [[steps]]
+            id = "setup"
+            title = "Set up"
+            role = "gate"
+            run = "make setup"
+            [[rollback_steps]]
+            id = "undo"
+            title = "Undo"
+            "#,
+            &["s.formula.toml: warning: `rollback_steps` is kept but not acted on: Gas Town runs them when the molecule fails; catalyst blocks the bead and leaves its work on its branch"],
+        ),
+        (
             "formulas v2 (Gas City)",
             r#"
             formula = "v2"
@@ -167,8 +183,11 @@ fn each_published_shape_loads_with_its_warnings() {
     }
 }
 
+/// A template in `run` is refused; one in text that does not read as a Go template (a stray
+/// `{{end}}`, Handlebars' `{{#if}}…{{else}}…{{/if}}` as some published formulas write) is kept
+/// as written, with a warning, and pours verbatim but for its placeholders.
 #[test]
-fn a_template_in_run_or_a_broken_one_is_refused() {
+fn a_template_in_run_is_refused_and_a_broken_one_in_text_kept_as_written() {
     let text = r#"
         formula = "t"
         [[steps]]
@@ -181,8 +200,19 @@ fn a_template_in_run_or_a_broken_one_is_refused() {
         errors(text),
         [
             "s.formula.toml: g: `run` holds a Go-template action (`make {{if .x}}x{{end}}`): a gate's command is not a template, so that the shell runs exactly what is written; use `{{var}}` placeholders",
-            "s.formula.toml: g: `title`: `{{end}}` without its `{{if}}`",
         ]
+    );
+    let handlebars = "formula = \"t\"\n[vars]\nn = \"3\"\n[[steps]]\nid = \"a\"\ntitle = \"A\"\ndescription = \"{{#if failures}}{{n}} failed{{else}}all passed{{/if}}\"\n";
+    let (formula, got) = warnings(handlebars);
+    assert!(
+        got.iter().any(|w| w.contains("`description`: `{{else}}` without its `{{if}}`: its template actions are kept as written")),
+        "{got:?}"
+    );
+    let values = std::collections::BTreeMap::from([("n".to_owned(), "3".to_owned())]);
+    let step = formula.step("a").expect("a");
+    assert_eq!(
+        super::template::render(&step.description, &values),
+        "{{#if failures}}3 failed{{else}}all passed{{/if}}"
     );
     let var = "formula = \"t\"\n[vars.x]\npattern = \"[a-z]+\"\n[[steps]]\nid = \"g\"\ntitle = \"G\"\nrole = \"gate\"\nrun = [\"echo {{.x}}\"]\n";
     assert_eq!(
@@ -264,6 +294,12 @@ fn shapes_pour_as_catalyst_means_them() {
         assert_eq!(f.merge_plan(), MergePlan::Off(why));
         assert_eq!(beads.len(), 1, "{why}: no merge step");
     }
+}
+
+#[test]
+fn a_run_written_as_one_string_is_one_command() {
+    let (f, _) = warnings("formula = \"r\"\n[[steps]]\nid = \"g\"\ntitle = \"G\"\nrole = \"gate\"\nrun = \"make setup\"\n");
+    assert_eq!(f.step("g").expect("g").run, ["make setup"]);
 }
 
 #[test]

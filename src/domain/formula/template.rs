@@ -371,8 +371,12 @@ pub(crate) fn scan(text: &str) -> Scan {
 
 /// `text` with its actions rendered for `values` and its `{{name}}` placeholders substituted,
 /// in one pass: a value is never read as a template again.
+///
+/// A text whose actions do not read as a template (an `{{else}}` of Handlebars' `{{#if}}`, say)
+/// is not rendered: its placeholders are substituted and its actions kept as written.
 pub(crate) fn render(text: &str, values: &BTreeMap<String, String>) -> String {
-    if !scan(text).actions {
+    let scanned = scan(text);
+    if !scanned.actions || !scanned.errors.is_empty() {
         return substitute(text, values);
     }
     let text = trimmed(text);

@@ -110,9 +110,10 @@ impl Formula {
         }
     }
 
-    /// Go-template actions ([`super::template`]): a broken `{{if}}…{{end}}` is an error, as
-    /// in `run`, where a gate's command is never a template; what is passed through verbatim
-    /// and vars the actions read that are not declared are one warning each for the formula.
+    /// Go-template actions ([`super::template`]): in `run` any action is an error, since a
+    /// gate's command is never a template; in text a broken `{{if}}…{{end}}` is kept as
+    /// written with a warning, and what is passed through verbatim and vars the actions read
+    /// that are not declared are one warning each for the formula.
     pub(super) fn check_templates(&self, out: &mut Vec<Problem>) {
         let file = self.file.as_str();
         let mut passed: Vec<String> = Vec::new();
@@ -141,8 +142,17 @@ impl Formula {
                 ("notes", &step.notes),
             ] {
                 let scan = super::template::scan(text);
+                // Text goes to an agent: actions that do not read as a Go template (Handlebars'
+                // `{{#if}}…{{else}}…{{/if}}` in some published formulas) are kept as written.
                 for error in scan.errors {
-                    out.push(Problem::step(file, &step.id, format!("`{field}`: {error}")));
+                    out.push(
+                        Problem::step(
+                            file,
+                            &step.id,
+                            format!("`{field}`: {error}: its template actions are kept as written"),
+                        )
+                        .warn(),
+                    );
                 }
                 for name in scan.vars {
                     if !self.vars.contains_key(&name)

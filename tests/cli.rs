@@ -921,4 +921,26 @@ fn formula_show_prints_vars_outputs_and_the_merge() {
         "`check` reports what `show` and pouring demand: {}",
         out.stdout
     );
+    // A refused file elsewhere in the workspace does not keep `notes` from being shown, and
+    // is the error when the formula asked for is the missing one.
+    write(
+        &formulas,
+        "broken.formula.toml",
+        "formula = \"broken\"\n[[steps]]\nid = \"a\"\n",
+    );
+    let out = show("notes", &["area=api"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .starts_with("warning: 1 problem(s) in other formula files of the workspace"),
+        "{}",
+        out.stdout
+    );
+    let out = show("broken", &[]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("the step has no `title`"),
+        "{}",
+        out.stderr
+    );
 }

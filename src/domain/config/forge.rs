@@ -218,6 +218,10 @@ issue_label = "catalyst"
             with(&|f| f.remote = Some("https://me:secret@github.com/a/b.git".into()))
                 .contains("credentials")
         );
+        assert!(
+            with(&|f| f.remote = Some("https://ghp_token@github.com/a/b.git".into()))
+                .contains("credentials")
+        );
         assert!(with(&|f| f.issue_label = Some(String::new())).contains("`issue_label`"));
     }
 }

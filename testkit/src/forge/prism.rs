@@ -92,7 +92,8 @@ fn start() -> Option<Validated> {
         .and_then(|l| l.local_addr())
         .expect("a free loopback port for Prism")
         .port();
-    let log = cache().join(format!("prism-{}.log", std::process::id()));
+    // One log, the last run's: what Prism found wrong is in it.
+    let log = cache().join("prism.log");
     let log_file = std::fs::File::create(&log).expect("Prism's log file");
     // Prism runs under `sh`, which stops it when its stdin closes: the test process holds the
     // other end, so Prism goes with it however it ends.

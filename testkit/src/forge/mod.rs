@@ -109,7 +109,8 @@ pub(crate) struct Repo {
     pub requests: Vec<Recorded>,
 }
 
-/// An answer to give instead of a call's: a rate limit or an outage.
+/// An answer to give instead of a call's: a rate limit, an outage, or (status 200) an answer
+/// that is not what the operation returns, to show the validator catches it.
 #[derive(Clone, Debug)]
 pub struct Failure {
     pub status: u16,
@@ -118,7 +119,7 @@ pub struct Failure {
 }
 
 impl Failure {
-    /// GitHub's primary rate limit: 403 with no requests left, reset `reset_in` seconds on.
+    /// GitHub's primary rate limit: 403 with no requests left until `reset_epoch` (seconds).
     pub fn rate_limit_403(reset_epoch: i64) -> Self {
         Self {
             status: 403,

@@ -124,7 +124,11 @@ pub fn check(forge: &ForgeConfig) -> Result<(), String> {
         if remote.starts_with('-') {
             return Err(format!("forge `remote` `{remote}` must not start with `-`"));
         }
-        if let Some(rest) = remote.split_once("://").map(|(_, rest)| rest) {
+        // Over http(s) anything before `@` is a password or a token (ssh's `git@` is a user).
+        let web = remote
+            .strip_prefix("https://")
+            .or_else(|| remote.strip_prefix("http://"));
+        if let Some(rest) = web {
             if rest
                 .split('/')
                 .next()

@@ -79,7 +79,7 @@ pub struct MockIssue {
 
 /// A commit status.
 #[derive(Clone, Debug)]
-pub(crate) struct MockStatus {
+pub struct MockStatus {
     pub id: u64,
     pub context: String,
     pub state: String,
@@ -87,7 +87,7 @@ pub(crate) struct MockStatus {
 
 /// A check run.
 #[derive(Clone, Debug)]
-pub(crate) struct MockRun {
+pub struct MockRun {
     pub id: u64,
     pub name: String,
     pub status: String,

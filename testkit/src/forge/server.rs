@@ -155,9 +155,12 @@ fn record(request: &Request) -> (String, Recorded) {
     (repo, recorded)
 }
 
-fn body_of(bytes: &Bytes) -> Result<Value, Response> {
-    serde_json::from_slice(bytes)
-        .map_err(|_| error(StatusCode::BAD_REQUEST, "Problems parsing JSON"))
+fn body_of(bytes: &Bytes) -> Option<Value> {
+    serde_json::from_slice(bytes).ok()
+}
+
+fn bad_json() -> Response {
+    error(StatusCode::BAD_REQUEST, "Problems parsing JSON")
 }
 
 fn pull_json(ctx: &Ctx, repo: &str, p: &MockPull) -> Value {
@@ -188,9 +191,8 @@ type NumberPath = Path<(String, String, u64)>;
 type ShaPath = Path<(String, String, String)>;
 
 async fn create_pull(State(ctx): State<Ctx>, Path((o, r)): RepoPath, body: Bytes) -> Response {
-    let body = match body_of(&body) {
-        Ok(body) => body,
-        Err(e) => return e,
+    let Some(body) = body_of(&body) else {
+        return bad_json();
     };
     let field = |k: &str| body.get(k).and_then(Value::as_str).map(str::to_owned);
     let (Some(title), Some(head), Some(base)) = (field("title"), field("head"), field("base"))
@@ -239,9 +241,8 @@ async fn get_pull(State(ctx): State<Ctx>, Path((o, r, n)): NumberPath) -> Respon
 }
 
 async fn update_pull(State(ctx): State<Ctx>, Path((o, r, n)): NumberPath, body: Bytes) -> Response {
-    let body = match body_of(&body) {
-        Ok(body) => body,
-        Err(e) => return e,
+    let Some(body) = body_of(&body) else {
+        return bad_json();
     };
     let repo = format!("{o}/{r}");
     let mut state = ctx.mock.lock();
@@ -267,11 +268,7 @@ async fn list_reviews(State(ctx): State<Ctx>, Path((o, r, n)): NumberPath) -> Re
     let list: Vec<Value> = p
         .reviews
         .iter()
-        .map(|v| {
-            shapes::review(
-                &ctx.api, WEB, &repo, n, v.id, &v.state, &v.body, &v.sha, &v.by,
-            )
-        })
+        .map(|v| shapes::review(&ctx.api, WEB, &repo, n, v))
         .collect();
     reply(StatusCode::OK, &Value::Array(list))
 }
@@ -285,11 +282,7 @@ async fn list_review_comments(State(ctx): State<Ctx>, Path((o, r, n)): NumberPat
     let list: Vec<Value> = p
         .review_comments
         .iter()
-        .map(|c| {
-            shapes::review_comment(
-                &ctx.api, WEB, &repo, n, c.id, c.review, &c.path, c.line, &c.body, &c.sha, &c.by,
-            )
-        })
+        .map(|c| shapes::review_comment(&ctx.api, WEB, &repo, n, c))
         .collect();
     reply(StatusCode::OK, &Value::Array(list))
 }
@@ -320,18 +313,7 @@ async fn check_runs(State(ctx): State<Ctx>, Path((o, r, sha)): ShaPath) -> Respo
         .get(&sha)
         .into_iter()
         .flatten()
-        .map(|c| {
-            shapes::check_run(
-                &ctx.api,
-                WEB,
-                &repo,
-                c.id,
-                &sha,
-                &c.name,
-                &c.status,
-                c.conclusion.as_deref(),
-            )
-        })
+        .map(|c| shapes::check_run(&ctx.api, WEB, &repo, &sha, c))
         .collect();
     reply(
         StatusCode::OK,
@@ -401,9 +383,8 @@ async fn update_issue(
     Path((o, r, n)): NumberPath,
     body: Bytes,
 ) -> Response {
-    let body = match body_of(&body) {
-        Ok(body) => body,
-        Err(e) => return e,
+    let Some(body) = body_of(&body) else {
+        return bad_json();
     };
     let repo = format!("{o}/{r}");
     let mut state = ctx.mock.lock();
@@ -432,9 +413,8 @@ async fn update_issue(
 }
 
 async fn add_comment(State(ctx): State<Ctx>, Path((o, r, n)): NumberPath, body: Bytes) -> Response {
-    let body = match body_of(&body) {
-        Ok(body) => body,
-        Err(e) => return e,
+    let Some(body) = body_of(&body) else {
+        return bad_json();
     };
     let Some(text) = body.get("body").and_then(Value::as_str).map(str::to_owned) else {
         return error(StatusCode::UNPROCESSABLE_ENTITY, "Validation Failed");
@@ -457,9 +437,8 @@ async fn add_comment(State(ctx): State<Ctx>, Path((o, r, n)): NumberPath, body: 
 }
 
 async fn add_labels(State(ctx): State<Ctx>, Path((o, r, n)): NumberPath, body: Bytes) -> Response {
-    let body = match body_of(&body) {
-        Ok(body) => body,
-        Err(e) => return e,
+    let Some(body) = body_of(&body) else {
+        return bad_json();
     };
     let names: Vec<String> = body
         .get("labels")

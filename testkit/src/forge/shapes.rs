@@ -4,6 +4,8 @@
 
 use serde_json::{json, Map, Value};
 
+use super::{MockReview, MockReviewComment, MockRun};
+
 /// When every object of the mock was made and last changed: state changes are what tests look
 /// at, not times.
 const TIME: &str = "2026-01-01T00:00:00Z";
@@ -278,24 +280,15 @@ pub fn pull(api: &str, web: &str, repo: &str, p: &PullView<'_>) -> Value {
     value
 }
 
-/// A review (`pull-request-review`).
-pub fn review(
-    api: &str,
-    web: &str,
-    repo: &str,
-    pr: u64,
-    id: u64,
-    state: &str,
-    body: &str,
-    sha: &str,
-    by: &str,
-) -> Value {
+/// A review (`pull-request-review`) of pull request `pr`.
+pub fn review(api: &str, web: &str, repo: &str, pr: u64, r: &MockReview) -> Value {
+    let id = r.id;
     json!({
         "id": id,
         "node_id": format!("PRR_{id}"),
-        "user": user(api, by),
-        "body": body,
-        "state": state,
+        "user": user(api, &r.by),
+        "body": r.body,
+        "state": r.state,
         "html_url": format!("{web}/{repo}/pull/{pr}#pullrequestreview-{id}"),
         "pull_request_url": format!("{api}/repos/{repo}/pulls/{pr}"),
         "_links": {
@@ -303,26 +296,14 @@ pub fn review(
             "pull_request": { "href": format!("{api}/repos/{repo}/pulls/{pr}") },
         },
         "submitted_at": TIME,
-        "commit_id": sha,
+        "commit_id": r.sha,
         "author_association": "COLLABORATOR",
     })
 }
 
-/// A comment on a line of a pull request (`pull-request-review-comment`).
-#[allow(clippy::too_many_arguments)]
-pub fn review_comment(
-    api: &str,
-    web: &str,
-    repo: &str,
-    pr: u64,
-    id: u64,
-    review: u64,
-    path: &str,
-    line: u64,
-    body: &str,
-    sha: &str,
-    by: &str,
-) -> Value {
+/// A comment on a line of pull request `pr` (`pull-request-review-comment`).
+pub fn review_comment(api: &str, web: &str, repo: &str, pr: u64, c: &MockReviewComment) -> Value {
+    let id = c.id;
     let url = format!("{api}/repos/{repo}/pulls/comments/{id}");
     let html = format!("{web}/{repo}/pull/{pr}#discussion_r{id}");
     let pr_url = format!("{api}/repos/{repo}/pulls/{pr}");
@@ -330,16 +311,16 @@ pub fn review_comment(
         "url": url,
         "id": id,
         "node_id": format!("PRRC_{id}"),
-        "pull_request_review_id": review,
+        "pull_request_review_id": c.review,
         "diff_hunk": "@@ -1 +1 @@",
-        "path": path,
-        "line": line,
-        "original_line": line,
+        "path": c.path,
+        "line": c.line,
+        "original_line": c.line,
         "side": "RIGHT",
-        "commit_id": sha,
-        "original_commit_id": sha,
-        "user": user(api, by),
-        "body": body,
+        "commit_id": c.sha,
+        "original_commit_id": c.sha,
+        "user": user(api, &c.by),
+        "body": c.body,
         "created_at": TIME,
         "updated_at": TIME,
         "html_url": html,
@@ -394,28 +375,20 @@ pub fn combined(api: &str, repo: &str, sha: &str, statuses: Vec<Value>) -> Value
     })
 }
 
-/// A check run (`check-run`).
-pub fn check_run(
-    api: &str,
-    web: &str,
-    repo: &str,
-    id: u64,
-    sha: &str,
-    name: &str,
-    status: &str,
-    conclusion: Option<&str>,
-) -> Value {
-    let done = status == "completed";
+/// A check run of commit `sha` (`check-run`).
+pub fn check_run(api: &str, web: &str, repo: &str, sha: &str, c: &MockRun) -> Value {
+    let id = c.id;
+    let done = c.status == "completed";
     json!({
         "id": id,
         "node_id": format!("CR_{id}"),
         "head_sha": sha,
-        "name": name,
+        "name": c.name,
         "url": format!("{api}/repos/{repo}/check-runs/{id}"),
         "html_url": format!("{web}/{repo}/runs/{id}"),
         "details_url": null,
-        "status": status,
-        "conclusion": conclusion,
+        "status": c.status,
+        "conclusion": c.conclusion,
         "started_at": TIME,
         "completed_at": if done { json!(TIME) } else { Value::Null },
         "external_id": null,

@@ -87,6 +87,7 @@ impl Forge {
         }
     }
 
+    /// Opens a pull request of `pr.head` into `pr.base`.
     pub async fn create_pull_request(
         &self,
         pr: &NewPullRequest,
@@ -96,6 +97,7 @@ impl Forge {
         }
     }
 
+    /// Changes a pull request's title and/or body; `None` leaves it as it is.
     pub async fn update_pull_request(
         &self,
         number: u64,
@@ -107,48 +109,56 @@ impl Forge {
         }
     }
 
+    /// A pull request as it is now: open, merged, its head and whether it merges cleanly.
     pub async fn pull_request(&self, number: u64) -> Result<PullRequest, ForgeError> {
         match self {
             Self::Github(gh) => gh.pull_request(number).await,
         }
     }
 
+    /// A pull request's reviews, oldest first.
     pub async fn reviews(&self, number: u64) -> Result<Vec<Review>, ForgeError> {
         match self {
             Self::Github(gh) => gh.reviews(number).await,
         }
     }
 
+    /// The comments on lines of a pull request's diff, oldest first.
     pub async fn review_comments(&self, number: u64) -> Result<Vec<ReviewComment>, ForgeError> {
         match self {
             Self::Github(gh) => gh.review_comments(number).await,
         }
     }
 
+    /// The statuses and check runs of commit `sha` (a pull request's head).
     pub async fn checks(&self, sha: &str) -> Result<Checks, ForgeError> {
         match self {
             Self::Github(gh) => gh.checks(sha).await,
         }
     }
 
+    /// The open issues with `label`, pull requests left out.
     pub async fn labelled_issues(&self, label: &str) -> Result<Vec<Issue>, ForgeError> {
         match self {
             Self::Github(gh) => gh.labelled_issues(label).await,
         }
     }
 
+    /// Comments on an issue or a pull request; gives the comment's id.
     pub async fn comment(&self, number: u64, body: &str) -> Result<u64, ForgeError> {
         match self {
             Self::Github(gh) => gh.comment(number, body).await,
         }
     }
 
+    /// Adds `label` to an issue or a pull request.
     pub async fn add_label(&self, number: u64, label: &str) -> Result<(), ForgeError> {
         match self {
             Self::Github(gh) => gh.add_label(number, label).await,
         }
     }
 
+    /// Closes an issue.
     pub async fn close_issue(&self, number: u64) -> Result<(), ForgeError> {
         match self {
             Self::Github(gh) => gh.close_issue(number).await,

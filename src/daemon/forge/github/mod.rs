@@ -16,10 +16,16 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::types::{
-    CheckRun, Checks, CommitStatus, Issue, NewPullRequest, PrState, PullRequest, Review,
-    ReviewComment, ReviewState,
+    CheckRun, Checks, CommitStatus, Issue, NewPullRequest, PullRequest, Review, ReviewComment,
+    ReviewState,
 };
 use super::{ForgeError, Token};
+use wire::{
+    WireCheckRuns, WireCombined, WireId, WireIssue, WireLabel, WirePull, WireReview,
+    WireReviewComment,
+};
+
+mod wire;
 
 /// How long one call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -455,131 +461,6 @@ fn decode<T: DeserializeOwned>(operation: &'static str, value: Value) -> Result<
         operation,
         reason: e.to_string(),
     })
-}
-
-#[derive(Deserialize)]
-struct WireUser {
-    login: String,
-}
-
-#[derive(Deserialize)]
-struct WireRef {
-    #[serde(rename = "ref")]
-    name: String,
-    sha: String,
-}
-
-#[derive(Deserialize)]
-struct WirePull {
-    number: u64,
-    state: String,
-    #[serde(default)]
-    merged: bool,
-    #[serde(default)]
-    draft: bool,
-    title: String,
-    body: Option<String>,
-    head: WireRef,
-    base: WireRef,
-    mergeable: Option<bool>,
-    html_url: String,
-}
-
-impl From<WirePull> for PullRequest {
-    fn from(w: WirePull) -> Self {
-        Self {
-            number: w.number,
-            state: if w.state == "open" {
-                PrState::Open
-            } else {
-                PrState::Closed
-            },
-            merged: w.merged,
-            draft: w.draft,
-            title: w.title,
-            body: w.body.unwrap_or_default(),
-            head_ref: w.head.name,
-            head_sha: w.head.sha,
-            base_ref: w.base.name,
-            mergeable: w.mergeable,
-            html_url: w.html_url,
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct WireReview {
-    id: u64,
-    state: String,
-    body: Option<String>,
-    user: Option<WireUser>,
-}
-
-#[derive(Deserialize)]
-struct WireReviewComment {
-    id: u64,
-    pull_request_review_id: Option<u64>,
-    path: String,
-    line: Option<u64>,
-    original_line: Option<u64>,
-    body: String,
-}
-
-#[derive(Deserialize)]
-struct WireStatus {
-    context: String,
-    state: String,
-}
-
-#[derive(Deserialize)]
-struct WireCombined {
-    statuses: Vec<WireStatus>,
-}
-
-#[derive(Deserialize)]
-struct WireCheckRun {
-    name: String,
-    status: String,
-    conclusion: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct WireCheckRuns {
-    check_runs: Vec<WireCheckRun>,
-}
-
-/// An issue's label: GitHub's schema allows a bare name or an object.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum WireLabel {
-    Name(String),
-    Object { name: Option<String> },
-}
-
-impl WireLabel {
-    fn name(self) -> Option<String> {
-        match self {
-            Self::Name(name) => Some(name),
-            Self::Object { name } => name,
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct WireIssue {
-    number: u64,
-    title: String,
-    body: Option<String>,
-    #[serde(default)]
-    labels: Vec<WireLabel>,
-    html_url: String,
-    /// Present when the issue is a pull request.
-    pull_request: Option<Value>,
-}
-
-#[derive(Deserialize)]
-struct WireId {
-    id: u64,
 }
 
 #[cfg(test)]

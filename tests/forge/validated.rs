@@ -8,8 +8,13 @@ use catalyst_testkit::forge::Failure;
 
 use crate::{client, TOKEN};
 
-fn setup() -> Option<&'static Validated> {
-    validated()
+/// The shared mock behind Prism; `None`, saying which test skips, without Prism.
+fn setup(test: &str) -> Option<&'static Validated> {
+    let v = validated();
+    if v.is_none() {
+        eprintln!("skipping {test}: Prism is not available (see above)");
+    }
+    v
 }
 
 fn new_pr(head: &str) -> NewPullRequest {
@@ -24,7 +29,9 @@ fn new_pr(head: &str) -> NewPullRequest {
 
 #[tokio::test]
 async fn a_pull_request_is_opened_updated_read_and_seen_merged() {
-    let Some(v) = setup() else { return };
+    let Some(v) = setup("a_pull_request_is_opened_updated_read_and_seen_merged") else {
+        return;
+    };
     let repo = "acme/pulls";
     let forge = client(&v.url, repo);
     let pr = forge
@@ -91,7 +98,9 @@ async fn a_pull_request_is_opened_updated_read_and_seen_merged() {
 
 #[tokio::test]
 async fn reviews_and_their_comments_are_read() {
-    let Some(v) = setup() else { return };
+    let Some(v) = setup("reviews_and_their_comments_are_read") else {
+        return;
+    };
     let repo = "acme/reviews";
     let forge = client(&v.url, repo);
     let pr = forge
@@ -149,7 +158,9 @@ async fn reviews_and_their_comments_are_read() {
 
 #[tokio::test]
 async fn failing_checks_are_told_from_passing_and_pending_ones() {
-    let Some(v) = setup() else { return };
+    let Some(v) = setup("failing_checks_are_told_from_passing_and_pending_ones") else {
+        return;
+    };
     let repo = "acme/checks";
     let forge = client(&v.url, repo);
     let pr = forge
@@ -183,7 +194,9 @@ async fn failing_checks_are_told_from_passing_and_pending_ones() {
 
 #[tokio::test]
 async fn labelled_issues_are_listed_commented_labelled_and_closed() {
-    let Some(v) = setup() else { return };
+    let Some(v) = setup("labelled_issues_are_listed_commented_labelled_and_closed") else {
+        return;
+    };
     let repo = "acme/issues";
     let forge = client(&v.url, repo);
     let wanted = v.mock.open_issue(
@@ -245,7 +258,9 @@ async fn labelled_issues_are_listed_commented_labelled_and_closed() {
 
 #[tokio::test]
 async fn every_request_carries_the_token_and_github_headers() {
-    let Some(v) = setup() else { return };
+    let Some(v) = setup("every_request_carries_the_token_and_github_headers") else {
+        return;
+    };
     let repo = "acme/headers";
     let forge = client(&v.url, repo);
     forge.labelled_issues("x").await.expect("issues");
@@ -271,7 +286,9 @@ async fn every_request_carries_the_token_and_github_headers() {
 /// mock sees it, and an answer off it fails the call.
 #[tokio::test]
 async fn prism_refuses_requests_and_answers_off_the_description() {
-    let Some(v) = setup() else { return };
+    let Some(v) = setup("prism_refuses_requests_and_answers_off_the_description") else {
+        return;
+    };
     let repo = "acme/prism";
     let http = reqwest::Client::new();
     let response = http

@@ -13,6 +13,7 @@ pub mod clock;
 pub mod cluster;
 pub mod engine;
 pub mod follow;
+pub mod forge;
 pub mod fsutil;
 pub mod fswatch;
 pub mod load;

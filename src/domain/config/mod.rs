@@ -7,6 +7,7 @@
 //! [`template`] is the commented file `catalyst init` writes, made from the defaults here.
 
 pub mod cluster;
+pub mod forge;
 pub mod merge;
 pub mod template;
 pub mod web;

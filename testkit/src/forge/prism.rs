@@ -1,0 +1,137 @@
+//! Prism (`@stoplight/prism-cli`) as a validating proxy between the forge client and the mock:
+//! it checks every request against GitHub's published OpenAPI description
+//! (`@octokit/openapi`'s `api.github.com.json`), passes it to the mock, checks the mock's
+//! answer too, and with `--errors` turns any violation either way into an error answer, so a
+//! test fails when the client or the mock drifts from the real API.
+//!
+//! `.ci/install-forge-deps` installs both into `target/forge-cache/`; without them
+//! [`validated`] prints why and gives `None`, and the tests skip.
+//!
+//! Prism loads the 13 MB description in several seconds, so a test binary starts it once,
+//! with one mock behind it, on a thread of their own ([`validated`]); tests keep apart by
+//! using repositories of their own.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::MockGitHub;
+use crate::TIMEOUT;
+
+/// The cache `.ci/install-forge-deps` fills.
+pub fn cache() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/forge-cache")
+}
+
+/// The `prism` command.
+pub fn prism_bin() -> PathBuf {
+    cache().join("node_modules/.bin/prism")
+}
+
+/// GitHub's OpenAPI description of api.github.com.
+pub fn spec() -> PathBuf {
+    cache().join("node_modules/@octokit/openapi/generated/api.github.com.json")
+}
+
+/// A mock and Prism in front of it, shared by a test binary's tests.
+pub struct Validated {
+    /// The mock's state, for a test to act as a person and look.
+    pub mock: MockGitHub,
+    /// The mock's own URL, for calls that should not be validated (failures the description
+    /// does not list for the operation).
+    pub mock_url: String,
+    /// Prism's URL: what the client under test is given.
+    pub url: String,
+    /// `sh` waiting on its stdin, which ends when the test process does, to stop Prism.
+    _guard: Mutex<Child>,
+}
+
+static VALIDATED: OnceLock<Option<Validated>> = OnceLock::new();
+
+/// The test binary's mock behind Prism, started on first use; `None` (having printed why)
+/// when Prism or the description is not installed, or Prism does not start.
+pub fn validated() -> Option<&'static Validated> {
+    VALIDATED.get_or_init(start).as_ref()
+}
+
+fn start() -> Option<Validated> {
+    if !prism_bin().exists() || !spec().exists() {
+        eprintln!(
+            "skipping: Prism or GitHub's OpenAPI description is not installed in target/forge-cache (run .ci/install-forge-deps, which needs npm)"
+        );
+        return None;
+    }
+    let mock = MockGitHub::default();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let served = mock.clone();
+    std::thread::Builder::new()
+        .name("mock-github".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    eprintln!("cannot start the mock GitHub's runtime: {e}");
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let url = super::serve(served).await;
+                let _ = tx.send(url);
+                std::future::pending::<()>().await;
+            });
+        })
+        .expect("a thread for the mock GitHub");
+    let mock_url = rx.recv_timeout(TIMEOUT).expect("the mock GitHub's URL");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port for Prism")
+        .port();
+    // One log, the last run's: what Prism found wrong is in it.
+    let log = cache().join("prism.log");
+    let log_file = std::fs::File::create(&log).expect("Prism's log file");
+    // Prism runs under `sh`, which stops it when its stdin closes: the test process holds the
+    // other end, so Prism goes with it however it ends.
+    let script = r#"prism="$1"; shift; "$prism" "$@" & pid=$!; read -r _; kill "$pid" 2>/dev/null"#;
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg("sh")
+        .arg(prism_bin())
+        .args(["proxy", "--errors", "--host", "127.0.0.1", "--port"])
+        .arg(port.to_string())
+        .arg(spec())
+        .arg(&mock_url)
+        .stdin(Stdio::piped())
+        .stdout(log_file.try_clone().expect("Prism's log"))
+        .stderr(log_file)
+        .spawn()
+        .expect("run Prism");
+    let deadline = Instant::now() + TIMEOUT;
+    let url = format!("http://127.0.0.1:{port}");
+    loop {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        if Instant::now() >= deadline || child.try_wait().ok().flatten().is_some() {
+            if let Some(stdin) = child.stdin.as_mut() {
+                let _ = stdin.write_all(b"\n");
+            }
+            eprintln!("skipping: Prism did not start; see {}", log.display());
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("Prism validating against {} at {url}", spec().display());
+    Some(Validated {
+        mock,
+        mock_url,
+        url,
+        _guard: Mutex::new(child),
+    })
+}

@@ -554,6 +554,11 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
         }
         role
     });
+    // Gas Town also writes one command as a string.
+    let run = match r.peek("run") {
+        Some(Value::String(_)) => r.string("run").into_iter().collect(),
+        _ => r.strings("run").unwrap_or_default(),
+    };
     let approval = r.bool("approval");
     let role = match (role, approval.or(human.then_some(true))) {
         (Some(role), Some(true)) if role != Role::Approval => {
@@ -566,17 +571,14 @@ fn parse_step(cx: &Cx<'_>, index: usize, item: Value, problems: &mut Vec<Problem
         }
         (Some(role), _) => role,
         (None, Some(true)) => Role::Approval,
+        // Gas Town's command step: the daemon runs its commands, as it runs a gate's.
+        (None, _) if !run.is_empty() => Role::Gate,
         (None, _) => Role::Task,
     };
     // Gas City's per-step model option is the step's model unless it names one itself.
     let opt_model = r.string("opt_model");
     let model = r.string("model").or(opt_model);
     let prompt = r.string("prompt");
-    // Gas Town also writes one command as a string.
-    let run = match r.peek("run") {
-        Some(Value::String(_)) => r.string("run").into_iter().collect(),
-        _ => r.strings("run").unwrap_or_default(),
-    };
     let timeout = super::v2::timeout(&mut r);
     // `children-of(x)` waits for what `x` stands for: its children, which a step needing the
     // group `x` needs once they are lifted.

@@ -127,7 +127,6 @@ fn each_published_shape_loads_with_its_warnings() {
             [[steps]]
             id = "setup"
             title = "Set up"
-            role = "gate"
             run = "make setup"
             [[rollback_steps]]
             id = "undo"
@@ -297,9 +296,16 @@ fn shapes_pour_as_catalyst_means_them() {
 }
 
 #[test]
-fn a_run_written_as_one_string_is_one_command() {
-    let (f, _) = warnings("formula = \"r\"\n[[steps]]\nid = \"g\"\ntitle = \"G\"\nrole = \"gate\"\nrun = \"make setup\"\n");
-    assert_eq!(f.step("g").expect("g").run, ["make setup"]);
+fn a_run_written_as_one_string_is_one_command_of_a_gate() {
+    let (f, _) =
+        warnings("formula = \"r\"\n[[steps]]\nid = \"g\"\ntitle = \"G\"\nrun = \"make setup\"\n");
+    let g = f.step("g").expect("g");
+    assert_eq!(g.run, ["make setup"]);
+    assert_eq!(
+        g.role,
+        Role::Gate,
+        "a step with commands and no role is the daemon's to run"
+    );
 }
 
 #[test]

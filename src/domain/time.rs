@@ -2,8 +2,10 @@
 //!
 //! beads exports carry two styles, `2025-11-20T21:21:23.497486-05:00` and
 //! `2026-01-26T02:02:08Z`, and a re-export must not rewrite them. A [`Timestamp`] keeps the instant
-//! together with the two things that decide its spelling: how many fraction digits it had and
-//! whether its zero offset was written `Z`.
+//! together with the things that decide its spelling: how many fraction digits it had, whether
+//! its zero offset was written `Z`, and whether it had an offset at all. The beads database's
+//! own rows, as Gas Town backs them up (`dolt sql -r json`), write a date and time without one
+//! (`2026-03-16 18:14:23.843993`): such a time is read as UTC and written back as it came.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -18,6 +20,8 @@ pub struct Timestamp {
     frac: u8,
     /// The offset was written `Z` rather than `+00:00`.
     zulu: bool,
+    /// Written without an offset, the date and time apart by this (` ` or `T`): UTC.
+    naive: Option<char>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -34,23 +38,45 @@ impl Timestamp {
             at: at.fixed_offset(),
             frac: 6,
             zulu: true,
+            naive: None,
         }
     }
 
     pub fn parse(text: &str) -> Result<Timestamp, TimestampError> {
-        let at = DateTime::parse_from_rfc3339(text).map_err(|source| TimestampError {
-            text: text.to_owned(),
-            source,
-        })?;
         let frac = text
             .get(19..)
             .filter(|rest| rest.starts_with('.'))
             .map(|rest| rest[1..].bytes().take_while(u8::is_ascii_digit).count())
-            .unwrap_or(0);
-        Ok(Timestamp {
-            at,
-            frac: frac.min(9) as u8,
-            zulu: text.ends_with(['Z', 'z']),
+            .unwrap_or(0)
+            .min(9) as u8;
+        match DateTime::parse_from_rfc3339(text) {
+            Ok(at) => Ok(Timestamp {
+                at,
+                frac,
+                zulu: text.ends_with(['Z', 'z']),
+                naive: None,
+            }),
+            Err(source) => Timestamp::parse_naive(text, frac).ok_or(TimestampError {
+                text: text.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    /// A date and time without an offset (`2026-03-16 18:14:23.843993`), as UTC.
+    fn parse_naive(text: &str, frac: u8) -> Option<Timestamp> {
+        let separator = text.chars().nth(10).filter(|c| *c == ' ' || *c == 'T')?;
+        let format = if separator == ' ' {
+            "%Y-%m-%d %H:%M:%S%.f"
+        } else {
+            "%Y-%m-%dT%H:%M:%S%.f"
+        };
+        let at = chrono::NaiveDateTime::parse_from_str(text, format).ok()?;
+        Some(Timestamp {
+            at: at.and_utc().fixed_offset(),
+            frac,
+            zulu: false,
+            naive: Some(separator),
         })
     }
 
@@ -82,10 +108,11 @@ impl fmt::Display for Timestamp {
         };
         write!(
             f,
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            "{:04}-{:02}-{:02}{}{:02}:{:02}:{:02}",
             at.year(),
             at.month(),
             at.day(),
+            self.naive.unwrap_or('T'),
             at.hour(),
             at.minute(),
             at.second() + leap
@@ -94,6 +121,9 @@ impl fmt::Display for Timestamp {
             let digits = u32::from(self.frac);
             let shown = nanos / 10u32.pow(9 - digits);
             write!(f, ".{shown:0width$}", width = usize::from(self.frac))?;
+        }
+        if self.naive.is_some() {
+            return Ok(());
         }
         let offset = at.offset().local_minus_utc();
         if self.zulu && offset == 0 {
@@ -168,6 +198,27 @@ mod tests {
             assert_eq!(ts.to_string(), text);
             let json = serde_json::to_string(&ts).unwrap();
             assert_eq!(json, format!("\"{text}\""));
+        }
+    }
+
+    /// Gas Town backs the beads database up as its rows, whose times have no offset: they
+    /// read as UTC and are written back as they came.
+    #[test]
+    fn a_time_without_an_offset_is_utc_and_round_trips() {
+        for text in [
+            "2026-03-16 18:14:23.843993",
+            "2026-03-16 18:14:23",
+            "2026-03-16T18:14:23.5",
+        ] {
+            let ts = Timestamp::parse(text).unwrap();
+            assert_eq!(ts.to_string(), text);
+        }
+        assert_eq!(
+            Timestamp::parse("2026-03-16 18:14:23.843993").unwrap(),
+            Timestamp::parse("2026-03-16T18:14:23.843993Z").unwrap()
+        );
+        for bad in ["2026-03-16", "2026-03-16 25:00:00", "2026-03-16x18:14:23"] {
+            assert!(Timestamp::parse(bad).is_err(), "{bad}");
         }
     }
 

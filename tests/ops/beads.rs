@@ -103,10 +103,11 @@ async fn import_then_export_through_the_daemon_gives_the_same_lines() {
 
 /// Lines in the shape of a Gas Town backup of a beads database (its rows, as `dolt sql -r json`
 /// prints them): JSON columns as strings (`"{}"`, a filled one, an empty one), flags as
-/// numbers, a list as a string. Written for this test.
+/// numbers, a list as a string, times without an offset (the database's DATETIME). Written for
+/// this test.
 const GAS_TOWN_BACKUP: [&str; 3] = [
     r#"{"id":"gt-b1","title":"Backed up, empty metadata","description":"","design":"","acceptance_criteria":"","notes":"","status":"open","priority":2,"issue_type":"task","created_at":"2026-02-10T08:00:00Z","updated_at":"2026-02-10T08:00:00Z","metadata":"{}","ephemeral":0,"pinned":0,"is_template":0,"compaction_level":0,"original_size":0}"#,
-    r#"{"id":"gt-b2","title":"Backed up, metadata","status":"closed","priority":1,"issue_type":"bug","created_at":"2026-02-10T08:01:00Z","updated_at":"2026-02-10T09:00:00Z","closed_at":"2026-02-10T09:00:00Z","close_reason":"fixed","metadata":"{\"tool\":\"gt\",\"files\":[\"a.go\"]}","waiters":"[]","ephemeral":0}"#,
+    r#"{"id":"gt-b2","title":"Backed up, metadata","status":"closed","priority":1,"issue_type":"bug","created_at":"2026-02-10 08:01:00.123456","updated_at":"2026-02-10 09:00:00","closed_at":"2026-02-10 09:00:00","close_reason":"fixed","metadata":"{\"tool\":\"gt\",\"files\":[\"a.go\"]}","waiters":"[]","ephemeral":0}"#,
     r#"{"id":"gt-b3","title":"Backed up, no metadata","status":"deferred","priority":3,"issue_type":"chore","created_at":"2026-02-10T08:02:00Z","updated_at":"2026-02-10T08:02:00Z","metadata":"","labels":"[\"infra\"]"}"#,
 ];
 

@@ -7,11 +7,12 @@
 //! and terminal prompts are turned off, so a missing or wrong token fails at once instead of
 //! hanging on a prompt or reaching for someone's stored credentials.
 
+use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Stdio;
 
 use super::Token;
+use crate::daemon::worktree::transport;
 
 /// The environment variable the askpass script reads the token from.
 const TOKEN_VAR: &str = "CATALYST_FORGE_TOKEN";
@@ -28,15 +29,14 @@ pub enum PushError {
     /// The remote has moved since `lease`: someone else pushed to the branch.
     #[error("`git push` of `{branch}` was refused: the remote branch is not where it was expected (someone else pushed?): {stderr}")]
     Stale { branch: String, stderr: String },
-    #[error("`git push` of `{branch}` failed ({status}): {stderr}")]
-    Failed {
-        branch: String,
-        status: String,
-        stderr: String,
-    },
+    /// `stderr` is what git said (its exit status first).
+    #[error("`git push` of `{branch}` failed: {stderr}")]
+    Failed { branch: String, stderr: String },
 }
 
-/// Pushes `local` (a branch of the repository at `repo`) to `remote` as branch `remote_branch`.
+/// Pushes `local` (a branch of the repository at `repo`) to `remote` as branch `remote_branch`,
+/// through the one way the daemon runs `git` against another repository
+/// ([`transport::git_with`](crate::daemon::worktree::transport::git_with)).
 ///
 /// `lease` is the commit the remote branch is expected at (the pull request's head), or
 /// `None` when it should not exist yet: the push replaces the branch (a bead's branch is
@@ -51,60 +51,47 @@ pub async fn push(
     token: Option<&Token>,
 ) -> Result<(), PushError> {
     let dst = format!("refs/heads/{remote_branch}");
-    let mut cmd = tokio::process::Command::new("git");
-    cmd.current_dir(repo)
-        .args(["-c", "credential.helper=", "-c", "core.askPass="])
-        .arg("push")
-        .arg("--porcelain")
-        .arg(format!("--force-with-lease={dst}:{}", lease.unwrap_or("")))
-        .arg("--")
-        .arg(remote)
-        .arg(format!("refs/heads/{local}:{dst}"))
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env_remove("GIT_ASKPASS")
-        .env_remove("SSH_ASKPASS")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    // The askpass script lives in a private folder as long as the push runs.
+    let lease_arg = format!("--force-with-lease={dst}:{}", lease.unwrap_or(""));
+    let refspec = format!("refs/heads/{local}:{dst}");
+    let args = [
+        "-c",
+        "credential.helper=",
+        "-c",
+        "core.askPass=",
+        "push",
+        "--porcelain",
+        &lease_arg,
+        "--",
+        remote,
+        &refspec,
+    ];
+    // The askpass script lives in a private folder as long as the push runs. Without a token,
+    // an empty `GIT_ASKPASS` keeps git from asking whatever the daemon's environment names.
+    let https = remote.starts_with("https://") || remote.starts_with("http://");
     let askpass_dir = match token {
-        Some(token) if remote.starts_with("https://") || remote.starts_with("http://") => {
-            let dir = tempfile::Builder::new()
-                .prefix("catalyst-askpass")
-                .tempdir()
-                .map_err(|e| PushError::Spawn(format!("cannot make the askpass script: {e}")))?;
-            let script = dir.path().join("askpass");
-            std::fs::write(
-                &script,
-                format!(
-                    "#!/bin/sh\ncase \"$1\" in\n  Username*) echo {HTTPS_USER} ;;\n  *) printf '%s\\n' \"${TOKEN_VAR}\" ;;\nesac\n"
-                ),
-            )
-            .and_then(|()| std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700)))
-            .map_err(|e| PushError::Spawn(format!("cannot make the askpass script: {e}")))?;
-            cmd.env("GIT_ASKPASS", &script)
-                .env(TOKEN_VAR, token.secret());
-            Some(dir)
-        }
+        Some(_) if https => Some(askpass_script()?),
         _ => None,
     };
-    let output = cmd
-        .output()
-        .await
-        .map_err(|e| PushError::Spawn(e.to_string()))?;
-    drop(askpass_dir);
-    if output.status.success() {
-        return Ok(());
+    let script = askpass_dir.as_ref().map(|dir| dir.path().join("askpass"));
+    let secret = token.filter(|_| https).map(|t| OsStr::new(t.secret()));
+    let mut env: Vec<(&str, &OsStr)> = vec![
+        (
+            "GIT_ASKPASS",
+            script.as_deref().map_or(OsStr::new(""), Path::as_os_str),
+        ),
+        ("SSH_ASKPASS", OsStr::new("")),
+    ];
+    if let Some(secret) = secret {
+        env.push((TOKEN_VAR, secret));
     }
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let result = transport::git_with(repo, &args, &env).await;
+    drop(askpass_dir);
+    let Err(e) = result else {
+        return Ok(());
+    };
     let said = match token {
-        Some(token) => token.scrub(said.trim()),
-        None => said.trim().to_owned(),
+        Some(token) => token.scrub(&e.detail),
+        None => e.detail,
     };
     let branch = remote_branch.to_owned();
     if said.contains("stale info") || said.contains("fetch first") {
@@ -115,7 +102,27 @@ pub async fn push(
     }
     Err(PushError::Failed {
         branch,
-        status: output.status.to_string(),
         stderr: said,
     })
+}
+
+/// A private folder holding the askpass script: `x-access-token` for the user name, the
+/// token from [`TOKEN_VAR`] for the password.
+fn askpass_script() -> Result<tempfile::TempDir, PushError> {
+    let failed =
+        |e: std::io::Error| PushError::Spawn(format!("cannot make the askpass script: {e}"));
+    let dir = tempfile::Builder::new()
+        .prefix("catalyst-askpass")
+        .tempdir()
+        .map_err(failed)?;
+    let script = dir.path().join("askpass");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in\n  Username*) echo {HTTPS_USER} ;;\n  *) printf '%s\\n' \"${TOKEN_VAR}\" ;;\nesac\n"
+        ),
+    )
+    .and_then(|()| std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700)))
+    .map_err(failed)?;
+    Ok(dir)
 }

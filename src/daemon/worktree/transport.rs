@@ -3,6 +3,7 @@
 //! configuration, which a library built without TLS or ssh does not. Local work (worktrees,
 //! commits, diffs) stays with git2.
 
+use std::ffi::OsStr;
 use std::path::Path;
 
 use tokio::process::Command;
@@ -18,6 +19,17 @@ pub struct GitCommandError {
 
 /// Runs `git -C dir args…` without prompting for credentials; its stdout, trimmed.
 pub async fn git(dir: &Path, args: &[&str]) -> Result<String, GitCommandError> {
+    git_with(dir, args, &[]).await
+}
+
+/// [`git`] with `env` set for that one process (an askpass script and what it reads). On a
+/// failure the detail holds what git printed on stdout too: `push --porcelain` says why a ref
+/// was refused there.
+pub async fn git_with(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &OsStr)],
+) -> Result<String, GitCommandError> {
     let failed = |detail: String| GitCommandError {
         args: args.join(" "),
         dir: dir.display().to_string(),
@@ -28,14 +40,21 @@ pub async fn git(dir: &Path, args: &[&str]) -> Result<String, GitCommandError> {
         .arg(dir)
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output()
         .await
         .map_err(|e| failed(format!("cannot run git: {e}")))?;
     if !out.status.success() {
+        let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        return Err(failed(format!("{}: {}", out.status, stderr.trim())));
+        let said = [stdout.trim(), stderr.trim()]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n");
+        return Err(failed(format!("{}: {said}", out.status)));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }

@@ -18,6 +18,7 @@ pub mod policy;
 pub mod prompt;
 pub mod result;
 pub mod router;
+pub mod shell;
 pub mod state;
 pub mod time;
 pub mod unavailable;

@@ -51,8 +51,11 @@ impl HookEvent {
 /// process per attempt; the handler still answers it for settings written by hand.
 pub fn settings(bin: &Path, hook: Option<&Path>) -> Value {
     let program = match hook {
-        Some(hook) => shell_quote(&hook.to_string_lossy()),
-        None => format!("{} hook", shell_quote(&bin.to_string_lossy())),
+        Some(hook) => crate::domain::shell::quote(&hook.to_string_lossy()),
+        None => format!(
+            "{} hook",
+            crate::domain::shell::quote(&bin.to_string_lossy())
+        ),
     };
     let command = |event: HookEvent, fail_closed: bool| {
         let mut c = format!("{program} {}", event.arg());
@@ -77,11 +80,6 @@ pub fn for_stdin(settings: &Value, stdin: StdinMode) -> Value {
         }
     }
     settings
-}
-
-/// `text` as one single-quoted shell word.
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 #[cfg(test)]

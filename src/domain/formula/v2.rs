@@ -144,7 +144,7 @@ pub(super) fn check_command(path: &str) -> String {
     } else {
         format!("./{path}")
     };
-    format!("'{}'", path.replace('\'', "'\\''"))
+    crate::domain::shell::quote(&path)
 }
 
 /// Seconds in `"1h30m"`, `"90s"`, `"2m"`; `None` for anything else.

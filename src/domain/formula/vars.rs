@@ -139,7 +139,7 @@ fn matches_whole(pattern: Option<&str>, value: &str) -> bool {
 pub fn substitute_quoted(text: &str, values: &BTreeMap<String, String>) -> String {
     let quoted = values
         .iter()
-        .map(|(k, v)| (k.clone(), format!("'{}'", v.replace('\'', "'\\''"))))
+        .map(|(k, v)| (k.clone(), crate::domain::shell::quote(v)))
         .collect();
     substitute(text, &quoted)
 }

@@ -375,13 +375,14 @@ pub(crate) fn scan(text: &str) -> Scan {
 /// A text whose actions do not read as a template (an `{{else}}` of Handlebars' `{{#if}}`, say)
 /// is not rendered: its placeholders are substituted and its actions kept as written.
 pub(crate) fn render(text: &str, values: &BTreeMap<String, String>) -> String {
-    let scanned = scan(text);
+    // Trim markers change white space, never the actions, so the trimmed text tells whether
+    // there are actions and whether they read, in the one parse.
+    let trimmed = trimmed(text);
+    let (nodes, scanned) = parse(&trimmed);
     if !scanned.actions || !scanned.errors.is_empty() {
         return substitute(text, values);
     }
-    let text = trimmed(text);
-    let (nodes, _) = parse(&text);
-    let mut out = String::with_capacity(text.len());
+    let mut out = String::with_capacity(trimmed.len());
     emit(&nodes, values, &mut out);
     out
 }

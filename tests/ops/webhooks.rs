@@ -87,6 +87,20 @@ role = "merge"
 needs = ["approve"]
 "#;
 
+/// A gate between the implementer and the approval that tries to read the config, where the
+/// webhooks' URLs are, from the bead's worktree (`.catalyst/worktrees/<bead>`): a gate runs the
+/// project's own code, so it gets the same look as an agent. It fails, once and for good, if it
+/// can read it.
+const PEEKING_GATE: &str = r#"
+[[steps]]
+id = "peek"
+title = "Peek"
+role = "gate"
+run = ["if cat ../../config.toml; then exit 1; fi"]
+max_fix_iterations = 1
+needs = ["implement"]
+"#;
+
 /// One step, which the scenario blocks.
 const STUCK: &str = r#"
 formula = "stuck"
@@ -123,7 +137,16 @@ async fn webhooks_hear_each_notice_once_and_a_failing_one_holds_nothing_back() {
          {{ name = \"dead\", url = \"http://127.0.0.1:1/{SECRET}\", notices = [\"approval\"], tries = 2, retry_secs = 1 }}]\n"
     );
     let mut daemon = TestDaemon::start(SCENARIO, &hooks).await;
-    daemon.add_formula("asked", ASKED).await;
+    // Without bubblewrap, gates run with the daemon's rights, and read the config as it does.
+    let asked_text = if catalyst_testkit::sandboxed() {
+        format!(
+            "{}{PEEKING_GATE}",
+            ASKED.replace("needs = [\"implement\"]", "needs = [\"peek\"]")
+        )
+    } else {
+        ASKED.to_owned()
+    };
+    daemon.add_formula("asked", &asked_text).await;
     daemon.add_formula("stuck", STUCK).await;
     let asked = daemon
         .submit(BeadInput {
@@ -137,6 +160,20 @@ async fn webhooks_hear_each_notice_once_and_a_failing_one_holds_nothing_back() {
             ..bead("Stuck")
         })
         .await;
+
+    if catalyst_testkit::sandboxed() {
+        let peek = format!("{asked}.peek");
+        let ended = daemon
+            .wait_for("the peeking gate to end", |e| {
+                (e["type"] == "gate.passed" || e["type"] == "gate.failed")
+                    && e["step"] == peek.as_str()
+            })
+            .await;
+        assert_eq!(
+            ended["type"], "gate.passed",
+            "the gate read the config: {ended}"
+        );
+    }
 
     // The approval is heard by `team`; `dead` is given up after its two tries.
     let approve = format!("{asked}.approve");

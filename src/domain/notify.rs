@@ -41,14 +41,14 @@ pub fn notice(event: &Event) -> Option<Notice> {
     let (kind, bead, text) = match &event.body {
         EventBody::GateWaiting { bead, step } => (
             NoticeKind::Approval,
-            bead,
+            Some(bead),
             format!("{bead} waits for a person: `catalyst ctl approve {step}` (or `reject`)"),
         ),
         EventBody::MergeHeld {
             bead, step, files, ..
         } => (
             NoticeKind::Approval,
-            bead,
+            Some(bead),
             format!(
                 "{bead} changes workflow files ({}): its merge waits for `catalyst ctl approve {step}`",
                 files.join(", ")
@@ -56,13 +56,13 @@ pub fn notice(event: &Event) -> Option<Notice> {
         ),
         EventBody::BeadComment { id, comment } => {
             let reason = comment.text.strip_prefix(BLOCKED_COMMENT)?.trim();
-            (NoticeKind::Blocked, id, format!("{id} is blocked: {reason}"))
+            (NoticeKind::Blocked, Some(id), format!("{id} is blocked: {reason}"))
         }
         EventBody::MergeCompleted {
             bead, target, to, ..
         } => (
             NoticeKind::Merged,
-            bead,
+            Some(bead),
             format!("{bead} merged into {target} at {}", short(to)),
         ),
         EventBody::DispatchPaused {
@@ -71,17 +71,11 @@ pub fn notice(event: &Event) -> Option<Notice> {
             reason,
             help,
             ..
-        } => {
-            let text = format!(
-                "dispatching ({scope} steps) is paused until {until}: {reason}; {help}"
-            );
-            return Some(Notice {
-                kind: NoticeKind::Paused,
-                seq: event.seq,
-                bead: None,
-                text,
-            });
-        }
+        } => (
+            NoticeKind::Paused,
+            None,
+            format!("dispatching ({scope} steps) is paused until {until}: {reason}; {help}"),
+        ),
         EventBody::BudgetReached {
             scope,
             spent_usd,
@@ -98,19 +92,14 @@ pub fn notice(event: &Event) -> Option<Notice> {
                 BudgetScope::Daily => "until the next UTC day, or raise `daily_budget_usd`",
                 BudgetScope::Total => "until `total_budget_usd` is raised",
             };
-            return Some(Notice {
-                kind: NoticeKind::Budget,
-                seq: event.seq,
-                bead: None,
-                text: format!("{} ({raise})", stop.reason()),
-            });
+            (NoticeKind::Budget, None, format!("{} ({raise})", stop.reason()))
         }
         _ => return None,
     };
     Some(Notice {
         kind,
         seq: event.seq,
-        bead: Some(bead.clone()),
+        bead: bead.cloned(),
         text,
     })
 }

@@ -69,6 +69,8 @@ pub enum DaemonError {
     Web(#[from] crate::daemon::web::WebError),
     #[error(transparent)]
     Cluster(#[from] crate::daemon::cluster::bus::ClusterError),
+    #[error("[forge]: {0}")]
+    Forge(#[from] crate::daemon::forge::ForgeError),
 }
 
 /// Holds the workspace lock (`catalystd.lock`) for as long as it lives.
@@ -303,8 +305,16 @@ async fn run_with(
     let cluster = loaded.config.cluster.clone();
     let models = loaded.config.known_models();
     let webhooks = loaded.config.webhooks.clone();
+    // The token is read once, here: a missing or readable-by-others file stops the start.
+    let forge = match &loaded.config.forge {
+        Some(config) => Some(engine::forge::ForgeWork::new(config, &paths.workspace)?),
+        None => None,
+    };
     let (notified, seq) = (store.state().notified().clone(), store.state().seq());
     let (mut engine, handle, rx) = Engine::new(paths.clone(), store, loaded, repo, tracker.clone());
+    if let Some(forge) = forge {
+        engine.set_forge(forge);
+    }
     let workspace_name = paths
         .workspace
         .file_name()

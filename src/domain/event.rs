@@ -331,6 +331,44 @@ pub enum EventBody {
         what: String,
         reason: String,
     },
+    /// The bead's branch was pushed to the forge and its pull request opened or brought up
+    /// to date: its merge step waits for the pull request (`[forge]`).
+    #[serde(rename = "forge.pushed")]
+    ForgePushed {
+        bead: BeadId,
+        step: BeadId,
+        number: u64,
+        url: String,
+        /// The commit pushed.
+        head: String,
+    },
+    /// The bead's pull request asked for changes (reviews, comments on lines, failing
+    /// checks); the fix step follows. The marks are how far that was acted on.
+    #[serde(rename = "forge.feedback")]
+    ForgeFeedback {
+        bead: BeadId,
+        number: u64,
+        seen_review: u64,
+        seen_comment: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answered_checks: Option<String>,
+    },
+    /// A write to the bead's forge issue was done, or given up with `error`: never again.
+    #[serde(rename = "forge.issue_written")]
+    ForgeIssueWritten {
+        bead: BeadId,
+        issue: u64,
+        write: crate::domain::forge::IssueWrite,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// Forge work (pushes, pull requests, issues) waits until `until`: the forge's rate limit
+    /// or an outage. Local work goes on.
+    #[serde(rename = "forge.paused")]
+    ForgePaused { until: Timestamp, reason: String },
+    /// The forge answered again after a pause.
+    #[serde(rename = "forge.resumed")]
+    ForgeResumed {},
     /// A webhook took the notice of event `event` (its seq), at the `tries`th try.
     #[serde(rename = "notify.sent")]
     NotifySent {
@@ -429,6 +467,11 @@ impl EventBody {
             EventBody::DispatchPaused { .. } => "dispatch.paused",
             EventBody::BudgetReached { .. } => "budget.reached",
             EventBody::ClusterRefused { .. } => "cluster.refused",
+            EventBody::ForgePushed { .. } => "forge.pushed",
+            EventBody::ForgeFeedback { .. } => "forge.feedback",
+            EventBody::ForgeIssueWritten { .. } => "forge.issue_written",
+            EventBody::ForgePaused { .. } => "forge.paused",
+            EventBody::ForgeResumed {} => "forge.resumed",
             EventBody::NotifySent { .. } => "notify.sent",
             EventBody::NotifyFailed { .. } => "notify.failed",
             EventBody::DaemonStarted { .. } => "daemon.started",
@@ -461,11 +504,16 @@ impl EventBody {
             | EventBody::MergeHeld { bead, .. }
             | EventBody::MergeApproved { bead, .. }
             | EventBody::WorktreeRemoved { bead }
+            | EventBody::ForgePushed { bead, .. }
+            | EventBody::ForgeFeedback { bead, .. }
+            | EventBody::ForgeIssueWritten { bead, .. }
             | EventBody::AgentTool { bead, .. } => Some(bead),
             EventBody::ModelPaused { .. }
             | EventBody::DispatchPaused { .. }
             | EventBody::BudgetReached { .. }
             | EventBody::ClusterRefused { .. }
+            | EventBody::ForgePaused { .. }
+            | EventBody::ForgeResumed {}
             | EventBody::NotifySent { .. }
             | EventBody::NotifyFailed { .. }
             | EventBody::DaemonStarted { .. }

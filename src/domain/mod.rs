@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod config;
 pub mod context;
 pub mod event;
+pub mod forge;
 pub mod formula;
 pub mod id;
 pub mod model;

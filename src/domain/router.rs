@@ -130,6 +130,9 @@ pub enum Outcome {
     Approved { comment: Option<String> },
     /// A person rejected, saying why.
     ApprovalRejected { reason: String },
+    /// The bead's pull request asked for changes (reviews, comments on lines, failing
+    /// checks); `instructions` says which.
+    PullRequestChanges { instructions: String },
 }
 
 impl Outcome {
@@ -145,6 +148,7 @@ impl Outcome {
             Outcome::GateFailed { .. } => "a gate failure",
             Outcome::Approved { .. } => "an approval",
             Outcome::ApprovalRejected { .. } => "an approval rejection",
+            Outcome::PullRequestChanges { .. } => "a pull request's request for changes",
         }
     }
 }
@@ -159,6 +163,9 @@ pub enum FixSource {
     Gate,
     /// A person rejected; the instructions are their reason.
     Approval,
+    /// The bead's pull request asked for changes; the instructions are the reviews, comments
+    /// and failing checks.
+    PullRequest,
 }
 
 /// Why a step and its bead were blocked.
@@ -239,8 +246,9 @@ pub enum Decision {
 ///   already up to date, and a `task` step may be a check that changes nothing.
 /// - any other DONE, a passed gate, an approval → [`Decision::Close`].
 /// - BLOCKED or ERROR (any role) → [`Decision::Block`] with the SUMMARY as the reason.
-/// - a failed gate or a person's rejection → like a rejected review, with the output or the
-///   reason as the instructions.
+/// - a failed gate, a person's rejection, or a merge step's pull request asking for changes
+///   → like a rejected review, with the output, the reason or the reviews as the
+///   instructions.
 /// - malformed output or a failure → [`Decision::Retry`] (after a delay that doubles each
 ///   time) while fewer than `max_attempts` attempts have failed, then one
 ///   [`Decision::Escalate`], then [`Decision::Block`]. When the attempt's `answer` (its
@@ -299,6 +307,13 @@ pub fn route(
                 max_fix,
             )
         }
+        Outcome::PullRequestChanges { instructions } if role == Role::Merge => reject(
+            FixSource::PullRequest,
+            instructions.clone(),
+            Some(instructions.as_str()),
+            counters,
+            max_fix,
+        ),
         other => Decision::Block {
             cause: BlockCause::WrongOutcome,
             reason: format!("{} cannot end a step of role `{role}`", other.kind()),
@@ -387,6 +402,7 @@ fn reject(
         FixSource::Review => "the review rejected the work",
         FixSource::Gate => "the gate failed",
         FixSource::Approval => "the approval was rejected",
+        FixSource::PullRequest => "the pull request asked for changes",
     };
     let mut reason = format!("{what} {} (the limit is {max_fix})", times(rejection));
     if let Some(last) = last.map(str::trim).filter(|l| !l.is_empty()) {

@@ -53,11 +53,14 @@ fn subject(body: &EventBody) -> String {
         | B::MergeHeld { step, .. }
         | B::MergeApproved { step, .. }
         | B::MergeStarted { step, .. }
+        | B::ForgePushed { step, .. }
         | B::AgentTool { step, .. } => step.to_string(),
         B::MoleculePoured { bead, .. }
         | B::FixCreated { bead, .. }
         | B::MergeCompleted { bead, .. }
         | B::MergeConflict { bead, .. }
+        | B::ForgeFeedback { bead, .. }
+        | B::ForgeIssueWritten { bead, .. }
         | B::WorktreeRemoved { bead } => bead.to_string(),
         B::ModelPaused { model, .. } => model.clone(),
         B::DispatchPaused { scope, cause, .. } => format!("{scope} ({cause})"),
@@ -66,6 +69,7 @@ fn subject(body: &EventBody) -> String {
         B::NotifySent { hook, kind, .. } | B::NotifyFailed { hook, kind, .. } => {
             format!("{kind} to {hook}")
         }
+        B::ForgePaused { .. } | B::ForgeResumed {} => "forge".into(),
         B::DaemonStarted { .. } | B::DaemonStopping { .. } => String::new(),
     }
 }
@@ -165,6 +169,22 @@ fn detail(body: &EventBody) -> String {
                 .unwrap_or_else(|| " until the limit is raised".into())
         ),
         B::GateFailed { output, .. } => first_line(output),
+        B::ForgePushed {
+            number, url, head, ..
+        } => format!("{} pushed; pull request #{number} {url}", short(head)),
+        B::ForgeFeedback { number, .. } => {
+            format!("pull request #{number} asked for changes")
+        }
+        B::ForgeIssueWritten {
+            issue,
+            write,
+            error,
+            ..
+        } => match error {
+            None => format!("issue #{issue}: {}", write.as_str()),
+            Some(e) => format!("issue #{issue}: {} given up: {}", write.as_str(), first_line(e)),
+        },
+        B::ForgePaused { until, reason } => format!("until {until}: {}", first_line(reason)),
         B::NotifySent { event, tries, .. } => format!("event {event}, try {tries}"),
         B::NotifyFailed {
             event,
@@ -181,6 +201,7 @@ fn detail(body: &EventBody) -> String {
         | B::GatePassed { .. }
         | B::WorktreeRemoved { .. }
         | B::MergeStarted { .. }
+        | B::ForgeResumed {}
         | B::DaemonStarted { .. } => String::new(),
     }
 }

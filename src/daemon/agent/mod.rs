@@ -103,6 +103,8 @@ pub struct SandboxSpec {
     pub writable: Vec<PathBuf>,
     /// Folders to keep readable over the private `/tmp` and the hidden state folder.
     pub readable: Vec<PathBuf>,
+    /// Files the daemon's secrets are in (the forge's token), shown empty inside.
+    pub hidden: Vec<PathBuf>,
     pub network: Network,
     /// How a `model-only` network reaches the model; `None` for the others.
     pub net: Option<NetPlan>,

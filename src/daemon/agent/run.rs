@@ -244,6 +244,7 @@ fn confined(
         git: sandbox.git.as_ref(),
         writable: &sandbox.writable,
         readable: &sandbox.readable,
+        hidden: &sandbox.hidden,
         network: sandbox.network,
     }));
     out.extend(argv.iter().cloned());

@@ -56,6 +56,8 @@ pub enum Input {
     },
     /// The daemon's fast-forward of the target branch ended (or could not start).
     MergeDone(Box<MergeReport>),
+    /// The forge task ended (`[forge]`).
+    ForgeDone(Box<super::forge::ForgeReport>),
     /// A bead's worktree and branch were removed (or could not be).
     Removed {
         work: BeadId,

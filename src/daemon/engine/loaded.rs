@@ -148,7 +148,14 @@ fn from_config(paths: &Paths) -> Result<FromConfig, LoadError> {
         config.gate_sandbox,
         config.allow_unconfined_root,
     )?;
-    let gate_sandbox = gate_sandbox_template(&config, paths).map(Arc::new);
+    let mut gate_sandbox = gate_sandbox_template(&config, paths).map(Arc::new);
+    // The forge's token stays the daemon's: agents and gates see its file empty.
+    if let Some(forge) = &config.forge {
+        let token = super::forge::token_path(forge, &paths.workspace);
+        for spec in [&mut sandbox, &mut gate_sandbox].into_iter().flatten() {
+            Arc::make_mut(spec).hidden.push(token.clone());
+        }
+    }
     if config.budget().is_none() {
         tracing::warn!("`budget_usd = 0`: beads have no spending limit");
     }
@@ -263,7 +270,7 @@ impl Engine {
     }
 
     /// Puts newly read config, prompts and formulas in force.
-    pub(super) fn replace_loaded(&mut self, loaded: Loaded) {
+    pub(super) fn replace_loaded(&mut self, mut loaded: Loaded) {
         if loaded.config.target_branch != self.loaded.config.target_branch {
             tracing::warn!(
                 "`target_branch` changed: beads already poured keep merging into the new one"
@@ -278,6 +285,20 @@ impl Engine {
             tracing::warn!(
                 "`webhooks` changed: the daemon posts to them as changed after a restart"
             );
+        }
+        if loaded.config.forge != self.loaded.config.forge {
+            tracing::warn!("`[forge]` changed: the daemon uses it as changed after a restart");
+        }
+        // The token the daemon holds stays hidden whatever the new config names.
+        if let Some(token) = self.forge.as_ref().map(|f| f.token_file().to_owned()) {
+            for spec in [&mut loaded.sandbox, &mut loaded.gate_sandbox]
+                .into_iter()
+                .flatten()
+            {
+                if !spec.hidden.contains(&token) {
+                    Arc::make_mut(spec).hidden.push(token.clone());
+                }
+            }
         }
         let profile = loaded.config.profile().ok();
         if profile != self.loaded.config.profile().ok() {

@@ -64,7 +64,8 @@ struct MergeJob {
 impl Engine {
     /// Starts the merge task for the beads whose merge step waits for the daemon.
     pub(super) fn start_merges(&mut self) {
-        if !self.git.may_start() {
+        // With pull requests, the forge merges (`Engine::start_forge`).
+        if !self.git.may_start() || self.merges_on_forge() {
             return;
         }
         let state = self.store.state();

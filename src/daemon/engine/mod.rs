@@ -11,6 +11,7 @@ mod beads;
 mod dispatch;
 mod error;
 mod finish;
+pub mod forge;
 mod holds;
 mod inbox;
 mod input;
@@ -111,6 +112,8 @@ pub struct Engine {
     remote: Option<std::sync::Arc<dyn crate::daemon::runner::Remote>>,
     /// The `max_agents` agent slots the attempts dispatched here take to run their agents.
     slots: Arc<crate::daemon::runner::AgentSlots>,
+    /// Where merges go as pull requests and issues come from, when `[forge]` is set.
+    forge: Option<forge::ForgeWork>,
 }
 
 /// A handler's failure: either a refusal for the client or a storage failure.
@@ -173,6 +176,7 @@ impl Engine {
             started: std::time::SystemTime::now(),
             remote: None,
             slots,
+            forge: None,
         };
         (engine, handle, rx)
     }
@@ -283,6 +287,10 @@ impl Engine {
             }
             Input::MergeDone(report) => {
                 let _ = self.merge_done(*report);
+            }
+            Input::ForgeDone(report) => {
+                // Not written: a push or a write is done again, a pull request read again.
+                let _ = self.forge_done(*report);
             }
             Input::Removed { work, result } => {
                 let recorded = self.removed(&work, result);
@@ -428,6 +436,7 @@ impl Engine {
             self.storage.deadline(),
             self.holds.earliest(),
             self.dispatch.earliest_pause(),
+            self.forge.as_ref().and_then(|f| f.wake()),
         ]
         .into_iter()
         .flatten()

@@ -320,6 +320,7 @@ impl Engine {
             FixSource::Review => "review rejected",
             FixSource::Gate => "checks failed",
             FixSource::Approval => "approval rejected",
+            FixSource::PullRequest => "pull request asked for changes",
         };
         vec![
             EventBody::FixCreated {
@@ -558,6 +559,7 @@ fn outcome_kind(outcome: &Outcome) -> &'static str {
         Outcome::GateFailed { .. } => "gate_failed",
         Outcome::Approved { .. } => "approved",
         Outcome::ApprovalRejected { .. } => "approval_rejected",
+        Outcome::PullRequestChanges { .. } => "pull_request_changes",
     }
 }
 

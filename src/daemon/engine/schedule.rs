@@ -38,6 +38,7 @@ impl Engine {
             return;
         }
         self.start_merges();
+        self.start_forge();
         if !self.holds.holds(PauseScope::All) {
             self.dispatch_active();
         }

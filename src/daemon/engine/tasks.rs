@@ -69,6 +69,19 @@ impl Tasks {
 }
 
 impl Tasks {
+    /// Runs `run` in a task of its own, which sends what it returns to the engine.
+    pub(super) fn spawn<F>(&mut self, run: F)
+    where
+        F: std::future::Future<Output = Input> + Send + 'static,
+    {
+        let (tx, tracker) = (self.tx.clone(), self.tracker.clone());
+        self.after_sync(move || {
+            tracker.spawn(async move {
+                let _ = tx.send(run.await).await;
+            });
+        });
+    }
+
     /// Runs an attempt in a task of its own and sends its end to the engine. An attempt whose
     /// task panics ends as a failure with the panic's message (from `failed`), so its slot is
     /// freed and the step is retried like any failure, never left running for good.

@@ -12,7 +12,6 @@
 pub mod github;
 pub mod push;
 mod token;
-mod types;
 
 use chrono::{DateTime, Utc};
 
@@ -20,7 +19,7 @@ use crate::domain::config::forge::{ForgeConfig, ForgeKind};
 
 pub use push::{push, PushError};
 pub use token::Token;
-pub use types::{
+pub use crate::domain::forge::{
     CheckRun, Checks, CommitStatus, Issue, NewPullRequest, PrState, PullRequest, Review,
     ReviewComment, ReviewState,
 };

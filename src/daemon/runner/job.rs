@@ -448,6 +448,7 @@ pub fn sandbox_template(
         socket: None,
         git: None,
         writable,
+        hidden: Vec::new(),
         network: profile.network,
         net,
     })
@@ -474,6 +475,7 @@ pub fn gate_sandbox_template(config: &Config, paths: &Paths) -> Option<SandboxSp
         socket: None,
         git: None,
         writable,
+        hidden: Vec::new(),
         network: config.gate_network,
         net: None,
     })

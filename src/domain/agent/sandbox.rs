@@ -131,6 +131,8 @@ pub struct Confinement<'a> {
     /// Folders the private `/tmp` or the hidden state folder would cover but the agent must
     /// read: where its program and `catalyst` are installed, when that is under `/tmp`.
     pub readable: &'a [PathBuf],
+    /// Files shown empty inside: the daemon's secrets (the forge's token).
+    pub hidden: &'a [PathBuf],
     pub network: Network,
 }
 
@@ -144,6 +146,9 @@ pub fn bwrap_args(c: &Confinement<'_>) -> Vec<OsString> {
         args.flags(&["--unshare-net"]);
     }
     args.pair("--ro-bind", Path::new("/"), Path::new("/"));
+    for secret in c.hidden {
+        args.pair("--ro-bind-try", Path::new("/dev/null"), secret);
+    }
     args.one("--dev", Path::new("/dev"));
     args.one("--proc", Path::new("/proc"));
     args.one("--tmpfs", Path::new("/tmp"));
@@ -279,11 +284,17 @@ mod tests {
             git: Some(&git),
             writable: &writable,
             readable: &[PathBuf::from("/tmp/ci/target")],
+            hidden: &[PathBuf::from("/etc/catalyst/github-token")],
             network: Network::ModelOnly,
         };
         let a = args(&c);
         let root = position(&a, &["--ro-bind", "/", "/"]);
         let hidden = position(&a, &["--tmpfs", "/r/.catalyst"]);
+        let secret = position(
+            &a,
+            &["--ro-bind-try", "/dev/null", "/etc/catalyst/github-token"],
+        );
+        assert!(root < secret, "a secret is covered over the read-only root");
         let run = position(
             &a,
             &[
@@ -365,6 +376,7 @@ mod tests {
             git: None,
             writable: &[],
             readable: &[],
+            hidden: &[],
             network,
         };
         assert!(!args(&c(Network::Open)).contains(&"--unshare-net".to_owned()));

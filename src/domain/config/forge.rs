@@ -56,7 +56,34 @@ pub struct ForgeConfig {
     /// Open issues with this label become beads; none do when absent.
     #[serde(default)]
     pub issue_label: Option<String>,
+    /// A bead's merge opens a pull request (`true`), or merges into the local target as
+    /// without a forge (`false`: only issues are taken).
+    #[serde(default = "yes")]
+    pub pull_requests: bool,
+    /// Seconds between two looks at the forge's pull requests and issues.
+    #[serde(default = "default_poll_secs")]
+    pub poll_secs: u64,
+    /// The label a blocked bead's issue is given.
+    #[serde(default = "default_blocked_label")]
+    pub blocked_label: String,
 }
+
+fn yes() -> bool {
+    true
+}
+
+fn default_poll_secs() -> u64 {
+    30
+}
+
+fn default_blocked_label() -> String {
+    "catalyst: blocked".to_owned()
+}
+
+/// The fewest seconds between two looks: GitHub allows 5,000 calls an hour per token.
+pub const MIN_POLL_SECS: u64 = 1;
+/// The most: an hour.
+pub const MAX_POLL_SECS: u64 = 3600;
 
 impl ForgeConfig {
     /// The API's base URL, without a trailing `/`.
@@ -145,6 +172,15 @@ pub fn check(forge: &ForgeConfig) -> Result<(), String> {
             return Err("forge `issue_label` is empty: leave it out to take no issues".into());
         }
     }
+    if forge.blocked_label.trim().is_empty() {
+        return Err("forge `blocked_label` is empty: name the label a blocked bead's issue gets".into());
+    }
+    if !(MIN_POLL_SECS..=MAX_POLL_SECS).contains(&forge.poll_secs) {
+        return Err(format!(
+            "forge `poll_secs` must be from {MIN_POLL_SECS} to {MAX_POLL_SECS}, not {}",
+            forge.poll_secs
+        ));
+    }
     Ok(())
 }
 
@@ -170,6 +206,9 @@ token_file = "/etc/catalyst/github-token"
         assert_eq!(forge.remote(), "https://github.com/acme/widgets.git");
         assert_eq!(forge.owner_name(), Some(("acme", "widgets")));
         assert_eq!(forge.issue_label, None);
+        assert!(forge.pull_requests);
+        assert_eq!(forge.poll_secs, 30);
+        assert_eq!(forge.blocked_label, "catalyst: blocked");
     }
 
     #[test]
@@ -227,5 +266,7 @@ issue_label = "catalyst"
                 .contains("credentials")
         );
         assert!(with(&|f| f.issue_label = Some(String::new())).contains("`issue_label`"));
+        assert!(with(&|f| f.blocked_label = " ".into()).contains("`blocked_label`"));
+        assert!(with(&|f| f.poll_secs = 0).contains("`poll_secs`"));
     }
 }

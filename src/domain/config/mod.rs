@@ -132,6 +132,9 @@ pub struct Config {
     /// Where notices of what needs a person, and of merges, are posted.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub webhooks: Vec<webhook::Webhook>,
+    /// The forge merges go to as pull requests and whose labelled issues become beads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forge: Option<forge::ForgeConfig>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,6 +190,7 @@ impl Default for Config {
             gate_writable: Vec::new(),
             vars: BTreeMap::new(),
             webhooks: Vec::new(),
+            forge: None,
         }
     }
 }
@@ -307,6 +311,9 @@ impl Config {
         }
         self.check_ranges()?;
         webhook::check(&self.webhooks)?;
+        if let Some(forge) = &self.forge {
+            forge::check(forge)?;
+        }
         if self.gate_network == crate::domain::agent::sandbox::Network::ModelOnly {
             return Err("`gate_network` is `none` or `open`: a gate talks to no model".to_owned());
         }

@@ -166,6 +166,19 @@ pub const KEYS: &[Key] = &[
             "[{ name = \"team\", url = \"https://hooks.slack.com/services/...\", format = \"slack\" }]",
         ),
     },
+    Key {
+        key: "forge",
+        note: "the forge (GitHub) beads' merges go to as pull requests, and whose labelled issues \
+               become beads: `kind` (\"github\"), `repository` (\"owner/name\"), `token_file` \
+               (readable only by the daemon's user; agents never see it), `api_url` and `remote` \
+               (the public instance's by default), `issue_label` (no issues are taken without \
+               it), `pull_requests` (true; false merges locally), `poll_secs` (30) and \
+               `blocked_label` (\"catalyst: blocked\"); none by default (changing it needs a \
+               restart)",
+        example: Some(
+            "{ kind = \"github\", repository = \"acme/widgets\", token_file = \"/etc/catalyst/github-token\", issue_label = \"catalyst\" }",
+        ),
+    },
     key(
         "profiles",
         "agent profiles, `[profiles.<name>]` with `command`, `format`, `stdin`, `env`, \

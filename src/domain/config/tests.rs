@@ -272,6 +272,7 @@ fn the_template_shows_every_key_at_its_default() {
         [
             "catalyst_bin",
             "webhooks",
+            "forge",
             "beads.watch",
             "web.listen",
             "cluster.workers",
@@ -292,6 +293,8 @@ fn the_template_shows_every_key_at_its_default() {
     without_examples.catalyst_bin = None;
     assert_eq!(with_examples.webhooks.len(), 1);
     without_examples.webhooks.clear();
+    assert!(with_examples.forge.is_some());
+    without_examples.forge = None;
     without_examples.beads.watch = None;
     without_examples.web.listen = None;
     assert!(with_examples.cluster.remote.is_some() && with_examples.cluster.replicas.is_some());

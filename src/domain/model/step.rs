@@ -217,6 +217,9 @@ pub enum Phase {
     Merging,
     /// Waits for a person (`ctl approve` / `ctl reject`).
     WaitingApproval,
+    /// The bead's pull request is open on the forge: the merge step waits for it to be
+    /// merged, closed, or asked for changes.
+    PullRequest { number: u64 },
 }
 
 /// What a step does. Agent roles spawn an agent; `gate` runs commands in the daemon; `approval`

@@ -57,17 +57,22 @@ impl State {
             | EventBody::MergeHeld { bead, step, .. }
             | EventBody::MergeApproved { bead, step, .. }
             | EventBody::MergeStarted { bead, step }
+            | EventBody::ForgePushed { bead, step, .. }
             | EventBody::AgentTool { bead, step, .. } => {
                 self.check_exists(bead, created)?;
                 self.check_exists(step, created)
             }
             EventBody::MergeCompleted { bead, .. }
             | EventBody::MergeConflict { bead, .. }
+            | EventBody::ForgeFeedback { bead, .. }
+            | EventBody::ForgeIssueWritten { bead, .. }
             | EventBody::WorktreeRemoved { bead } => self.check_exists(bead, created),
             EventBody::ModelPaused { .. }
             | EventBody::DispatchPaused { .. }
             | EventBody::BudgetReached { .. }
             | EventBody::ClusterRefused { .. }
+            | EventBody::ForgePaused { .. }
+            | EventBody::ForgeResumed {}
             | EventBody::NotifySent { .. }
             | EventBody::NotifyFailed { .. }
             | EventBody::DaemonStarted { .. }

@@ -41,7 +41,10 @@ impl State {
     pub fn lane(&self, bead: &Bead, now: Timestamp) -> Lane {
         match bead.status {
             Status::Closed => Lane::Done,
-            Status::InProgress if self.waiting_approval(bead.id.as_str()).next().is_some() => {
+            Status::InProgress
+                if self.waiting_approval(bead.id.as_str()).next().is_some()
+                    || self.waiting_pull_request(bead.id.as_str()) =>
+            {
                 Lane::NeedsPerson
             }
             Status::InProgress => Lane::Running,
@@ -59,5 +62,13 @@ impl State {
             .filter(|s| s.status != Status::Closed)
             .filter_map(|s| Some((s, s.step_meta()?)))
             .filter(|(_, m)| m.phase == Some(Phase::WaitingApproval))
+    }
+
+    /// Whether `work`'s merge waits for people to review and merge its pull request.
+    pub fn waiting_pull_request(&self, work: &str) -> bool {
+        self.steps(work)
+            .filter(|s| s.status != Status::Closed)
+            .filter_map(|s| s.step_meta())
+            .any(|m| matches!(m.phase, Some(Phase::PullRequest { .. })))
     }
 }

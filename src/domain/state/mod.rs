@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::domain::event::{BeadPatch, Event, EventBody};
+use crate::domain::forge;
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, MergeHold, Phase, Status, StepMeta};
 use crate::domain::router::Decision;
@@ -434,7 +435,56 @@ impl State {
                     meta.insert(MERGE_KEY.into(), value);
                 });
             }
+            EventBody::ForgePushed {
+                bead,
+                step,
+                number,
+                url,
+                head,
+            } => {
+                self.set_status(&step, Status::InProgress, None, ts);
+                self.modify_meta(&step, |m| m.phase = Some(Phase::PullRequest { number }));
+                self.modify(&bead, |b| {
+                    forge::modify_link(b, |link| {
+                        let same = link.pull_request.take().filter(|p| p.number == number);
+                        link.pull_request = Some(forge::PullRequestLink {
+                            number,
+                            url,
+                            head,
+                            ..same.unwrap_or_default()
+                        });
+                    })
+                });
+            }
+            EventBody::ForgeFeedback {
+                bead,
+                number,
+                seen_review,
+                seen_comment,
+                answered_checks,
+            } => {
+                self.modify(&bead, |b| {
+                    forge::modify_link(b, |link| {
+                        if let Some(pr) = link.pull_request.as_mut().filter(|p| p.number == number) {
+                            pr.seen_review = seen_review;
+                            pr.seen_comment = seen_comment;
+                            pr.answered_checks = answered_checks;
+                        }
+                    })
+                });
+            }
+            EventBody::ForgeIssueWritten { bead, write, .. } => {
+                self.modify(&bead, |b| {
+                    forge::modify_link(b, |link| {
+                        if !link.written.contains(&write) {
+                            link.written.push(write);
+                        }
+                    })
+                });
+            }
             EventBody::StepStarted { .. }
+            | EventBody::ForgePaused { .. }
+            | EventBody::ForgeResumed {}
             | EventBody::GatePassed { .. }
             | EventBody::GateFailed { .. }
             | EventBody::MergeConflict { step: None, .. }

@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::types::{
+use crate::domain::forge::{
     CheckRun, Checks, CommitStatus, Issue, NewPullRequest, PullRequest, Review, ReviewComment,
     ReviewState,
 };
@@ -327,6 +327,7 @@ impl GitHub {
                 title: i.title,
                 body: i.body.unwrap_or_default(),
                 labels: i.labels.into_iter().filter_map(WireLabel::name).collect(),
+                assignee: i.assignee.map(|u| u.login),
                 html_url: i.html_url,
             })
             .collect())

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::daemon::forge::types::{PrState, PullRequest};
+use crate::domain::forge::{PrState, PullRequest};
 
 #[derive(Deserialize)]
 pub(super) struct WireUser {
@@ -122,6 +122,8 @@ pub(super) struct WireIssue {
     #[serde(default)]
     pub(super) labels: Vec<WireLabel>,
     pub(super) html_url: String,
+    #[serde(default)]
+    pub(super) assignee: Option<WireUser>,
     /// Present when the issue is a pull request.
     pub(super) pull_request: Option<Value>,
 }

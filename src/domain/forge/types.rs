@@ -53,7 +53,7 @@ pub enum ReviewState {
 }
 
 impl ReviewState {
-    pub(crate) fn parse(state: &str) -> Self {
+    pub fn parse(state: &str) -> Self {
         match state {
             "APPROVED" => Self::Approved,
             "CHANGES_REQUESTED" => Self::ChangesRequested,
@@ -158,6 +158,8 @@ pub struct Issue {
     pub title: String,
     pub body: String,
     pub labels: Vec<String>,
+    /// Who it is assigned to (the first assignee), if anyone.
+    pub assignee: Option<String>,
     pub html_url: String,
 }
 

@@ -1,0 +1,656 @@
+//! The forge (`[forge]`, docs/forge.md): a bead's merge as a pull request, followed until
+//! people merge or close it, and labelled issues as beads, with their state written back.
+//!
+//! One forge task runs at a time. It pushes the branches of the merge steps waiting for the
+//! forge and opens or updates their pull requests, writes what issues are owed, and, every
+//! `poll_secs`, reads the news of the open pull requests and the labelled issues. The engine
+//! decides from its report ([`crate::domain::forge::judge`]) and records; a forge that is
+//! rate-limited or down pauses forge work only, with a `forge.paused` record.
+//!
+//! Nothing the forge says is acted on twice: a pull request's reviews, comments and failing
+//! checks are marked seen in the bead's forge link, an issue becomes a bead once (its number
+//! is in the bead's link), and each write to an issue is recorded once it is done. The
+//! daemon's own writes (comments, labels) are never read back as news, so they cannot loop.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::daemon::forge::{push, Forge, ForgeError, NewPullRequest, PushError, Token};
+use crate::daemon::worktree::transport;
+use crate::domain::config::forge::ForgeConfig;
+use crate::domain::event::EventBody;
+use crate::domain::forge::{self, Issue, IssueWrite, PullRequestLink, PullRequestNews, Verdict};
+use crate::domain::id::BeadId;
+use crate::domain::model::{Bead, Phase, Status};
+use crate::domain::router::Outcome;
+use crate::protocol::BeadInput;
+
+use super::error::EngineError;
+use super::{Engine, Input};
+
+/// The first wait after the forge failed without saying how long (an outage); it doubles
+/// with each failure after it, up to [`MAX_OUTAGE_WAIT`].
+const OUTAGE_WAIT: Duration = Duration::from_secs(30);
+const MAX_OUTAGE_WAIT: Duration = Duration::from_secs(15 * 60);
+
+/// The engine's forge: the client, and where forge work is.
+#[derive(Debug)]
+pub struct ForgeWork {
+    client: Forge,
+    token: Token,
+    config: ForgeConfig,
+    /// The repository the bead branches are pushed from.
+    repo: PathBuf,
+    /// The file the token was read from.
+    token_file: PathBuf,
+    /// A forge task is running.
+    busy: bool,
+    /// When the next look at pull requests and issues is due.
+    next_poll: Instant,
+    /// Forge work waits until then (a rate limit, an outage), and how many failures in a row.
+    paused: Option<(Instant, u32)>,
+}
+
+impl ForgeWork {
+    /// The forge of `config`, its token read from `token_file` (relative to `workspace`).
+    pub fn new(config: &ForgeConfig, workspace: &Path) -> Result<ForgeWork, ForgeError> {
+        let token_file = token_path(config, workspace);
+        let token = Token::read(&token_file)?;
+        let client = Forge::new(config, token.clone())?;
+        Ok(ForgeWork {
+            client,
+            token,
+            token_file,
+            config: config.clone(),
+            repo: workspace.to_owned(),
+            busy: false,
+            next_poll: Instant::now(),
+            paused: None,
+        })
+    }
+
+    /// When the engine must look at the forge again, if no input comes before.
+    pub(super) fn wake(&self) -> Option<Instant> {
+        if self.busy {
+            return None;
+        }
+        Some(match self.paused {
+            Some((until, _)) => until.max(self.next_poll),
+            None => self.next_poll,
+        })
+    }
+
+    /// The file the token was read from: agents and gates must see it empty.
+    pub(super) fn token_file(&self) -> &Path {
+        &self.token_file
+    }
+
+    fn may_start(&self, now: Instant) -> bool {
+        !self.busy && self.paused.is_none_or(|(until, _)| until <= now)
+    }
+}
+
+/// The token file's path: relative to the workspace when not absolute.
+pub fn token_path(config: &ForgeConfig, workspace: &Path) -> PathBuf {
+    workspace.join(&config.token_file)
+}
+
+/// What one forge task does.
+#[derive(Debug, Default)]
+struct ForgeJob {
+    pushes: Vec<PushJob>,
+    writes: Vec<WriteJob>,
+    polls: Vec<PollJob>,
+    /// The label of the issues to take, when they are looked at.
+    issues: Option<String>,
+}
+
+#[derive(Debug)]
+struct PushJob {
+    work: BeadId,
+    step: BeadId,
+    pull: NewPullRequest,
+    /// The bead's pull request, once it has one.
+    link: Option<PullRequestLink>,
+}
+
+#[derive(Debug)]
+struct WriteJob {
+    work: BeadId,
+    issue: u64,
+    write: IssueWrite,
+    /// The pull request's link, for the comment.
+    url: String,
+}
+
+#[derive(Debug)]
+struct PollJob {
+    work: BeadId,
+    step: BeadId,
+    number: u64,
+}
+
+/// What a forge task did, for the engine to decide and record.
+#[derive(Debug, Default)]
+pub struct ForgeReport {
+    pushed: Vec<Pushed>,
+    /// Pushes or pull requests the forge refused: (work, step, why).
+    refused: Vec<(BeadId, BeadId, String)>,
+    written: Vec<(WriteJob, Option<String>)>,
+    news: Vec<(BeadId, BeadId, PullRequestNews)>,
+    /// The labelled issues, when they were looked at.
+    issues: Option<Vec<Issue>>,
+    /// Whether this task looked at pull requests and issues.
+    polled: bool,
+    /// The forge is rate-limited or down: what was left undone waits.
+    paused: Option<ForgeError>,
+}
+
+#[derive(Debug)]
+struct Pushed {
+    work: BeadId,
+    step: BeadId,
+    number: u64,
+    url: String,
+    head: String,
+}
+
+impl Engine {
+    /// Hands bead merges and labelled issues to the forge from now on (`[forge]`).
+    pub fn set_forge(&mut self, forge: ForgeWork) {
+        self.forge = Some(forge);
+    }
+
+    /// Whether bead merges go to the forge as pull requests.
+    pub(super) fn merges_on_forge(&self) -> bool {
+        self.forge.as_ref().is_some_and(|f| f.config.pull_requests)
+    }
+
+    /// Starts the forge task when there is forge work and the forge may be asked.
+    pub(super) fn start_forge(&mut self) {
+        let now = Instant::now();
+        let Some(forge) = self.forge.as_ref().filter(|f| f.may_start(now)) else {
+            return;
+        };
+        let poll = forge.next_poll <= now;
+        let mut job = ForgeJob {
+            pushes: if forge.config.pull_requests {
+                self.push_jobs()
+            } else {
+                Vec::new()
+            },
+            ..Default::default()
+        };
+        if poll {
+            job.writes = self.write_jobs();
+            job.polls = self.poll_jobs();
+            job.issues = forge.config.issue_label.clone();
+        }
+        if job.pushes.is_empty() && job.writes.is_empty() && job.polls.is_empty() && !poll {
+            return;
+        }
+        let Some(forge) = self.forge.as_mut() else {
+            return;
+        };
+        forge.busy = true;
+        if poll {
+            forge.next_poll = now + Duration::from_secs(forge.config.poll_secs);
+        }
+        let task = Task {
+            client: forge.client.clone(),
+            token: forge.token.clone(),
+            remote: forge.config.remote(),
+            repo: forge.repo.clone(),
+            blocked_label: forge.config.blocked_label.clone(),
+        };
+        self.tasks
+            .spawn(async move { Input::ForgeDone(Box::new(task.run(job, poll).await)) });
+    }
+
+    /// The merge steps waiting for the forge: their branch is pushed and their pull request
+    /// opened or brought up to date.
+    fn push_jobs(&self) -> Vec<PushJob> {
+        let state = self.store.state();
+        let target = &self.loaded.config.target_branch;
+        self.active
+            .iter()
+            .filter(|w| !self.dispatch.busy(w))
+            .filter_map(|w| {
+                let work = state.get(w.as_str())?;
+                let step = state.steps(w.as_str()).find(|s| {
+                    s.status == Status::InProgress
+                        && s.step_meta().and_then(|m| m.phase) == Some(Phase::Merging)
+                })?;
+                let steps: Vec<&Bead> = state.steps(w.as_str()).collect();
+                let body = forge::pull_request_body(work, &steps, crate::domain::state::spent(work));
+                Some(PushJob {
+                    work: w.clone(),
+                    step: step.id.clone(),
+                    pull: NewPullRequest {
+                        head: crate::daemon::worktree::branch_name(w),
+                        base: target.clone(),
+                        title: forge::pull_request_title(work),
+                        body,
+                        draft: false,
+                    },
+                    link: forge::link(work).and_then(|l| l.pull_request),
+                })
+            })
+            .collect()
+    }
+
+    /// The open pull requests of merge steps waiting for them.
+    fn poll_jobs(&self) -> Vec<PollJob> {
+        let state = self.store.state();
+        self.active
+            .iter()
+            .filter_map(|w| {
+                state.steps(w.as_str()).find_map(|s| {
+                    let meta = s.step_meta()?;
+                    match meta.phase {
+                        Some(Phase::PullRequest { number }) if s.status == Status::InProgress => {
+                            Some(PollJob {
+                                work: w.clone(),
+                                step: s.id.clone(),
+                                number,
+                            })
+                        }
+                        _ => None,
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// The writes issues are owed, over every bead made from one.
+    fn write_jobs(&self) -> Vec<WriteJob> {
+        let state = self.store.state();
+        state
+            .beads()
+            .filter(|b| {
+                b.metadata
+                    .as_ref()
+                    .is_some_and(|m| m.contains_key(forge::FORGE_KEY))
+            })
+            .filter_map(|b| Some((b, forge::link(b)?)))
+            .flat_map(|(b, link)| {
+                let url = link
+                    .pull_request
+                    .as_ref()
+                    .map(|p| p.url.clone())
+                    .unwrap_or_default();
+                let issue = link.issue.unwrap_or_default();
+                forge::owed_writes(b, &link)
+                    .into_iter()
+                    .map(move |write| WriteJob {
+                        work: b.id.clone(),
+                        issue,
+                        write,
+                        url: url.clone(),
+                    })
+            })
+            .collect()
+    }
+
+    /// The forge task ended: record what it did and decide from what it read.
+    pub(super) fn forge_done(&mut self, report: ForgeReport) -> Result<(), EngineError> {
+        let now = crate::daemon::clock::now();
+        let was_paused = self.forge.as_ref().is_some_and(|f| f.paused.is_some());
+        if let Some(forge) = self.forge.as_mut() {
+            forge.busy = false;
+        }
+        let mut events = Vec::new();
+        if report.paused.is_none() && was_paused && (report.polled || !report.pushed.is_empty()) {
+            if let Some(forge) = self.forge.as_mut() {
+                forge.paused = None;
+            }
+            tracing::info!("the forge answers again: forge work goes on");
+            events.push(EventBody::ForgeResumed {});
+        }
+        for pushed in report.pushed {
+            tracing::info!(bead = %pushed.work, number = pushed.number, url = %pushed.url, "pushed; the pull request waits for review");
+            events.push(EventBody::ForgePushed {
+                bead: pushed.work,
+                step: pushed.step,
+                number: pushed.number,
+                url: pushed.url,
+                head: pushed.head,
+            });
+        }
+        for (job, error) in report.written {
+            if let Some(e) = &error {
+                tracing::warn!(bead = %job.work, issue = job.issue, write = job.write.as_str(), error = %e, "cannot write to the issue; given up");
+            }
+            events.push(EventBody::ForgeIssueWritten {
+                bead: job.work,
+                issue: job.issue,
+                write: job.write,
+                error,
+            });
+        }
+        self.record(events)?;
+        for (work, step, reason) in report.refused {
+            let reason = format!("the forge refused the pull request: {reason}");
+            tracing::error!(bead = %work, "{reason}");
+            self.block_bead(&work, Some(&step), &reason)?;
+        }
+        for (work, step, news) in report.news {
+            self.pull_request_news(&work, &step, &news)?;
+        }
+        if let Some(issues) = report.issues {
+            self.take_issues(issues)?;
+        }
+        if let Some(error) = report.paused {
+            self.pause_forge(&error, now)?;
+        }
+        Ok(())
+    }
+
+    /// Forge work waits: until the rate limit's end, or a doubling wait for an outage.
+    fn pause_forge(
+        &mut self,
+        error: &ForgeError,
+        now: crate::domain::time::Timestamp,
+    ) -> Result<(), EngineError> {
+        let Some(forge) = self.forge.as_mut() else {
+            return Ok(());
+        };
+        let failures = forge.paused.map_or(0, |(_, n)| n) + 1;
+        let wait = match error {
+            ForgeError::RateLimited { until } => (*until - now.to_utc())
+                .to_std()
+                .unwrap_or_default()
+                .max(Duration::from_secs(1)),
+            _ => OUTAGE_WAIT
+                .saturating_mul(1 << (failures - 1).min(8))
+                .min(MAX_OUTAGE_WAIT),
+        };
+        forge.paused = Some((Instant::now() + wait, failures));
+        let until = crate::domain::time::Timestamp::from_utc(
+            now.to_utc() + chrono::Duration::from_std(wait).unwrap_or_default(),
+        );
+        let reason = error.to_string();
+        tracing::warn!(%until, "{reason}; forge work waits, local work goes on");
+        self.record(vec![EventBody::ForgePaused { until, reason }])
+            .map(drop)
+    }
+
+    /// Acts on what a bead's pull request says now.
+    fn pull_request_news(
+        &mut self,
+        work: &BeadId,
+        step: &BeadId,
+        news: &PullRequestNews,
+    ) -> Result<(), EngineError> {
+        let state = self.store.state();
+        let (Some(work), Some(step)) = (state.get(work.as_str()).cloned(), state.get(step.as_str()).cloned())
+        else {
+            return Ok(());
+        };
+        let Some(meta) = step.step_meta() else {
+            return Ok(());
+        };
+        // Only a step still waiting for this pull request: the news may be older than a
+        // record since.
+        let number = news.pull_request.number;
+        if step.status != Status::InProgress || meta.phase != Some(Phase::PullRequest { number }) {
+            return Ok(());
+        }
+        let Some(link) = forge::link(&work).and_then(|l| l.pull_request) else {
+            return Ok(());
+        };
+        let url = &news.pull_request.html_url;
+        match forge::judge(&link, news) {
+            Verdict::Waiting => Ok(()),
+            Verdict::Merged => {
+                tracing::info!(bead = %work.id, number, "the pull request was merged");
+                let target = self.loaded.config.target_branch.clone();
+                let merged = format!("merged by pull request #{number} ({url})");
+                let mut events = vec![
+                    EventBody::MergeCompleted {
+                        bead: work.id.clone(),
+                        target,
+                        from: link.head.clone(),
+                        to: news.pull_request.head_sha.clone(),
+                    },
+                    EventBody::BeadStatus {
+                        id: step.id.clone(),
+                        status: Status::Closed,
+                        reason: Some(merged.clone()),
+                    },
+                ];
+                events.extend(self.close_if_done(&work, &step.id, Some(merged)));
+                self.apply_decision(&work.id, events)
+            }
+            Verdict::Closed => {
+                tracing::info!(bead = %work.id, number, "the pull request was closed without a merge: the bead is cancelled");
+                let reason = format!("pull request #{number} was closed without a merge ({url})");
+                self.finish_cancel(&work, Some(reason), Vec::new())
+            }
+            Verdict::Changes {
+                instructions,
+                seen_review,
+                seen_comment,
+                answered_checks,
+            } => {
+                tracing::info!(bead = %work.id, number, "the pull request asks for changes: a fix step follows");
+                let mut events = vec![EventBody::ForgeFeedback {
+                    bead: work.id.clone(),
+                    number,
+                    seen_review,
+                    seen_comment,
+                    answered_checks,
+                }];
+                let outcome = Outcome::PullRequestChanges { instructions };
+                events.extend(self.route(&work, &step, &meta, meta.attempts, &outcome));
+                self.apply_decision(&work.id, events)
+            }
+        }
+    }
+
+    /// The labelled issues no bead was made from yet become beads.
+    fn take_issues(&mut self, issues: Vec<Issue>) -> Result<(), EngineError> {
+        let known: std::collections::HashSet<u64> = self
+            .store
+            .state()
+            .beads()
+            .filter(|b| {
+                b.metadata
+                    .as_ref()
+                    .is_some_and(|m| m.contains_key(forge::FORGE_KEY))
+            })
+            .filter_map(|b| forge::link(b)?.issue)
+            .collect();
+        let inputs: Vec<BeadInput> = issues
+            .into_iter()
+            .filter(|i| !known.contains(&i.number))
+            .map(issue_input)
+            .collect();
+        if inputs.is_empty() {
+            return Ok(());
+        }
+        let (ids, events) = match self.submission(inputs, false) {
+            Ok(made) => made,
+            Err(e) => {
+                tracing::error!(error = %e.message, "cannot make beads of the forge's issues");
+                return Ok(());
+            }
+        };
+        tracing::info!(beads = ?ids, "issues became beads");
+        self.record(events).map(drop)
+    }
+}
+
+/// The bead an issue becomes: its title, body, labels and assignee, and its number in the
+/// bead's forge link.
+fn issue_input(issue: Issue) -> BeadInput {
+    let description = format!("{}\n\n(issue #{}: {})", issue.body.trim(), issue.number, issue.html_url);
+    let link = forge::ForgeLink {
+        issue: Some(issue.number),
+        ..Default::default()
+    };
+    let mut metadata = crate::domain::model::JsonMap::new();
+    metadata.insert(
+        forge::FORGE_KEY.into(),
+        serde_json::to_value(&link).unwrap_or_default(),
+    );
+    BeadInput {
+        title: issue.title,
+        description: Some(description.trim_start().to_owned()),
+        labels: issue.labels,
+        assignee: issue.assignee,
+        metadata: Some(metadata),
+        ..Default::default()
+    }
+}
+
+/// What the forge task needs of the engine's forge.
+struct Task {
+    client: Forge,
+    token: Token,
+    remote: String,
+    repo: PathBuf,
+    blocked_label: String,
+}
+
+impl Task {
+    /// Does `job` in order; the first sign that the forge is rate-limited or down ends it,
+    /// and what was left waits for the pause to end.
+    async fn run(self, job: ForgeJob, polled: bool) -> ForgeReport {
+        let mut report = ForgeReport {
+            polled,
+            ..Default::default()
+        };
+        if let Err(e) = self.work(job, &mut report).await {
+            report.paused = Some(e);
+        }
+        report
+    }
+
+    async fn work(&self, job: ForgeJob, report: &mut ForgeReport) -> Result<(), ForgeError> {
+        for push in job.pushes {
+            match self.push(&push).await {
+                Ok(pushed) => report.pushed.push(pushed),
+                Err(e) if e.is_transient() => return Err(e),
+                Err(e) => report.refused.push((push.work, push.step, e.to_string())),
+            }
+        }
+        for write in job.writes {
+            match self.write(&write).await {
+                Ok(()) => report.written.push((write, None)),
+                Err(e) if e.is_transient() => return Err(e),
+                Err(e) => {
+                    let error = e.to_string();
+                    report.written.push((write, Some(error)));
+                }
+            }
+        }
+        for poll in job.polls {
+            match self.news(poll.number).await {
+                Ok(news) => report.news.push((poll.work, poll.step, news)),
+                Err(e) if e.is_transient() => return Err(e),
+                Err(e) => {
+                    tracing::warn!(bead = %poll.work, number = poll.number, error = %e, "cannot read the pull request")
+                }
+            }
+        }
+        if let Some(label) = job.issues {
+            report.issues = Some(self.client.labelled_issues(&label).await?);
+        }
+        Ok(())
+    }
+
+    /// Pushes the bead's branch and opens its pull request, or brings it up to date.
+    async fn push(&self, job: &PushJob) -> Result<Pushed, ForgeError> {
+        let branch = &job.pull.head;
+        let tip_ref = format!("refs/heads/{branch}^{{commit}}");
+        let head = transport::git_with(&self.repo, &["rev-parse", "--verify", &tip_ref], &[])
+            .await
+            .map_err(|e| ForgeError::Refused {
+                operation: "push",
+                status: 0,
+                message: format!("the bead's branch `{branch}` cannot be read: {}", e.detail),
+            })?;
+        let head = head.trim().to_owned();
+        let lease = job.link.as_ref().map(|l| l.head.as_str());
+        push(&self.repo, &self.remote, branch, branch, lease, Some(&self.token))
+            .await
+            .map_err(|e| match e {
+                PushError::Failed { ref stderr, .. } if unreachable(stderr) => {
+                    ForgeError::Unavailable {
+                        reason: e.to_string(),
+                    }
+                }
+                e => ForgeError::Refused {
+                    operation: "push",
+                    status: 0,
+                    message: e.to_string(),
+                },
+            })?;
+        let pr = match &job.link {
+            None => self.client.create_pull_request(&job.pull).await?,
+            Some(link) => {
+                self.client
+                    .update_pull_request(link.number, Some(&job.pull.title), Some(&job.pull.body))
+                    .await?
+            }
+        };
+        Ok(Pushed {
+            work: job.work.clone(),
+            step: job.step.clone(),
+            number: pr.number,
+            url: pr.html_url,
+            head,
+        })
+    }
+
+    async fn write(&self, job: &WriteJob) -> Result<(), ForgeError> {
+        match job.write {
+            IssueWrite::Linked => {
+                let body = format!(
+                    "catalyst is working on this as bead `{}`: {}",
+                    job.work, job.url
+                );
+                self.client.comment(job.issue, &body).await.map(drop)
+            }
+            IssueWrite::Blocked => self.client.add_label(job.issue, &self.blocked_label).await,
+            IssueWrite::Closed => self.client.close_issue(job.issue).await,
+        }
+    }
+
+    /// A pull request, its reviews, comments on lines and its head's checks.
+    async fn news(&self, number: u64) -> Result<PullRequestNews, ForgeError> {
+        let pull_request = self.client.pull_request(number).await?;
+        if pull_request.merged || pull_request.state == forge::PrState::Closed {
+            return Ok(PullRequestNews {
+                pull_request,
+                reviews: Vec::new(),
+                comments: Vec::new(),
+                checks: Default::default(),
+            });
+        }
+        let reviews = self.client.reviews(number).await?;
+        let comments = self.client.review_comments(number).await?;
+        let checks = self.client.checks(&pull_request.head_sha).await?;
+        Ok(PullRequestNews {
+            pull_request,
+            reviews,
+            comments,
+            checks,
+        })
+    }
+}
+
+/// Whether git's words say the remote could not be reached (rather than refused the push).
+fn unreachable(stderr: &str) -> bool {
+    [
+        "Could not resolve host",
+        "Connection refused",
+        "Connection timed out",
+        "The requested URL returned error: 5",
+    ]
+    .iter()
+    .any(|s| stderr.contains(s))
+}

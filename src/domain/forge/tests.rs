@@ -1,0 +1,178 @@
+use super::*;
+use crate::domain::id::BeadId;
+use crate::domain::time::Timestamp;
+
+fn pr(state: PrState, merged: bool) -> PullRequest {
+    PullRequest {
+        number: 7,
+        state,
+        merged,
+        draft: false,
+        title: "t".into(),
+        body: String::new(),
+        head_ref: "catalyst/cat-1".into(),
+        head_sha: "a".repeat(40),
+        base_ref: "main".into(),
+        mergeable: Some(true),
+        html_url: "https://example.org/pull/7".into(),
+    }
+}
+
+fn review(id: u64, state: ReviewState, body: &str) -> Review {
+    Review {
+        id,
+        state,
+        body: body.into(),
+        author: Some("ada".into()),
+    }
+}
+
+fn comment(id: u64, review: u64, body: &str) -> ReviewComment {
+    ReviewComment {
+        id,
+        review_id: Some(review),
+        path: "src/lib.rs".into(),
+        line: Some(3),
+        body: body.into(),
+    }
+}
+
+fn news(reviews: Vec<Review>, comments: Vec<ReviewComment>, checks: Checks) -> PullRequestNews {
+    PullRequestNews {
+        pull_request: pr(PrState::Open, false),
+        reviews,
+        comments,
+        checks,
+    }
+}
+
+fn failing_check() -> Checks {
+    Checks {
+        statuses: Vec::new(),
+        runs: vec![CheckRun {
+            name: "test".into(),
+            status: "completed".into(),
+            conclusion: Some("failure".into()),
+        }],
+    }
+}
+
+#[test]
+fn merged_and_closed_pull_requests_end_the_bead() {
+    let link = PullRequestLink::default();
+    let mut n = news(Vec::new(), Vec::new(), Checks::default());
+    n.pull_request = pr(PrState::Closed, true);
+    assert_eq!(judge(&link, &n), Verdict::Merged);
+    n.pull_request = pr(PrState::Closed, false);
+    assert_eq!(judge(&link, &n), Verdict::Closed);
+}
+
+#[test]
+fn a_request_for_changes_asks_once_with_its_words_and_lines() {
+    let link = PullRequestLink::default();
+    let n = news(
+        vec![
+            review(10, ReviewState::ChangesRequested, "Name the constant."),
+            review(11, ReviewState::Commented, ""),
+        ],
+        vec![comment(20, 10, "use `LIMIT` here")],
+        Checks::default(),
+    );
+    let Verdict::Changes {
+        instructions,
+        seen_review,
+        seen_comment,
+        answered_checks,
+    } = judge(&link, &n)
+    else {
+        panic!("changes expected");
+    };
+    assert!(instructions.contains("Review by ada (requested changes):\nName the constant."));
+    assert!(instructions.contains("- `src/lib.rs`, line 3: use `LIMIT` here"));
+    assert_eq!((seen_review, seen_comment, answered_checks), (11, 20, None));
+    // The same news again, with the marks moved: nothing to do.
+    let seen = PullRequestLink {
+        seen_review,
+        seen_comment,
+        ..link
+    };
+    assert_eq!(judge(&seen, &n), Verdict::Waiting);
+}
+
+#[test]
+fn an_approval_and_its_line_comments_ask_for_nothing() {
+    let n = news(
+        vec![review(10, ReviewState::Approved, "Looks good")],
+        vec![comment(20, 10, "nit: a comma")],
+        Checks::default(),
+    );
+    assert_eq!(judge(&PullRequestLink::default(), &n), Verdict::Waiting);
+}
+
+#[test]
+fn failing_checks_ask_once_per_head_commit() {
+    let n = news(Vec::new(), Vec::new(), failing_check());
+    let Verdict::Changes {
+        instructions,
+        answered_checks,
+        ..
+    } = judge(&PullRequestLink::default(), &n)
+    else {
+        panic!("changes expected");
+    };
+    assert!(instructions.contains("Checks failing on aaaaaaaaaaaa: test"), "{instructions}");
+    let answered = PullRequestLink {
+        answered_checks,
+        ..Default::default()
+    };
+    assert_eq!(judge(&answered, &n), Verdict::Waiting);
+    let mut moved = n.clone();
+    moved.pull_request.head_sha = "b".repeat(40);
+    assert!(matches!(judge(&answered, &moved), Verdict::Changes { .. }));
+}
+
+#[test]
+fn an_issue_is_owed_its_link_its_label_and_its_closing_once_each() {
+    let mut work = Bead::new(BeadId::new("cat-1").unwrap(), "x", at());
+    let mut link = ForgeLink {
+        issue: Some(3),
+        ..Default::default()
+    };
+    assert!(owed_writes(&work, &link).is_empty());
+    link.pull_request = Some(PullRequestLink::default());
+    work.status = Status::Blocked;
+    assert_eq!(
+        owed_writes(&work, &link),
+        [IssueWrite::Linked, IssueWrite::Blocked]
+    );
+    link.written = vec![IssueWrite::Linked, IssueWrite::Blocked];
+    assert!(owed_writes(&work, &link).is_empty());
+    work.status = Status::Closed;
+    assert!(owed_writes(&work, &link).is_empty(), "closed, not merged");
+    work.metadata.get_or_insert_with(Default::default).insert(
+        crate::domain::state::MERGE_KEY.into(),
+        serde_json::json!({"target": "main", "from": "a", "to": "b"}),
+    );
+    assert_eq!(owed_writes(&work, &link), [IssueWrite::Closed]);
+    assert!(owed_writes(&work, &ForgeLink::default()).is_empty(), "no issue");
+}
+
+#[test]
+fn the_link_round_trips_through_the_beads_metadata() {
+    let mut work = Bead::new(BeadId::new("cat-1").unwrap(), "x", at());
+    assert_eq!(link(&work), None);
+    modify_link(&mut work, |l| l.issue = Some(4));
+    modify_link(&mut work, |l| l.written.push(IssueWrite::Linked));
+    assert_eq!(
+        link(&work),
+        Some(ForgeLink {
+            issue: Some(4),
+            pull_request: None,
+            written: vec![IssueWrite::Linked],
+        })
+    );
+}
+
+fn at() -> Timestamp {
+    Timestamp::parse("2026-11-29T10:00:00Z").unwrap()
+}

@@ -182,7 +182,11 @@ fn detail(body: &EventBody) -> String {
             ..
         } => match error {
             None => format!("issue #{issue}: {}", write.as_str()),
-            Some(e) => format!("issue #{issue}: {} given up: {}", write.as_str(), first_line(e)),
+            Some(e) => format!(
+                "issue #{issue}: {} given up: {}",
+                write.as_str(),
+                first_line(e)
+            ),
         },
         B::ForgePaused { until, reason } => format!("until {until}: {}", first_line(reason)),
         B::NotifySent { event, tries, .. } => format!("event {event}, try {tries}"),

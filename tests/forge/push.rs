@@ -2,100 +2,17 @@
 //! first push creates the branch, a push of a rewritten branch with the right lease replaces
 //! it, and one with a stale lease is refused, without the token in the error.
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-
 use catalyst::daemon::forge::{push, PushError, Token};
-use catalyst_testkit::poll::eventually;
 
-use crate::TOKEN;
-
-/// `git daemon`, stopped (by its own pid) when the test ends.
-struct GitDaemon(Child);
-
-impl Drop for GitDaemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.org",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-fn has_git_daemon() -> bool {
-    Command::new("git")
-        .args(["daemon", "--help"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-        || Command::new("git")
-            .arg("--exec-path")
-            .output()
-            .is_ok_and(|o| {
-                Path::new(String::from_utf8_lossy(&o.stdout).trim())
-                    .join("git-daemon")
-                    .exists()
-            })
-}
+use crate::{git, GitRemote, TOKEN};
 
 #[tokio::test]
 async fn a_branch_is_pushed_to_git_daemon_with_a_lease() {
-    if !has_git_daemon() {
-        eprintln!("skipping: `git daemon` is not installed");
-        return;
-    }
     let dir = tempfile::tempdir().expect("a temporary folder");
-    let served = dir.path().join("served");
-    std::fs::create_dir(&served).expect("mkdir");
-    git(&served, &["init", "-q", "--bare", "widgets.git"]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a port")
-        .port();
-    let _daemon = GitDaemon(
-        Command::new("git")
-            .arg("daemon")
-            .arg("--enable=receive-pack")
-            .arg("--export-all")
-            .arg("--reuseaddr")
-            .arg("--listen=127.0.0.1")
-            .arg(format!("--port={port}"))
-            .arg(format!("--base-path={}", served.display()))
-            .arg(&served)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("run git daemon"),
-    );
-    eventually("git daemon to listen", async || {
-        tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .ok()
-    })
-    .await;
-    let remote = format!("git://127.0.0.1:{port}/widgets.git");
-    let bare = served.join("widgets.git");
+    let Some(served) = GitRemote::serve(dir.path(), "widgets.git").await else {
+        return;
+    };
+    let (remote, bare) = (served.url.clone(), served.bare.clone());
 
     let work = dir.path().join("work");
     std::fs::create_dir(&work).expect("mkdir");

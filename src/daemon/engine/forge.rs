@@ -224,7 +224,8 @@ impl Engine {
                         && s.step_meta().and_then(|m| m.phase) == Some(Phase::Merging)
                 })?;
                 let steps: Vec<&Bead> = state.steps(w.as_str()).collect();
-                let body = forge::pull_request_body(work, &steps, crate::domain::state::spent(work));
+                let body =
+                    forge::pull_request_body(work, &steps, crate::domain::state::spent(work));
                 Some(PushJob {
                     work: w.clone(),
                     step: step.id.clone(),
@@ -385,8 +386,10 @@ impl Engine {
         news: &PullRequestNews,
     ) -> Result<(), EngineError> {
         let state = self.store.state();
-        let (Some(work), Some(step)) = (state.get(work.as_str()).cloned(), state.get(step.as_str()).cloned())
-        else {
+        let (Some(work), Some(step)) = (
+            state.get(work.as_str()).cloned(),
+            state.get(step.as_str()).cloned(),
+        ) else {
             return Ok(());
         };
         let Some(meta) = step.step_meta() else {
@@ -486,7 +489,12 @@ impl Engine {
 /// The bead an issue becomes: its title, body, labels and assignee, and its number in the
 /// bead's forge link.
 fn issue_input(issue: Issue) -> BeadInput {
-    let description = format!("{}\n\n(issue #{}: {})", issue.body.trim(), issue.number, issue.html_url);
+    let description = format!(
+        "{}\n\n(issue #{}: {})",
+        issue.body.trim(),
+        issue.number,
+        issue.html_url
+    );
     let link = forge::ForgeLink {
         issue: Some(issue.number),
         ..Default::default()
@@ -575,20 +583,27 @@ impl Task {
             })?;
         let head = head.trim().to_owned();
         let lease = job.link.as_ref().map(|l| l.head.as_str());
-        push(&self.repo, &self.remote, branch, branch, lease, Some(&self.token))
-            .await
-            .map_err(|e| match e {
-                PushError::Failed { ref stderr, .. } if unreachable(stderr) => {
-                    ForgeError::Unavailable {
-                        reason: e.to_string(),
-                    }
+        push(
+            &self.repo,
+            &self.remote,
+            branch,
+            branch,
+            lease,
+            Some(&self.token),
+        )
+        .await
+        .map_err(|e| match e {
+            PushError::Failed { ref stderr, .. } if unreachable(stderr) => {
+                ForgeError::Unavailable {
+                    reason: e.to_string(),
                 }
-                e => ForgeError::Refused {
-                    operation: "push",
-                    status: 0,
-                    message: e.to_string(),
-                },
-            })?;
+            }
+            e => ForgeError::Refused {
+                operation: "push",
+                status: 0,
+                message: e.to_string(),
+            },
+        })?;
         let pr = match &job.link {
             None => self.client.create_pull_request(&job.pull).await?,
             Some(link) => {

@@ -17,12 +17,12 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::config::forge::{ForgeConfig, ForgeKind};
 
-pub use push::{push, PushError};
-pub use token::Token;
 pub use crate::domain::forge::{
     CheckRun, Checks, CommitStatus, Issue, NewPullRequest, PrState, PullRequest, Review,
     ReviewComment, ReviewState,
 };
+pub use push::{push, PushError};
+pub use token::Token;
 
 /// Why a forge call failed.
 #[derive(Debug, thiserror::Error)]

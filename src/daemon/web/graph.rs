@@ -155,9 +155,7 @@ fn state_of(step: &StepView) -> (String, &'static str) {
         (_, Some(Phase::WaitingApproval)) => ("waiting approval".into(), "waiting"),
         (_, Some(Phase::Running { attempt, .. })) => (format!("running #{attempt}"), "running"),
         (_, Some(Phase::Merging)) => ("merging".into(), "running"),
-        (_, Some(Phase::PullRequest { number })) => {
-            (format!("pull request #{number}"), "waiting")
-        }
+        (_, Some(Phase::PullRequest { number })) => (format!("pull request #{number}"), "waiting"),
         (_, Some(Phase::WaitingFix { .. })) => ("waiting for its fix".into(), "open"),
         (Status::Closed, _) => ("closed".into(), "closed"),
         (Status::Blocked, _) => ("blocked".into(), "blocked"),

@@ -173,7 +173,9 @@ pub fn check(forge: &ForgeConfig) -> Result<(), String> {
         }
     }
     if forge.blocked_label.trim().is_empty() {
-        return Err("forge `blocked_label` is empty: name the label a blocked bead's issue gets".into());
+        return Err(
+            "forge `blocked_label` is empty: name the label a blocked bead's issue gets".into(),
+        );
     }
     if !(MIN_POLL_SECS..=MAX_POLL_SECS).contains(&forge.poll_secs) {
         return Err(format!(

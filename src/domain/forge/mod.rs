@@ -154,7 +154,11 @@ pub fn judge(link: &PullRequestLink, news: &PullRequestNews) -> Verdict {
         .filter(|c| c.id > link.seen_comment)
         .filter(|c| !c.review_id.is_some_and(|r| approved.contains(&r)))
         .collect();
-    let seen_review = news.reviews.iter().map(|r| r.id).fold(link.seen_review, u64::max);
+    let seen_review = news
+        .reviews
+        .iter()
+        .map(|r| r.id)
+        .fold(link.seen_review, u64::max);
     let seen_comment = news
         .comments
         .iter()

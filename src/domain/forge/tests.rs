@@ -120,7 +120,10 @@ fn failing_checks_ask_once_per_head_commit() {
     else {
         panic!("changes expected");
     };
-    assert!(instructions.contains("Checks failing on aaaaaaaaaaaa: test"), "{instructions}");
+    assert!(
+        instructions.contains("Checks failing on aaaaaaaaaaaa: test"),
+        "{instructions}"
+    );
     let answered = PullRequestLink {
         answered_checks,
         ..Default::default()
@@ -154,7 +157,10 @@ fn an_issue_is_owed_its_link_its_label_and_its_closing_once_each() {
         serde_json::json!({"target": "main", "from": "a", "to": "b"}),
     );
     assert_eq!(owed_writes(&work, &link), [IssueWrite::Closed]);
-    assert!(owed_writes(&work, &ForgeLink::default()).is_empty(), "no issue");
+    assert!(
+        owed_writes(&work, &ForgeLink::default()).is_empty(),
+        "no issue"
+    );
 }
 
 #[test]

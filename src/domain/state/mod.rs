@@ -465,7 +465,8 @@ impl State {
             } => {
                 self.modify(&bead, |b| {
                     forge::modify_link(b, |link| {
-                        if let Some(pr) = link.pull_request.as_mut().filter(|p| p.number == number) {
+                        if let Some(pr) = link.pull_request.as_mut().filter(|p| p.number == number)
+                        {
                             pr.seen_review = seen_review;
                             pr.seen_comment = seen_comment;
                             pr.answered_checks = answered_checks;

@@ -15,11 +15,11 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::{ForgeError, Token};
 use crate::domain::forge::{
     CheckRun, Checks, CommitStatus, Issue, NewPullRequest, PullRequest, Review, ReviewComment,
     ReviewState,
 };
-use super::{ForgeError, Token};
 use wire::{
     WireCheckRuns, WireCombined, WireId, WireIssue, WireLabel, WirePull, WireReview,
     WireReviewComment,

@@ -1,0 +1,394 @@
+//! The daemon and the forge end to end: a labelled issue becomes a bead, its merge pushes the
+//! branch to a real remote (`git daemon` on loopback) and opens a pull request on the mock
+//! GitHub behind Prism, a request for changes becomes a fix whose commit updates the pull
+//! request, and the merge on the forge closes the bead and the issue; a webhook hears the
+//! merge once. The forge's token is out of reach of the bead's agents and gates. A rate
+//! limit pauses forge work only, and a pull request closed unmerged cancels its bead.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use catalyst_testkit::forge::prism::{validated, Validated};
+use catalyst_testkit::forge::Failure;
+use catalyst_testkit::{bead_of, Workspace};
+
+use crate::{git, GitRemote, TOKEN};
+
+/// The shared mock behind Prism; `None`, saying which test skips, without Prism.
+fn setup(test: &str) -> Option<&'static Validated> {
+    let v = validated();
+    if v.is_none() {
+        eprintln!("skipping {test}: Prism is not available (see above)");
+    }
+    v
+}
+
+/// An implementer, then the merge; `{gate}` is where a gate goes.
+const FLOW: &str = r#"
+formula = "flow"
+[[steps]]
+id = "implement"
+title = "Implement"
+role = "implement"
+{gate}
+[[steps]]
+id = "merge"
+title = "Merge"
+role = "merge"
+needs = ["{before_merge}"]
+"#;
+
+/// A gate that runs the project's code with the daemon's view: it fails if it can read the
+/// forge's token.
+const PEEKING_GATE: &str = r#"
+[[steps]]
+id = "peek"
+title = "Peek"
+role = "gate"
+run = ["if grep -q ghp_ '{token}'; then exit 1; fi"]
+max_fix_iterations = 1
+needs = ["implement"]
+"#;
+
+/// The implementer writes the feature and looks for the token where an agent could find it
+/// (the token file, its environment, its context); the fixer answers the review.
+const SCENARIO: &str = r#"
+[[rule]]
+role = "implement"
+responses = [{ shell = ["echo feature > feature.txt; cat '{token}' > seen.txt 2>&1; env >> seen.txt; cat \"$CATALYST_CONTEXT\" >> seen.txt 2>&1; true"], summary = "wrote the feature" }]
+
+[[rule]]
+role = "fix"
+responses = [{ shell = ["echo 'fixed: says why' >> feature.txt; cat \"$CATALYST_CONTEXT\" > fix-context.txt"], summary = "answered the review" }]
+"#;
+
+/// A token file only its owner may read, in `dir`: a folder outside `/tmp` (which the
+/// sandbox replaces anyway), as `/etc/catalyst` would be.
+fn token_file(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("github-token");
+    std::fs::write(&path, format!("{TOKEN}\n")).expect("write the token");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    path
+}
+
+/// A receiver of webhook posts on loopback: its URL and the bodies it got.
+async fn receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
+    let got: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let keep = got.clone();
+    let app = axum::Router::new().fallback(move |body: axum::body::Bytes| {
+        let keep = keep.clone();
+        async move {
+            if let Ok(body) = serde_json::from_slice::<Value>(&body) {
+                keep.lock().expect("receiver").push(body);
+            }
+            axum::http::StatusCode::OK
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}/hook"), got)
+}
+
+/// The daemon's `[forge]` and webhook config for `repo` on the API at `api`.
+fn forge_config(
+    api: &str,
+    repo: &str,
+    remote: &str,
+    token: &std::path::Path,
+    hook: &str,
+) -> String {
+    format!(
+        "forge = {{ kind = \"github\", api_url = \"{api}\", repository = \"{repo}\", \
+         token_file = \"{}\", remote = \"{remote}\", issue_label = \"catalyst\", poll_secs = 1 }}\n\
+         webhooks = [{{ name = \"team\", url = \"{hook}\", notices = [\"merged\"] }}]\n",
+        token.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_issue_becomes_a_pull_request_that_a_review_fixes_and_a_merge_closes() {
+    let Some(v) = setup("an_issue_becomes_a_pull_request_that_a_review_fixes_and_a_merge_closes")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let Some(remote) = GitRemote::serve(dir.path(), "flow.git").await else {
+        return;
+    };
+    let secrets =
+        tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a folder for the token");
+    let token = token_file(secrets.path());
+    let (hook, heard) = receiver().await;
+    let repo = "acme/flow";
+    let issue = v.mock.open_issue(
+        repo,
+        "Add a feature",
+        "Please add feature.txt.",
+        &["catalyst", "formula:flow"],
+    );
+
+    let token_text = token.display().to_string();
+    let scenario = SCENARIO.replace("{token}", &token_text);
+    let config = forge_config(&v.url, repo, &remote.url, &token, &hook);
+    let sandboxed = catalyst_testkit::sandboxed();
+    let formula = if sandboxed {
+        FLOW.replace("{gate}", &PEEKING_GATE.replace("{token}", &token_text))
+            .replace("{before_merge}", "peek")
+    } else {
+        FLOW.replace("{gate}", "")
+            .replace("{before_merge}", "implement")
+    };
+    // The formula is there before the daemon takes the issue; the remote has the branch the
+    // pull request merges into.
+    let ws = Workspace::new(&scenario, &config);
+    ws.write_formula("flow", &formula);
+    git(&ws.repo, &["push", "-q", &remote.url, "main"]);
+    let daemon = ws.start().await;
+
+    // The issue becomes a bead, with its title, body and labels.
+    let created = daemon
+        .wait_for("the issue to become a bead", |e| {
+            e["type"] == "bead.created" && e["bead"]["title"] == "Add a feature"
+        })
+        .await;
+    let id = created["bead"]["id"].as_str().expect("an id").to_owned();
+    let labels = &created["bead"]["labels"];
+    assert!(
+        labels
+            .as_array()
+            .is_some_and(|l| l.contains(&"formula:flow".into())),
+        "{labels}"
+    );
+    assert!(created["bead"]["description"]
+        .as_str()
+        .is_some_and(|d| d.contains("Please add feature.txt.")));
+
+    // Its merge pushes the branch and opens the pull request.
+    let opened = daemon
+        .wait_for("the pull request to open", |e| {
+            e["type"] == "forge.pushed" && e["bead"] == id.as_str()
+        })
+        .await;
+    let number = opened["number"].as_u64().expect("a number");
+    let first = opened["head"].as_str().expect("a head").to_owned();
+    let branch = format!("catalyst/{id}");
+    assert_eq!(
+        git(
+            &remote.bare,
+            &["rev-parse", &format!("refs/heads/{branch}")]
+        ),
+        first,
+        "the branch is on the remote"
+    );
+    let pull = v.mock.pull(repo, number).expect("the pull request");
+    assert_eq!(
+        (pull.head.as_str(), pull.base.as_str()),
+        (branch.as_str(), "main")
+    );
+    assert!(pull.open && !pull.merged);
+    assert!(pull.body.contains(&format!("Bead `{id}`")), "{}", pull.body);
+    assert!(
+        pull.body.contains(&format!("Closes #{issue}")),
+        "{}",
+        pull.body
+    );
+    assert!(
+        pull.body
+            .contains("**implement** (implement, done): wrote the feature"),
+        "{}",
+        pull.body
+    );
+    let show = daemon.show(&id).await;
+    assert_eq!(show["bead"]["status"], "in_progress", "{show}");
+
+    // The issue is told where the work is, once.
+    daemon
+        .wait_for("the issue to be linked", |e| {
+            e["type"] == "forge.issue_written" && e["bead"] == id.as_str() && e["write"] == "linked"
+        })
+        .await;
+    let comments = v.mock.issue(repo, issue).expect("the issue").comments;
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(comments[0].contains(&opened["url"].as_str().unwrap_or_default().to_owned()));
+
+    // A reviewer asks for changes: a fix answers them, and its commit updates the pull request.
+    v.mock.request_changes(
+        repo,
+        number,
+        "Please say why in feature.txt.",
+        &[("feature.txt", 1, "why a feature?")],
+    );
+    daemon
+        .wait_for("the request for changes to be taken", |e| {
+            e["type"] == "forge.feedback" && e["bead"] == id.as_str()
+        })
+        .await;
+    let updated = daemon
+        .wait_for("the fix to be pushed", |e| {
+            e["type"] == "forge.pushed" && e["bead"] == id.as_str() && e["head"] != first.as_str()
+        })
+        .await;
+    assert_eq!(updated["number"], number, "the same pull request");
+    let second = updated["head"].as_str().expect("a head");
+    assert_eq!(
+        git(
+            &remote.bare,
+            &["rev-parse", &format!("refs/heads/{branch}")]
+        ),
+        second
+    );
+    let feature = git(&remote.bare, &["show", &format!("{second}:feature.txt")]);
+    assert_eq!(feature, "feature\nfixed: says why");
+    let context = git(
+        &remote.bare,
+        &["show", &format!("{second}:fix-context.txt")],
+    );
+    assert!(
+        context.contains("Please say why in feature.txt."),
+        "{context}"
+    );
+    assert!(
+        context.contains("`feature.txt`, line 1: why a feature?"),
+        "{context}"
+    );
+
+    // Approved and merged on the forge: the bead closes, and so does the issue.
+    v.mock.approve(repo, number);
+    v.mock.merge(repo, number);
+    let closed = daemon.wait_status(&id, "closed").await;
+    let reason = closed["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&format!("merged by pull request #{number}")),
+        "{closed}"
+    );
+    daemon
+        .wait_for("the issue to be closed", |e| {
+            e["type"] == "forge.issue_written" && e["bead"] == id.as_str() && e["write"] == "closed"
+        })
+        .await;
+    assert!(!v.mock.issue(repo, issue).expect("the issue").open);
+
+    // The webhook heard the merge once, and nothing was written to the issue twice.
+    let sent = daemon
+        .wait_for("the merge notice", |e| {
+            e["type"] == "notify.sent" && e["kind"] == "merged"
+        })
+        .await;
+    assert_eq!(sent["hook"], "team");
+    let merged: Vec<Value> = heard
+        .lock()
+        .expect("receiver")
+        .iter()
+        .filter(|b| b["bead"] == id.as_str())
+        .cloned()
+        .collect();
+    assert_eq!(merged.len(), 1, "{merged:?}");
+    let writes = daemon
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "forge.issue_written")
+        .count();
+    assert_eq!(writes, 2, "linked and closed, once each");
+    assert_eq!(
+        v.mock.issue(repo, issue).expect("the issue").comments.len(),
+        1
+    );
+    let beads = daemon
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "bead.created" && e["bead"]["title"] == "Add a feature")
+        .count();
+    assert_eq!(beads, 1, "the issue became one bead");
+
+    // The token was out of the agents' and gates' reach.
+    let seen = git(&remote.bare, &["show", &format!("{first}:seen.txt")]);
+    assert!(!seen.contains(TOKEN), "an agent saw the token:\n{seen}");
+    if sandboxed {
+        let peek = format!("{id}.peek");
+        let gate = daemon
+            .wait_for("the peeking gate", |e| {
+                (e["type"] == "gate.passed" || e["type"] == "gate.failed")
+                    && e["step"] == peek.as_str()
+            })
+            .await;
+        assert_eq!(gate["type"], "gate.passed", "a gate read the token: {gate}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels() {
+    let Some(v) = setup("a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let Some(remote) = GitRemote::serve(dir.path(), "paused.git").await else {
+        return;
+    };
+    let token = token_file(dir.path());
+    let (hook, _heard) = receiver().await;
+    let repo = "acme/paused";
+    // The forge's first answer is a rate limit: its `retry-after` is not in GitHub's
+    // description of every operation, so this daemon talks to the mock directly.
+    v.mock.fail_next(repo, Failure::rate_limit_429(3));
+    let scenario = SCENARIO.replace("{token}", &token.display().to_string());
+    let config = forge_config(&v.mock_url, repo, &remote.url, &token, &hook);
+    let ws = Workspace::new(&scenario, &config);
+    ws.write_formula(
+        "flow",
+        &FLOW
+            .replace("{gate}", "")
+            .replace("{before_merge}", "implement"),
+    );
+    git(&ws.repo, &["push", "-q", &remote.url, "main"]);
+    let daemon = ws.start().await;
+
+    let paused = daemon
+        .wait_for("forge work to pause", |e| e["type"] == "forge.paused")
+        .await;
+    assert!(
+        paused["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("rate limit")),
+        "{paused}"
+    );
+    // Local work goes on meanwhile: the bead's implementer runs during the pause.
+    let id = daemon.submit(bead_of("flow", "Paused")).await;
+    let implemented = daemon
+        .wait_for("the implementer to finish", |e| {
+            e["type"] == "step.result" && e["step"] == format!("{id}.implement").as_str()
+        })
+        .await;
+    let resumed = daemon
+        .wait_for("forge work to resume", |e| e["type"] == "forge.resumed")
+        .await;
+    assert!(
+        implemented["seq"].as_u64() < resumed["seq"].as_u64(),
+        "the implementer finished during the pause: {implemented} {resumed}"
+    );
+    let opened = daemon
+        .wait_for("the pull request to open", |e| {
+            e["type"] == "forge.pushed" && e["bead"] == id.as_str()
+        })
+        .await;
+    let number = opened["number"].as_u64().expect("a number");
+
+    // Closed without a merge on the forge: the bead is cancelled, saying why.
+    v.mock.close(repo, number);
+    let closed = daemon.wait_status(&id, "closed").await;
+    let reason = closed["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("cancelled: ")
+            && reason.contains(&format!(
+                "pull request #{number} was closed without a merge"
+            )),
+        "{closed}"
+    );
+}

@@ -40,6 +40,7 @@ fn confined(dir: &Path, network: Network) -> SandboxSpec {
         git: None,
         writable: Vec::new(),
         readable: Vec::new(),
+        hidden: Vec::new(),
         network,
         net: (network == Network::ModelOnly).then(|| NetPlan {
             forwarder: catalyst::daemon::load::forwarder(&catalyst_testkit::catalyst_bin()),

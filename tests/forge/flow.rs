@@ -392,3 +392,25 @@ async fn a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels()
         "{closed}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_file_others_may_read_stops_the_start_saying_how_to_fix_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let token = token_file(dir.path());
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let config = format!(
+        "forge = {{ kind = \"github\", repository = \"acme/open\", token_file = \"{}\" }}\n",
+        token.display()
+    );
+    let ws = Workspace::new("", &config);
+    let mut catalystd = ws.catalystd().spawn();
+    let status = catalystd.wait_exit().await;
+    assert!(!status.success(), "{status}");
+    let log = catalystd.stderr();
+    assert!(
+        log.contains(&token.display().to_string()) && log.contains("chmod 600"),
+        "{log}"
+    );
+    assert!(!log.contains(TOKEN), "{log}");
+}

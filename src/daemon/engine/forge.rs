@@ -76,9 +76,10 @@ impl ForgeWork {
         if self.busy {
             return None;
         }
+        // A pause over leaves the next poll (pushes due start on the engine's next turn).
         Some(match self.paused {
-            Some((until, _)) => until.max(self.next_poll),
-            None => self.next_poll,
+            Some((until, _)) if until > Instant::now() => until,
+            _ => self.next_poll,
         })
     }
 
@@ -188,16 +189,20 @@ impl Engine {
             job.polls = self.poll_jobs();
             job.issues = forge.config.issue_label.clone();
         }
-        if job.pushes.is_empty() && job.writes.is_empty() && job.polls.is_empty() && !poll {
-            return;
-        }
         let Some(forge) = self.forge.as_mut() else {
             return;
         };
-        forge.busy = true;
         if poll {
             forge.next_poll = now + Duration::from_secs(forge.config.poll_secs);
         }
+        if job.pushes.is_empty()
+            && job.writes.is_empty()
+            && job.polls.is_empty()
+            && job.issues.is_none()
+        {
+            return;
+        }
+        forge.busy = true;
         let task = Task {
             client: forge.client.clone(),
             token: forge.token.clone(),
@@ -283,7 +288,7 @@ impl Engine {
                     .map(|p| p.url.clone())
                     .unwrap_or_default();
                 let issue = link.issue.unwrap_or_default();
-                forge::owed_writes(b, &link)
+                forge::owed_writes(b, &link, crate::domain::state::merged(b).is_some())
                     .into_iter()
                     .map(move |write| WriteJob {
                         work: b.id.clone(),
@@ -311,6 +316,10 @@ impl Engine {
             events.push(EventBody::ForgeResumed {});
         }
         for pushed in report.pushed {
+            // The bead may have been cancelled while its branch was pushed.
+            if !self.waits_for_push(&pushed.step) {
+                continue;
+            }
             tracing::info!(bead = %pushed.work, number = pushed.number, url = %pushed.url, "pushed; the pull request waits for review");
             events.push(EventBody::ForgePushed {
                 bead: pushed.work,
@@ -347,6 +356,14 @@ impl Engine {
             self.pause_forge(&error, now)?;
         }
         Ok(())
+    }
+
+    /// Whether merge step `step` still waits for its push (in progress, phase `merging`).
+    fn waits_for_push(&self, step: &BeadId) -> bool {
+        self.store.state().get(step.as_str()).is_some_and(|s| {
+            s.status == Status::InProgress
+                && s.step_meta().and_then(|m| m.phase) == Some(Phase::Merging)
+        })
     }
 
     /// Forge work waits: until the rate limit's end, or a doubling wait for an outage.

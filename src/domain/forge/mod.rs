@@ -258,12 +258,11 @@ pub fn pull_request_body(work: &Bead, steps: &[&Bead], cost_usd: f64) -> String 
 }
 
 /// The writes a work bead's issue is owed now, in order: the pull request's link once it has
-/// one, the blocked label while it is blocked, and closing once its work is merged.
-pub fn owed_writes(work: &Bead, link: &ForgeLink) -> Vec<IssueWrite> {
+/// one, the blocked label while it is blocked, and closing once its work is `merged`.
+pub fn owed_writes(work: &Bead, link: &ForgeLink, merged: bool) -> Vec<IssueWrite> {
     if link.issue.is_none() {
         return Vec::new();
     }
-    let merged = crate::domain::state::merged(work).is_some();
     [
         (IssueWrite::Linked, link.pull_request.is_some()),
         (IssueWrite::Blocked, work.status == Status::Blocked),

@@ -141,24 +141,23 @@ fn an_issue_is_owed_its_link_its_label_and_its_closing_once_each() {
         issue: Some(3),
         ..Default::default()
     };
-    assert!(owed_writes(&work, &link).is_empty());
+    assert!(owed_writes(&work, &link, false).is_empty());
     link.pull_request = Some(PullRequestLink::default());
     work.status = Status::Blocked;
     assert_eq!(
-        owed_writes(&work, &link),
+        owed_writes(&work, &link, false),
         [IssueWrite::Linked, IssueWrite::Blocked]
     );
     link.written = vec![IssueWrite::Linked, IssueWrite::Blocked];
-    assert!(owed_writes(&work, &link).is_empty());
+    assert!(owed_writes(&work, &link, false).is_empty());
     work.status = Status::Closed;
-    assert!(owed_writes(&work, &link).is_empty(), "closed, not merged");
-    work.metadata.get_or_insert_with(Default::default).insert(
-        crate::domain::state::MERGE_KEY.into(),
-        serde_json::json!({"target": "main", "from": "a", "to": "b"}),
-    );
-    assert_eq!(owed_writes(&work, &link), [IssueWrite::Closed]);
     assert!(
-        owed_writes(&work, &ForgeLink::default()).is_empty(),
+        owed_writes(&work, &link, false).is_empty(),
+        "closed, not merged"
+    );
+    assert_eq!(owed_writes(&work, &link, true), [IssueWrite::Closed]);
+    assert!(
+        owed_writes(&work, &ForgeLink::default(), true).is_empty(),
         "no issue"
     );
 }

@@ -414,3 +414,61 @@ async fn a_token_file_others_may_read_stops_the_start_saying_how_to_fix_it() {
     );
     assert!(!log.contains(TOKEN), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_requests_off_keeps_the_local_merge_and_still_takes_issues() {
+    let Some(v) = setup("pull_requests_off_keeps_the_local_merge_and_still_takes_issues") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let token = token_file(dir.path());
+    let repo = "acme/local";
+    let issue = v.mock.open_issue(
+        repo,
+        "Local work",
+        "Merge it here.",
+        &["catalyst", "formula:flow"],
+    );
+    let config = format!(
+        "forge = {{ kind = \"github\", api_url = \"{}\", repository = \"{repo}\", \
+         token_file = \"{}\", issue_label = \"catalyst\", pull_requests = false, poll_secs = 1 }}\n",
+        v.url,
+        token.display()
+    );
+    let ws = Workspace::new(&SCENARIO.replace("{token}", "/nonexistent"), &config);
+    ws.write_formula(
+        "flow",
+        &FLOW
+            .replace("{gate}", "")
+            .replace("{before_merge}", "implement"),
+    );
+    let daemon = ws.start().await;
+    let created = daemon
+        .wait_for("the issue to become a bead", |e| {
+            e["type"] == "bead.created" && e["bead"]["title"] == "Local work"
+        })
+        .await;
+    let id = created["bead"]["id"].as_str().expect("an id").to_owned();
+    let closed = daemon.wait_status(&id, "closed").await;
+    assert!(
+        closed["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("merged into `main`")),
+        "{closed}"
+    );
+    let merged = git(&daemon.repo, &["show", "main:feature.txt"]);
+    assert_eq!(merged, "feature");
+    daemon
+        .wait_for("the issue to be closed", |e| {
+            e["type"] == "forge.issue_written" && e["bead"] == id.as_str() && e["write"] == "closed"
+        })
+        .await;
+    let opened = v
+        .mock
+        .requests(repo)
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/pulls"))
+        .count();
+    assert_eq!(opened, 0, "no pull request");
+    assert!(!v.mock.issue(repo, issue).expect("the issue").open);
+}

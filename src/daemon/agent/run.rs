@@ -235,6 +235,14 @@ fn confined(
     argv: &[OsString],
 ) -> Vec<OsString> {
     let mut out = vec![sandbox.bwrap.clone().into_os_string()];
+    // A secret file that is gone needs no cover, and bwrap could not make one on the
+    // read-only root.
+    let hidden: Vec<PathBuf> = sandbox
+        .hidden
+        .iter()
+        .filter(|p| p.exists())
+        .cloned()
+        .collect();
     out.extend(bwrap_args(&Confinement {
         worktree: &spec.worktree,
         run_dir: &spec.run_dir,
@@ -244,7 +252,7 @@ fn confined(
         git: sandbox.git.as_ref(),
         writable: &sandbox.writable,
         readable: &sandbox.readable,
-        hidden: &sandbox.hidden,
+        hidden: &hidden,
         network: sandbox.network,
     }));
     out.extend(argv.iter().cloned());

@@ -146,9 +146,6 @@ pub fn bwrap_args(c: &Confinement<'_>) -> Vec<OsString> {
         args.flags(&["--unshare-net"]);
     }
     args.pair("--ro-bind", Path::new("/"), Path::new("/"));
-    for secret in c.hidden {
-        args.pair("--ro-bind-try", Path::new("/dev/null"), secret);
-    }
     args.one("--dev", Path::new("/dev"));
     args.one("--proc", Path::new("/proc"));
     args.one("--tmpfs", Path::new("/tmp"));
@@ -176,6 +173,11 @@ pub fn bwrap_args(c: &Confinement<'_>) -> Vec<OsString> {
     }
     if let Some(socket) = c.socket {
         args.bind(socket);
+    }
+    // Last: a folder bound above (a program's install folder under `/tmp`, a writable path)
+    // must not bring a secret back.
+    for secret in c.hidden {
+        args.pair("--ro-bind-try", Path::new("/dev/null"), secret);
     }
     args.one("--chdir", c.worktree);
     args.flags(&["--"]);
@@ -284,17 +286,12 @@ mod tests {
             git: Some(&git),
             writable: &writable,
             readable: &[PathBuf::from("/tmp/ci/target")],
-            hidden: &[PathBuf::from("/etc/catalyst/github-token")],
+            hidden: &[PathBuf::from("/tmp/ci/target/github-token")],
             network: Network::ModelOnly,
         };
         let a = args(&c);
         let root = position(&a, &["--ro-bind", "/", "/"]);
         let hidden = position(&a, &["--tmpfs", "/r/.catalyst"]);
-        let secret = position(
-            &a,
-            &["--ro-bind-try", "/dev/null", "/etc/catalyst/github-token"],
-        );
-        assert!(root < secret, "a secret is covered over the read-only root");
         let run = position(
             &a,
             &[
@@ -326,6 +323,18 @@ mod tests {
         assert!(
             position(&a, &["--tmpfs", "/tmp"]) < readable,
             "over the private /tmp"
+        );
+        // A secret under a folder bound back (the install folder, a writable one) stays covered.
+        let writable = position(&a, &["--bind-try", "/home/u/.claude", "/home/u/.claude"]);
+        let secret = position(
+            &a,
+            &["--ro-bind-try", "/dev/null", "/tmp/ci/target/github-token"],
+        );
+        assert!(
+            [root, hidden, run, socket, tree, readable, writable]
+                .iter()
+                .all(|&p| p < secret),
+            "a secret is covered over every other mount"
         );
         assert!(
             position(&a, &["--tmpfs", "/tmp"])

@@ -337,9 +337,9 @@ impl Forgejo {
         Ok(wire.id)
     }
 
-    /// Adds label `label` by name. Forgejo drops a name the repository (or its organization)
-    /// has no label of and answers with the labels the issue has; a label missing from them is
-    /// refused here, as a 404, since Forgejo does not make labels on the way.
+    /// Adds label `label` by name. Forgejo drops a name the repository has no label of and
+    /// answers with the labels the issue has; a label missing from them is refused here, as a
+    /// 404, since Forgejo does not make labels on the way.
     pub async fn add_label(&self, number: u64, label: &str) -> Result<(), ForgeError> {
         let operation = "add a label";
         let labels: Option<Vec<WireLabel>> = self
@@ -397,7 +397,7 @@ fn line_of(position: u64, original_position: u64) -> Option<u64> {
 }
 
 /// What a failed call means. Forgejo itself limits no rate, but what runs in front of it
-/// (Codeberg's proxy, say) answers 429, with `retry-after` in seconds or as a date, or
+/// (a reverse proxy, say) answers 429, with `retry-after` in seconds or as a date, or
 /// without it; a 403 is always a refusal (a missing permission). 5xx is an outage.
 fn classify(
     operation: &'static str,

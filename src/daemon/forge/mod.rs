@@ -183,3 +183,36 @@ impl Forge {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(kind: ForgeKind) -> ForgeConfig {
+        ForgeConfig {
+            kind,
+            api_url: None,
+            repository: "acme/widgets".into(),
+            token_file: "token".into(),
+            remote: None,
+            issue_label: None,
+            pull_requests: true,
+            poll_secs: 30,
+            blocked_label: "catalyst: blocked".into(),
+        }
+    }
+
+    #[test]
+    fn each_spoken_kind_builds_its_client_and_gitlab_is_refused() {
+        let github = Forge::new(&config(ForgeKind::Github), Token::new("t"));
+        assert!(matches!(github, Ok(Forge::Github(_))), "{github:?}");
+        let forgejo = Forge::new(&config(ForgeKind::Forgejo), Token::new("t"));
+        assert!(matches!(forgejo, Ok(Forge::Forgejo(_))), "{forgejo:?}");
+        let gitlab = Forge::new(&config(ForgeKind::Gitlab), Token::new("t"))
+            .expect_err("GitLab is not spoken yet");
+        assert_eq!(
+            gitlab.to_string(),
+            "forge kind `gitlab` is not supported yet: `github` and `forgejo` (also for Gitea) are"
+        );
+    }
+}

@@ -32,11 +32,6 @@ pub fn prism_bin() -> PathBuf {
     cache().join("node_modules/.bin/prism")
 }
 
-/// GitHub's OpenAPI description of api.github.com.
-pub fn spec() -> PathBuf {
-    Api::GitHub.spec()
-}
-
 /// The API a mock speaks and Prism validates against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Api {
@@ -53,7 +48,8 @@ impl Api {
         }
     }
 
-    /// The forge's published API description.
+    /// The forge's published API description: GitHub's OpenAPI description of
+    /// api.github.com, or Forgejo's Swagger 2.0 one.
     pub fn spec(self) -> PathBuf {
         match self {
             Self::GitHub => {

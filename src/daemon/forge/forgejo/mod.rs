@@ -21,9 +21,7 @@ use super::{ForgeError, Token};
 use crate::domain::forge::{
     Checks, CommitStatus, Issue, NewPullRequest, PullRequest, Review, ReviewComment, ReviewState,
 };
-use wire::{
-    WireCombined, WireId, WireIssue, WireLabel, WirePull, WireReview, WireReviewComment, WireUser,
-};
+use wire::{WireCombined, WireId, WireIssue, WireLabel, WirePull, WireReview, WireReviewComment};
 
 mod wire;
 
@@ -318,7 +316,7 @@ impl Forgejo {
                 assignee: i
                     .assignee
                     .or_else(|| i.assignees.and_then(|a| a.into_iter().next()))
-                    .map(|u: WireUser| u.login),
+                    .map(|u| u.login),
                 html_url: i.html_url,
             })
             .collect())

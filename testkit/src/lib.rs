@@ -12,7 +12,8 @@
 //! - [`repo`]: what a test reads from the workspace's git repository.
 //! - [`scenario`]: stub-claude scenario rules that several tests share.
 //! - [`cli`]: running the `catalyst` command line; [`procfs`]: what `/proc` says about processes.
-//! - [`forge`]: a mock GitHub on loopback, and Prism validating what passes to and from it.
+//! - [`forge`]: a mock GitHub or Forgejo on loopback, and Prism validating what passes to and
+//!   from it.
 //! - [`nats`]: a real NATS JetStream cluster on loopback ports, for the cluster tests.
 //! - [`poll`]: waiting for what has no event (a file, a log line, a terminal screen).
 //! - [`Lcg`]: a seeded generator for reproducible "random" moments; [`workload`]: a

@@ -1,23 +1,24 @@
 //! The daemon and the forge end to end: a labelled issue becomes a bead, its merge pushes the
 //! branch to a real remote (`git daemon` on loopback) and opens a pull request on the mock
-//! GitHub behind Prism, a request for changes becomes a fix whose commit updates the pull
-//! request, and the merge on the forge closes the bead and the issue; a webhook hears the
-//! merge once. The forge's token is out of reach of the bead's agents and gates. A rate
+//! forge behind Prism (as GitHub, and as Forgejo), a request for changes becomes a fix whose
+//! commit updates the pull request, and the merge on the forge closes the bead and the issue;
+//! a webhook hears the merge once. The forge's token is out of reach of the bead's agents and gates. A rate
 //! limit pauses forge work only, and a pull request closed unmerged cancels its bead.
 
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use catalyst_testkit::forge::prism::{validated, Validated};
+use catalyst_testkit::forge::prism::{validated_as, Api, Validated};
 use catalyst_testkit::forge::Failure;
 use catalyst_testkit::{bead_of, Workspace};
 
 use crate::{git, GitRemote, TOKEN};
 
-/// The shared mock behind Prism; `None`, saying which test skips, without Prism.
-fn setup(test: &str) -> Option<&'static Validated> {
-    let v = validated();
+/// The shared mock speaking `api` behind Prism; `None`, saying which test skips, without
+/// Prism.
+fn setup(api: Api, test: &str) -> Option<&'static Validated> {
+    let v = validated_as(api);
     if v.is_none() {
         eprintln!("skipping {test}: Prism is not available (see above)");
     }
@@ -94,8 +95,17 @@ async fn receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
     (format!("http://{addr}/hook"), got)
 }
 
-/// The daemon's `[forge]` and webhook config for `repo` on the API at `api`.
+/// The `[forge]` kind of a mock's API.
+fn kind(api: Api) -> &'static str {
+    match api {
+        Api::GitHub => "github",
+        Api::Forgejo => "forgejo",
+    }
+}
+
+/// The daemon's `[forge]` and webhook config for `repo` on the forge of `kind` at `api`.
 fn forge_config(
+    kind: &str,
     api: &str,
     repo: &str,
     remote: &str,
@@ -103,7 +113,7 @@ fn forge_config(
     hook: &str,
 ) -> String {
     format!(
-        "forge = {{ kind = \"github\", api_url = \"{api}\", repository = \"{repo}\", \
+        "forge = {{ kind = \"{kind}\", api_url = \"{api}\", repository = \"{repo}\", \
          token_file = \"{}\", remote = \"{remote}\", issue_label = \"catalyst\", poll_secs = 1 }}\n\
          webhooks = [{{ name = \"team\", url = \"{hook}\", notices = [\"merged\"] }}]\n",
         token.display()
@@ -112,8 +122,20 @@ fn forge_config(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_issue_becomes_a_pull_request_that_a_review_fixes_and_a_merge_closes() {
-    let Some(v) = setup("an_issue_becomes_a_pull_request_that_a_review_fixes_and_a_merge_closes")
-    else {
+    issue_to_merge(Api::GitHub).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_forgejo_an_issue_becomes_a_pull_request_that_a_review_fixes_and_a_merge_closes() {
+    issue_to_merge(Api::Forgejo).await;
+}
+
+/// A labelled issue through its bead, pull request, review, fix and merge on the mock forge
+/// speaking `api`.
+async fn issue_to_merge(api: Api) {
+    let test =
+        format!("an_issue_becomes_a_pull_request_that_a_review_fixes_and_a_merge_closes ({api:?})");
+    let Some(v) = setup(api, &test) else {
         return;
     };
     let dir = tempfile::tempdir().expect("a temporary folder");
@@ -134,7 +156,7 @@ async fn an_issue_becomes_a_pull_request_that_a_review_fixes_and_a_merge_closes(
 
     let token_text = token.display().to_string();
     let scenario = SCENARIO.replace("{token}", &token_text);
-    let config = forge_config(&v.url, repo, &remote.url, &token, &hook);
+    let config = forge_config(kind(api), &v.url, repo, &remote.url, &token, &hook);
     let sandboxed = catalyst_testkit::sandboxed();
     let formula = if sandboxed {
         FLOW.replace("{gate}", &PEEKING_GATE.replace("{token}", &token_text))
@@ -324,8 +346,10 @@ async fn an_issue_becomes_a_pull_request_that_a_review_fixes_and_a_merge_closes(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels() {
-    let Some(v) = setup("a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels")
-    else {
+    let Some(v) = setup(
+        Api::GitHub,
+        "a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels",
+    ) else {
         return;
     };
     let dir = tempfile::tempdir().expect("a temporary folder");
@@ -339,7 +363,7 @@ async fn a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels()
     // description of every operation, so this daemon talks to the mock directly.
     v.mock.fail_next(repo, Failure::rate_limit_429(3));
     let scenario = SCENARIO.replace("{token}", &token.display().to_string());
-    let config = forge_config(&v.mock_url, repo, &remote.url, &token, &hook);
+    let config = forge_config("github", &v.mock_url, repo, &remote.url, &token, &hook);
     let ws = Workspace::new(&scenario, &config);
     ws.write_formula(
         "flow",

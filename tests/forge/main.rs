@@ -1,10 +1,12 @@
-//! The forge client: against the mock GitHub through Prism, which checks every request and
+//! The forge clients: against the mock GitHub through Prism, which checks every request and
 //! answer against GitHub's published OpenAPI description (`validated`); how rate limits,
-//! outages and refusals come out, without the token (`failures`); and a real `git push` to
-//! `git daemon` on loopback (`push`).
+//! outages and refusals come out, without the token (`failures`); the Forgejo client the same
+//! two ways, against the mock Forgejo and Forgejo's description (`forgejo`); and a real `git
+//! push` to `git daemon` on loopback (`push`).
 
 mod failures;
 mod flow;
+mod forgejo;
 mod push;
 mod validated;
 
@@ -21,8 +23,14 @@ pub const TOKEN: &str = "ghp_catalystTestToken0123456789";
 /// A GitHub client for `repository` on the API at `api`, made from a config as the daemon
 /// will make it.
 pub fn client(api: &str, repository: &str) -> Forge {
+    client_of(ForgeKind::Github, api, repository)
+}
+
+/// A client of forge `kind` for `repository` on the API at `api`, made from a config as the
+/// daemon will make it.
+pub fn client_of(kind: ForgeKind, api: &str, repository: &str) -> Forge {
     let config = ForgeConfig {
-        kind: ForgeKind::Github,
+        kind,
         api_url: Some(api.to_owned()),
         repository: repository.to_owned(),
         token_file: "unused".into(),
@@ -33,7 +41,7 @@ pub fn client(api: &str, repository: &str) -> Forge {
         blocked_label: "catalyst: blocked".into(),
     };
     catalyst::domain::config::forge::check(&config).expect("a valid forge config");
-    Forge::new(&config, Token::new(TOKEN)).expect("a GitHub client")
+    Forge::new(&config, Token::new(TOKEN)).expect("a forge client")
 }
 
 /// Runs git in `dir` with a fixed identity; gives its output, trimmed.

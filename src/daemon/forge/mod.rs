@@ -1,15 +1,17 @@
 //! Talking to a forge: the pull requests a bead's merge opens, their reviews and checks, and
 //! the labelled issues that become beads (`[forge]`, `crate::domain::config::forge`).
 //!
-//! [`Forge`] is one client per workspace. Only GitHub is spoken so far ([`github`]); a config
-//! naming GitLab or Forgejo gets [`ForgeError::Unsupported`] when the client is made, not at
-//! the first call. Every failure is a [`ForgeError`], and the two a caller pauses forge work
+//! [`Forge`] is one client per workspace: GitHub ([`github`]) or Forgejo and Gitea
+//! ([`forgejo`]); a config naming GitLab gets [`ForgeError::Unsupported`] when the client is
+//! made, not at the first call. Every failure is a [`ForgeError`], and the two a caller pauses forge work
 //! for rather than giving up are typed: [`ForgeError::RateLimited`] (with when to come back)
 //! and [`ForgeError::Unavailable`]. No error's text holds the token.
 //!
 //! [`push`] sends a bead's branch to the forge's git remote with the system `git`.
 
+pub mod forgejo;
 pub mod github;
+mod http;
 pub mod push;
 mod token;
 
@@ -53,7 +55,7 @@ pub enum ForgeError {
     #[error("forge `repository` `{0}` is not `owner/name`")]
     Repository(String),
     /// A forge this client does not speak yet.
-    #[error("forge kind `{0}` is not supported yet: only `github` is")]
+    #[error("forge kind `{0}` is not supported yet: `github` and `forgejo` (also for Gitea) are")]
     Unsupported(&'static str),
 }
 
@@ -69,6 +71,8 @@ impl ForgeError {
 #[derive(Clone, Debug)]
 pub enum Forge {
     Github(github::GitHub),
+    /// Forgejo, or Gitea, which speaks the same API.
+    Forgejo(forgejo::Forgejo),
 }
 
 impl Forge {
@@ -82,7 +86,11 @@ impl Forge {
                 token,
             )?)),
             ForgeKind::Gitlab => Err(ForgeError::Unsupported("gitlab")),
-            ForgeKind::Forgejo => Err(ForgeError::Unsupported("forgejo")),
+            ForgeKind::Forgejo => Ok(Self::Forgejo(forgejo::Forgejo::new(
+                config.api_url(),
+                &config.repository,
+                token,
+            )?)),
         }
     }
 
@@ -93,6 +101,7 @@ impl Forge {
     ) -> Result<PullRequest, ForgeError> {
         match self {
             Self::Github(gh) => gh.create_pull_request(pr).await,
+            Self::Forgejo(fj) => fj.create_pull_request(pr).await,
         }
     }
 
@@ -105,6 +114,7 @@ impl Forge {
     ) -> Result<PullRequest, ForgeError> {
         match self {
             Self::Github(gh) => gh.update_pull_request(number, title, body).await,
+            Self::Forgejo(fj) => fj.update_pull_request(number, title, body).await,
         }
     }
 
@@ -112,6 +122,7 @@ impl Forge {
     pub async fn pull_request(&self, number: u64) -> Result<PullRequest, ForgeError> {
         match self {
             Self::Github(gh) => gh.pull_request(number).await,
+            Self::Forgejo(fj) => fj.pull_request(number).await,
         }
     }
 
@@ -119,6 +130,7 @@ impl Forge {
     pub async fn reviews(&self, number: u64) -> Result<Vec<Review>, ForgeError> {
         match self {
             Self::Github(gh) => gh.reviews(number).await,
+            Self::Forgejo(fj) => fj.reviews(number).await,
         }
     }
 
@@ -126,13 +138,16 @@ impl Forge {
     pub async fn review_comments(&self, number: u64) -> Result<Vec<ReviewComment>, ForgeError> {
         match self {
             Self::Github(gh) => gh.review_comments(number).await,
+            Self::Forgejo(fj) => fj.review_comments(number).await,
         }
     }
 
-    /// The statuses and check runs of commit `sha` (a pull request's head).
+    /// The statuses and check runs of commit `sha` (a pull request's head); a Forgejo has
+    /// statuses only.
     pub async fn checks(&self, sha: &str) -> Result<Checks, ForgeError> {
         match self {
             Self::Github(gh) => gh.checks(sha).await,
+            Self::Forgejo(fj) => fj.checks(sha).await,
         }
     }
 
@@ -140,6 +155,7 @@ impl Forge {
     pub async fn labelled_issues(&self, label: &str) -> Result<Vec<Issue>, ForgeError> {
         match self {
             Self::Github(gh) => gh.labelled_issues(label).await,
+            Self::Forgejo(fj) => fj.labelled_issues(label).await,
         }
     }
 
@@ -147,6 +163,7 @@ impl Forge {
     pub async fn comment(&self, number: u64, body: &str) -> Result<u64, ForgeError> {
         match self {
             Self::Github(gh) => gh.comment(number, body).await,
+            Self::Forgejo(fj) => fj.comment(number, body).await,
         }
     }
 
@@ -154,6 +171,7 @@ impl Forge {
     pub async fn add_label(&self, number: u64, label: &str) -> Result<(), ForgeError> {
         match self {
             Self::Github(gh) => gh.add_label(number, label).await,
+            Self::Forgejo(fj) => fj.add_label(number, label).await,
         }
     }
 
@@ -161,6 +179,40 @@ impl Forge {
     pub async fn close_issue(&self, number: u64) -> Result<(), ForgeError> {
         match self {
             Self::Github(gh) => gh.close_issue(number).await,
+            Self::Forgejo(fj) => fj.close_issue(number).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(kind: ForgeKind) -> ForgeConfig {
+        ForgeConfig {
+            kind,
+            api_url: None,
+            repository: "acme/widgets".into(),
+            token_file: "token".into(),
+            remote: None,
+            issue_label: None,
+            pull_requests: true,
+            poll_secs: 30,
+            blocked_label: "catalyst: blocked".into(),
+        }
+    }
+
+    #[test]
+    fn each_spoken_kind_builds_its_client_and_gitlab_is_refused() {
+        let github = Forge::new(&config(ForgeKind::Github), Token::new("t"));
+        assert!(matches!(github, Ok(Forge::Github(_))), "{github:?}");
+        let forgejo = Forge::new(&config(ForgeKind::Forgejo), Token::new("t"));
+        assert!(matches!(forgejo, Ok(Forge::Forgejo(_))), "{forgejo:?}");
+        let gitlab = Forge::new(&config(ForgeKind::Gitlab), Token::new("t"))
+            .expect_err("GitLab is not spoken yet");
+        assert_eq!(
+            gitlab.to_string(),
+            "forge kind `gitlab` is not supported yet: `github` and `forgejo` (also for Gitea) are"
+        );
     }
 }

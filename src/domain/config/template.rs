@@ -168,8 +168,9 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         key: "forge",
-        note: "the forge (GitHub) beads' merges go to as pull requests, and whose labelled issues \
-               become beads: `kind` (\"github\"), `repository` (\"owner/name\"), `token_file` \
+        note: "the forge (GitHub, or Forgejo and Gitea) beads' merges go to as pull requests, and \
+               whose labelled issues become beads: `kind` (\"github\" or \"forgejo\", which \
+               Gitea is too), `repository` (\"owner/name\"), `token_file` \
                (readable only by the daemon's user; agents never see it), `api_url` and `remote` \
                (the public instance's by default), `issue_label` (no issues are taken without \
                it), `pull_requests` (true; false merges locally), `poll_secs` (30) and \

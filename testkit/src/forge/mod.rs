@@ -1,8 +1,10 @@
-//! A mock GitHub on loopback for the forge client's tests: it keeps the pull requests, reviews,
+//! A mock forge on loopback for the forge clients' tests: it keeps the pull requests, reviews,
 //! review comments, statuses, check runs, issues, comments and labels of any number of
-//! repositories, answers the REST calls the client makes the way GitHub shapes them
-//! ([`shapes`]), and has helpers for a test to act as a person (review, approve, fail a
-//! check, merge, open an issue).
+//! repositories, answers the REST calls the GitHub client makes the way GitHub shapes them
+//! ([`serve`], [`shapes`]) and those the Forgejo client makes the way Forgejo does
+//! ([`forgejo`]), and has helpers for a test to act as a person (review, approve, fail a
+//! check, merge, open an issue). The state is the forge's, not GitHub's: [`MockGitHub`] keeps
+//! it for either, and each router shapes it for its API.
 //!
 //! State is kept per repository (`owner/name`), so tests sharing one mock (and one validator
 //! in front of it, [`prism`]) do not see each other's work when each uses its own repository.
@@ -11,11 +13,12 @@
 //! next calls for a repository (a rate limit, an outage) with the status and headers GitHub
 //! sends.
 
+pub mod forgejo;
 pub mod prism;
 mod server;
 pub mod shapes;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use server::serve;
@@ -101,6 +104,10 @@ pub(crate) struct Repo {
     pub last_number: u64,
     pub pulls: BTreeMap<u64, MockPull>,
     pub issues: BTreeMap<u64, MockIssue>,
+    /// Labels made in the repository ([`MockGitHub::create_label`]), besides those its issues
+    /// and pull requests carry. GitHub makes a label when one is added; Forgejo adds only
+    /// labels that exist.
+    pub labels: BTreeSet<String>,
     /// By commit.
     pub statuses: BTreeMap<String, Vec<MockStatus>>,
     pub runs: BTreeMap<String, Vec<MockRun>>,
@@ -110,7 +117,8 @@ pub(crate) struct Repo {
 }
 
 /// An answer to give instead of a call's: a rate limit, an outage, or (status 200) an answer
-/// that is not what the operation returns, to show the validator catches it.
+/// that is not what the operation returns, to show the validator catches it (the mock GitHub
+/// gives an error body, the mock Forgejo the message alone, as a JSON string).
 #[derive(Clone, Debug)]
 pub struct Failure {
     pub status: u16,
@@ -215,6 +223,11 @@ impl MockGitHub {
     /// Answers the next call for `repo` with `failure`.
     pub fn fail_next(&self, repo: &str, failure: Failure) {
         self.lock().repo(repo).failures.push_back(failure);
+    }
+
+    /// A person makes label `name` in `repo`.
+    pub fn create_label(&self, repo: &str, name: &str) {
+        self.lock().repo(repo).labels.insert(name.to_owned());
     }
 
     /// A person opens an issue with `labels`; gives its number.

@@ -1,14 +1,16 @@
-//! Prism (`@stoplight/prism-cli`) as a validating proxy between the forge client and the mock:
-//! it checks every request against GitHub's published OpenAPI description
-//! (`@octokit/openapi`'s `api.github.com.json`), passes it to the mock, checks the mock's
-//! answer too, and with `--errors` turns any violation either way into an error answer, so a
-//! test fails when the client or the mock drifts from the real API.
+//! Prism (`@stoplight/prism-cli`) as a validating proxy between a forge client and the mock:
+//! it checks every request against the forge's published API description (GitHub's OpenAPI
+//! `api.github.com.json` from `@octokit/openapi`, or Forgejo's Swagger 2.0 `swagger.v1.json`
+//! from the `forgejo-api` crate), passes it to the mock, checks the mock's answer too, and
+//! with `--errors` turns any violation either way into an error answer, so a test fails when
+//! the client or the mock drifts from the real API.
 //!
-//! `.ci/install-forge-deps` installs both into `target/forge-cache/`; without them
-//! [`validated`] prints why and gives `None`, and the tests skip.
+//! `.ci/install-forge-deps` installs Prism and both descriptions into `target/forge-cache/`;
+//! without them [`validated`] and [`validated_forgejo`] print why and give `None`, and the
+//! tests skip.
 //!
-//! Prism loads the 13 MB description in several seconds, so a test binary starts it once,
-//! with one mock behind it, on a thread of their own ([`validated`]); tests keep apart by
+//! Prism loads a description in several seconds (GitHub's is 13 MB), so a test binary starts
+//! it once per forge, with one mock behind it, on a thread of their own; tests keep apart by
 //! using repositories of their own.
 
 use std::io::Write as _;
@@ -30,9 +32,48 @@ pub fn prism_bin() -> PathBuf {
     cache().join("node_modules/.bin/prism")
 }
 
-/// GitHub's OpenAPI description of api.github.com.
-pub fn spec() -> PathBuf {
-    cache().join("node_modules/@octokit/openapi/generated/api.github.com.json")
+/// The API a mock speaks and Prism validates against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    GitHub,
+    /// Forgejo's, which Gitea speaks too.
+    Forgejo,
+}
+
+impl Api {
+    fn name(self) -> &'static str {
+        match self {
+            Self::GitHub => "GitHub",
+            Self::Forgejo => "Forgejo",
+        }
+    }
+
+    /// The forge's published API description: GitHub's OpenAPI description of
+    /// api.github.com, or Forgejo's Swagger 2.0 one.
+    pub fn spec(self) -> PathBuf {
+        match self {
+            Self::GitHub => {
+                cache().join("node_modules/@octokit/openapi/generated/api.github.com.json")
+            }
+            Self::Forgejo => cache().join("forgejo/swagger.v1.json"),
+        }
+    }
+
+    /// Prism's log, the last run's: what Prism found wrong is in it.
+    fn log(self) -> PathBuf {
+        match self {
+            Self::GitHub => cache().join("prism.log"),
+            Self::Forgejo => cache().join("prism-forgejo.log"),
+        }
+    }
+
+    /// Serves `mock` as this forge; gives its URL.
+    async fn serve(self, mock: MockGitHub) -> String {
+        match self {
+            Self::GitHub => super::serve(mock).await,
+            Self::Forgejo => super::forgejo::serve(mock).await,
+        }
+    }
 }
 
 /// A mock and Prism in front of it, shared by a test binary's tests.
@@ -49,17 +90,33 @@ pub struct Validated {
 }
 
 static VALIDATED: OnceLock<Option<Validated>> = OnceLock::new();
+static VALIDATED_FORGEJO: OnceLock<Option<Validated>> = OnceLock::new();
 
-/// The test binary's mock behind Prism, started on first use; `None` (having printed why)
-/// when Prism or the description is not installed, or Prism does not start.
+/// The test binary's mock GitHub behind Prism, started on first use; `None` (having printed
+/// why) when Prism or the description is not installed, or Prism does not start.
 pub fn validated() -> Option<&'static Validated> {
-    VALIDATED.get_or_init(start).as_ref()
+    validated_as(Api::GitHub)
 }
 
-fn start() -> Option<Validated> {
-    if !prism_bin().exists() || !spec().exists() {
+/// The test binary's mock Forgejo behind a Prism of its own, as [`validated`].
+pub fn validated_forgejo() -> Option<&'static Validated> {
+    validated_as(Api::Forgejo)
+}
+
+/// The test binary's mock speaking `api` behind Prism, as [`validated`].
+pub fn validated_as(api: Api) -> Option<&'static Validated> {
+    let cell = match api {
+        Api::GitHub => &VALIDATED,
+        Api::Forgejo => &VALIDATED_FORGEJO,
+    };
+    cell.get_or_init(|| start(api)).as_ref()
+}
+
+fn start(api: Api) -> Option<Validated> {
+    let name = api.name();
+    if !prism_bin().exists() || !api.spec().exists() {
         eprintln!(
-            "skipping: Prism or GitHub's OpenAPI description is not installed in target/forge-cache (run .ci/install-forge-deps, which needs npm)"
+            "skipping: Prism or {name}'s API description is not installed in target/forge-cache (run .ci/install-forge-deps, which needs npm and curl)"
         );
         return None;
     }
@@ -67,7 +124,7 @@ fn start() -> Option<Validated> {
     let (tx, rx) = std::sync::mpsc::channel();
     let served = mock.clone();
     std::thread::Builder::new()
-        .name("mock-github".into())
+        .name(format!("mock-{}", name.to_lowercase()))
         .spawn(move || {
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -75,25 +132,24 @@ fn start() -> Option<Validated> {
             {
                 Ok(runtime) => runtime,
                 Err(e) => {
-                    eprintln!("cannot start the mock GitHub's runtime: {e}");
+                    eprintln!("cannot start the mock {name}'s runtime: {e}");
                     return;
                 }
             };
             runtime.block_on(async move {
-                let url = super::serve(served).await;
+                let url = api.serve(served).await;
                 let _ = tx.send(url);
                 std::future::pending::<()>().await;
             });
         })
-        .expect("a thread for the mock GitHub");
-    let mock_url = rx.recv_timeout(TIMEOUT).expect("the mock GitHub's URL");
+        .expect("a thread for the mock forge");
+    let mock_url = rx.recv_timeout(TIMEOUT).expect("the mock forge's URL");
 
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free loopback port for Prism")
         .port();
-    // One log, the last run's: what Prism found wrong is in it.
-    let log = cache().join("prism.log");
+    let log = api.log();
     let log_file = std::fs::File::create(&log).expect("Prism's log file");
     // Prism runs under `sh`, which stops it when its stdin closes: the test process holds the
     // other end, so Prism goes with it however it ends.
@@ -105,7 +161,7 @@ fn start() -> Option<Validated> {
         .arg(prism_bin())
         .args(["proxy", "--errors", "--host", "127.0.0.1", "--port"])
         .arg(port.to_string())
-        .arg(spec())
+        .arg(api.spec())
         .arg(&mock_url)
         .stdin(Stdio::piped())
         .stdout(log_file.try_clone().expect("Prism's log"))
@@ -127,7 +183,7 @@ fn start() -> Option<Validated> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    eprintln!("Prism validating against {} at {url}", spec().display());
+    eprintln!("Prism validating against {} at {url}", api.spec().display());
     Some(Validated {
         mock,
         mock_url,

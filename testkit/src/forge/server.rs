@@ -71,7 +71,7 @@ pub async fn serve(mock: MockGitHub) -> String {
 }
 
 /// An answer with a JSON body.
-fn reply(status: StatusCode, body: &Value) -> Response {
+pub(crate) fn reply(status: StatusCode, body: &Value) -> Response {
     (
         status,
         [(
@@ -128,7 +128,7 @@ async fn gate(State(ctx): State<Ctx>, request: Request, next: Next) -> Response 
 }
 
 /// The repository a request is for (`owner/name`), and what the mock records of it.
-fn record(request: &Request) -> (String, Recorded) {
+pub(crate) fn record(request: &Request) -> (String, Recorded) {
     let header = |name: &str| {
         request
             .headers()
@@ -155,7 +155,7 @@ fn record(request: &Request) -> (String, Recorded) {
     (repo, recorded)
 }
 
-fn body_of(bytes: &Bytes) -> Option<Value> {
+pub(crate) fn body_of(bytes: &Bytes) -> Option<Value> {
     serde_json::from_slice(bytes).ok()
 }
 

@@ -6,15 +6,13 @@
 //! mock's answers against GitHub's published OpenAPI description, so a field read here that
 //! GitHub does not send fails a test rather than the daemon.
 
-use std::time::Duration;
-
 use chrono::{DateTime, TimeZone, Utc};
 use reqwest::header::{HeaderMap, ACCEPT, AUTHORIZATION};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::http::{check_repository, client, decode, error_chain, message_of};
 use super::{ForgeError, Token};
 use crate::domain::forge::{
     CheckRun, Checks, CommitStatus, Issue, NewPullRequest, PullRequest, Review, ReviewComment,
@@ -27,8 +25,6 @@ use wire::{
 
 mod wire;
 
-/// How long one call may take.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The API version the client is written against.
 const API_VERSION: &str = "2022-11-28";
 /// Items per page of a list; the most GitHub gives.
@@ -52,18 +48,8 @@ pub struct GitHub {
 impl GitHub {
     /// A client for `repository` (`owner/name`) on the API at `api`.
     pub fn new(api: &str, repository: &str, token: Token) -> Result<Self, ForgeError> {
-        match repository.split_once('/') {
-            Some((owner, name)) if !owner.is_empty() && !name.is_empty() && !name.contains('/') => {
-            }
-            _ => return Err(ForgeError::Repository(repository.to_owned())),
-        }
-        let client = reqwest::Client::builder()
-            .timeout(CALL_TIMEOUT)
-            .user_agent(concat!("catalyst/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| ForgeError::Unavailable {
-                reason: format!("cannot make the HTTP client: {e}"),
-            })?;
+        check_repository(repository)?;
+        let client = client()?;
         Ok(Self {
             client,
             api: api.trim_end_matches('/').to_owned(),
@@ -416,30 +402,6 @@ fn classify(
     }
 }
 
-/// The `message` of GitHub's error body, or the body's start.
-fn message_of(text: &str) -> String {
-    #[derive(Deserialize)]
-    struct Error {
-        message: String,
-    }
-    match serde_json::from_str::<Error>(text) {
-        Ok(e) => e.message,
-        Err(_) => text.chars().take(200).collect(),
-    }
-}
-
-/// A reqwest error with its causes, which say what actually went wrong (refused, timed out).
-fn error_chain(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 /// The `rel="next"` URL of a `Link` header.
 fn next_page(headers: &HeaderMap) -> Option<String> {
     let link = headers.get("link")?.to_str().ok()?;
@@ -454,13 +416,6 @@ fn next_page(headers: &HeaderMap) -> Option<String> {
                     .trim_end_matches('>')
                     .to_owned()
             })
-    })
-}
-
-fn decode<T: DeserializeOwned>(operation: &'static str, value: Value) -> Result<T, ForgeError> {
-    serde_json::from_value(value).map_err(|e| ForgeError::Decode {
-        operation,
-        reason: e.to_string(),
     })
 }
 

@@ -441,7 +441,10 @@ async fn a_token_file_others_may_read_stops_the_start_saying_how_to_fix_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pull_requests_off_keeps_the_local_merge_and_still_takes_issues() {
-    let Some(v) = setup("pull_requests_off_keeps_the_local_merge_and_still_takes_issues") else {
+    let Some(v) = setup(
+        Api::GitHub,
+        "pull_requests_off_keeps_the_local_merge_and_still_takes_issues",
+    ) else {
         return;
     };
     let dir = tempfile::tempdir().expect("a temporary folder");

@@ -2,8 +2,9 @@
 //! branch to a real remote (`git daemon` on loopback) and opens a pull request on the mock
 //! forge behind Prism (as GitHub, and as Forgejo), a request for changes becomes a fix whose
 //! commit updates the pull request, and the merge on the forge closes the bead and the issue;
-//! a webhook hears the merge once. The forge's token is out of reach of the bead's agents and gates. A rate
-//! limit pauses forge work only, and a pull request closed unmerged cancels its bead.
+//! a webhook hears the merge once. The forge's token is out of reach of the bead's agents and
+//! gates. A rate limit pauses forge work only, a push finds its own commit already on the
+//! remote (a crash lost its record), and a pull request closed unmerged cancels its bead.
 
 use std::sync::{Arc, Mutex};
 
@@ -390,6 +391,13 @@ async fn a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels()
             e["type"] == "step.result" && e["step"] == format!("{id}.implement").as_str()
         })
         .await;
+    // The branch is on the remote already, at the commit the daemon is about to push: as
+    // after a crash that lost the record of a push. The daemon's push still succeeds.
+    let branch = format!("catalyst/{id}");
+    git(
+        &daemon.repo,
+        &["push", "-q", &remote.url, &format!("{branch}:{branch}")],
+    );
     let resumed = daemon
         .wait_for("forge work to resume", |e| e["type"] == "forge.resumed")
         .await;
@@ -403,6 +411,13 @@ async fn a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels()
         })
         .await;
     let number = opened["number"].as_u64().expect("a number");
+    assert_eq!(
+        git(
+            &remote.bare,
+            &["rev-parse", &format!("refs/heads/{branch}")]
+        ),
+        opened["head"].as_str().unwrap_or_default()
+    );
 
     // Closed without a merge on the forge: the bead is cancelled, saying why.
     v.mock.close(repo, number);

@@ -32,10 +32,10 @@ pub use params::{
 pub use request::{known_types, parse_request, Method, Request, RequestLine};
 pub use response::{
     Approval, Approved, BeadList, BeadSummary, BlockedBead, BoardAnswer, BudgetStopView, Cancelled,
-    Card, Commented, DispatchHold, Exported, HeldMerge, HookAnswer, HookDecision, Imported,
-    LaneCards, ModelPauseView, PauseState, RefusedFile, RefusedReload, Rejected, Reloaded,
-    Response, Retried, RunningStep, StatusAnswer, StatusChanged, Stopping, Submitted, Updated,
-    WorkerView, WorkersAnswer,
+    Card, Commented, DispatchHold, Exported, ForgePause, HeldMerge, HookAnswer, HookDecision,
+    Imported, LaneCards, ModelPauseView, PauseState, RefusedFile, RefusedReload, Rejected,
+    Reloaded, Response, Retried, RunningStep, StatusAnswer, StatusChanged, Stopping, Submitted,
+    Updated, WaitingPullRequest, WorkerView, WorkersAnswer,
 };
 pub use show::{GateCommand, RunFiles, RunRecord, ShowAnswer, StepDetail, StepView};
 pub use stream::{LogData, LogEnd, LogLine, LogsOpened, StreamEnd, StreamLine, Subscribed};

@@ -122,7 +122,28 @@ pub struct StatusAnswer {
     /// workflow files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held_merges: Vec<HeldMerge>,
+    /// The pull requests on the forge that bead merges wait for people to review and merge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pull_requests: Vec<WaitingPullRequest>,
+    /// Forge work waits (a rate limit, an outage, a refusal of every call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forge_paused: Option<ForgePause>,
     pub workspace: PathBuf,
+}
+
+/// A bead whose merge waits for its pull request on the forge.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitingPullRequest {
+    pub bead: BeadId,
+    pub number: u64,
+    pub url: String,
+}
+
+/// Forge work waiting, as the last `forge.paused` said.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForgePause {
+    pub until: crate::domain::time::Timestamp,
+    pub reason: String,
 }
 
 /// A blocked work bead in `status`.

@@ -122,6 +122,13 @@ fn needs_a_person(s: &StatusAnswer) -> String {
             );
         }
     }
+    if let Some(pause) = &s.forge_paused {
+        let _ = writeln!(
+            out,
+            "  forge work paused until {}: {}\n    local work goes on; pushes, pull requests and issues wait",
+            pause.until, pause.reason
+        );
+    }
     for h in &s.holds {
         let what = match h.scope {
             crate::domain::unavailable::PauseScope::Agent => "agent steps",
@@ -182,6 +189,13 @@ fn needs_a_person(s: &StatusAnswer) -> String {
                 );
             }
         }
+    }
+    for pr in &s.pull_requests {
+        let _ = writeln!(
+            out,
+            "  waiting for review: {}: pull request #{} {}",
+            pr.bead, pr.number, pr.url
+        );
     }
     out
 }

@@ -228,6 +228,16 @@ async fn issue_to_merge(api: Api) {
     );
     let show = daemon.show(&id).await;
     assert_eq!(show["bead"]["status"], "in_progress", "{show}");
+    // `status` says what waits for people, and where.
+    let (code, status, err) = daemon.ctl(&["status"], "").await;
+    assert_eq!(code, 0, "{err}");
+    let url = opened["url"].as_str().unwrap_or_default();
+    assert!(
+        status.contains(&format!(
+            "waiting for review: {id}: pull request #{number} {url}"
+        )),
+        "{status}"
+    );
 
     // The issue is told where the work is, once.
     daemon
@@ -362,7 +372,7 @@ async fn a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels()
     let repo = "acme/paused";
     // The forge's first answer is a rate limit: its `retry-after` is not in GitHub's
     // description of every operation, so this daemon talks to the mock directly.
-    v.mock.fail_next(repo, Failure::rate_limit_429(3));
+    v.mock.fail_next(repo, Failure::rate_limit_429(5));
     let scenario = SCENARIO.replace("{token}", &token.display().to_string());
     let config = forge_config("github", &v.mock_url, repo, &remote.url, &token, &hook);
     let ws = Workspace::new(&scenario, &config);
@@ -383,6 +393,12 @@ async fn a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels()
             .as_str()
             .is_some_and(|r| r.contains("rate limit")),
         "{paused}"
+    );
+    let (code, status, err) = daemon.ctl(&["status"], "").await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        status.contains("forge work paused until") && status.contains("rate limit"),
+        "{status}"
     );
     // Local work goes on meanwhile: the bead's implementer runs during the pause.
     let id = daemon.submit(bead_of("flow", "Paused")).await;

@@ -391,6 +391,8 @@ mod tests {
             version: "0.1.0".into(),
             waiting_approval: vec![],
             held_merges: vec![],
+            pull_requests: vec![],
+            forge_paused: None,
             workspace: "/w".into(),
         }
     }

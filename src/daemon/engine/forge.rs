@@ -25,7 +25,7 @@ use crate::domain::forge::{self, Issue, IssueWrite, PullRequestLink, PullRequest
 use crate::domain::id::BeadId;
 use crate::domain::model::{Bead, Phase, Status};
 use crate::domain::router::Outcome;
-use crate::protocol::BeadInput;
+use crate::protocol::{BeadInput, ForgePause, WaitingPullRequest};
 
 use super::error::EngineError;
 use super::{Engine, Input};
@@ -51,6 +51,8 @@ pub struct ForgeWork {
     next_poll: Instant,
     /// Forge work waits until then (a rate limit, an outage), and how many failures in a row.
     paused: Option<(Instant, u32)>,
+    /// What the last pause said, for `status`.
+    pause_said: Option<ForgePause>,
 }
 
 impl ForgeWork {
@@ -68,6 +70,7 @@ impl ForgeWork {
             busy: false,
             next_poll: Instant::now(),
             paused: None,
+            pause_said: None,
         })
     }
 
@@ -214,6 +217,31 @@ impl Engine {
             .spawn(async move { Input::ForgeDone(Box::new(task.run(job, poll).await)) });
     }
 
+    /// The beads whose merge waits for people on the forge, with their pull requests.
+    pub(super) fn waiting_pull_requests(&self) -> Vec<WaitingPullRequest> {
+        let state = self.store.state();
+        let mut waiting: Vec<WaitingPullRequest> = self
+            .active
+            .iter()
+            .filter(|w| state.waiting_pull_request(w.as_str()))
+            .filter_map(|w| {
+                let pr = forge::link(state.get(w.as_str())?)?.pull_request?;
+                Some(WaitingPullRequest {
+                    bead: w.clone(),
+                    number: pr.number,
+                    url: pr.url,
+                })
+            })
+            .collect();
+        waiting.sort_by(|a, b| a.bead.cmp(&b.bead));
+        waiting
+    }
+
+    /// Forge work waiting, and why, while it does.
+    pub(super) fn forge_pause(&self) -> Option<ForgePause> {
+        self.forge.as_ref()?.pause_said.clone()
+    }
+
     /// The merge steps waiting for the forge: their branch is pushed and their pull request
     /// opened or brought up to date.
     fn push_jobs(&self) -> Vec<PushJob> {
@@ -311,6 +339,7 @@ impl Engine {
         if report.paused.is_none() && was_paused && (report.polled || !report.pushed.is_empty()) {
             if let Some(forge) = self.forge.as_mut() {
                 forge.paused = None;
+                forge.pause_said = None;
             }
             tracing::info!("the forge answers again: forge work goes on");
             events.push(EventBody::ForgeResumed {});
@@ -390,6 +419,10 @@ impl Engine {
             now.to_utc() + chrono::Duration::from_std(wait).unwrap_or_default(),
         );
         let reason = error.to_string();
+        forge.pause_said = Some(ForgePause {
+            until,
+            reason: reason.clone(),
+        });
         tracing::warn!(%until, "{reason}; forge work waits, local work goes on");
         self.record(vec![EventBody::ForgePaused { until, reason }])
             .map(drop)

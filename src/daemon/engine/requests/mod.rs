@@ -184,6 +184,8 @@ impl Engine {
             version: env!("CARGO_PKG_VERSION").into(),
             waiting_approval,
             held_merges,
+            pull_requests: self.waiting_pull_requests(),
+            forge_paused: self.forge_pause(),
             workspace: self.paths.workspace.clone(),
             blocked: latest_blocked(blocked),
             holds: self

@@ -171,7 +171,8 @@ async fn issue_to_merge(api: Api) {
     let ws = Workspace::new(&scenario, &config);
     ws.write_formula("flow", &formula);
     git(&ws.repo, &["push", "-q", &remote.url, "main"]);
-    let daemon = ws.start().await;
+    // A process of its own, so that it can be killed while its pull request waits.
+    let mut daemon = ws.spawn();
 
     // The issue becomes a bead, with its title, body and labels.
     let created = daemon
@@ -248,6 +249,17 @@ async fn issue_to_merge(api: Api) {
     let comments = v.mock.issue(repo, issue).expect("the issue").comments;
     assert_eq!(comments.len(), 1, "{comments:?}");
     assert!(comments[0].contains(&opened["url"].as_str().unwrap_or_default().to_owned()));
+
+    // Killed while the pull request waits, the daemon takes it up again from its journal.
+    daemon.kill().await;
+    daemon.restart();
+    daemon.call(catalyst::protocol::Method::Status).await;
+    let (code, status, err) = daemon.ctl(&["status"], "").await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        status.contains(&format!("pull request #{number}")),
+        "{status}"
+    );
 
     // A reviewer asks for changes: a fix answers them, and its commit updates the pull request.
     v.mock.request_changes(

@@ -14,6 +14,8 @@ use catalyst_testkit::forge::prism::{validated_as, Api, Validated};
 use catalyst_testkit::forge::Failure;
 use catalyst_testkit::{bead_of, Workspace};
 
+use catalyst_testkit::poll::eventually;
+
 use crate::{git, GitRemote, TOKEN};
 
 /// The shared mock speaking `api` behind Prism; `None`, saying which test skips, without
@@ -457,6 +459,42 @@ async fn a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels()
                 "pull request #{number} was closed without a merge"
             )),
         "{closed}"
+    );
+
+    // Someone merges on the forge: the next bead starts from the forge's `main`, which the
+    // daemon fetched, not from its own, which it does not move.
+    let clone = dir.path().join("someone");
+    git(dir.path(), &["clone", "-q", &remote.url, "someone"]);
+    std::fs::write(clone.join("merged.txt"), "merged on the forge\n").expect("write");
+    git(&clone, &["add", "merged.txt"]);
+    git(&clone, &["commit", "-q", "-m", "merged on the forge"]);
+    git(&clone, &["push", "-q", "origin", "HEAD:main"]);
+    let merged = git(&clone, &["rev-parse", "HEAD"]);
+    let repo_dir = daemon.repo.clone();
+    eventually("the daemon to fetch the forge's main", async || {
+        let fetched = std::process::Command::new("git")
+            .current_dir(&repo_dir)
+            .args(["rev-parse", "--verify", "-q", "refs/catalyst/forge/main"])
+            .output()
+            .ok()?;
+        (String::from_utf8_lossy(&fetched.stdout).trim() == merged).then_some(())
+    })
+    .await;
+    let next = daemon.submit(bead_of("flow", "Next")).await;
+    let pushed = daemon
+        .wait_for("the next pull request", |e| {
+            e["type"] == "forge.pushed" && e["bead"] == next.as_str()
+        })
+        .await;
+    let head = pushed["head"].as_str().expect("a head");
+    git(
+        &remote.bare,
+        &["merge-base", "--is-ancestor", &merged, head],
+    );
+    assert_ne!(
+        git(&daemon.repo, &["rev-parse", "main"]),
+        merged,
+        "the daemon's own `main` is left as it was"
     );
 }
 

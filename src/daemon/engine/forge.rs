@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::daemon::forge::{push, Forge, ForgeError, NewPullRequest, PushError, Token};
+use crate::daemon::forge::{fetch, push, Forge, ForgeError, NewPullRequest, PushError, Token};
 use crate::daemon::worktree::transport;
 use crate::domain::config::forge::ForgeConfig;
 use crate::domain::event::EventBody;
@@ -53,7 +53,13 @@ pub struct ForgeWork {
     paused: Option<(Instant, u32)>,
     /// What the last pause said, for `status`.
     pause_said: Option<ForgePause>,
+    /// The forge's target branch as last fetched (a ref of the repository), once fetched:
+    /// where new beads start, since the forge merges.
+    start_point: Option<String>,
 }
+
+/// Where the forge's target branch is fetched to: `refs/catalyst/forge/<target>`.
+const FETCHED_TARGET: &str = "refs/catalyst/forge/";
 
 impl ForgeWork {
     /// The forge of `config`, its token read from `token_file` (relative to `workspace`).
@@ -71,6 +77,7 @@ impl ForgeWork {
             next_poll: Instant::now(),
             paused: None,
             pause_said: None,
+            start_point: None,
         })
     }
 
@@ -109,6 +116,8 @@ struct ForgeJob {
     polls: Vec<PollJob>,
     /// The label of the issues to take, when they are looked at.
     issues: Option<String>,
+    /// The target branch to fetch from the forge, when pull requests merge there.
+    fetch: Option<String>,
 }
 
 #[derive(Debug)]
@@ -148,6 +157,8 @@ pub struct ForgeReport {
     issues: Option<Vec<Issue>>,
     /// Whether this task looked at pull requests and issues.
     polled: bool,
+    /// The ref the forge's target branch was fetched to.
+    fetched: Option<String>,
     /// The forge is rate-limited or down: what was left undone waits.
     paused: Option<ForgeError>,
 }
@@ -191,6 +202,10 @@ impl Engine {
             job.writes = self.write_jobs();
             job.polls = self.poll_jobs();
             job.issues = forge.config.issue_label.clone();
+            job.fetch = forge
+                .config
+                .pull_requests
+                .then(|| self.loaded.config.target_branch.clone());
         }
         let Some(forge) = self.forge.as_mut() else {
             return;
@@ -202,6 +217,7 @@ impl Engine {
             && job.writes.is_empty()
             && job.polls.is_empty()
             && job.issues.is_none()
+            && job.fetch.is_none()
         {
             return;
         }
@@ -235,6 +251,17 @@ impl Engine {
             .collect();
         waiting.sort_by(|a, b| a.bead.cmp(&b.bead));
         waiting
+    }
+
+    /// Where a bead's branch starts: the forge's target as last fetched when the forge merges
+    /// (and agents run here: a worker fetches from the cluster's remote), else the local
+    /// target branch.
+    pub(super) fn start_point(&self) -> String {
+        self.forge
+            .as_ref()
+            .filter(|f| f.config.pull_requests && self.remote.is_none())
+            .and_then(|f| f.start_point.clone())
+            .unwrap_or_else(|| self.loaded.config.target_branch.clone())
     }
 
     /// Forge work waiting, and why, while it does.
@@ -334,6 +361,9 @@ impl Engine {
         let was_paused = self.forge.as_ref().is_some_and(|f| f.paused.is_some());
         if let Some(forge) = self.forge.as_mut() {
             forge.busy = false;
+        }
+        if let (Some(fetched), Some(forge)) = (report.fetched, self.forge.as_mut()) {
+            forge.start_point = Some(fetched);
         }
         let mut events = Vec::new();
         if report.paused.is_none() && was_paused && (report.polled || !report.pushed.is_empty()) {
@@ -616,6 +646,15 @@ impl Task {
         }
         if let Some(label) = job.issues {
             report.issues = Some(self.client.labelled_issues(&label).await?);
+        }
+        if let Some(target) = job.fetch {
+            let into = format!("{FETCHED_TARGET}{target}");
+            match fetch(&self.repo, &self.remote, &target, &into, Some(&self.token)).await {
+                Ok(()) => report.fetched = Some(into),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot fetch the forge's `{target}`; new beads start from the last one fetched")
+                }
+            }
         }
         Ok(())
     }

@@ -342,7 +342,7 @@ impl Engine {
             attempt,
             commands: meta.run.clone(),
             repo: self.repo.clone(),
-            target: config.target_branch.clone(),
+            target: self.start_point(),
             run_dir: self.paths.run_dir(work, &meta.step, attempt),
             timeout: std::time::Duration::from_secs(
                 meta.timeout.unwrap_or(config.gate_timeout_secs),
@@ -523,7 +523,9 @@ impl Engine {
         side: bool,
     ) -> Result<StepJob, JobError> {
         let settings = self.hook_settings(meta.role);
+        let target = self.start_point();
         let from = JobSources {
+            target: &target,
             state: self.store.state(),
             paths: &self.paths,
             repo: &self.repo,

@@ -23,7 +23,7 @@ pub use crate::domain::forge::{
     CheckRun, Checks, CommitStatus, Issue, NewPullRequest, PrState, PullRequest, Review,
     ReviewComment, ReviewState,
 };
-pub use push::{push, PushError};
+pub use push::{fetch, push, PushError};
 pub use token::Token;
 
 /// Why a forge call failed.

@@ -21,10 +21,10 @@ const TOKEN_VAR: &str = "CATALYST_FORGE_TOKEN";
 /// what its docs use for app tokens.
 const HTTPS_USER: &str = "x-access-token";
 
-/// Why a push failed.
+/// Why a push or a fetch failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PushError {
-    #[error("cannot run `git push`: {0}")]
+    #[error("cannot run git against the remote: {0}")]
     Spawn(String),
     /// The remote has moved since `lease`: someone else pushed to the branch.
     #[error("`git push` of `{branch}` was refused: the remote branch is not where it was expected (someone else pushed?): {stderr}")]
@@ -32,6 +32,8 @@ pub enum PushError {
     /// `stderr` is what git said (its exit status first).
     #[error("`git push` of `{branch}` failed: {stderr}")]
     Failed { branch: String, stderr: String },
+    #[error("`git fetch` of `{branch}` failed: {stderr}")]
+    Fetch { branch: String, stderr: String },
 }
 
 /// Pushes `local` (a branch of the repository at `repo`) to `remote` as branch `remote_branch`,
@@ -53,20 +55,58 @@ pub async fn push(
     let dst = format!("refs/heads/{remote_branch}");
     let lease_arg = format!("--force-with-lease={dst}:{}", lease.unwrap_or(""));
     let refspec = format!("refs/heads/{local}:{dst}");
-    let args = [
-        "-c",
-        "credential.helper=",
-        "-c",
-        "core.askPass=",
-        "push",
-        "--porcelain",
-        &lease_arg,
-        "--",
-        remote,
-        &refspec,
-    ];
-    // The askpass script lives in a private folder as long as the push runs. Without a token,
-    // an empty `GIT_ASKPASS` keeps git from asking whatever the daemon's environment names.
+    let args = ["push", "--porcelain", &lease_arg, "--", remote, &refspec];
+    let branch = remote_branch.to_owned();
+    let said = match with_remote(repo, remote, &args, token).await? {
+        Ok(()) => return Ok(()),
+        Err(said) => said,
+    };
+    if said.contains("stale info") || said.contains("fetch first") {
+        return Err(PushError::Stale {
+            branch,
+            stderr: said,
+        });
+    }
+    Err(PushError::Failed {
+        branch,
+        stderr: said,
+    })
+}
+
+/// Fetches branch `branch` of `remote` into `into` (a ref of the repository at `repo`),
+/// whatever `into` held before.
+pub async fn fetch(
+    repo: &Path,
+    remote: &str,
+    branch: &str,
+    into: &str,
+    token: Option<&Token>,
+) -> Result<(), PushError> {
+    let refspec = format!("+refs/heads/{branch}:{into}");
+    let args = ["fetch", "--quiet", "--no-tags", "--", remote, &refspec];
+    match with_remote(repo, remote, &args, token).await? {
+        Ok(()) => Ok(()),
+        Err(said) => Err(PushError::Fetch {
+            branch: branch.to_owned(),
+            stderr: said,
+        }),
+    }
+}
+
+/// Runs `git args…` (which name `remote`) in `repo` through the one way the daemon runs git
+/// against another repository, with the token for an http(s) remote and no other way to ask
+/// for credentials. The outer error: git could not be run with them; the inner one: what git
+/// said when it failed, scrubbed of the token.
+async fn with_remote(
+    repo: &Path,
+    remote: &str,
+    args: &[&str],
+    token: Option<&Token>,
+) -> Result<Result<(), String>, PushError> {
+    let mut all = vec!["-c", "credential.helper=", "-c", "core.askPass="];
+    all.extend_from_slice(args);
+    // The askpass script lives in a private folder as long as git runs. Without a token, an
+    // empty `GIT_ASKPASS` keeps git from asking whatever the daemon's environment names.
     let https = remote.starts_with("https://") || remote.starts_with("http://");
     let askpass_dir = match token {
         Some(_) if https => Some(askpass_script()?),
@@ -84,26 +124,12 @@ pub async fn push(
     if let Some(secret) = secret {
         env.push((TOKEN_VAR, secret));
     }
-    let result = transport::git_with(repo, &args, &env).await;
+    let result = transport::git_with(repo, &all, &env).await;
     drop(askpass_dir);
-    let Err(e) = result else {
-        return Ok(());
-    };
-    let said = match token {
+    Ok(result.map(drop).map_err(|e| match token {
         Some(token) => token.scrub(&e.detail),
         None => e.detail,
-    };
-    let branch = remote_branch.to_owned();
-    if said.contains("stale info") || said.contains("fetch first") {
-        return Err(PushError::Stale {
-            branch,
-            stderr: said,
-        });
-    }
-    Err(PushError::Failed {
-        branch,
-        stderr: said,
-    })
+    }))
 }
 
 /// A private folder holding the askpass script: `x-access-token` for the user name, the

@@ -28,6 +28,9 @@ use crate::domain::agent::conversation::Conversation;
 /// What a job is built from: the state as of its dispatch and the daemon's settings.
 #[derive(Clone, Copy, Debug)]
 pub struct JobSources<'a> {
+    /// Where a new bead's branch starts, and what its changes are told from: the target
+    /// branch, or the forge's as last fetched.
+    pub target: &'a str,
     pub state: &'a State,
     pub paths: &'a Paths,
     pub repo: &'a Repo,
@@ -197,7 +200,7 @@ impl StepJob {
                 .clone()
                 .with_max_file_bytes(config.max_file_bytes)
                 .with_identity_of(&config.merge),
-            target: config.target_branch.clone(),
+            target: from.target.to_owned(),
             run_dir,
             socket,
             reset_to: meta.reset_to.clone(),

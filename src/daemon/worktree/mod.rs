@@ -634,11 +634,18 @@ fn branch_tip<'r>(repo: &'r Repository, bead: &BeadId) -> Result<Commit<'r>, Git
     })
 }
 
-/// The tip commit of the local branch `target`.
+/// The tip commit of the local branch `target`, or of the ref `target` when it is a whole
+/// ref name (`refs/…`).
 fn target_tip<'r>(repo: &'r Repository, target: &str) -> Result<Commit<'r>, GitError> {
-    match repo.find_branch(target, BranchType::Local) {
-        Ok(b) => b
-            .get()
+    // A whole ref name: a start point the daemon keeps (the forge's target, fetched).
+    let found = if target.starts_with("refs/") {
+        repo.find_reference(target)
+    } else {
+        repo.find_branch(target, BranchType::Local)
+            .map(git2::Branch::into_reference)
+    };
+    match found {
+        Ok(r) => r
             .peel_to_commit()
             .ctx(|| format!("reading the tip of target branch `{target}`")),
         Err(e) if matches!(e.code(), ErrorCode::NotFound | ErrorCode::InvalidSpec) => {

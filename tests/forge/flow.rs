@@ -304,6 +304,35 @@ async fn issue_to_merge(api: Api) {
         "{context}"
     );
 
+    // A check fails on the pull request's head: another fix, named after it, and another push.
+    let checked_sha = v
+        .mock
+        .pull(repo, number)
+        .expect("the pull request")
+        .head_sha;
+    v.mock.set_status(repo, &checked_sha, "ci/test", "failure");
+    daemon
+        .wait_for("the failing check to be taken", |e| {
+            e["type"] == "forge.feedback"
+                && e["bead"] == id.as_str()
+                && e["answered_checks"] == checked_sha.as_str()
+        })
+        .await;
+    let refixed = daemon
+        .wait_for("the second fix to be pushed", |e| {
+            e["type"] == "forge.pushed"
+                && e["bead"] == id.as_str()
+                && e["head"] != first.as_str()
+                && e["head"] != second
+        })
+        .await;
+    let third = refixed["head"].as_str().expect("a head");
+    let context = git(&remote.bare, &["show", &format!("{third}:fix-context.txt")]);
+    assert!(
+        context.contains("Checks failing on") && context.contains("ci/test"),
+        "{context}"
+    );
+
     // Approved and merged on the forge: the bead closes, and so does the issue.
     v.mock.approve(repo, number);
     v.mock.merge(repo, number);

@@ -325,10 +325,11 @@ impl Engine {
             .collect()
     }
 
-    /// The writes issues are owed, over every bead made from one.
-    fn write_jobs(&self) -> Vec<WriteJob> {
-        let state = self.store.state();
-        state
+    /// The work beads with a forge link (made from an issue, or with a pull request), and
+    /// their links.
+    fn forge_links(&self) -> impl Iterator<Item = (&Bead, forge::ForgeLink)> {
+        self.store
+            .state()
             .beads()
             .filter(|b| {
                 b.metadata
@@ -336,6 +337,11 @@ impl Engine {
                     .is_some_and(|m| m.contains_key(forge::FORGE_KEY))
             })
             .filter_map(|b| Some((b, forge::link(b)?)))
+    }
+
+    /// The writes issues are owed, over every bead made from one.
+    fn write_jobs(&self) -> Vec<WriteJob> {
+        self.forge_links()
             .flat_map(|(b, link)| {
                 let url = link
                     .pull_request
@@ -343,7 +349,8 @@ impl Engine {
                     .map(|p| p.url.clone())
                     .unwrap_or_default();
                 let issue = link.issue.unwrap_or_default();
-                forge::owed_writes(b, &link, crate::domain::state::merged(b).is_some())
+                let merged = crate::domain::state::merged(b).is_some();
+                forge::owed_writes(b, &link, merged)
                     .into_iter()
                     .map(move |write| WriteJob {
                         work: b.id.clone(),
@@ -536,15 +543,8 @@ impl Engine {
     /// The labelled issues no bead was made from yet become beads.
     fn take_issues(&mut self, issues: Vec<Issue>) -> Result<(), EngineError> {
         let known: std::collections::HashSet<u64> = self
-            .store
-            .state()
-            .beads()
-            .filter(|b| {
-                b.metadata
-                    .as_ref()
-                    .is_some_and(|m| m.contains_key(forge::FORGE_KEY))
-            })
-            .filter_map(|b| forge::link(b)?.issue)
+            .forge_links()
+            .filter_map(|(_, link)| link.issue)
             .collect();
         let inputs: Vec<BeadInput> = issues
             .into_iter()

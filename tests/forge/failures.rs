@@ -81,7 +81,7 @@ async fn a_500_or_no_server_is_unavailable() {
     );
     mock.fail_next("acme/down", Failure::server_error(503));
     assert!(matches!(
-        forge.reviews(1).await,
+        forge.reviews_and_comments(1).await,
         Err(ForgeError::Unavailable { .. })
     ));
 

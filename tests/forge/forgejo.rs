@@ -113,12 +113,11 @@ async fn reviews_and_their_comments_are_read_review_by_review() {
         .create_pull_request(&new_pr("bead-7", false))
         .await
         .expect("create");
-    assert!(forge.reviews(pr.number).await.expect("none yet").is_empty());
-    assert!(forge
-        .review_comments(pr.number)
+    let (reviews, comments) = forge
+        .reviews_and_comments(pr.number)
         .await
-        .expect("none yet")
-        .is_empty());
+        .expect("none yet");
+    assert!(reviews.is_empty() && comments.is_empty());
 
     let asked = v.mock.request_changes(
         repo,
@@ -140,7 +139,10 @@ async fn reviews_and_their_comments_are_read_review_by_review() {
         &[("src/main.rs", 4, "Name this.")],
     );
     let approved = v.mock.approve(repo, pr.number);
-    let reviews = forge.reviews(pr.number).await.expect("reviews");
+    let (reviews, comments) = forge
+        .reviews_and_comments(pr.number)
+        .await
+        .expect("reviews and their comments");
     let got: Vec<(u64, &ReviewState, &str, Option<&str>)> = reviews
         .iter()
         .map(|r| (r.id, &r.state, r.body.as_str(), r.author.as_deref()))
@@ -165,10 +167,6 @@ async fn reviews_and_their_comments_are_read_review_by_review() {
         ]
     );
 
-    let comments = forge
-        .review_comments(pr.number)
-        .await
-        .expect("review comments");
     let got: Vec<(&str, Option<u64>, &str, Option<u64>)> = comments
         .iter()
         .map(|c| (c.path.as_str(), c.line, c.body.as_str(), c.review_id))
@@ -483,7 +481,7 @@ async fn a_500_or_no_server_is_unavailable() {
     );
     mock.fail_next(repo, Failure::server_error(503));
     assert!(matches!(
-        forge.review_comments(1).await,
+        forge.reviews_and_comments(1).await,
         Err(ForgeError::Unavailable { .. })
     ));
 

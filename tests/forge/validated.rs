@@ -107,11 +107,11 @@ async fn reviews_and_their_comments_are_read() {
         .create_pull_request(&new_pr("bead-7"))
         .await
         .expect("create");
-    assert!(forge
-        .reviews(pr.number)
+    let (reviews, comments) = forge
+        .reviews_and_comments(pr.number)
         .await
-        .expect("no reviews yet")
-        .is_empty());
+        .expect("no reviews yet");
+    assert!(reviews.is_empty() && comments.is_empty());
 
     let asked = v.mock.request_changes(
         repo,
@@ -123,7 +123,10 @@ async fn reviews_and_their_comments_are_read() {
         ],
     );
     let approved = v.mock.approve(repo, pr.number);
-    let reviews = forge.reviews(pr.number).await.expect("reviews");
+    let (reviews, comments) = forge
+        .reviews_and_comments(pr.number)
+        .await
+        .expect("reviews and comments");
     assert_eq!(reviews.len(), 2);
     assert_eq!(reviews[0].id, asked);
     assert_eq!(reviews[0].state, ReviewState::ChangesRequested);
@@ -134,10 +137,6 @@ async fn reviews_and_their_comments_are_read() {
         (approved, &ReviewState::Approved)
     );
 
-    let comments = forge
-        .review_comments(pr.number)
-        .await
-        .expect("review comments");
     let got: Vec<(&str, Option<u64>, &str, Option<u64>)> = comments
         .iter()
         .map(|c| (c.path.as_str(), c.line, c.body.as_str(), c.review_id))

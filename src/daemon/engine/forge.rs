@@ -735,8 +735,7 @@ impl Task {
                 checks: Default::default(),
             });
         }
-        let reviews = self.client.reviews(number).await?;
-        let comments = self.client.review_comments(number).await?;
+        let (reviews, comments) = self.client.reviews_and_comments(number).await?;
         let checks = self.client.checks(&pull_request.head_sha).await?;
         Ok(PullRequestNews {
             pull_request,

@@ -126,19 +126,16 @@ impl Forge {
         }
     }
 
-    /// A pull request's reviews, oldest first.
-    pub async fn reviews(&self, number: u64) -> Result<Vec<Review>, ForgeError> {
+    /// A pull request's reviews and the comments on lines of its diff, oldest first. A
+    /// comment may belong to a review newer than the reviews read (GitHub lists them apart);
+    /// [`forge::judge`](crate::domain::forge::judge) leaves such a comment to the next read.
+    pub async fn reviews_and_comments(
+        &self,
+        number: u64,
+    ) -> Result<(Vec<Review>, Vec<ReviewComment>), ForgeError> {
         match self {
-            Self::Github(gh) => gh.reviews(number).await,
-            Self::Forgejo(fj) => fj.reviews(number).await,
-        }
-    }
-
-    /// The comments on lines of a pull request's diff, oldest first.
-    pub async fn review_comments(&self, number: u64) -> Result<Vec<ReviewComment>, ForgeError> {
-        match self {
-            Self::Github(gh) => gh.review_comments(number).await,
-            Self::Forgejo(fj) => fj.review_comments(number).await,
+            Self::Github(gh) => Ok((gh.reviews(number).await?, gh.review_comments(number).await?)),
+            Self::Forgejo(fj) => fj.reviews_and_comments(number).await,
         }
     }
 

@@ -148,9 +148,19 @@ pub fn judge(link: &PullRequestLink, news: &PullRequestNews) -> Verdict {
             _ => false,
         })
         .collect();
-    let comments: Vec<&ReviewComment> = news
+    // A comment of a review not among the reviews read was written between the two reads:
+    // it waits for the next read, which gives its review's words with it.
+    let known: Vec<&ReviewComment> = news
         .comments
         .iter()
+        .filter(|c| {
+            c.review_id
+                .is_none_or(|r| news.reviews.iter().any(|review| review.id == r))
+        })
+        .collect();
+    let comments: Vec<&ReviewComment> = known
+        .iter()
+        .copied()
         .filter(|c| c.id > link.seen_comment)
         .filter(|c| !c.review_id.is_some_and(|r| approved.contains(&r)))
         .collect();
@@ -159,11 +169,7 @@ pub fn judge(link: &PullRequestLink, news: &PullRequestNews) -> Verdict {
         .iter()
         .map(|r| r.id)
         .fold(link.seen_review, u64::max);
-    let seen_comment = news
-        .comments
-        .iter()
-        .map(|c| c.id)
-        .fold(link.seen_comment, u64::max);
+    let seen_comment = known.iter().map(|c| c.id).fold(link.seen_comment, u64::max);
     let failing = news.checks.failing();
     let checks_news = !failing.is_empty() && link.answered_checks.as_deref() != Some(&pr.head_sha);
     if reviews.is_empty() && comments.is_empty() && !checks_news {

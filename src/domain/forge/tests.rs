@@ -100,6 +100,32 @@ fn a_request_for_changes_asks_once_with_its_words_and_lines() {
 }
 
 #[test]
+fn comments_of_a_review_written_between_the_reads_wait_for_their_review() {
+    // The comments were listed after a review was written that the reviews read before
+    // missed: nothing is asked yet, and no mark moves past those comments.
+    let early = news(Vec::new(), vec![comment(20, 10, "why?")], Checks::default());
+    let link = PullRequestLink::default();
+    assert_eq!(judge(&link, &early), Verdict::Waiting);
+    // The next read has the review: its words and its comment ask together.
+    let late = news(
+        vec![review(10, ReviewState::ChangesRequested, "Say why.")],
+        vec![comment(20, 10, "why?")],
+        Checks::default(),
+    );
+    let Verdict::Changes {
+        instructions,
+        seen_comment,
+        ..
+    } = judge(&link, &late)
+    else {
+        panic!("changes expected");
+    };
+    assert!(instructions.contains("Say why."), "{instructions}");
+    assert!(instructions.contains("line 3: why?"), "{instructions}");
+    assert_eq!(seen_comment, 20);
+}
+
+#[test]
 fn an_approval_and_its_line_comments_ask_for_nothing() {
     let n = news(
         vec![review(10, ReviewState::Approved, "Looks good")],

@@ -223,26 +223,17 @@ impl Forgejo {
             .await
     }
 
-    pub async fn reviews(&self, number: u64) -> Result<Vec<Review>, ForgeError> {
+    /// A pull request's reviews and the comments on lines of each, oldest first. Forgejo
+    /// lists comments per review, so the reviews are read once and the comments of each
+    /// that has some follow: every comment given belongs to a review given.
+    pub async fn reviews_and_comments(
+        &self,
+        number: u64,
+    ) -> Result<(Vec<Review>, Vec<ReviewComment>), ForgeError> {
         let wire = self.wire_reviews(number).await?;
-        Ok(wire
-            .into_iter()
-            .map(|r| Review {
-                id: r.id,
-                state: review_state(&r.state, r.dismissed),
-                body: r.body.unwrap_or_default(),
-                author: r.user.map(|u| u.login),
-            })
-            .collect())
-    }
-
-    /// The comments on lines of every review, oldest first. Forgejo lists them per review, so
-    /// this reads the reviews, then the comments of each that has some.
-    pub async fn review_comments(&self, number: u64) -> Result<Vec<ReviewComment>, ForgeError> {
-        let reviews = self.wire_reviews(number).await?;
         let mut comments = Vec::new();
-        for review in reviews.iter().filter(|r| r.comments_count != Some(0)) {
-            let wire: Option<Vec<WireReviewComment>> = self
+        for review in wire.iter().filter(|r| r.comments_count != Some(0)) {
+            let listed: Option<Vec<WireReviewComment>> = self
                 .one(
                     "list review comments",
                     Method::GET,
@@ -250,16 +241,30 @@ impl Forgejo {
                     None,
                 )
                 .await?;
-            comments.extend(wire.unwrap_or_default().into_iter().map(|c| ReviewComment {
-                id: c.id,
-                review_id: c.pull_request_review_id.or(Some(review.id)),
-                path: c.path,
-                line: line_of(c.position, c.original_position),
-                body: c.body,
-            }));
+            comments.extend(
+                listed
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|c| ReviewComment {
+                        id: c.id,
+                        review_id: c.pull_request_review_id.or(Some(review.id)),
+                        path: c.path,
+                        line: line_of(c.position, c.original_position),
+                        body: c.body,
+                    }),
+            );
         }
         comments.sort_by_key(|c| c.id);
-        Ok(comments)
+        let reviews = wire
+            .into_iter()
+            .map(|r| Review {
+                id: r.id,
+                state: review_state(&r.state, r.dismissed),
+                body: r.body.unwrap_or_default(),
+                author: r.user.map(|u| u.login),
+            })
+            .collect();
+        Ok((reviews, comments))
     }
 
     /// The statuses of commit `sha` (Forgejo Actions report as statuses): Forgejo has no

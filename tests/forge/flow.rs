@@ -457,6 +457,11 @@ async fn a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels()
         &daemon.repo,
         &["push", "-q", &remote.url, &format!("{branch}:{branch}")],
     );
+    // And its pull request is open already, as after a crash between opening it and
+    // recording it: the daemon takes it up rather than failing to open a second.
+    let lost = v
+        .mock
+        .open_pull(repo, &branch, "main", "opened before a crash");
     let resumed = daemon
         .wait_for("forge work to resume", |e| e["type"] == "forge.resumed")
         .await;
@@ -470,6 +475,12 @@ async fn a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels()
         })
         .await;
     let number = opened["number"].as_u64().expect("a number");
+    assert_eq!(number, lost, "the pull request opened before the crash");
+    let pull = v.mock.pull(repo, number).expect("the pull request");
+    assert!(
+        pull.title.contains("Paused"),
+        "its title is brought up to date: {pull:?}"
+    );
     assert_eq!(
         git(
             &remote.bare,

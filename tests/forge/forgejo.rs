@@ -53,6 +53,19 @@ async fn a_pull_request_is_opened_updated_read_and_seen_merged() {
     );
     assert_eq!(pr.title, "Bead bead-1");
     assert_eq!(pr.head_sha.len(), 40);
+    // Found again by its branch, as after a crash that lost its number.
+    let found = forge
+        .open_pull_request_from("bead-1")
+        .await
+        .expect("list pull requests");
+    assert_eq!(found.map(|p| p.number), Some(pr.number));
+    assert_eq!(
+        forge
+            .open_pull_request_from("bead-9")
+            .await
+            .expect("list pull requests"),
+        None
+    );
     assert_eq!(pr.mergeable, Some(true));
 
     let updated = forge
@@ -78,6 +91,14 @@ async fn a_pull_request_is_opened_updated_read_and_seen_merged() {
         Some(false)
     );
     v.mock.merge(repo, pr.number);
+    assert_eq!(
+        forge
+            .open_pull_request_from("bead-1")
+            .await
+            .expect("list pull requests"),
+        None,
+        "a merged pull request is not open"
+    );
     let merged = forge.pull_request(pr.number).await.expect("get");
     assert_eq!((merged.state, merged.merged), (PrState::Closed, true));
 

@@ -693,11 +693,21 @@ impl Task {
                 message: e.to_string(),
             },
         })?;
-        let pr = match &job.link {
+        // Without a link, a pull request from the branch may still be open: opened just
+        // before a crash that lost its record. It is taken up rather than opened twice.
+        let number = match &job.link {
+            Some(link) => Some(link.number),
+            None => self
+                .client
+                .open_pull_request_from(branch)
+                .await?
+                .map(|pr| pr.number),
+        };
+        let pr = match number {
             None => self.client.create_pull_request(&job.pull).await?,
-            Some(link) => {
+            Some(number) => {
                 self.client
-                    .update_pull_request(link.number, Some(&job.pull.title), Some(&job.pull.body))
+                    .update_pull_request(number, Some(&job.pull.title), Some(&job.pull.body))
                     .await?
             }
         };

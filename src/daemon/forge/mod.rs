@@ -105,6 +105,17 @@ impl Forge {
         }
     }
 
+    /// The open pull request from branch `head` of the repository, if there is one.
+    pub async fn open_pull_request_from(
+        &self,
+        head: &str,
+    ) -> Result<Option<PullRequest>, ForgeError> {
+        match self {
+            Self::Github(gh) => gh.open_pull_request_from(head).await,
+            Self::Forgejo(fj) => fj.open_pull_request_from(head).await,
+        }
+    }
+
     /// Changes a pull request's title and/or body; `None` leaves it as it is.
     pub async fn update_pull_request(
         &self,

@@ -291,6 +291,29 @@ impl MockGitHub {
         id
     }
 
+    /// Someone opens a pull request from `head` into `base` (as the daemon would, had it not
+    /// crashed before recording it). Gives its number.
+    pub fn open_pull(&self, repo: &str, head: &str, base: &str, title: &str) -> u64 {
+        let mut s = self.lock();
+        let rs = s.repo(repo);
+        rs.last_number += 1;
+        let number = rs.last_number;
+        rs.pulls.insert(
+            number,
+            MockPull {
+                number,
+                title: title.into(),
+                head: head.into(),
+                head_sha: fake_sha(number),
+                base: base.into(),
+                open: true,
+                mergeable: Some(true),
+                ..MockPull::default()
+            },
+        );
+        number
+    }
+
     /// A person asks for changes, with comments on lines.
     pub fn request_changes(
         &self,

@@ -33,7 +33,7 @@ pub async fn serve(mock: MockGitHub) -> String {
     };
     let repo = "/repos/{owner}/{repo}";
     let app = axum::Router::new()
-        .route(&format!("{repo}/pulls"), post(create_pull))
+        .route(&format!("{repo}/pulls"), get(list_pulls).post(create_pull))
         .route(
             &format!("{repo}/pulls/{{number}}"),
             get(get_pull).patch(update_pull),
@@ -229,6 +229,33 @@ async fn create_pull(State(ctx): State<Ctx>, Path((o, r)): RepoPath, body: Bytes
     let answer = pull_json(&ctx, &repo, &pull);
     rs.pulls.insert(number, pull);
     reply(StatusCode::CREATED, &answer)
+}
+
+/// Pull requests, newest first, filtered by `state` (open when absent) and `head`
+/// (`owner:branch`).
+async fn list_pulls(
+    State(ctx): State<Ctx>,
+    Path((o, r)): RepoPath,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let repo = format!("{o}/{r}");
+    let open_only = query.get("state").is_none_or(|s| s == "open");
+    let head = query.get("head").map(|h| match h.split_once(':') {
+        Some((owner, branch)) if owner == o => branch.to_owned(),
+        Some(_) => String::new(),
+        None => h.clone(),
+    });
+    let mut state = ctx.mock.lock();
+    let mut list: Vec<&MockPull> = state
+        .repo(&repo)
+        .pulls
+        .values()
+        .filter(|p| p.open || !open_only)
+        .filter(|p| head.as_ref().is_none_or(|h| &p.head == h))
+        .collect();
+    list.sort_by_key(|p| std::cmp::Reverse(p.number));
+    let answer: Vec<Value> = list.iter().map(|p| pull_json(&ctx, &repo, p)).collect();
+    reply(StatusCode::OK, &Value::Array(answer))
 }
 
 async fn get_pull(State(ctx): State<Ctx>, Path((o, r, n)): NumberPath) -> Response {

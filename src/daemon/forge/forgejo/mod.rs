@@ -181,6 +181,21 @@ impl Forgejo {
         Ok(wire.into())
     }
 
+    /// The open pull request from this repository's branch `head`, if there is one: the
+    /// open pull requests are read and the one with that head kept.
+    pub async fn open_pull_request_from(
+        &self,
+        head: &str,
+    ) -> Result<Option<PullRequest>, ForgeError> {
+        let wire: Vec<WirePull> = self
+            .list("list pull requests", "/pulls", &[("state", "open")])
+            .await?;
+        Ok(wire
+            .into_iter()
+            .map(PullRequest::from)
+            .find(|p| p.head_ref == head))
+    }
+
     /// Changes the title and/or the body; `None` leaves it.
     pub async fn update_pull_request(
         &self,

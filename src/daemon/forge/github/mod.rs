@@ -180,6 +180,25 @@ impl GitHub {
         Ok(wire.into())
     }
 
+    /// The open pull request from this repository's branch `head`, if there is one.
+    pub async fn open_pull_request_from(
+        &self,
+        head: &str,
+    ) -> Result<Option<PullRequest>, ForgeError> {
+        let owner = self.repository.split('/').next().unwrap_or_default();
+        let wire: Vec<WirePull> = self
+            .list(
+                "list pull requests",
+                "/pulls",
+                &[("state", "open"), ("head", &format!("{owner}:{head}"))],
+            )
+            .await?;
+        Ok(wire
+            .into_iter()
+            .map(PullRequest::from)
+            .find(|p| p.head_ref == head))
+    }
+
     /// Changes the title and/or the body; `None` leaves it.
     pub async fn update_pull_request(
         &self,

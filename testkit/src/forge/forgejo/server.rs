@@ -44,7 +44,7 @@ pub async fn serve(mock: MockGitHub) -> String {
     };
     let repo = "/repos/{owner}/{repo}";
     let app = axum::Router::new()
-        .route(&format!("{repo}/pulls"), post(create_pull))
+        .route(&format!("{repo}/pulls"), get(list_pulls).post(create_pull))
         .route(
             &format!("{repo}/pulls/{{index}}"),
             get(get_pull).patch(update_pull),
@@ -240,6 +240,30 @@ async fn create_pull(State(ctx): State<Ctx>, Path((o, r)): RepoPath, body: Bytes
     let answer = pull_json(&ctx, &repo, &pull);
     rs.pulls.insert(number, pull);
     reply(StatusCode::CREATED, &answer)
+}
+
+/// Pull requests, newest first, filtered by `state` (open when absent), a page at a time.
+async fn list_pulls(
+    State(ctx): State<Ctx>,
+    Path((o, r)): RepoPath,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let repo = format!("{o}/{r}");
+    let state_wanted = query.get("state").map_or("open", String::as_str);
+    let mut state = ctx.mock.lock();
+    let mut list: Vec<&MockPull> = state
+        .repo(&repo)
+        .pulls
+        .values()
+        .filter(|p| match state_wanted {
+            "all" => true,
+            "closed" => !p.open,
+            _ => p.open,
+        })
+        .collect();
+    list.sort_by_key(|p| std::cmp::Reverse(p.number));
+    let answer: Vec<Value> = list.iter().map(|p| pull_json(&ctx, &repo, p)).collect();
+    page(answer, &query)
 }
 
 async fn get_pull(State(ctx): State<Ctx>, Path((o, r, n)): IndexPath) -> Response {

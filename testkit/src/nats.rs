@@ -21,7 +21,9 @@ use std::process::{Child, Command, Stdio};
 
 use tempfile::TempDir;
 
-use crate::poll::eventually;
+use std::time::Duration;
+
+use crate::poll::poll;
 use crate::web::free_port;
 use crate::Workspace;
 
@@ -62,6 +64,67 @@ struct Setup<'a> {
     token: Option<&'a str>,
     users: bool,
     tls: bool,
+}
+
+/// What every node's config says besides its ports.
+struct NodeSettings<'a> {
+    token: Option<&'a str>,
+    /// The `authorization` block of the nkey users.
+    users: Option<String>,
+    /// The node's certificate and key.
+    tls: Option<(PathBuf, PathBuf)>,
+}
+
+impl NodeSettings<'_> {
+    /// The nodes on `ports` (client, route), their configs written in `dir`.
+    fn nodes(&self, dir: &Path, ports: &[(u16, u16)]) -> Vec<Node> {
+        let routes: Vec<String> = ports
+            .iter()
+            .map(|(_, route)| format!("nats-route://127.0.0.1:{route}"))
+            .collect();
+        ports
+            .iter()
+            .enumerate()
+            .map(|(i, (client, route))| {
+                let name = format!("n{}", i + 1);
+                let store = dir.join(&name);
+                let config = dir.join(format!("{name}.conf"));
+                let mut text = format!(
+                    "server_name: {name}\nlisten: \"127.0.0.1:{client}\"\n\
+                     jetstream {{\n  store_dir: \"{}\"\n  max_memory_store: 64MB\n  max_file_store: 1GB\n}}\n",
+                    store.display(),
+                );
+                if let Some(token) = self.token {
+                    text.push_str(&format!("authorization {{\n  token: {token:?}\n}}\n"));
+                }
+                if let Some(users) = &self.users {
+                    text.push_str(users);
+                }
+                if let Some((cert, key)) = &self.tls {
+                    text.push_str(&format!(
+                        "tls {{\n  cert_file: {:?}\n  key_file: {:?}\n}}\n",
+                        cert.display().to_string(),
+                        key.display().to_string()
+                    ));
+                }
+                // One node is a server of its own: a cluster of one elects no leader.
+                if ports.len() > 1 {
+                    text.push_str(&format!(
+                        "cluster {{\n  name: catalyst-test\n  listen: \"127.0.0.1:{route}\"\n  routes: [{}]\n}}\n",
+                        routes.join(", "),
+                    ));
+                }
+                std::fs::write(&config, text).expect("write a node's config");
+                Node {
+                    log: dir.join(format!("{name}.log")),
+                    name,
+                    client_port: *client,
+                    config,
+                    process: None,
+                }
+            })
+            .collect()
+    }
 }
 
 /// A CA and a certificate of `127.0.0.1` it signed, made with `openssl` in `dir`: the CA's
@@ -270,74 +333,57 @@ impl NatsCluster {
             },
             false => None,
         };
-        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
-        let routes: Vec<String> = ports
-            .iter()
-            .map(|(_, route)| format!("nats-route://127.0.0.1:{route}"))
-            .collect();
-        let nodes = ports
-            .iter()
-            .enumerate()
-            .map(|(i, (client, route))| {
-                let name = format!("n{}", i + 1);
-                let store = dir.path().join(&name);
-                let config = dir.path().join(format!("{name}.conf"));
-                let mut text = format!(
-                    "server_name: {name}\nlisten: \"127.0.0.1:{client}\"\n\
-                     jetstream {{\n  store_dir: \"{}\"\n  max_memory_store: 64MB\n  max_file_store: 1GB\n}}\n",
-                    store.display(),
-                );
-                if let Some(token) = token {
-                    text.push_str(&format!("authorization {{\n  token: {token:?}\n}}\n"));
-                }
-                if let Some(users) = &users {
-                    text.push_str(users);
-                }
-                if let Some((_, cert, key)) = &certificates {
-                    text.push_str(&format!(
-                        "tls {{\n  cert_file: {:?}\n  key_file: {:?}\n}}\n",
-                        cert.display().to_string(),
-                        key.display().to_string()
-                    ));
-                }
-                // One node is a server of its own: a cluster of one elects no leader.
-                if n > 1 {
-                    text.push_str(&format!(
-                        "cluster {{\n  name: catalyst-test\n  listen: \"127.0.0.1:{route}\"\n  routes: [{}]\n}}\n",
-                        routes.join(", "),
-                    ));
-                }
-                std::fs::write(&config, text).expect("write a node's config");
-                Node {
-                    log: dir.path().join(format!("{name}.log")),
-                    name,
-                    client_port: *client,
-                    config,
-                    process: None,
-                }
-            })
-            .collect();
-        let login = match (token, users) {
+        let login = match (token, users.is_some()) {
             (Some(t), _) => {
                 let file = dir.path().join("token");
                 std::fs::write(&file, format!("{t}\n")).expect("the token file");
                 Login::Token(t.to_owned(), file)
             }
-            (None, Some(_)) => Login::Users,
-            (None, None) => Login::Anyone,
+            (None, true) => Login::Users,
+            (None, false) => Login::Anyone,
+        };
+        let settings = NodeSettings {
+            token,
+            users,
+            tls: certificates
+                .as_ref()
+                .map(|(_, cert, key)| (cert.clone(), key.clone())),
         };
         let mut cluster = NatsCluster {
-            nodes,
+            nodes: Vec::new(),
             server,
             login,
             tls_ca: certificates.map(|(ca, _, _)| ca),
             _dir: dir,
         };
-        for i in 0..n {
-            cluster.spawn(i);
-        }
-        for i in 0..n {
-            cluster.wait_ready(i).await;
+        // The ports are free when picked, but something else may take one before its node
+        // listens: the nodes are then set up again on other ports.
+        for attempt in 1.. {
+            let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+            cluster.nodes = settings.nodes(cluster._dir.path(), &ports);
+            for i in 0..n {
+                cluster.spawn(i);
+            }
+            let mut ready = Ok(());
+            for i in 0..n {
+                ready = cluster.ready(i).await;
+                if ready.is_err() {
+                    break;
+                }
+            }
+            match ready {
+                Ok(()) => break,
+                Err(why) if attempt < 3 && why.contains("address already in use") => {
+                    eprintln!("a node's port was taken; starting the cluster again:\n{why}");
+                    for i in 0..n {
+                        cluster.kill(i);
+                        let node = &cluster.nodes[i];
+                        let _ = std::fs::remove_file(&node.log);
+                        let _ = std::fs::remove_dir_all(cluster._dir.path().join(&node.name));
+                    }
+                }
+                Err(why) => panic!("{why}"),
+            }
         }
         Some(cluster)
     }
@@ -359,11 +405,19 @@ impl NatsCluster {
         node.process = Some(child);
     }
 
-    /// Waits until node `i` takes connections and its JetStream answers.
-    async fn wait_ready(&self, i: usize) {
+    /// Waits until node `i` takes connections and its JetStream answers; says why not, with
+    /// what the nodes logged, when the node exits or the wait times out.
+    async fn ready(&mut self, i: usize) -> Result<(), String> {
         let url = self.url(i);
         let name = self.nodes[i].name.clone();
-        eventually(&format!("JetStream on {name}"), async || {
+        let outcome = poll(Duration::from_millis(20), async || {
+            let exited = self.nodes[i]
+                .process
+                .as_mut()
+                .and_then(|child| child.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                return Some(Err(format!("nats-server {name} exited ({status})")));
+            }
             use futures::StreamExt;
             let client = self.client_as("daemon", &url).await?;
             let js = async_nats::jetstream::new(client);
@@ -371,11 +425,18 @@ impl NatsCluster {
             // list, means JetStream is up. (Account info would do as well, but a 2.9
             // server's answer does not parse in this client.)
             match js.stream_names().next().await {
-                None | Some(Ok(_)) => Some(()),
+                None | Some(Ok(_)) => Some(Ok(())),
                 Some(Err(_)) => None,
             }
         })
-        .await;
+        .await
+        .unwrap_or_else(|| Err(format!("timed out waiting for JetStream on {name}")));
+        outcome.map_err(|why| {
+            let logs: Vec<String> = (0..self.nodes.len())
+                .map(|n| format!("--- {} logged:\n{}", self.nodes[n].name, self.log(n)))
+                .collect();
+            format!("{why}\n{}", logs.join("\n"))
+        })
     }
 
     /// The client URL of node `i`.
@@ -406,7 +467,9 @@ impl NatsCluster {
     pub async fn restart(&mut self, i: usize) {
         self.kill(i);
         self.spawn(i);
-        self.wait_ready(i).await;
+        if let Err(why) = self.ready(i).await {
+            panic!("{why}");
+        }
     }
 
     /// What node `i` logged, for a failing test's message.

@@ -561,10 +561,10 @@ async fn a_token_file_others_may_read_stops_the_start_saying_how_to_fix_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pull_requests_off_keeps_the_local_merge_and_still_takes_issues() {
+async fn pull_requests_off_keeps_the_local_merge_and_an_issue_hears_of_a_block_and_its_end() {
     let Some(v) = setup(
         Api::GitHub,
-        "pull_requests_off_keeps_the_local_merge_and_still_takes_issues",
+        "pull_requests_off_keeps_the_local_merge_and_an_issue_hears_of_a_block_and_its_end",
     ) else {
         return;
     };
@@ -583,7 +583,16 @@ async fn pull_requests_off_keeps_the_local_merge_and_still_takes_issues() {
         v.url,
         token.display()
     );
-    let ws = Workspace::new(&SCENARIO.replace("{token}", "/nonexistent"), &config);
+    // The implementer is stuck at first: the bead blocks until a person retries it.
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [
+  { status = "BLOCKED", summary = "which feature?" },
+  { shell = ["echo feature > feature.txt"], summary = "wrote the feature" },
+]
+"#;
+    let ws = Workspace::new(scenario, &config);
     ws.write_formula(
         "flow",
         &FLOW
@@ -597,6 +606,33 @@ async fn pull_requests_off_keeps_the_local_merge_and_still_takes_issues() {
         })
         .await;
     let id = created["bead"]["id"].as_str().expect("an id").to_owned();
+
+    // Blocked: the issue gets the blocked label, once.
+    daemon.wait_status(&id, "blocked").await;
+    daemon
+        .wait_for("the blocked label", |e| {
+            e["type"] == "forge.issue_written"
+                && e["bead"] == id.as_str()
+                && e["write"] == "blocked"
+        })
+        .await;
+    let labels = v.mock.issue(repo, issue).expect("the issue").labels;
+    assert!(
+        labels.iter().any(|l| l == "catalyst: blocked"),
+        "{labels:?}"
+    );
+
+    // A person retries it: the label comes off, and the bead goes on to its merge.
+    let (code, _, err) = daemon.ctl(&["retry", &id], "").await;
+    assert_eq!(code, 0, "{err}");
+    daemon
+        .wait_for("the blocked label to come off", |e| {
+            e["type"] == "forge.issue_written"
+                && e["bead"] == id.as_str()
+                && e["write"] == "unblocked"
+                && e.get("error").is_none()
+        })
+        .await;
     let closed = daemon.wait_status(&id, "closed").await;
     assert!(
         closed["reason"]
@@ -618,5 +654,19 @@ async fn pull_requests_off_keeps_the_local_merge_and_still_takes_issues() {
         .filter(|r| r.method == "POST" && r.path.ends_with("/pulls"))
         .count();
     assert_eq!(opened, 0, "no pull request");
-    assert!(!v.mock.issue(repo, issue).expect("the issue").open);
+    let issue = v.mock.issue(repo, issue).expect("the issue");
+    assert!(!issue.open);
+    assert_eq!(
+        issue.labels,
+        ["catalyst", "formula:flow"],
+        "the blocked label is off"
+    );
+    let writes: Vec<Value> = daemon
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "forge.issue_written")
+        .map(|e| e["write"].clone())
+        .collect();
+    assert_eq!(writes, ["blocked", "unblocked", "closed"], "each once");
 }

@@ -305,7 +305,23 @@ async fn labelled_issues_are_listed_commented_labelled_and_closed() {
             && err.to_string().contains("no label `catalyst: blocked`"),
         "{err}"
     );
+    assert!(
+        forge
+            .remove_label(wanted, "catalyst: blocked")
+            .await
+            .is_ok(),
+        "a label the repository lacks is not on the issue: no error"
+    );
     v.mock.create_label(repo, "catalyst: blocked");
+    v.mock.create_label(repo, "catalyst: gone");
+    forge
+        .add_label(wanted, "catalyst: gone")
+        .await
+        .expect("label");
+    forge
+        .remove_label(wanted, "catalyst: gone")
+        .await
+        .expect("unlabel, by name");
     forge
         .add_label(wanted, "catalyst: blocked")
         .await

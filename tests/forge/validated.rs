@@ -252,6 +252,20 @@ async fn labelled_issues_are_listed_commented_labelled_and_closed() {
         .add_label(wanted, "catalyst:taken")
         .await
         .expect("label");
+    // A name with a space and a colon goes into the path as one segment; taking off one the
+    // issue lacks is no error.
+    forge
+        .add_label(wanted, "catalyst: blocked")
+        .await
+        .expect("label");
+    forge
+        .remove_label(wanted, "catalyst: blocked")
+        .await
+        .expect("unlabel");
+    forge
+        .remove_label(wanted, "catalyst: blocked")
+        .await
+        .expect("a label not there is no error");
     forge.close_issue(wanted).await.expect("close");
     let issue = v.mock.issue(repo, wanted).expect("the issue");
     assert_eq!(issue.comments, ["Taken as bead `ws-12`."]);

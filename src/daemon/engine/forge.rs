@@ -730,6 +730,11 @@ impl Task {
                 self.client.comment(job.issue, &body).await.map(drop)
             }
             IssueWrite::Blocked => self.client.add_label(job.issue, &self.blocked_label).await,
+            IssueWrite::Unblocked => {
+                self.client
+                    .remove_label(job.issue, &self.blocked_label)
+                    .await
+            }
             IssueWrite::Closed => self.client.close_issue(job.issue).await,
         }
     }

@@ -45,6 +45,16 @@ pub(super) fn decode<T: DeserializeOwned>(
     })
 }
 
+/// `text` as one segment of a URL's path: a label's name may hold spaces, `:` or `/`.
+pub(super) fn path_segment(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// Whether `error` is the forge's "not found": for a removal, nothing left to remove.
+pub(super) fn not_found(error: &ForgeError) -> bool {
+    matches!(error, ForgeError::Refused { status: 404, .. })
+}
+
 /// How long one call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 

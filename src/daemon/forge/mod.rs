@@ -175,6 +175,14 @@ impl Forge {
         }
     }
 
+    /// Takes `label` off an issue or a pull request; one it does not have is no error.
+    pub async fn remove_label(&self, number: u64, label: &str) -> Result<(), ForgeError> {
+        match self {
+            Self::Github(gh) => gh.remove_label(number, label).await,
+            Self::Forgejo(fj) => fj.remove_label(number, label).await,
+        }
+    }
+
     /// Adds `label` to an issue or a pull request.
     pub async fn add_label(&self, number: u64, label: &str) -> Result<(), ForgeError> {
         match self {

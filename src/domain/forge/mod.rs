@@ -59,6 +59,8 @@ pub enum IssueWrite {
     Linked,
     /// The blocked label.
     Blocked,
+    /// The blocked label taken off: the bead went on after a person's retry.
+    Unblocked,
     /// Closed: the bead's work was merged.
     Closed,
 }
@@ -68,6 +70,7 @@ impl IssueWrite {
         match self {
             IssueWrite::Linked => "linked",
             IssueWrite::Blocked => "blocked",
+            IssueWrite::Unblocked => "unblocked",
             IssueWrite::Closed => "closed",
         }
     }
@@ -264,20 +267,34 @@ pub fn pull_request_body(work: &Bead, steps: &[&Bead], cost_usd: f64) -> String 
 }
 
 /// The writes a work bead's issue is owed now, in order: the pull request's link once it has
-/// one, the blocked label while it is blocked, and closing once its work is `merged`.
+/// one, the blocked label while it is blocked and off again once it is not, and closing once
+/// its work is `merged`. A written `Unblocked` takes `Blocked` out of the written ones
+/// ([`note_written`]), so a bead blocked again is labelled again.
 pub fn owed_writes(work: &Bead, link: &ForgeLink, merged: bool) -> Vec<IssueWrite> {
     if link.issue.is_none() {
         return Vec::new();
     }
+    let blocked = work.status == Status::Blocked;
+    let labelled = link.written.contains(&IssueWrite::Blocked);
     [
         (IssueWrite::Linked, link.pull_request.is_some()),
-        (IssueWrite::Blocked, work.status == Status::Blocked),
+        (IssueWrite::Blocked, blocked),
+        (IssueWrite::Unblocked, labelled && !blocked),
         (IssueWrite::Closed, work.status == Status::Closed && merged),
     ]
     .into_iter()
     .filter(|(write, due)| *due && !link.written.contains(write))
     .map(|(write, _)| write)
     .collect()
+}
+
+/// What the link keeps once `write` is done: the label's removal undoes its writing.
+pub fn note_written(link: &mut ForgeLink, write: IssueWrite) {
+    match write {
+        IssueWrite::Unblocked => link.written.retain(|w| *w != IssueWrite::Blocked),
+        write if !link.written.contains(&write) => link.written.push(write),
+        _ => {}
+    }
 }
 
 #[cfg(test)]

@@ -176,6 +176,7 @@ fn an_issue_is_owed_its_link_its_label_and_its_closing_once_each() {
     );
     link.written = vec![IssueWrite::Linked, IssueWrite::Blocked];
     assert!(owed_writes(&work, &link, false).is_empty());
+    link.written = vec![IssueWrite::Linked];
     work.status = Status::Closed;
     assert!(
         owed_writes(&work, &link, false).is_empty(),
@@ -185,6 +186,35 @@ fn an_issue_is_owed_its_link_its_label_and_its_closing_once_each() {
     assert!(
         owed_writes(&work, &ForgeLink::default(), true).is_empty(),
         "no issue"
+    );
+}
+
+#[test]
+fn the_blocked_label_comes_off_when_the_bead_goes_on_and_back_if_it_blocks_again() {
+    let mut work = Bead::new(BeadId::new("cat-1").unwrap(), "x", at());
+    let mut link = ForgeLink {
+        issue: Some(3),
+        ..Default::default()
+    };
+    work.status = Status::Blocked;
+    assert_eq!(owed_writes(&work, &link, false), [IssueWrite::Blocked]);
+    note_written(&mut link, IssueWrite::Blocked);
+    assert!(owed_writes(&work, &link, false).is_empty());
+    // A person retries: the bead goes on, and the label is owed off.
+    work.status = Status::Open;
+    assert_eq!(owed_writes(&work, &link, false), [IssueWrite::Unblocked]);
+    note_written(&mut link, IssueWrite::Unblocked);
+    assert!(link.written.is_empty(), "{:?}", link.written);
+    assert!(owed_writes(&work, &link, false).is_empty());
+    // Blocked again: labelled again.
+    work.status = Status::Blocked;
+    assert_eq!(owed_writes(&work, &link, false), [IssueWrite::Blocked]);
+    // Merged while labelled: the label comes off before the issue closes.
+    note_written(&mut link, IssueWrite::Blocked);
+    work.status = Status::Closed;
+    assert_eq!(
+        owed_writes(&work, &link, true),
+        [IssueWrite::Unblocked, IssueWrite::Closed]
     );
 }
 

@@ -476,11 +476,7 @@ impl State {
             }
             EventBody::ForgeIssueWritten { bead, write, .. } => {
                 self.modify(&bead, |b| {
-                    forge::modify_link(b, |link| {
-                        if !link.written.contains(&write) {
-                            link.written.push(write);
-                        }
-                    })
+                    forge::modify_link(b, |link| forge::note_written(link, write))
                 });
             }
             EventBody::StepStarted { .. }

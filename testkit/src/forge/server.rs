@@ -7,7 +7,7 @@ use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, patch, post};
+use axum::routing::{delete, get, patch, post};
 use serde_json::{json, Value};
 
 use super::shapes::{self, IssueView, PullView};
@@ -63,6 +63,10 @@ pub async fn serve(mock: MockGitHub) -> String {
         .route(
             &format!("{repo}/issues/{{number}}/labels"),
             post(add_labels),
+        )
+        .route(
+            &format!("{repo}/issues/{{number}}/labels/{{name}}"),
+            delete(remove_label),
         )
         .layer(axum::middleware::from_fn_with_state(ctx.clone(), gate))
         .with_state(ctx);
@@ -489,6 +493,33 @@ async fn add_labels(State(ctx): State<Ctx>, Path((o, r, n)): NumberPath, body: B
             labels.push(name);
         }
     }
+    let list: Vec<Value> = labels
+        .iter()
+        .map(|l| shapes::label(&ctx.api, &repo, l))
+        .collect();
+    reply(StatusCode::OK, &Value::Array(list))
+}
+
+/// Takes a label off an issue or a pull request: the labels left, or a 404 when it has not
+/// that label.
+async fn remove_label(
+    State(ctx): State<Ctx>,
+    Path((o, r, n, name)): Path<(String, String, u64, String)>,
+) -> Response {
+    let repo = format!("{o}/{r}");
+    let mut state = ctx.mock.lock();
+    let rs = state.repo(&repo);
+    let labels = if let Some(i) = rs.issues.get_mut(&n) {
+        &mut i.labels
+    } else if let Some(p) = rs.pulls.get_mut(&n) {
+        &mut p.labels
+    } else {
+        return not_found();
+    };
+    if !labels.contains(&name) {
+        return error(StatusCode::NOT_FOUND, "Label does not exist");
+    }
+    labels.retain(|l| *l != name);
     let list: Vec<Value> = labels
         .iter()
         .map(|l| shapes::label(&ctx.api, &repo, l))

@@ -156,7 +156,10 @@ pub fn label(api: &str, repo: &str, name: &str) -> Value {
     json!({
         "id": id_of(name),
         "node_id": format!("LA_{name}"),
-        "url": format!("{api}/repos/{repo}/labels/{name}"),
+        "url": format!(
+            "{api}/repos/{repo}/labels/{}",
+            percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC)
+        ),
         "name": name,
         "description": null,
         "color": "ededed",

@@ -16,7 +16,9 @@ use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
-use super::http::{check_repository, client, decode, error_chain, message_of};
+use super::http::{
+    check_repository, client, decode, error_chain, message_of, not_found, path_segment,
+};
 use super::{ForgeError, Token};
 use crate::domain::forge::{
     Checks, CommitStatus, Issue, NewPullRequest, PullRequest, Review, ReviewComment, ReviewState,
@@ -378,6 +380,22 @@ impl Forgejo {
                 "the repository has no label `{label}`: create it on the forge (Forgejo adds only labels that exist)"
             ),
         })
+    }
+
+    /// Takes label `label` off, by name; one the issue does not have (a 404) is no error.
+    pub async fn remove_label(&self, number: u64, label: &str) -> Result<(), ForgeError> {
+        let removed: Result<Option<Value>, ForgeError> = self
+            .one(
+                "remove a label",
+                Method::DELETE,
+                &format!("/issues/{number}/labels/{}", path_segment(label)),
+                None,
+            )
+            .await;
+        match removed {
+            Err(e) if !not_found(&e) => Err(e),
+            _ => Ok(()),
+        }
     }
 
     pub async fn close_issue(&self, number: u64) -> Result<(), ForgeError> {

@@ -12,7 +12,9 @@ use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
-use super::http::{check_repository, client, decode, error_chain, message_of};
+use super::http::{
+    check_repository, client, decode, error_chain, message_of, not_found, path_segment,
+};
 use super::{ForgeError, Token};
 use crate::domain::forge::{
     CheckRun, Checks, CommitStatus, Issue, NewPullRequest, PullRequest, Review, ReviewComment,
@@ -363,6 +365,23 @@ impl GitHub {
             )
             .await?;
         Ok(())
+    }
+
+    /// Takes label `label` off; one the issue does not have (a 404) is no error.
+    pub async fn remove_label(&self, number: u64, label: &str) -> Result<(), ForgeError> {
+        let removed: Result<Vec<WireLabel>, ForgeError> = self
+            .one(
+                "remove a label",
+                Method::DELETE,
+                &format!("/issues/{number}/labels/{}", path_segment(label)),
+                &[],
+                None,
+            )
+            .await;
+        match removed {
+            Err(e) if !not_found(&e) => Err(e),
+            _ => Ok(()),
+        }
     }
 
     pub async fn close_issue(&self, number: u64) -> Result<(), ForgeError> {

@@ -7,8 +7,8 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::middleware::Next;
-use axum::response::Response;
-use axum::routing::{get, patch, post};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, patch, post};
 use serde_json::{json, Value};
 
 use super::super::server::{body_of, record, reply};
@@ -68,6 +68,10 @@ pub async fn serve(mock: MockGitHub) -> String {
             post(add_comment),
         )
         .route(&format!("{repo}/issues/{{index}}/labels"), post(add_labels))
+        .route(
+            &format!("{repo}/issues/{{index}}/labels/{{identifier}}"),
+            delete(remove_label),
+        )
         .layer(axum::middleware::from_fn_with_state(ctx.clone(), gate))
         .with_state(ctx);
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -505,4 +509,27 @@ async fn add_labels(State(ctx): State<Ctx>, Path((o, r, n)): IndexPath, body: By
         .map(|l| shapes::label(&ctx.api, &repo, l))
         .collect();
     reply(StatusCode::OK, &Value::Array(list))
+}
+
+/// Takes a label off an issue or a pull request, by name; Forgejo answers 204, or 404 when
+/// the repository has no such label.
+async fn remove_label(
+    State(ctx): State<Ctx>,
+    Path((o, r, n, name)): Path<(String, String, u64, String)>,
+) -> Response {
+    let repo = format!("{o}/{r}");
+    let mut state = ctx.mock.lock();
+    let rs = state.repo(&repo);
+    if !existing_labels(rs).contains(&name) {
+        return not_found();
+    }
+    let labels = if let Some(i) = rs.issues.get_mut(&n) {
+        &mut i.labels
+    } else if let Some(p) = rs.pulls.get_mut(&n) {
+        &mut p.labels
+    } else {
+        return not_found();
+    };
+    labels.retain(|l| *l != name);
+    StatusCode::NO_CONTENT.into_response()
 }

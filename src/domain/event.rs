@@ -403,7 +403,7 @@ pub enum EventBody {
 
 impl EventBody {
     /// Every event's `type` name, in the order of [`EventBody`].
-    pub const KINDS: [&'static str; 31] = [
+    pub const KINDS: [&'static str; 36] = [
         "bead.created",
         "bead.updated",
         "bead.status",
@@ -431,6 +431,11 @@ impl EventBody {
         "dispatch.paused",
         "budget.reached",
         "cluster.refused",
+        "forge.pushed",
+        "forge.feedback",
+        "forge.issue_written",
+        "forge.paused",
+        "forge.resumed",
         "notify.sent",
         "notify.failed",
         "daemon.started",
@@ -643,6 +648,18 @@ mod tests {
         }
         let stopping = EventBody::DaemonStopping { reason: None };
         assert!(EventBody::KINDS.contains(&stopping.kind()));
+    }
+
+    #[test]
+    fn the_kinds_are_the_types_the_journals_document_lists() {
+        // Subscriptions are checked against the kinds: a type missing here cannot be followed.
+        let documented: Vec<&str> = include_str!("../../docs/journal.md")
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `")?.split_once('`'))
+            .map(|(kind, _)| kind)
+            .filter(|kind| kind.contains('.'))
+            .collect();
+        assert_eq!(documented, EventBody::KINDS);
     }
 
     #[test]

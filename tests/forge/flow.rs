@@ -211,6 +211,17 @@ async fn issue_to_merge(api: Api) {
         first,
         "the branch is on the remote"
     );
+    // The agent was told the forge's target as fetched, not the local one nobody moves.
+    let prompt = daemon
+        .invocations()
+        .into_iter()
+        .find(|i| i.bead.as_deref() == Some(id.as_str()) && i.role() == "implement")
+        .expect("the implementer ran")
+        .prompt;
+    assert!(
+        prompt.contains("to be merged into `refs/catalyst/forge/main`"),
+        "{prompt}"
+    );
     let pull = v.mock.pull(repo, number).expect("the pull request");
     assert_eq!(
         (pull.head.as_str(), pull.base.as_str()),

@@ -151,7 +151,9 @@ impl StepJob {
             iteration: meta.iteration.unwrap_or(0),
             worktree: worktree.clone(),
             branch: worktree::branch_name(tree),
-            target_branch: config.target_branch.clone(),
+            // What the agent diffs and merges against: with pull requests, the forge's target
+            // as last fetched, since the local one is not moved.
+            target_branch: from.target.to_owned(),
             context_md: run_dir.join(context::CONTEXT_MD),
             context_json: run_dir.join(context::CONTEXT_JSON),
             run_dir: run_dir.clone(),

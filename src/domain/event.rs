@@ -353,6 +353,15 @@ pub enum EventBody {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         answered_checks: Option<String>,
     },
+    /// The forge cannot merge pull request `number`, and its target as fetched has moved on
+    /// from the branch: the merge step goes back to `merging`, where the target is merged into
+    /// the branch (by the daemon, or its merge agent for a conflict) and pushed again.
+    #[serde(rename = "forge.outdated")]
+    ForgeOutdated {
+        bead: BeadId,
+        step: BeadId,
+        number: u64,
+    },
     /// A write to the bead's forge issue was done, or given up with `error`: never again.
     #[serde(rename = "forge.issue_written")]
     ForgeIssueWritten {
@@ -403,7 +412,7 @@ pub enum EventBody {
 
 impl EventBody {
     /// Every event's `type` name, in the order of [`EventBody`].
-    pub const KINDS: [&'static str; 36] = [
+    pub const KINDS: [&'static str; 37] = [
         "bead.created",
         "bead.updated",
         "bead.status",
@@ -433,6 +442,7 @@ impl EventBody {
         "cluster.refused",
         "forge.pushed",
         "forge.feedback",
+        "forge.outdated",
         "forge.issue_written",
         "forge.paused",
         "forge.resumed",
@@ -474,6 +484,7 @@ impl EventBody {
             EventBody::ClusterRefused { .. } => "cluster.refused",
             EventBody::ForgePushed { .. } => "forge.pushed",
             EventBody::ForgeFeedback { .. } => "forge.feedback",
+            EventBody::ForgeOutdated { .. } => "forge.outdated",
             EventBody::ForgeIssueWritten { .. } => "forge.issue_written",
             EventBody::ForgePaused { .. } => "forge.paused",
             EventBody::ForgeResumed {} => "forge.resumed",
@@ -511,6 +522,7 @@ impl EventBody {
             | EventBody::WorktreeRemoved { bead }
             | EventBody::ForgePushed { bead, .. }
             | EventBody::ForgeFeedback { bead, .. }
+            | EventBody::ForgeOutdated { bead, .. }
             | EventBody::ForgeIssueWritten { bead, .. }
             | EventBody::AgentTool { bead, .. } => Some(bead),
             EventBody::ModelPaused { .. }

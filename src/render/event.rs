@@ -54,6 +54,7 @@ fn subject(body: &EventBody) -> String {
         | B::MergeApproved { step, .. }
         | B::MergeStarted { step, .. }
         | B::ForgePushed { step, .. }
+        | B::ForgeOutdated { step, .. }
         | B::AgentTool { step, .. } => step.to_string(),
         B::MoleculePoured { bead, .. }
         | B::FixCreated { bead, .. }
@@ -174,6 +175,9 @@ fn detail(body: &EventBody) -> String {
         } => format!("{} pushed; pull request #{number} {url}", short(head)),
         B::ForgeFeedback { number, .. } => {
             format!("pull request #{number} asked for changes")
+        }
+        B::ForgeOutdated { number, .. } => {
+            format!("pull request #{number} cannot be merged: merging the forge's target")
         }
         B::ForgeIssueWritten {
             issue,

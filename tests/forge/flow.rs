@@ -681,3 +681,149 @@ responses = [
         .collect();
     assert_eq!(writes, ["blocked", "unblocked", "closed"], "each once");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_request_the_forge_cannot_merge_gets_the_forges_target_merged_in() {
+    let Some(v) = setup(
+        Api::GitHub,
+        "a_pull_request_the_forge_cannot_merge_gets_the_forges_target_merged_in",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let Some(remote) = GitRemote::serve(dir.path(), "outdated.git").await else {
+        return;
+    };
+    let token = token_file(dir.path());
+    let (hook, _heard) = receiver().await;
+    let repo = "acme/outdated";
+    // The merge agent merges what it is told to, keeping the bead's side, as a real one
+    // would after resolving.
+    let scenario = r#"
+[[rule]]
+role = "implement"
+responses = [{ write = { "feature.txt" = "ours\n" }, summary = "wrote the feature" }]
+
+[[rule]]
+role = "merge"
+responses = [{ tools = [{ name = "Bash", input = { command = "git -c user.name=stub -c user.email=stub@localhost merge -X ours --no-edit refs/catalyst/forge/main" } }], summary = "merged the forge's main, keeping ours" }]
+"#;
+    let config = forge_config("github", &v.url, repo, &remote.url, &token, &hook);
+    let ws = Workspace::new(scenario, &config);
+    ws.write_formula(
+        "flow",
+        &FLOW
+            .replace("{gate}", "")
+            .replace("{before_merge}", "implement"),
+    );
+    git(&ws.repo, &["push", "-q", &remote.url, "main"]);
+    let daemon = ws.start().await;
+    let id = daemon.submit(bead_of("flow", "Outdated")).await;
+    // A push of a head other than those already seen.
+    let pushed = |seen: Vec<String>| {
+        let id = id.clone();
+        move |e: &Value| {
+            e["type"] == "forge.pushed"
+                && e["bead"] == id.as_str()
+                && !seen.iter().any(|h| e["head"] == h.as_str())
+        }
+    };
+    let opened = daemon
+        .wait_for("the pull request to open", pushed(Vec::new()))
+        .await;
+    let number = opened["number"].as_u64().expect("a number");
+    let first = opened["head"].as_str().expect("a head").to_owned();
+
+    // Someone merges other work on the forge, and the forge says the pull request cannot be
+    // merged: the daemon merges the forge's main into the branch itself, and pushes.
+    let someone = dir.path().join("someone");
+    git(dir.path(), &["clone", "-q", &remote.url, "someone"]);
+    let commit_on_main = |file: &str, text: &str| {
+        std::fs::write(someone.join(file), text).expect("write");
+        git(&someone, &["add", file]);
+        git(
+            &someone,
+            &["commit", "-q", "-m", &format!("someone's {file}")],
+        );
+        git(&someone, &["push", "-q", "origin", "HEAD:main"]);
+        git(&someone, &["rev-parse", "HEAD"])
+    };
+    let other = commit_on_main("other.txt", "other\n");
+    v.mock.set_mergeable(repo, number, Some(false));
+    daemon
+        .wait_for("the pull request to be seen outdated", |e| {
+            e["type"] == "forge.outdated" && e["bead"] == id.as_str()
+        })
+        .await;
+    let updated = daemon
+        .wait_for(
+            "the merged branch to be pushed",
+            pushed(vec![first.clone()]),
+        )
+        .await;
+    assert_eq!(updated["number"], number, "the same pull request");
+    let second = updated["head"].as_str().expect("a head").to_owned();
+    git(
+        &remote.bare,
+        &["merge-base", "--is-ancestor", &other, &second],
+    );
+    assert_eq!(
+        git(&remote.bare, &["show", &format!("{second}:feature.txt")]),
+        "ours"
+    );
+    assert!(
+        !daemon.roles_of(&id).iter().any(|r| r == "merge"),
+        "git merged it: no merge agent"
+    );
+
+    // Someone changes the same file on the forge: the merge agent resolves the conflict,
+    // and the resolution is pushed to the same pull request.
+    let theirs = commit_on_main("feature.txt", "theirs\n");
+    let conflict = daemon
+        .wait_for("the conflict", |e| {
+            e["type"] == "merge.conflict" && e["bead"] == id.as_str()
+        })
+        .await;
+    assert_eq!(
+        conflict["files"],
+        serde_json::json!(["feature.txt"]),
+        "{conflict}"
+    );
+    assert_eq!(conflict["target"], "refs/catalyst/forge/main", "{conflict}");
+    let resolved = daemon
+        .wait_for(
+            "the resolution to be pushed",
+            pushed(vec![first.clone(), second.clone()]),
+        )
+        .await;
+    assert_eq!(resolved["number"], number, "the same pull request");
+    let third = resolved["head"].as_str().expect("a head").to_owned();
+    git(
+        &remote.bare,
+        &["merge-base", "--is-ancestor", &theirs, &third],
+    );
+    assert_eq!(
+        git(&remote.bare, &["show", &format!("{third}:feature.txt")]),
+        "ours"
+    );
+    assert_eq!(
+        daemon
+            .roles_of(&id)
+            .iter()
+            .filter(|r| *r == "merge")
+            .count(),
+        1,
+        "the merge agent ran once, for the conflict"
+    );
+
+    // Merged on the forge: the bead closes.
+    v.mock.merge(repo, number);
+    daemon.wait_status(&id, "closed").await;
+    let outdated = daemon
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "forge.outdated")
+        .count();
+    assert_eq!(outdated, 2, "once for each move of the forge's main");
+}

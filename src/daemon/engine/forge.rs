@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::daemon::forge::{fetch, push, Forge, ForgeError, NewPullRequest, PushError, Token};
-use crate::daemon::worktree::transport;
+use crate::daemon::worktree::{transport, BranchMerge, Repo};
 use crate::domain::config::forge::ForgeConfig;
 use crate::domain::event::EventBody;
 use crate::domain::forge::{self, Issue, IssueWrite, PullRequestLink, PullRequestNews, Verdict};
@@ -152,7 +152,9 @@ pub struct ForgeReport {
     /// Pushes or pull requests the forge refused: (work, step, why).
     refused: Vec<(BeadId, BeadId, String)>,
     written: Vec<(WriteJob, Option<String>)>,
-    news: Vec<(BeadId, BeadId, PullRequestNews)>,
+    news: Vec<Polled>,
+    /// Branches the forge's target conflicts with: nothing was pushed.
+    conflicts: Vec<Conflicted>,
     /// The labelled issues, when they were looked at.
     issues: Option<Vec<Issue>>,
     /// Whether this task looked at pull requests and issues.
@@ -161,6 +163,27 @@ pub struct ForgeReport {
     fetched: Option<String>,
     /// The forge is rate-limited or down: what was left undone waits.
     paused: Option<ForgeError>,
+}
+
+/// What a waiting pull request says.
+#[derive(Debug)]
+struct Polled {
+    work: BeadId,
+    step: BeadId,
+    news: PullRequestNews,
+    /// The forge cannot merge it, and the forge's target as fetched is not in its branch.
+    outdated: bool,
+}
+
+/// A branch the forge's target conflicts with, and where each stood.
+#[derive(Debug)]
+struct Conflicted {
+    work: BeadId,
+    step: BeadId,
+    target: String,
+    target_tip: String,
+    branch_tip: String,
+    files: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -207,6 +230,12 @@ impl Engine {
                 .pull_requests
                 .then(|| self.loaded.config.target_branch.clone());
         }
+        // Branches are brought up to date with the forge's target before they are pushed.
+        let up_to = self.fetched_target();
+        let git = self
+            .repo
+            .clone()
+            .with_identity_of(&self.loaded.config.merge);
         let Some(forge) = self.forge.as_mut() else {
             return;
         };
@@ -228,6 +257,8 @@ impl Engine {
             remote: forge.config.remote(),
             repo: forge.repo.clone(),
             blocked_label: forge.config.blocked_label.clone(),
+            git,
+            up_to,
         };
         self.tasks
             .spawn(async move { Input::ForgeDone(Box::new(task.run(job, poll).await)) });
@@ -257,11 +288,16 @@ impl Engine {
     /// (and agents run here: a worker fetches from the cluster's remote), else the local
     /// target branch.
     pub(super) fn start_point(&self) -> String {
+        self.fetched_target()
+            .unwrap_or_else(|| self.loaded.config.target_branch.clone())
+    }
+
+    /// The forge's target as last fetched, when beads start from it (see `start_point`).
+    fn fetched_target(&self) -> Option<String> {
         self.forge
             .as_ref()
             .filter(|f| f.config.pull_requests && self.remote.is_none())
             .and_then(|f| f.start_point.clone())
-            .unwrap_or_else(|| self.loaded.config.target_branch.clone())
     }
 
     /// Forge work waiting, and why, while it does.
@@ -412,8 +448,15 @@ impl Engine {
             tracing::error!(bead = %work, "{reason}");
             self.block_bead(&work, Some(&step), &reason)?;
         }
-        for (work, step, news) in report.news {
-            self.pull_request_news(&work, &step, &news)?;
+        for polled in report.news {
+            self.pull_request_news(&polled)?;
+        }
+        for c in report.conflicts {
+            if !self.waits_for_push(&c.step) {
+                continue;
+            }
+            let tips = (c.target_tip.as_str(), c.branch_tip.as_str());
+            self.branch_conflicts(&c.work, &c.step, &c.target, tips, c.files)?;
         }
         if let Some(issues) = report.issues {
             self.take_issues(issues)?;
@@ -466,12 +509,13 @@ impl Engine {
     }
 
     /// Acts on what a bead's pull request says now.
-    fn pull_request_news(
-        &mut self,
-        work: &BeadId,
-        step: &BeadId,
-        news: &PullRequestNews,
-    ) -> Result<(), EngineError> {
+    fn pull_request_news(&mut self, polled: &Polled) -> Result<(), EngineError> {
+        let Polled {
+            work,
+            step,
+            news,
+            outdated,
+        } = polled;
         let state = self.store.state();
         let (Some(work), Some(step)) = (
             state.get(work.as_str()).cloned(),
@@ -493,6 +537,15 @@ impl Engine {
         };
         let url = &news.pull_request.html_url;
         match forge::judge(&link, news) {
+            Verdict::Waiting if *outdated => {
+                tracing::info!(bead = %work.id, number, "the forge cannot merge the pull request: merging its target into the branch");
+                self.record(vec![EventBody::ForgeOutdated {
+                    bead: work.id.clone(),
+                    step: step.id.clone(),
+                    number,
+                }])
+                .map(drop)
+            }
             Verdict::Waiting => Ok(()),
             Verdict::Merged => {
                 tracing::info!(bead = %work.id, number, "the pull request was merged");
@@ -601,6 +654,10 @@ struct Task {
     remote: String,
     repo: PathBuf,
     blocked_label: String,
+    /// The repository's branches, for merging the forge's target into them.
+    git: Repo,
+    /// The forge's target as last fetched, when branches are brought up to date with it.
+    up_to: Option<String>,
 }
 
 impl Task {
@@ -618,7 +675,24 @@ impl Task {
     }
 
     async fn work(&self, job: ForgeJob, report: &mut ForgeReport) -> Result<(), ForgeError> {
+        // The forge's target first: branches are brought up to date with the newest one.
+        if let Some(target) = job.fetch {
+            let into = format!("{FETCHED_TARGET}{target}");
+            match fetch(&self.repo, &self.remote, &target, &into, Some(&self.token)).await {
+                Ok(()) => report.fetched = Some(into),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot fetch the forge's `{target}`; new beads start from the last one fetched")
+                }
+            }
+        }
+        let up_to = report.fetched.clone().or_else(|| self.up_to.clone());
         for push in job.pushes {
+            if let Some(target) = &up_to {
+                if let Some(conflict) = self.bring_up_to_date(&push, target).await {
+                    report.conflicts.push(conflict);
+                    continue;
+                }
+            }
             match self.push(&push).await {
                 Ok(pushed) => report.pushed.push(pushed),
                 Err(e) if e.is_transient() => return Err(e),
@@ -637,7 +711,19 @@ impl Task {
         }
         for poll in job.polls {
             match self.news(poll.number).await {
-                Ok(news) => report.news.push((poll.work, poll.step, news)),
+                Ok(news) => {
+                    let outdated = news.pull_request.mergeable == Some(false)
+                        && match &up_to {
+                            Some(target) => !self.has(&poll.work, target).await,
+                            None => false,
+                        };
+                    report.news.push(Polled {
+                        work: poll.work,
+                        step: poll.step,
+                        news,
+                        outdated,
+                    })
+                }
                 Err(e) if e.is_transient() => return Err(e),
                 Err(e) => {
                     tracing::warn!(bead = %poll.work, number = poll.number, error = %e, "cannot read the pull request")
@@ -647,16 +733,51 @@ impl Task {
         if let Some(label) = job.issues {
             report.issues = Some(self.client.labelled_issues(&label).await?);
         }
-        if let Some(target) = job.fetch {
-            let into = format!("{FETCHED_TARGET}{target}");
-            match fetch(&self.repo, &self.remote, &target, &into, Some(&self.token)).await {
-                Ok(()) => report.fetched = Some(into),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot fetch the forge's `{target}`; new beads start from the last one fetched")
-                }
+        Ok(())
+    }
+
+    /// Merges the forge's `target` into the bead's branch when it has moved on, as the local
+    /// merge does; gives the conflict when only the merge agent can. A branch that cannot be
+    /// merged for another reason is pushed as it is: the forge shows what is wrong.
+    async fn bring_up_to_date(&self, job: &PushJob, target: &str) -> Option<Conflicted> {
+        let (git, work, into) = (self.git.clone(), job.work.clone(), target.to_owned());
+        let merged = tokio::task::spawn_blocking(move || {
+            let merged = git.merge_target_into_branch(&work, &into)?;
+            let BranchMerge::Conflict { files } = merged else {
+                return Ok(None);
+            };
+            let tips = (git.target_head(&into)?, git.head(&work)?);
+            Ok::<_, crate::daemon::worktree::GitError>(Some((files, tips)))
+        })
+        .await;
+        match merged {
+            Ok(Ok(None)) => None,
+            Ok(Ok(Some((files, (target_tip, branch_tip))))) => Some(Conflicted {
+                work: job.work.clone(),
+                step: job.step.clone(),
+                target: target.to_owned(),
+                target_tip: target_tip.to_string(),
+                branch_tip: branch_tip.to_string(),
+                files,
+            }),
+            Ok(Err(e)) => {
+                tracing::warn!(bead = %job.work, error = %e, "cannot merge the forge's `{target}` into the bead's branch; pushing it as it is");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(bead = %job.work, error = %e, "the merge of the forge's target stopped; pushing the branch as it is");
+                None
             }
         }
-        Ok(())
+    }
+
+    /// Whether the bead's branch has `target`'s tip (a branch that cannot be read counts as
+    /// having it: nothing is done about it).
+    async fn has(&self, work: &BeadId, target: &str) -> bool {
+        let (git, work, target) = (self.git.clone(), work.clone(), target.to_owned());
+        tokio::task::spawn_blocking(move || git.branch_has(&work, &target))
+            .await
+            .map_or(true, |has| has.unwrap_or(true))
     }
 
     /// Pushes the bead's branch and opens its pull request, or brings it up to date.

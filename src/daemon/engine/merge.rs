@@ -251,6 +251,47 @@ impl Engine {
         }
     }
 
+    /// The bead's branch cannot take `target` (a ref) without a merge agent: it gets its turn,
+    /// or, when it had it, the attempt failed. `tips` are the target's and the branch's; the
+    /// forge's pushes come here when the forge's target conflicts with the branch.
+    pub(super) fn branch_conflicts(
+        &mut self,
+        work: &BeadId,
+        step: &BeadId,
+        target: &str,
+        (tip, branch): (&str, &str),
+        files: Vec<String>,
+    ) -> Result<(), EngineError> {
+        let now = Now::read();
+        let state = self.store.state();
+        let (Some(work_bead), Some(step_bead)) = (
+            state.get(work.as_str()).cloned(),
+            state.get(step.as_str()).cloned(),
+        ) else {
+            return Ok(());
+        };
+        let verdict = if step_bead.step_meta().is_some_and(|m| m.merge_agent) {
+            self.not_up_to_date(
+                &work_bead,
+                &step_bead,
+                target,
+                (tip, branch),
+                &files,
+                now.wall,
+            )
+        } else {
+            let events = to_the_agent(&work_bead, &step_bead, target.to_owned(), files, now.wall);
+            MergeVerdict::Decided(Routed {
+                events,
+                pause: None,
+            })
+        };
+        match verdict {
+            MergeVerdict::Decided(routed) => self.apply_routed(work, routed, now),
+            MergeVerdict::Wait { conflict, .. } => self.record(vec![conflict]).map(drop),
+        }
+    }
+
     /// The merge agent did not bring the branch up to date, and the daemon cannot either: a
     /// failed attempt of the step. `tips` are the target's and the branch's.
     fn not_up_to_date(
@@ -536,7 +577,7 @@ fn run_merge(mut job: MergeJob) -> MergeReport {
         match job.repo.merge_target_into_branch(&work, &job.target) {
             // The formula wants its checks on the merged code before the target moves.
             Ok(BranchMerge::Merged(_)) if recheck => rechecking = true,
-            Ok(BranchMerge::Merged(_)) => {
+            Ok(BranchMerge::Merged(_) | BranchMerge::UpToDate(_)) => {
                 result = job
                     .repo
                     .merge_into_target(&work, &job.target, &guard, &landing)

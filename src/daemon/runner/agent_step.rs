@@ -202,7 +202,7 @@ pub(super) async fn merge_back(job: &StepJob) -> Result<CommitId, MergeBackError
         worktree::branch_name(&job.tree),
     );
     match git(move || repo.merge_target_into_branch(&work, &side)).await {
-        Ok(BranchMerge::Merged(commit)) => Ok(commit),
+        Ok(BranchMerge::Merged(commit) | BranchMerge::UpToDate(commit)) => Ok(commit),
         Ok(BranchMerge::Conflict { files }) => Err(MergeBackError::Conflict { files }),
         Err(e) => Err(MergeBackError::Git(e)),
     }

@@ -64,6 +64,8 @@ pub enum BranchMerge {
     /// The target and the branch change the same lines: nothing was changed; `files` are the
     /// conflicting paths, for the merge agent.
     Conflict { files: Vec<String> },
+    /// The branch has the target's tip already: nothing to merge; the branch's tip.
+    UpToDate(CommitId),
 }
 
 /// What a merge must check before it moves the target: which files need a person's approval,
@@ -142,7 +144,8 @@ impl Repo {
     /// would, when git can do it without a person or an agent: the merge is computed in
     /// memory (libgit2), and only a merge without conflicts is committed (parents: the branch
     /// tip, then the target tip), moving the branch by compare-and-swap; the bead's worktree,
-    /// which the daemon's commit of the last step left clean, is then checked out at it.
+    /// which the daemon's commit of the last step left clean, is then checked out at it. A
+    /// branch that has the target's tip already is left as it is (no empty merge commit).
     pub fn merge_target_into_branch(
         &self,
         bead: &BeadId,
@@ -153,6 +156,9 @@ impl Repo {
         let what = || format!("merging `{target}` into the branch of bead `{bead}`");
         let ours = branch_tip(&repo, bead)?;
         let theirs = target_tip(&repo, target)?;
+        if contains(&repo, ours.id(), theirs.id()).ctx(what)? {
+            return Ok(BranchMerge::UpToDate(ours.id().into()));
+        }
         let mut index = repo.merge_commits(&ours, &theirs, None).ctx(what)?;
         if index.has_conflicts() {
             let mut files = BTreeSet::new();
@@ -313,6 +319,16 @@ impl Repo {
         let repo = self.main_repo()?;
         let tip = target_tip(&repo, target)?.id();
         Ok(tip.into())
+    }
+
+    /// Whether the bead's branch has the target's tip: it is the branch tip or one of its
+    /// ancestors.
+    pub fn branch_has(&self, bead: &BeadId, target: &str) -> Result<bool, GitError> {
+        let repo = self.main_repo()?;
+        let tip = branch_tip(&repo, bead)?;
+        let theirs = target_tip(&repo, target)?;
+        contains(&repo, tip.id(), theirs.id())
+            .ctx(|| format!("comparing `{}` with `{target}`", branch_name(bead)))
     }
 
     /// Whether the bead's branch tip is the target's tip or one of its ancestors, or the

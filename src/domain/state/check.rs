@@ -58,6 +58,7 @@ impl State {
             | EventBody::MergeApproved { bead, step, .. }
             | EventBody::MergeStarted { bead, step }
             | EventBody::ForgePushed { bead, step, .. }
+            | EventBody::ForgeOutdated { bead, step, .. }
             | EventBody::AgentTool { bead, step, .. } => {
                 self.check_exists(bead, created)?;
                 self.check_exists(step, created)

@@ -474,6 +474,12 @@ impl State {
                     })
                 });
             }
+            EventBody::ForgeOutdated { step, number, .. } => {
+                let waiting = Some(Phase::PullRequest { number });
+                if self.get(step.as_str()).and_then(|s| s.step_meta()?.phase) == waiting {
+                    self.modify_meta(&step, |m| m.phase = Some(Phase::Merging));
+                }
+            }
             EventBody::ForgeIssueWritten { bead, write, .. } => {
                 self.modify(&bead, |b| {
                     forge::modify_link(b, |link| forge::note_written(link, write))

@@ -170,6 +170,30 @@ fn merge_refuses_a_branch_that_does_not_contain_the_target() {
 }
 
 #[test]
+fn a_branch_that_has_the_target_already_is_left_as_it_is() {
+    let (f, b, wt) = Fixture::with_bead();
+    write(&wt.path.join("hello.txt"), "hi\n");
+    let tip = f.commit(&b, "implement");
+    // `main` is where the branch started: nothing to merge, and no empty merge commit.
+    assert_eq!(
+        f.repo.merge_target_into_branch(&b, "main").expect("merge"),
+        BranchMerge::UpToDate(tip.clone())
+    );
+    // Once merged, the moved target is in the branch: merging again changes nothing.
+    write(&f.ws.join("other.txt"), "other\n");
+    commit_everything(&f.ws, "target moved on");
+    let BranchMerge::Merged(merged) = f.repo.merge_target_into_branch(&b, "main").expect("merge")
+    else {
+        panic!("a clean merge expected");
+    };
+    assert_ne!(merged, tip);
+    assert_eq!(
+        f.repo.merge_target_into_branch(&b, "main").expect("merge"),
+        BranchMerge::UpToDate(merged)
+    );
+}
+
+#[test]
 fn merge_after_the_agent_merged_the_target_into_the_branch() {
     // The merge agent runs `git merge main` and stops without committing; the daemon's commit
     // must record the merge so that the target becomes an ancestor of the branch.

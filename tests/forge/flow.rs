@@ -28,6 +28,37 @@ fn setup(api: Api, test: &str) -> Option<&'static Validated> {
     v
 }
 
+/// What a test runs against: the shared mock speaking `api` behind Prism, a bare repository
+/// served by `git daemon` as the remote, the token in a file only its owner may read (outside
+/// `/tmp`, which the sandbox replaces anyway), and a webhook receiver. `None`, saying why,
+/// without Prism or `git daemon`.
+struct Scene {
+    v: &'static Validated,
+    remote: GitRemote,
+    token: std::path::PathBuf,
+    hook: String,
+    heard: Arc<Mutex<Vec<Value>>>,
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+async fn scene(api: Api, test: &str, remote: &str) -> Option<Scene> {
+    let v = setup(api, test)?;
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let remote = GitRemote::serve(dir.path(), remote).await?;
+    let secrets =
+        tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a folder for the token");
+    let token = token_file(secrets.path());
+    let (hook, heard) = receiver().await;
+    Some(Scene {
+        v,
+        remote,
+        token,
+        hook,
+        heard,
+        _dirs: (dir, secrets),
+    })
+}
+
 /// An implementer, then the merge; `{gate}` is where a gate goes.
 const FLOW: &str = r#"
 formula = "flow"
@@ -138,17 +169,17 @@ async fn on_forgejo_an_issue_becomes_a_pull_request_that_a_review_fixes_and_a_me
 async fn issue_to_merge(api: Api) {
     let test =
         format!("an_issue_becomes_a_pull_request_that_a_review_fixes_and_a_merge_closes ({api:?})");
-    let Some(v) = setup(api, &test) else {
+    let Some(Scene {
+        v,
+        remote,
+        token,
+        hook,
+        heard,
+        _dirs,
+    }) = scene(api, &test, "flow.git").await
+    else {
         return;
     };
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let Some(remote) = GitRemote::serve(dir.path(), "flow.git").await else {
-        return;
-    };
-    let secrets =
-        tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a folder for the token");
-    let token = token_file(secrets.path());
-    let (hook, heard) = receiver().await;
     let repo = "acme/flow";
     let issue = v.mock.open_issue(
         repo,
@@ -411,18 +442,22 @@ async fn issue_to_merge(api: Api) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels() {
-    let Some(v) = setup(
+    let Some(Scene {
+        v,
+        remote,
+        token,
+        hook,
+        _dirs,
+        ..
+    }) = scene(
         Api::GitHub,
         "a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels",
-    ) else {
+        "paused.git",
+    )
+    .await
+    else {
         return;
     };
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let Some(remote) = GitRemote::serve(dir.path(), "paused.git").await else {
-        return;
-    };
-    let token = token_file(dir.path());
-    let (hook, _heard) = receiver().await;
     let repo = "acme/paused";
     // The forge's first answer is a rate limit: its `retry-after` is not in GitHub's
     // description of every operation, so this daemon talks to the mock directly.
@@ -514,13 +549,7 @@ async fn a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels()
 
     // Someone merges on the forge: the next bead starts from the forge's `main`, which the
     // daemon fetched, not from its own, which it does not move.
-    let clone = dir.path().join("someone");
-    git(dir.path(), &["clone", "-q", &remote.url, "someone"]);
-    std::fs::write(clone.join("merged.txt"), "merged on the forge\n").expect("write");
-    git(&clone, &["add", "merged.txt"]);
-    git(&clone, &["commit", "-q", "-m", "merged on the forge"]);
-    git(&clone, &["push", "-q", "origin", "HEAD:main"]);
-    let merged = git(&clone, &["rev-parse", "HEAD"]);
+    let merged = remote.someone_commits("merged.txt", "merged on the forge\n");
     let repo_dir = daemon.repo.clone();
     eventually("the daemon to fetch the forge's main", async || {
         let fetched = std::process::Command::new("git")
@@ -684,18 +713,22 @@ responses = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pull_request_the_forge_cannot_merge_gets_the_forges_target_merged_in() {
-    let Some(v) = setup(
+    let Some(Scene {
+        v,
+        remote,
+        token,
+        hook,
+        _dirs,
+        ..
+    }) = scene(
         Api::GitHub,
         "a_pull_request_the_forge_cannot_merge_gets_the_forges_target_merged_in",
-    ) else {
+        "outdated.git",
+    )
+    .await
+    else {
         return;
     };
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let Some(remote) = GitRemote::serve(dir.path(), "outdated.git").await else {
-        return;
-    };
-    let token = token_file(dir.path());
-    let (hook, _heard) = receiver().await;
     let repo = "acme/outdated";
     // The merge agent merges what it is told to, keeping the bead's side, as a real one
     // would after resolving.
@@ -733,22 +766,23 @@ responses = [{ tools = [{ name = "Bash", input = { command = "git -c user.name=s
         .await;
     let number = opened["number"].as_u64().expect("a number");
     let first = opened["head"].as_str().expect("a head").to_owned();
+    // A push to the same pull request whose head has `commit` and keeps the bead's side of
+    // `feature.txt`; gives the head.
+    let same_pull_request_with = |pushed: &Value, commit: &str| {
+        assert_eq!(pushed["number"], number, "the same pull request");
+        let head = pushed["head"].as_str().expect("a head").to_owned();
+        git(
+            &remote.bare,
+            &["merge-base", "--is-ancestor", commit, &head],
+        );
+        let feature = git(&remote.bare, &["show", &format!("{head}:feature.txt")]);
+        assert_eq!(feature, "ours");
+        head
+    };
 
     // Someone merges other work on the forge, and the forge says the pull request cannot be
     // merged: the daemon merges the forge's main into the branch itself, and pushes.
-    let someone = dir.path().join("someone");
-    git(dir.path(), &["clone", "-q", &remote.url, "someone"]);
-    let commit_on_main = |file: &str, text: &str| {
-        std::fs::write(someone.join(file), text).expect("write");
-        git(&someone, &["add", file]);
-        git(
-            &someone,
-            &["commit", "-q", "-m", &format!("someone's {file}")],
-        );
-        git(&someone, &["push", "-q", "origin", "HEAD:main"]);
-        git(&someone, &["rev-parse", "HEAD"])
-    };
-    let other = commit_on_main("other.txt", "other\n");
+    let other = remote.someone_commits("other.txt", "other\n");
     v.mock.set_mergeable(repo, number, Some(false));
     daemon
         .wait_for("the pull request to be seen outdated", |e| {
@@ -761,16 +795,7 @@ responses = [{ tools = [{ name = "Bash", input = { command = "git -c user.name=s
             pushed(vec![first.clone()]),
         )
         .await;
-    assert_eq!(updated["number"], number, "the same pull request");
-    let second = updated["head"].as_str().expect("a head").to_owned();
-    git(
-        &remote.bare,
-        &["merge-base", "--is-ancestor", &other, &second],
-    );
-    assert_eq!(
-        git(&remote.bare, &["show", &format!("{second}:feature.txt")]),
-        "ours"
-    );
+    let second = same_pull_request_with(&updated, &other);
     assert!(
         !daemon.roles_of(&id).iter().any(|r| r == "merge"),
         "git merged it: no merge agent"
@@ -778,7 +803,7 @@ responses = [{ tools = [{ name = "Bash", input = { command = "git -c user.name=s
 
     // Someone changes the same file on the forge: the merge agent resolves the conflict,
     // and the resolution is pushed to the same pull request.
-    let theirs = commit_on_main("feature.txt", "theirs\n");
+    let theirs = remote.someone_commits("feature.txt", "theirs\n");
     let conflict = daemon
         .wait_for("the conflict", |e| {
             e["type"] == "merge.conflict" && e["bead"] == id.as_str()
@@ -796,16 +821,7 @@ responses = [{ tools = [{ name = "Bash", input = { command = "git -c user.name=s
             pushed(vec![first.clone(), second.clone()]),
         )
         .await;
-    assert_eq!(resolved["number"], number, "the same pull request");
-    let third = resolved["head"].as_str().expect("a head").to_owned();
-    git(
-        &remote.bare,
-        &["merge-base", "--is-ancestor", &theirs, &third],
-    );
-    assert_eq!(
-        git(&remote.bare, &["show", &format!("{third}:feature.txt")]),
-        "ours"
-    );
+    same_pull_request_with(&resolved, &theirs);
     assert_eq!(
         daemon
             .roles_of(&id)

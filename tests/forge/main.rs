@@ -85,6 +85,22 @@ impl Drop for GitRemote {
 }
 
 impl GitRemote {
+    /// Someone else commits `text` as `file` to the remote's `main` from a clone of their
+    /// own, and pushes; gives the commit.
+    pub fn someone_commits(&self, file: &str, text: &str) -> String {
+        let dir = tempfile::tempdir().expect("a folder for someone's clone");
+        git(dir.path(), &["clone", "-q", &self.url, "someone"]);
+        let clone = dir.path().join("someone");
+        std::fs::write(clone.join(file), text).expect("write");
+        git(&clone, &["add", file]);
+        git(
+            &clone,
+            &["commit", "-q", "-m", &format!("someone's {file}")],
+        );
+        git(&clone, &["push", "-q", "origin", "HEAD:main"]);
+        git(&clone, &["rev-parse", "HEAD"])
+    }
+
     /// Serves a new bare repository `name` from a folder in `dir`; `None`, saying so, when
     /// `git daemon` is not installed.
     pub async fn serve(dir: &Path, name: &str) -> Option<GitRemote> {

@@ -116,6 +116,16 @@ pub(crate) struct Repo {
     pub requests: Vec<Recorded>,
 }
 
+impl Repo {
+    /// The labels of issue or pull request `number`, if there is one.
+    pub fn labels_of(&mut self, number: u64) -> Option<&mut Vec<String>> {
+        match self.issues.get_mut(&number) {
+            Some(issue) => Some(&mut issue.labels),
+            None => self.pulls.get_mut(&number).map(|p| &mut p.labels),
+        }
+    }
+}
+
 /// An answer to give instead of a call's: a rate limit, an outage, or (status 200) an answer
 /// that is not what the operation returns, to show the validator catches it (the mock GitHub
 /// gives an error body, the mock Forgejo the message alone, as a JSON string).

@@ -481,11 +481,7 @@ async fn add_labels(State(ctx): State<Ctx>, Path((o, r, n)): NumberPath, body: B
     let repo = format!("{o}/{r}");
     let mut state = ctx.mock.lock();
     let rs = state.repo(&repo);
-    let labels = if let Some(i) = rs.issues.get_mut(&n) {
-        &mut i.labels
-    } else if let Some(p) = rs.pulls.get_mut(&n) {
-        &mut p.labels
-    } else {
+    let Some(labels) = rs.labels_of(n) else {
         return not_found();
     };
     for name in names {
@@ -509,11 +505,7 @@ async fn remove_label(
     let repo = format!("{o}/{r}");
     let mut state = ctx.mock.lock();
     let rs = state.repo(&repo);
-    let labels = if let Some(i) = rs.issues.get_mut(&n) {
-        &mut i.labels
-    } else if let Some(p) = rs.pulls.get_mut(&n) {
-        &mut p.labels
-    } else {
+    let Some(labels) = rs.labels_of(n) else {
         return not_found();
     };
     if !labels.contains(&name) {

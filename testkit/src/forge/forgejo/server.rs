@@ -492,11 +492,7 @@ async fn add_labels(State(ctx): State<Ctx>, Path((o, r, n)): IndexPath, body: By
         .filter(|name| existing.iter().any(|e| e == name))
         .map(str::to_owned)
         .collect();
-    let labels = if let Some(i) = rs.issues.get_mut(&n) {
-        &mut i.labels
-    } else if let Some(p) = rs.pulls.get_mut(&n) {
-        &mut p.labels
-    } else {
+    let Some(labels) = rs.labels_of(n) else {
         return not_found();
     };
     for name in names {
@@ -523,11 +519,7 @@ async fn remove_label(
     if !existing_labels(rs).contains(&name) {
         return not_found();
     }
-    let labels = if let Some(i) = rs.issues.get_mut(&n) {
-        &mut i.labels
-    } else if let Some(p) = rs.pulls.get_mut(&n) {
-        &mut p.labels
-    } else {
+    let Some(labels) = rs.labels_of(n) else {
         return not_found();
     };
     labels.retain(|l| *l != name);

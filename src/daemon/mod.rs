@@ -304,13 +304,11 @@ async fn run_with(
     let beads_file = loaded.config.beads.watch.clone();
     let cluster = loaded.config.cluster.clone();
     let models = loaded.config.known_models();
-    let webhooks = loaded.config.webhooks.clone();
     // The token is read once, here: a missing or readable-by-others file stops the start.
     let forge = match &loaded.config.forge {
         Some(config) => Some(engine::forge::ForgeWork::new(config, &paths.workspace)?),
         None => None,
     };
-    let (notified, seq) = (store.state().notified().clone(), store.state().seq());
     let (mut engine, handle, rx) = Engine::new(paths.clone(), store, loaded, repo, tracker.clone());
     if let Some(forge) = forge {
         engine.set_forge(forge);
@@ -320,15 +318,12 @@ async fn run_with(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    notify::start(
-        &webhooks,
-        &notified,
-        seq,
-        &handle.journal,
-        &workspace_name,
+    engine.set_notifier(notify::Notifier::new(
+        handle.journal.clone(),
+        workspace_name,
         handle.tx.clone(),
         shutdown.clone(),
-    );
+    ));
     let bus = if cluster.is_on() {
         let tx = handle.tx.clone();
         let record: crate::daemon::cluster::admit::Record = Arc::new(move |refused| {

@@ -36,9 +36,55 @@ pub struct Delivered {
     pub error: Option<String>,
 }
 
+/// The webhooks' posters, started again as a whole when the webhooks change.
+pub struct Notifier<T> {
+    journal: Journal,
+    /// The name bodies give.
+    workspace: String,
+    tx: mpsc::Sender<T>,
+    /// The daemon's stop.
+    stop: CancellationToken,
+    /// The running posters' stop: a child of the daemon's.
+    running: CancellationToken,
+}
+
+impl<T: From<Delivered> + Send + 'static> Notifier<T> {
+    pub fn new(
+        journal: Journal,
+        workspace: String,
+        tx: mpsc::Sender<T>,
+        stop: CancellationToken,
+    ) -> Notifier<T> {
+        Notifier {
+            journal,
+            workspace,
+            running: stop.child_token(),
+            tx,
+            stop,
+        }
+    }
+
+    /// Stops the posters running and starts one per webhook of `hooks`, each where it was
+    /// left (`notified`), or, without a record there, at `seq`, the journal's end. A notice a
+    /// stopped poster posted but nobody recorded yet is posted again; its `seq` says so.
+    pub fn start(&mut self, hooks: &[Webhook], notified: &BTreeMap<String, u64>, seq: u64) {
+        self.running.cancel();
+        self.running = self.stop.child_token();
+        start(
+            hooks,
+            notified,
+            seq,
+            &self.journal,
+            &self.workspace,
+            self.tx.clone(),
+            self.running.clone(),
+        );
+    }
+}
+
 /// Starts a task per webhook. `notified` is where each was left, `seq` the journal's end
 /// (where a webhook without a record starts), `workspace` the name bodies give.
-pub fn start<T: From<Delivered> + Send + 'static>(
+fn start<T: From<Delivered> + Send + 'static>(
     hooks: &[Webhook],
     notified: &BTreeMap<String, u64>,
     seq: u64,

@@ -12,6 +12,7 @@ use axum::http::StatusCode;
 use serde_json::Value;
 
 use catalyst::protocol::BeadInput;
+use catalyst_testkit::poll::eventually;
 use catalyst_testkit::{bead, TestDaemon};
 
 /// What the receiver was posted, by webhook (the last part of its path), and how many posts to
@@ -295,4 +296,93 @@ async fn webhooks_hear_each_notice_once_and_a_failing_one_holds_nothing_back() {
         seen.contains("CATALYST_STEP="),
         "the agent's environment: {seen}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_puts_changed_webhooks_in_force_at_once() {
+    let (base, receiver) = receiver().await;
+    let before = format!(
+        "webhooks = [{{ name = \"team\", url = \"{base}/team\", notices = [\"merged\"] }}]"
+    );
+    let daemon = TestDaemon::start(SCENARIO, &format!("{before}\n")).await;
+    daemon.add_formula("stuck", STUCK).await;
+    let stuck = |title: &str| BeadInput {
+        formula: Some("stuck".into()),
+        ..bead(title)
+    };
+    // `team` hears merges only: a merge is posted to it, a blocked bead is not.
+    let merged = daemon.submit(bead("Merged")).await;
+    daemon.wait_status(&merged, "closed").await;
+    daemon
+        .wait_for("the merge notice", |e| {
+            e["type"] == "notify.sent" && e["hook"] == "team"
+        })
+        .await;
+    let first = daemon.submit(stuck("First")).await;
+    daemon.wait_status(&first, "blocked").await;
+
+    // The config now has `team` hearing blocked beads too, and a new webhook `chat`.
+    let config = daemon.paths.config();
+    let text = std::fs::read_to_string(&config).expect("config");
+    let after = format!(
+        "webhooks = [{{ name = \"team\", url = \"{base}/team\", notices = [\"merged\", \"blocked\"] }}, \
+         {{ name = \"chat\", url = \"{base}/chat\", format = \"slack\", notices = [\"blocked\"] }}]"
+    );
+    let changed = text.replace(&before, &after);
+    assert_ne!(changed, text, "the webhooks line is in the config");
+    std::fs::write(&config, changed).expect("write the config");
+    let (code, _, err) = daemon.ctl(&["reload"], "").await;
+    assert_eq!(code, 0, "{err}");
+
+    // The next blocked bead is posted to both, without a restart; the change applies from
+    // the next notice, so the bead blocked before it is not posted late.
+    let second = daemon.submit(stuck("Second")).await;
+    daemon.wait_status(&second, "blocked").await;
+    for hook in ["team", "chat"] {
+        daemon
+            .wait_for(&format!("the notice to {hook}"), |e| {
+                e["type"] == "notify.sent" && e["hook"] == hook && e["kind"] == "blocked"
+            })
+            .await;
+    }
+    // The poster of `team` as it was is stopped: a merge is posted to `team` once. (Its next
+    // notice, in journal order, is posted after the merge's.)
+    let again = daemon.submit(bead("Merged again")).await;
+    daemon.wait_status(&again, "closed").await;
+    let third = daemon.submit(stuck("Third")).await;
+    daemon.wait_status(&third, "blocked").await;
+    eventually("team to hear of the third bead", async || {
+        let heard = receiver.bodies("team");
+        heard
+            .iter()
+            .any(|b| b["bead"] == third.as_str())
+            .then_some(())
+    })
+    .await;
+    let team: Vec<(Value, Value)> = receiver
+        .bodies("team")
+        .iter()
+        .map(|b| (b["kind"].clone(), b["bead"].clone()))
+        .collect();
+    assert_eq!(
+        team,
+        [
+            ("merged".into(), merged.as_str().into()),
+            ("blocked".into(), second.as_str().into()),
+            ("merged".into(), again.as_str().into()),
+            ("blocked".into(), third.as_str().into()),
+        ],
+        "{team:?}"
+    );
+    let chat: Vec<String> = receiver
+        .bodies("chat")
+        .iter()
+        .map(|b| b["text"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(chat.len(), 2, "{chat:?}");
+    assert!(
+        chat[0].contains(&format!("{second} is blocked")),
+        "{chat:?}"
+    );
+    assert!(chat[1].contains(&format!("{third} is blocked")), "{chat:?}");
 }

@@ -1,5 +1,6 @@
 //! Config, prompts and formulas: read at start, replaced file by file on reload.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -282,9 +283,24 @@ impl Engine {
             );
         }
         if loaded.config.webhooks != self.loaded.config.webhooks {
-            tracing::warn!(
-                "`webhooks` changed: the daemon posts to them as changed after a restart"
-            );
+            if let Some(notifier) = self.notifier.as_mut() {
+                // A webhook as it was goes on where it was left; a new or changed one starts
+                // with the next notice, not with those it was not set to hear.
+                let state = self.store.state();
+                let (old, new) = (&self.loaded.config.webhooks, &loaded.config.webhooks);
+                let unchanged = |name: &str| {
+                    let was = old.iter().find(|h| h.name == name);
+                    was.is_some() && was == new.iter().find(|h| h.name == name)
+                };
+                let kept: BTreeMap<String, u64> = state
+                    .notified()
+                    .iter()
+                    .filter(|(name, _)| unchanged(name))
+                    .map(|(name, seq)| (name.clone(), *seq))
+                    .collect();
+                notifier.start(&loaded.config.webhooks, &kept, state.seq());
+                tracing::info!("`webhooks` changed: posting to them as they are now");
+            }
         }
         if loaded.config.forge != self.loaded.config.forge {
             tracing::warn!("`[forge]` changed: the daemon uses it as changed after a restart");

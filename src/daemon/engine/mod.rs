@@ -114,6 +114,8 @@ pub struct Engine {
     slots: Arc<crate::daemon::runner::AgentSlots>,
     /// Where merges go as pull requests and issues come from, when `[forge]` is set.
     forge: Option<forge::ForgeWork>,
+    /// The webhooks' posters, started again when a reload changes `webhooks`.
+    notifier: Option<crate::daemon::notify::Notifier<Input>>,
 }
 
 /// A handler's failure: either a refusal for the client or a storage failure.
@@ -177,6 +179,7 @@ impl Engine {
             remote: None,
             slots,
             forge: None,
+            notifier: None,
         };
         (engine, handle, rx)
     }

@@ -371,10 +371,18 @@ pub enum EventBody {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
-    /// Forge work (pushes, pull requests, issues) waits until `until`: the forge's rate limit
-    /// or an outage. Local work goes on.
+    /// Forge work (pushes, pull requests, issues) waits until `until`: the forge's rate limit,
+    /// an outage, or a refusal of the whole poll (a revoked token, a missing permission).
+    /// `refusals`: how many refusals in a row this pause is, since forge work last went on
+    /// (0: not a refusal); the first is a notice, since only a person can end them. Local work
+    /// goes on.
     #[serde(rename = "forge.paused")]
-    ForgePaused { until: Timestamp, reason: String },
+    ForgePaused {
+        until: Timestamp,
+        reason: String,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        refusals: u32,
+    },
     /// The forge answered again after a pause.
     #[serde(rename = "forge.resumed")]
     ForgeResumed {},
@@ -604,6 +612,10 @@ fn double_option<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(d).map(Some)
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

@@ -16,11 +16,12 @@ use crate::domain::id::BeadId;
 pub const BLOCKED_COMMENT: &str = "[daemon] BLOCKED:";
 
 /// The event types a notice may come from, for the notifier's subscription.
-pub const SOURCE_TYPES: [&str; 6] = [
+pub const SOURCE_TYPES: [&str; 7] = [
     "gate.waiting",
     "merge.held",
     "bead.comment",
     "dispatch.paused",
+    "forge.paused",
     "budget.reached",
     "merge.completed",
 ];
@@ -75,6 +76,19 @@ pub fn notice(event: &Event) -> Option<Notice> {
             NoticeKind::Paused,
             None,
             format!("dispatching ({scope} steps) is paused until {until}: {reason}; {help}"),
+        ),
+        // The first refusal in a row: only a person ends them. Rate limits and outages end
+        // by themselves, and each refusal after the first would say the same again.
+        EventBody::ForgePaused {
+            until,
+            reason,
+            refusals: 1,
+        } => (
+            NoticeKind::Paused,
+            None,
+            format!(
+                "forge work is paused until {until}, and tried again later: {reason}; check the forge token and its permissions"
+            ),
         ),
         EventBody::BudgetReached {
             scope,
@@ -209,6 +223,30 @@ mod tests {
                     until: None,
                 },
                 Some((NoticeKind::Budget, "the total spending reached its limit: agents spent $10.50 of $10.00")),
+            ),
+            (
+                EventBody::ForgePaused {
+                    until: Timestamp::parse("2026-11-29T07:01:00Z").expect("time"),
+                    reason: "the forge refused `list issues` (401): Bad credentials".into(),
+                    refusals: 1,
+                },
+                Some((NoticeKind::Paused, "forge work is paused until 2026-11-29T07:01:00Z, and tried again later: the forge refused `list issues` (401): Bad credentials; check the forge token")),
+            ),
+            (
+                EventBody::ForgePaused {
+                    until: Timestamp::parse("2026-11-29T07:03:00Z").expect("time"),
+                    reason: "the forge refused `list issues` (401): Bad credentials".into(),
+                    refusals: 2,
+                },
+                None,
+            ),
+            (
+                EventBody::ForgePaused {
+                    until: Timestamp::parse("2026-11-29T07:01:00Z").expect("time"),
+                    reason: "the forge's rate limit is used up".into(),
+                    refusals: 0,
+                },
+                None,
             ),
             (EventBody::WorktreeRemoved { bead: id("cat-5") }, None),
         ];

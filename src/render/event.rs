@@ -192,7 +192,9 @@ fn detail(body: &EventBody) -> String {
                 first_line(e)
             ),
         },
-        B::ForgePaused { until, reason } => format!("until {until}: {}", first_line(reason)),
+        B::ForgePaused { until, reason, .. } => {
+            format!("until {until}: {}", first_line(reason))
+        }
         B::NotifySent { event, tries, .. } => format!("event {event}, try {tries}"),
         B::NotifyFailed {
             event,

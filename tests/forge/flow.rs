@@ -843,3 +843,62 @@ responses = [{ tools = [{ name = "Bash", input = { command = "git -c user.name=s
         .count();
     assert_eq!(outdated, 2, "once for each move of the forge's main");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_token_pauses_forge_work_and_a_person_is_told() {
+    let Some(Scene {
+        v,
+        remote,
+        token,
+        hook,
+        heard,
+        _dirs,
+    }) = scene(
+        Api::GitHub,
+        "a_refused_token_pauses_forge_work_and_a_person_is_told",
+        "refused.git",
+    )
+    .await
+    else {
+        return;
+    };
+    let repo = "acme/refused";
+    // The forge refuses the token on its first call, the issue list. (A 401 is not in
+    // GitHub's description of every operation, so this daemon talks to the mock directly.)
+    v.mock.fail_next(
+        repo,
+        Failure {
+            status: 401,
+            headers: Vec::new(),
+            message: "Bad credentials".into(),
+        },
+    );
+    let config = forge_config("github", &v.mock_url, repo, &remote.url, &token, &hook)
+        .replace("notices = [\"merged\"]", "notices = [\"paused\"]");
+    let ws = Workspace::new("", &config);
+    git(&ws.repo, &["push", "-q", &remote.url, "main"]);
+    let daemon = ws.start().await;
+    let paused = daemon
+        .wait_for("forge work to pause", |e| e["type"] == "forge.paused")
+        .await;
+    assert_eq!(paused["refusals"], 1, "{paused}");
+    let reason = paused["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("401") && reason.contains("Bad credentials"),
+        "{paused}"
+    );
+    let sent = daemon
+        .wait_for("the notice", |e| {
+            e["type"] == "notify.sent" && e["kind"] == "paused"
+        })
+        .await;
+    assert_eq!(sent["event"], paused["seq"]);
+    let told: Vec<Value> = heard.lock().expect("receiver").clone();
+    assert_eq!(told.len(), 1, "{told:?}");
+    let text = told[0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("forge work is paused") && text.contains("check the forge token"),
+        "{text}"
+    );
+    assert!(!text.contains(TOKEN), "{text}");
+}

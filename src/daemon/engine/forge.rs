@@ -53,6 +53,8 @@ pub struct ForgeWork {
     paused: Option<(Instant, u32)>,
     /// What the last pause said, for `status`.
     pause_said: Option<ForgePause>,
+    /// The refusals of the whole poll in a row since forge work last went on.
+    refusals: u32,
     /// The forge's target branch as last fetched (a ref of the repository), once fetched:
     /// where new beads start, since the forge merges.
     start_point: Option<String>,
@@ -77,6 +79,7 @@ impl ForgeWork {
             next_poll: Instant::now(),
             paused: None,
             pause_said: None,
+            refusals: 0,
             start_point: None,
         })
     }
@@ -419,6 +422,7 @@ impl Engine {
         if report.paused.is_none() && was_paused && (report.polled || !report.pushed.is_empty()) {
             if let Some(forge) = self.forge.as_mut() {
                 forge.paused = None;
+                forge.refusals = 0;
                 forge.pause_said = None;
             }
             tracing::info!("the forge answers again: forge work goes on");
@@ -511,8 +515,18 @@ impl Engine {
             reason: reason.clone(),
         });
         tracing::warn!(%until, "{reason}; forge work waits, local work goes on");
-        self.record(vec![EventBody::ForgePaused { until, reason }])
-            .map(drop)
+        let refusals = if error.is_transient() {
+            0
+        } else {
+            forge.refusals += 1;
+            forge.refusals
+        };
+        self.record(vec![EventBody::ForgePaused {
+            until,
+            reason,
+            refusals,
+        }])
+        .map(drop)
     }
 
     /// Acts on what a bead's pull request says now.

@@ -709,7 +709,7 @@ impl Task {
         let up_to = report.fetched.clone().or_else(|| self.up_to.clone());
         for push in job.pushes {
             if let Some(target) = &up_to {
-                if let Some(conflict) = self.bring_up_to_date(&push, target).await {
+                if let Some(conflict) = self.target_conflict(&push, target).await {
                     report.conflicts.push(conflict);
                     continue;
                 }
@@ -757,16 +757,26 @@ impl Task {
         Ok(())
     }
 
-    /// Merges the forge's `target` into the bead's branch when it has moved on, as the local
-    /// merge does; gives the conflict when only the merge agent can. A branch that cannot be
-    /// merged for another reason is pushed as it is: the forge shows what is wrong.
-    async fn bring_up_to_date(&self, job: &PushJob, target: &str) -> Option<Conflicted> {
+    /// Gives the conflict of the forge's `target` with the bead's branch, for the merge agent:
+    /// a branch git can merge is pushed as it is (the forge merges it), but for a pull request
+    /// the forge could not merge (`outdated`), whose branch the daemon merges the target into,
+    /// as the local merge does. A branch that cannot be merged for another reason is pushed as
+    /// it is: the forge shows what is wrong.
+    async fn target_conflict(&self, job: &PushJob, target: &str) -> Option<Conflicted> {
         let (git, work, into) = (self.git.clone(), job.work.clone(), target.to_owned());
+        let update = job.link.as_ref().is_some_and(|l| l.outdated);
         let merged = tokio::task::spawn_blocking(move || {
-            let merged = git.merge_target_into_branch(&work, &into)?;
-            let BranchMerge::Conflict { files } = merged else {
-                return Ok(None);
+            let files = if update {
+                match git.merge_target_into_branch(&work, &into)? {
+                    BranchMerge::Conflict { files } => files,
+                    _ => Vec::new(),
+                }
+            } else {
+                git.conflicts_with(&work, &into)?
             };
+            if files.is_empty() {
+                return Ok(None);
+            }
             let tips = (git.target_head(&into)?, git.head(&work)?);
             Ok::<_, crate::daemon::worktree::GitError>(Some((files, tips)))
         })

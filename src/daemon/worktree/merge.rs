@@ -159,20 +159,10 @@ impl Repo {
         if contains(&repo, ours.id(), theirs.id()).ctx(what)? {
             return Ok(BranchMerge::UpToDate(ours.id().into()));
         }
-        let mut index = repo.merge_commits(&ours, &theirs, None).ctx(what)?;
-        if index.has_conflicts() {
-            let mut files = BTreeSet::new();
-            for conflict in index.conflicts().ctx(what)? {
-                let conflict = conflict.ctx(what)?;
-                let entry = conflict.our.or(conflict.their).or(conflict.ancestor);
-                if let Some(entry) = entry {
-                    files.insert(String::from_utf8_lossy(&entry.path).into_owned());
-                }
-            }
-            return Ok(BranchMerge::Conflict {
-                files: files.into_iter().collect(),
-            });
-        }
+        let mut index = match merged_index(&repo, &ours, &theirs).ctx(what)? {
+            Ok(index) => index,
+            Err(files) => return Ok(BranchMerge::Conflict { files }),
+        };
         let tree_id = index.write_tree_to(&repo).ctx(what)?;
         let tree = repo.find_tree(tree_id).ctx(what)?;
         let (author, committer) = self.signatures(&repo).ctx(what)?;
@@ -319,6 +309,23 @@ impl Repo {
         let repo = self.main_repo()?;
         let tip = target_tip(&repo, target)?.id();
         Ok(tip.into())
+    }
+
+    /// The files in which the target and the bead's branch change the same lines, from the
+    /// merge [`Repo::merge_target_into_branch`] would make; empty when git merges them, or
+    /// the branch has the target. Nothing is changed.
+    pub fn conflicts_with(&self, bead: &BeadId, target: &str) -> Result<Vec<String>, GitError> {
+        let repo = self.main_repo()?;
+        let ours = branch_tip(&repo, bead)?;
+        let theirs = target_tip(&repo, target)?;
+        let what = || format!("merging `{target}` into the branch of bead `{bead}`");
+        if contains(&repo, ours.id(), theirs.id()).ctx(what)? {
+            return Ok(Vec::new());
+        }
+        Ok(merged_index(&repo, &ours, &theirs)
+            .ctx(what)?
+            .err()
+            .unwrap_or_default())
     }
 
     /// Whether the bead's branch has the target's tip: it is the branch tip or one of its
@@ -517,6 +524,26 @@ fn replay(
         base = repo.find_commit(id)?;
     }
     Ok((base.id() != onto.id() && base.tree_id() == tip.tree_id()).then_some(base.id()))
+}
+
+/// The merge of `theirs` into `ours`, in memory: its index, or the files that conflict.
+fn merged_index(
+    repo: &Repository,
+    ours: &git2::Commit<'_>,
+    theirs: &git2::Commit<'_>,
+) -> Result<Result<git2::Index, Vec<String>>, git2::Error> {
+    let index = repo.merge_commits(ours, theirs, None)?;
+    if !index.has_conflicts() {
+        return Ok(Ok(index));
+    }
+    let mut files = BTreeSet::new();
+    for conflict in index.conflicts()? {
+        let conflict = conflict?;
+        if let Some(entry) = conflict.our.or(conflict.their).or(conflict.ancestor) {
+            files.insert(String::from_utf8_lossy(&entry.path).into_owned());
+        }
+    }
+    Ok(Err(files.into_iter().collect()))
 }
 
 /// Whether `tip` is `target` or one of its ancestors.

@@ -49,6 +49,10 @@ pub struct PullRequestLink {
     /// The head commit (the forge's) whose failing checks got a fix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answered_checks: Option<String>,
+    /// The forge could not merge it while its branch lacked the forge's target
+    /// (`forge.outdated`): the next push merges the target in first.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outdated: bool,
 }
 
 /// A write to a bead's issue.

@@ -451,6 +451,7 @@ impl State {
                             number,
                             url,
                             head,
+                            outdated: false,
                             ..same.unwrap_or_default()
                         });
                     })
@@ -474,10 +475,17 @@ impl State {
                     })
                 });
             }
-            EventBody::ForgeOutdated { step, number, .. } => {
+            EventBody::ForgeOutdated { bead, step, number } => {
                 let waiting = Some(Phase::PullRequest { number });
                 if self.get(step.as_str()).and_then(|s| s.step_meta()?.phase) == waiting {
                     self.modify_meta(&step, |m| m.phase = Some(Phase::Merging));
+                    self.modify(&bead, |b| {
+                        forge::modify_link(b, |link| {
+                            if let Some(pr) = link.pull_request.as_mut() {
+                                pr.outdated = true;
+                            }
+                        })
+                    });
                 }
             }
             EventBody::ForgeIssueWritten { bead, write, .. } => {

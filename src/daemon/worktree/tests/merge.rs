@@ -194,6 +194,30 @@ fn a_branch_that_has_the_target_already_is_left_as_it_is() {
 }
 
 #[test]
+fn the_conflicts_with_a_target_are_found_without_changing_the_branch() {
+    let (f, b, wt) = Fixture::with_bead();
+    write(&wt.path.join("hello.txt"), "hi\n");
+    let tip = f.commit(&b, "implement");
+    assert!(f.repo.conflicts_with(&b, "main").expect("look").is_empty());
+    // The target moves on elsewhere: git would merge it, so nothing conflicts.
+    write(&f.ws.join("other.txt"), "other\n");
+    commit_everything(&f.ws, "other work");
+    assert!(f.repo.conflicts_with(&b, "main").expect("look").is_empty());
+    // The target writes the bead's file too: it conflicts there.
+    write(&f.ws.join("hello.txt"), "hello\n");
+    commit_everything(&f.ws, "the same file");
+    assert_eq!(
+        f.repo.conflicts_with(&b, "main").expect("look"),
+        ["hello.txt"]
+    );
+    assert_eq!(
+        f.repo.head(&b).expect("tip"),
+        tip,
+        "the branch is as it was"
+    );
+}
+
+#[test]
 fn merge_after_the_agent_merged_the_target_into_the_branch() {
     // The merge agent runs `git merge main` and stops without committing; the daemon's commit
     // must record the merge so that the target becomes an ancestor of the branch.

@@ -199,13 +199,6 @@ struct Pushed {
 }
 
 impl Engine {
-    /// Starts the webhooks' posters, and starts them again when a reload changes them.
-    pub fn set_notifier(&mut self, mut notifier: crate::daemon::notify::Notifier<Input>) {
-        let state = self.store.state();
-        notifier.start(&self.loaded.config.webhooks, state.notified(), state.seq());
-        self.notifier = Some(notifier);
-    }
-
     /// Hands bead merges and labelled issues to the forge from now on (`[forge]`).
     pub fn set_forge(&mut self, forge: ForgeWork) {
         self.forge = Some(forge);

@@ -17,7 +17,7 @@ use crate::domain::workflow::WorkflowFiles;
 use crate::protocol::RefusedFile;
 
 use super::error::LoadError;
-use super::Engine;
+use super::{Engine, Input};
 
 /// Config, prompts and formulas, replaced file by file on reload.
 #[derive(Clone, Debug)]
@@ -268,6 +268,13 @@ impl Engine {
                 format!("unknown formula `{name}` (known: {})", known.join(", "))
             }
         }
+    }
+
+    /// Starts the webhooks' posters, and starts them again when a reload changes them.
+    pub fn set_notifier(&mut self, mut notifier: crate::daemon::notify::Notifier<Input>) {
+        let state = self.store.state();
+        notifier.start(&self.loaded.config.webhooks, state.notified(), state.seq());
+        self.notifier = Some(notifier);
     }
 
     /// Puts newly read config, prompts and formulas in force.

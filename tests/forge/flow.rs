@@ -821,15 +821,37 @@ responses = [{ tools = [{ name = "Bash", input = { command = "git -c user.name=s
             pushed(vec![first.clone(), second.clone()]),
         )
         .await;
-    same_pull_request_with(&resolved, &theirs);
+    let third = same_pull_request_with(&resolved, &theirs);
+
+    // It changes that file again later: a new conflict, and the merge agent gets a new turn
+    // for it, not a failed attempt.
+    let again = remote.someone_commits("feature.txt", "theirs again\n");
+    let resolved = daemon
+        .wait_for(
+            "the second resolution to be pushed",
+            pushed(vec![first.clone(), second.clone(), third.clone()]),
+        )
+        .await;
+    same_pull_request_with(&resolved, &again);
+    let events = daemon.events().await;
+    let conflicts = events
+        .iter()
+        .filter(|e| e["type"] == "merge.conflict" && e["bead"] == id.as_str())
+        .count();
+    assert_eq!(conflicts, 2, "one for each change of the same file");
+    let failed: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "step.retry" && e["counted"] == true)
+        .collect();
+    assert!(failed.is_empty(), "no attempt failed: {failed:?}");
     assert_eq!(
         daemon
             .roles_of(&id)
             .iter()
             .filter(|r| *r == "merge")
             .count(),
-        1,
-        "the merge agent ran once, for the conflict"
+        2,
+        "the merge agent ran once for each conflict"
     );
 
     // Merged on the forge: the bead closes.
@@ -841,7 +863,7 @@ responses = [{ tools = [{ name = "Bash", input = { command = "git -c user.name=s
         .into_iter()
         .filter(|e| e["type"] == "forge.outdated")
         .count();
-    assert_eq!(outdated, 2, "once for each move of the forge's main");
+    assert_eq!(outdated, 3, "once for each move of the forge's main");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -443,7 +443,12 @@ impl State {
                 head,
             } => {
                 self.set_status(&step, Status::InProgress, None, ts);
-                self.modify_meta(&step, |m| m.phase = Some(Phase::PullRequest { number }));
+                // A push ends a merge: a later conflict with the forge's target is a new one,
+                // and the merge agent gets a turn for it.
+                self.modify_meta(&step, |m| {
+                    m.phase = Some(Phase::PullRequest { number });
+                    m.merge_agent = false;
+                });
                 self.modify(&bead, |b| {
                     forge::modify_link(b, |link| {
                         let same = link.pull_request.take().filter(|p| p.number == number);

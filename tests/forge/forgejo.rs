@@ -9,7 +9,7 @@ use catalyst::domain::config::forge::ForgeKind;
 use catalyst_testkit::forge::prism::{validated_forgejo, Validated};
 use catalyst_testkit::forge::{forgejo, Failure, MockGitHub};
 
-use crate::{client_of, TOKEN};
+use crate::{assert_open_from, client_of, TOKEN};
 
 /// The shared mock Forgejo behind Prism; `None`, saying which test skips, without Prism.
 fn setup(test: &str) -> Option<&'static Validated> {
@@ -54,18 +54,8 @@ async fn a_pull_request_is_opened_updated_read_and_seen_merged() {
     assert_eq!(pr.title, "Bead bead-1");
     assert_eq!(pr.head_sha.len(), 40);
     // Found again by its branch, as after a crash that lost its number.
-    let found = forge
-        .open_pull_request_from("bead-1")
-        .await
-        .expect("list pull requests");
-    assert_eq!(found.map(|p| p.number), Some(pr.number));
-    assert_eq!(
-        forge
-            .open_pull_request_from("bead-9")
-            .await
-            .expect("list pull requests"),
-        None
-    );
+    assert_open_from(&forge, "bead-1", Some(pr.number)).await;
+    assert_open_from(&forge, "bead-9", None).await;
     assert_eq!(pr.mergeable, Some(true));
 
     let updated = forge
@@ -91,14 +81,7 @@ async fn a_pull_request_is_opened_updated_read_and_seen_merged() {
         Some(false)
     );
     v.mock.merge(repo, pr.number);
-    assert_eq!(
-        forge
-            .open_pull_request_from("bead-1")
-            .await
-            .expect("list pull requests"),
-        None,
-        "a merged pull request is not open"
-    );
+    assert_open_from(&forge, "bead-1", None).await;
     let merged = forge.pull_request(pr.number).await.expect("get");
     assert_eq!((merged.state, merged.merged), (PrState::Closed, true));
 

@@ -44,6 +44,15 @@ pub fn client_of(kind: ForgeKind, api: &str, repository: &str) -> Forge {
     Forge::new(&config, Token::new(TOKEN)).expect("a forge client")
 }
 
+/// Asserts which open pull request comes from `branch`, by its number.
+pub async fn assert_open_from(forge: &Forge, branch: &str, number: Option<u64>) {
+    let found = forge
+        .open_pull_request_from(branch)
+        .await
+        .expect("list pull requests");
+    assert_eq!(found.map(|p| p.number), number, "from `{branch}`");
+}
+
 /// Runs git in `dir` with a fixed identity; gives its output, trimmed.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")

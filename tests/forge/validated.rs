@@ -6,7 +6,7 @@ use catalyst::daemon::forge::{ForgeError, NewPullRequest, PrState, ReviewState};
 use catalyst_testkit::forge::prism::{validated, Validated};
 use catalyst_testkit::forge::Failure;
 
-use crate::{client, TOKEN};
+use crate::{assert_open_from, client, TOKEN};
 
 /// The shared mock behind Prism; `None`, saying which test skips, without Prism.
 fn setup(test: &str) -> Option<&'static Validated> {
@@ -48,18 +48,8 @@ async fn a_pull_request_is_opened_updated_read_and_seen_merged() {
     assert_eq!(pr.title, "Bead bead-1");
     assert_eq!(pr.head_sha.len(), 40);
     // Found again by its branch, as after a crash that lost its number.
-    let found = forge
-        .open_pull_request_from("bead-1")
-        .await
-        .expect("list pull requests");
-    assert_eq!(found.map(|p| p.number), Some(pr.number));
-    assert_eq!(
-        forge
-            .open_pull_request_from("bead-9")
-            .await
-            .expect("list pull requests"),
-        None
-    );
+    assert_open_from(&forge, "bead-1", Some(pr.number)).await;
+    assert_open_from(&forge, "bead-9", None).await;
 
     let updated = forge
         .update_pull_request(pr.number, Some("Bead 1: done"), Some("New body."))
@@ -88,14 +78,7 @@ async fn a_pull_request_is_opened_updated_read_and_seen_merged() {
     );
 
     v.mock.merge(repo, pr.number);
-    assert_eq!(
-        forge
-            .open_pull_request_from("bead-1")
-            .await
-            .expect("list pull requests"),
-        None,
-        "a merged pull request is not open"
-    );
+    assert_open_from(&forge, "bead-1", None).await;
     let merged = forge.pull_request(pr.number).await.expect("get");
     assert_eq!((merged.state, merged.merged), (PrState::Closed, true));
 

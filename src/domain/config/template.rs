@@ -158,10 +158,10 @@ pub const KEYS: &[Key] = &[
     Key {
         key: "webhooks",
         note: "where notices of what needs a person (an approval, a blocked bead, paused \
-               dispatching, a budget reached) and of merges are posted: `name`, `url`, `format` \
-               (\"json\" or \"slack\"), `notices` (\"approval\", \"blocked\", \"paused\", \
-               \"budget\", \"merged\"; all by default), `tries` (8) and `retry_secs` (2, \
-               doubling); none by default (changing them needs a restart)",
+               dispatching or forge work, a budget reached) and of merges are posted: `name`, \
+               `url`, `format` (\"json\" or \"slack\"), `notices` (\"approval\", \"blocked\", \
+               \"paused\", \"budget\", \"merged\"; all by default), `tries` (8) and \
+               `retry_secs` (2, doubling); none by default (a reload puts a change in force)",
         example: Some(
             "[{ name = \"team\", url = \"https://hooks.slack.com/services/...\", format = \"slack\" }]",
         ),

@@ -346,12 +346,15 @@ async fn issue_to_merge(api: Api) {
         "{context}"
     );
 
-    // A check fails on the pull request's head: another fix, named after it, and another push.
+    // A check `main` requires fails on the pull request's head: another fix, named after
+    // it, and another push. A failing check nobody requires asks for nothing.
     let checked_sha = v
         .mock
         .pull(repo, number)
         .expect("the pull request")
         .head_sha;
+    v.mock.require_checks(repo, "main", &["ci/test"]);
+    v.mock.set_status(repo, &checked_sha, "ci/lint", "failure");
     v.mock.set_status(repo, &checked_sha, "ci/test", "failure");
     daemon
         .wait_for("the failing check to be taken", |e| {
@@ -374,6 +377,7 @@ async fn issue_to_merge(api: Api) {
         context.contains("Checks failing on") && context.contains("ci/test"),
         "{context}"
     );
+    assert!(!context.contains("ci/lint"), "not required: {context}");
 
     // Approved and merged on the forge: the bead closes, and so does the issue.
     v.mock.approve(repo, number);

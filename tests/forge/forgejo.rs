@@ -212,6 +212,15 @@ async fn statuses_are_the_checks_and_there_are_no_check_runs() {
         .expect("create");
     let sha = pr.head_sha.as_str();
 
+    // The target's protection says which checks are required, when it says any.
+    assert_eq!(forge.required_checks("main").await.expect("a branch"), None);
+    v.mock
+        .require_checks(repo, "main", &["ci/build", "ci/test"]);
+    assert_eq!(
+        forge.required_checks("main").await.expect("a branch"),
+        Some(vec!["ci/build".to_owned(), "ci/test".to_owned()])
+    );
+
     let none = forge.checks(sha).await.expect("checks");
     assert!(none.statuses.is_empty() && none.runs.is_empty());
 

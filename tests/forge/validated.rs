@@ -172,6 +172,15 @@ async fn failing_checks_are_told_from_passing_and_pending_ones() {
         .expect("create");
     let sha = pr.head_sha.as_str();
 
+    // The target's protection says which checks are required, when it says any.
+    assert_eq!(forge.required_checks("main").await.expect("a branch"), None);
+    v.mock
+        .require_checks(repo, "main", &["ci/build", "ci/test"]);
+    assert_eq!(
+        forge.required_checks("main").await.expect("a branch"),
+        Some(vec!["ci/build".to_owned(), "ci/test".to_owned()])
+    );
+
     let none = forge.checks(sha).await.expect("checks");
     assert!(none.failing().is_empty() && none.pending().is_empty());
 

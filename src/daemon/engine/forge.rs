@@ -262,6 +262,7 @@ impl Engine {
             blocked_label: forge.config.blocked_label.clone(),
             git,
             up_to,
+            target_branch: self.loaded.config.target_branch.clone(),
         };
         self.tasks
             .spawn(async move { Input::ForgeDone(Box::new(task.run(job, poll).await)) });
@@ -672,6 +673,8 @@ struct Task {
     git: Repo,
     /// The forge's target as last fetched, when branches are brought up to date with it.
     up_to: Option<String>,
+    /// The branch pull requests go into, whose protection says which checks are required.
+    target_branch: String,
 }
 
 impl Task {
@@ -723,8 +726,20 @@ impl Task {
                 }
             }
         }
+        // The checks the target's protection requires, read once for every pull request.
+        let required = match job.polls.is_empty() {
+            true => None,
+            false => match self.client.required_checks(&self.target_branch).await {
+                Ok(required) => required,
+                Err(e) if e.is_transient() => return Err(e),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the checks `{}` requires; every failing check asks for a fix", self.target_branch);
+                    None
+                }
+            },
+        };
         for poll in job.polls {
-            match self.news(poll.number).await {
+            match self.news(poll.number, required.clone()).await {
                 Ok(news) => {
                     let outdated = news.pull_request.mergeable == Some(false)
                         && match &up_to {
@@ -885,7 +900,11 @@ impl Task {
     }
 
     /// A pull request, its reviews, comments on lines and its head's checks.
-    async fn news(&self, number: u64) -> Result<PullRequestNews, ForgeError> {
+    async fn news(
+        &self,
+        number: u64,
+        required: Option<Vec<String>>,
+    ) -> Result<PullRequestNews, ForgeError> {
         let pull_request = self.client.pull_request(number).await?;
         if pull_request.merged || pull_request.state == forge::PrState::Closed {
             return Ok(PullRequestNews {
@@ -893,6 +912,7 @@ impl Task {
                 reviews: Vec::new(),
                 comments: Vec::new(),
                 checks: Default::default(),
+                required,
             });
         }
         let (reviews, comments) = self.client.reviews_and_comments(number).await?;
@@ -902,6 +922,7 @@ impl Task {
             reviews,
             comments,
             checks,
+            required,
         })
     }
 }

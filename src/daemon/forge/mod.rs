@@ -175,6 +175,14 @@ impl Forge {
         }
     }
 
+    /// The checks branch `branch`'s protection requires, or `None` when it names none.
+    pub async fn required_checks(&self, branch: &str) -> Result<Option<Vec<String>>, ForgeError> {
+        match self {
+            Self::Github(gh) => gh.required_checks(branch).await,
+            Self::Forgejo(fj) => fj.required_checks(branch).await,
+        }
+    }
+
     /// Takes `label` off an issue or a pull request; one it does not have is no error.
     pub async fn remove_label(&self, number: u64, label: &str) -> Result<(), ForgeError> {
         match self {

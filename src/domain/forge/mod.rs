@@ -104,6 +104,9 @@ pub struct PullRequestNews {
     pub comments: Vec<ReviewComment>,
     /// Of the pull request's head commit.
     pub checks: Checks,
+    /// The checks the target branch's protection requires, when it names any: only those
+    /// failing ask for a fix. `None`: every failing check does.
+    pub required: Option<Vec<String>>,
 }
 
 /// What a pull request's news mean for its bead.
@@ -177,7 +180,12 @@ pub fn judge(link: &PullRequestLink, news: &PullRequestNews) -> Verdict {
         .map(|r| r.id)
         .fold(link.seen_review, u64::max);
     let seen_comment = known.iter().map(|c| c.id).fold(link.seen_comment, u64::max);
-    let failing = news.checks.failing();
+    let failing: Vec<String> = news
+        .checks
+        .failing()
+        .into_iter()
+        .filter(|name| news.required.as_ref().is_none_or(|r| r.contains(name)))
+        .collect();
     let checks_news = !failing.is_empty() && link.answered_checks.as_deref() != Some(&pr.head_sha);
     if reviews.is_empty() && comments.is_empty() && !checks_news {
         return Verdict::Waiting;

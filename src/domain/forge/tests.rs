@@ -43,6 +43,7 @@ fn news(reviews: Vec<Review>, comments: Vec<ReviewComment>, checks: Checks) -> P
         reviews,
         comments,
         checks,
+        required: None,
     }
 }
 
@@ -158,6 +159,28 @@ fn failing_checks_ask_once_per_head_commit() {
     let mut moved = n.clone();
     moved.pull_request.head_sha = "b".repeat(40);
     assert!(matches!(judge(&answered, &moved), Verdict::Changes { .. }));
+}
+
+#[test]
+fn when_the_target_requires_checks_only_those_failing_ask() {
+    let mut checks = failing_check();
+    checks.statuses.push(CommitStatus {
+        context: "ci/lint".into(),
+        state: "failure".into(),
+    });
+    let mut n = news(Vec::new(), Vec::new(), checks);
+    n.required = Some(vec!["ci/build".into(), "ci/lint".into()]);
+    let Verdict::Changes { instructions, .. } = judge(&PullRequestLink::default(), &n) else {
+        panic!("changes expected");
+    };
+    assert!(instructions.contains(": ci/lint\n"), "{instructions}");
+    assert!(
+        !instructions.contains("test"),
+        "`test` is not required: {instructions}"
+    );
+    // Only checks nobody requires fail: nothing to fix.
+    n.required = Some(vec!["ci/build".into()]);
+    assert_eq!(judge(&PullRequestLink::default(), &n), Verdict::Waiting);
 }
 
 #[test]

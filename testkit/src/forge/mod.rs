@@ -114,6 +114,8 @@ pub(crate) struct Repo {
     /// Answers to give instead of the next calls.
     pub failures: VecDeque<Failure>,
     pub requests: Vec<Recorded>,
+    /// The checks each protected branch requires.
+    pub required_checks: BTreeMap<String, Vec<String>>,
 }
 
 impl Repo {
@@ -322,6 +324,15 @@ impl MockGitHub {
             },
         );
         number
+    }
+
+    /// A person protects `branch`, requiring the checks `names` to pass before a merge.
+    pub fn require_checks(&self, repo: &str, branch: &str, names: &[&str]) {
+        let names = names.iter().map(|n| (*n).to_owned()).collect();
+        self.lock()
+            .repo(repo)
+            .required_checks
+            .insert(branch.into(), names);
     }
 
     /// A person asks for changes, with comments on lines.

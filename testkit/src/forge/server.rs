@@ -54,6 +54,7 @@ pub async fn serve(mock: MockGitHub) -> String {
             &format!("{repo}/commits/{{sha}}/check-runs"),
             get(check_runs),
         )
+        .route(&format!("{repo}/branches/{{branch}}"), get(get_branch))
         .route(&format!("{repo}/issues"), get(list_issues))
         .route(&format!("{repo}/issues/{{number}}"), patch(update_issue))
         .route(
@@ -517,4 +518,13 @@ async fn remove_label(
         .map(|l| shapes::label(&ctx.api, &repo, l))
         .collect();
     reply(StatusCode::OK, &Value::Array(list))
+}
+
+/// A branch and its protection: protected with the checks a test required, else not.
+async fn get_branch(State(ctx): State<Ctx>, Path((o, r, branch)): ShaPath) -> Response {
+    let repo = format!("{o}/{r}");
+    let mut state = ctx.mock.lock();
+    let required = state.repo(&repo).required_checks.get(&branch).cloned();
+    let answer = shapes::protected_branch(&ctx.api, WEB, &repo, &branch, required.as_deref());
+    reply(StatusCode::OK, &answer)
 }

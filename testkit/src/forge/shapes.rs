@@ -473,3 +473,55 @@ pub fn issue_comment(api: &str, web: &str, repo: &str, issue: u64, id: u64, body
         "author_association": "OWNER",
     })
 }
+
+/// A branch with its protection (`branch-with-protection`); `required`: the status checks its
+/// protection requires, when it is protected.
+pub fn protected_branch(
+    api: &str,
+    web: &str,
+    repo: &str,
+    name: &str,
+    required: Option<&[String]>,
+) -> Value {
+    let sha = "0".repeat(40);
+    let commit_url = format!("{api}/repos/{repo}/commits/{sha}");
+    let protection = match required {
+        Some(names) => json!({
+            "enabled": true,
+            "required_status_checks": {
+                "enforcement_level": "non_admins",
+                "contexts": names,
+                "checks": names.iter().map(|n| json!({ "context": n, "app_id": null })).collect::<Vec<_>>(),
+            },
+        }),
+        None => json!({ "enabled": false }),
+    };
+    json!({
+        "name": name,
+        "commit": {
+            "url": commit_url,
+            "sha": sha,
+            "node_id": format!("C_{sha}"),
+            "html_url": format!("{web}/{repo}/commit/{sha}"),
+            "comments_url": format!("{commit_url}/comments"),
+            "commit": {
+                "url": format!("{api}/repos/{repo}/git/commits/{sha}"),
+                "author": null,
+                "committer": null,
+                "message": "the branch's tip",
+                "comment_count": 0,
+                "tree": { "sha": sha, "url": format!("{api}/repos/{repo}/git/trees/{sha}") },
+            },
+            "author": null,
+            "committer": null,
+            "parents": [],
+        },
+        "_links": {
+            "html": format!("{web}/{repo}/tree/{name}"),
+            "self": format!("{api}/repos/{repo}/branches/{name}"),
+        },
+        "protected": required.is_some(),
+        "protection": protection,
+        "protection_url": format!("{api}/repos/{repo}/branches/{name}/protection"),
+    })
+}

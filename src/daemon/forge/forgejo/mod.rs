@@ -23,7 +23,10 @@ use super::{ForgeError, Token};
 use crate::domain::forge::{
     Checks, CommitStatus, Issue, NewPullRequest, PullRequest, Review, ReviewComment, ReviewState,
 };
-use wire::{WireCombined, WireId, WireIssue, WireLabel, WirePull, WireReview, WireReviewComment};
+use wire::{
+    WireCombined, WireId, WireIssue, WireLabel, WireProtectedBranch, WirePull, WireReview,
+    WireReviewComment,
+};
 
 mod wire;
 
@@ -380,6 +383,27 @@ impl Forgejo {
                 "the repository has no label `{label}`: create it on the forge (Forgejo adds only labels that exist)"
             ),
         })
+    }
+
+    /// The status checks branch `branch`'s protection requires, or `None` when it requires
+    /// none, is not protected, or is not there.
+    pub async fn required_checks(&self, branch: &str) -> Result<Option<Vec<String>>, ForgeError> {
+        let read: Result<WireProtectedBranch, ForgeError> = self
+            .one(
+                "get a branch",
+                Method::GET,
+                &format!("/branches/{}", path_segment(branch)),
+                None,
+            )
+            .await;
+        let branch = match read {
+            Err(e) if not_found(&e) => return Ok(None),
+            read => read?,
+        };
+        Ok(branch
+            .enable_status_check
+            .then_some(branch.status_check_contexts.unwrap_or_default())
+            .filter(|names| !names.is_empty()))
     }
 
     /// Takes label `label` off, by name; one the issue does not have (a 404) is no error.

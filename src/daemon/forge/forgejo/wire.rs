@@ -116,3 +116,11 @@ pub(super) struct WireIssue {
 pub(super) struct WireId {
     pub(super) id: u64,
 }
+
+/// A branch, for its protection's required status checks.
+#[derive(Deserialize)]
+pub(super) struct WireProtectedBranch {
+    #[serde(default)]
+    pub(super) enable_status_check: bool,
+    pub(super) status_check_contexts: Option<Vec<String>>,
+}

@@ -21,7 +21,7 @@ use crate::domain::forge::{
     ReviewState,
 };
 use wire::{
-    WireCheckRuns, WireCombined, WireId, WireIssue, WireLabel, WirePull, WireReview,
+    WireBranch, WireCheckRuns, WireCombined, WireId, WireIssue, WireLabel, WirePull, WireReview,
     WireReviewComment,
 };
 
@@ -365,6 +365,35 @@ impl GitHub {
             )
             .await?;
         Ok(())
+    }
+
+    /// The checks branch `branch`'s protection requires (its required status checks'
+    /// contexts), or `None` when it requires none, is not protected, or is not there.
+    pub async fn required_checks(&self, branch: &str) -> Result<Option<Vec<String>>, ForgeError> {
+        let read: Result<WireBranch, ForgeError> = self
+            .one(
+                "get a branch",
+                Method::GET,
+                &format!("/branches/{}", path_segment(branch)),
+                &[],
+                None,
+            )
+            .await;
+        let branch = match read {
+            Err(e) if not_found(&e) => return Ok(None),
+            read => read?,
+        };
+        let required = branch
+            .protection
+            .and_then(|p| p.required_status_checks)
+            .map(|r| {
+                let mut names = r.contexts;
+                names.extend(r.checks.into_iter().map(|c| c.context));
+                names.sort();
+                names.dedup();
+                names
+            });
+        Ok(required.filter(|names| !names.is_empty()))
     }
 
     /// Takes label `label` off; one the issue does not have (a 404) is no error.

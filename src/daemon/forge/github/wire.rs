@@ -132,3 +132,27 @@ pub(super) struct WireIssue {
 pub(super) struct WireId {
     pub(super) id: u64,
 }
+
+/// A branch, for its protection's required checks.
+#[derive(Deserialize)]
+pub(super) struct WireBranch {
+    pub(super) protection: Option<WireProtection>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct WireProtection {
+    pub(super) required_status_checks: Option<WireRequiredChecks>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct WireRequiredChecks {
+    #[serde(default)]
+    pub(super) contexts: Vec<String>,
+    #[serde(default)]
+    pub(super) checks: Vec<WireRequiredCheck>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct WireRequiredCheck {
+    pub(super) context: String,
+}

@@ -61,6 +61,7 @@ pub async fn serve(mock: MockGitHub) -> String {
             &format!("{repo}/commits/{{sha}}/status"),
             get(combined_status),
         )
+        .route(&format!("{repo}/branches/{{branch}}"), get(get_branch))
         .route(&format!("{repo}/issues"), get(list_issues))
         .route(&format!("{repo}/issues/{{index}}"), patch(update_issue))
         .route(
@@ -524,4 +525,15 @@ async fn remove_label(
     };
     labels.retain(|l| *l != name);
     StatusCode::NO_CONTENT.into_response()
+}
+
+/// A branch: protected with the status checks a test required, else not.
+async fn get_branch(State(ctx): State<Ctx>, Path((o, r, branch)): ShaPath) -> Response {
+    let repo = format!("{o}/{r}");
+    let mut state = ctx.mock.lock();
+    let required = state.repo(&repo).required_checks.get(&branch).cloned();
+    reply(
+        StatusCode::OK,
+        &shapes::protected_branch(WEB, &repo, &branch, required.as_deref()),
+    )
 }

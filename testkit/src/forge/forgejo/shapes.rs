@@ -335,3 +335,24 @@ pub fn comment(api: &str, web: &str, repo: &str, issue: u64, id: u64, body: &str
         "updated_at": TIME,
     })
 }
+
+/// A branch (`Branch`): protected with status checks `required`, when a test required some.
+pub fn protected_branch(web: &str, repo: &str, name: &str, required: Option<&[String]>) -> Value {
+    let sha = "0".repeat(40);
+    json!({
+        "name": name,
+        "commit": {
+            "id": sha,
+            "message": "the branch's tip",
+            "url": format!("{web}/{repo}/commit/{sha}"),
+            "timestamp": TIME,
+        },
+        "protected": required.is_some(),
+        "effective_branch_protection_name": if required.is_some() { name } else { "" },
+        "enable_status_check": required.is_some(),
+        "status_check_contexts": required.unwrap_or_default(),
+        "required_approvals": 0,
+        "user_can_push": true,
+        "user_can_merge": true,
+    })
+}

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::domain::id::BeadId;
-use crate::domain::model::{Bead, Comment, Counters, Dependency, JsonMap, Phase, Status};
+use crate::domain::model::{is_zero, Bead, Comment, Counters, Dependency, JsonMap, Phase, Status};
 use crate::domain::result::{ResultStatus, Verdict};
 use crate::domain::router::Decision;
 use crate::domain::time::Timestamp;
@@ -612,10 +612,6 @@ fn double_option<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(d).map(Some)
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::model::{Counters, Role};
+use crate::domain::model::{is_zero, Counters, Role};
 use crate::domain::result::{Malformed, ResultStatus, StepResult, Verdict};
 use crate::domain::unavailable::Unavailable;
 
@@ -479,10 +479,6 @@ pub fn answer_sum(final_message: &str, worktree_changed: bool) -> u32 {
         crc32c::crc32c(final_message.as_bytes()),
         &[worktree_changed as u8],
     )
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// The review's INSTRUCTIONS as a list for the fix agent; its SUMMARY when it gave none, so a

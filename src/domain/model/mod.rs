@@ -179,7 +179,7 @@ pub struct Comment {
 mod de;
 mod step;
 
-pub use step::{Counters, MergeHold, MergeStrategy, Phase, Role, StepMeta, STEP_META_KEY};
+pub use step::{is_zero, Counters, MergeHold, MergeStrategy, Phase, Role, StepMeta, STEP_META_KEY};
 
 fn default_priority() -> u8 {
     2

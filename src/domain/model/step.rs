@@ -196,8 +196,9 @@ impl fmt::Display for MergeStrategy {
     }
 }
 
-fn is_zero(n: &u32) -> bool {
-    *n == 0
+/// Whether `n` is zero: a count serialized only when it is not.
+pub fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 /// Where a step is while it is `in_progress`. Folded from the journal, so it survives a crash.

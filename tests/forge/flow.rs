@@ -580,6 +580,14 @@ async fn a_rate_limit_pauses_only_forge_work_and_a_closed_pull_request_cancels()
         merged,
         "the daemon's own `main` is left as it was"
     );
+    // No check failed: the target's required checks were never read.
+    let branch_reads = v
+        .mock
+        .requests(repo)
+        .iter()
+        .filter(|r| r.path.contains("/branches/"))
+        .count();
+    assert_eq!(branch_reads, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -726,10 +726,22 @@ impl Task {
                 }
             }
         }
-        // The checks the target's protection requires, read once for every pull request.
-        let required = match job.polls.is_empty() {
-            true => None,
-            false => match self.client.required_checks(&self.target_branch).await {
+        let mut polled = Vec::new();
+        for poll in job.polls {
+            match self.news(poll.number).await {
+                Ok(news) => polled.push((poll, news)),
+                Err(e) if e.is_transient() => return Err(e),
+                Err(e) => {
+                    tracing::warn!(bead = %poll.work, number = poll.number, error = %e, "cannot read the pull request")
+                }
+            }
+        }
+        // The checks the target's protection requires: read once, and only when some check
+        // fails, since only then do they matter.
+        let failing = polled.iter().any(|(_, n)| !n.checks.failing().is_empty());
+        let required = match failing {
+            false => None,
+            true => match self.client.required_checks(&self.target_branch).await {
                 Ok(required) => required,
                 Err(e) if e.is_transient() => return Err(e),
                 Err(e) => {
@@ -738,26 +750,19 @@ impl Task {
                 }
             },
         };
-        for poll in job.polls {
-            match self.news(poll.number, required.clone()).await {
-                Ok(news) => {
-                    let outdated = news.pull_request.mergeable == Some(false)
-                        && match &up_to {
-                            Some(target) => !self.has(&poll.work, target).await,
-                            None => false,
-                        };
-                    report.news.push(Polled {
-                        work: poll.work,
-                        step: poll.step,
-                        news,
-                        outdated,
-                    })
-                }
-                Err(e) if e.is_transient() => return Err(e),
-                Err(e) => {
-                    tracing::warn!(bead = %poll.work, number = poll.number, error = %e, "cannot read the pull request")
-                }
-            }
+        for (poll, mut news) in polled {
+            news.required = required.clone();
+            let outdated = news.pull_request.mergeable == Some(false)
+                && match &up_to {
+                    Some(target) => !self.has(&poll.work, target).await,
+                    None => false,
+                };
+            report.news.push(Polled {
+                work: poll.work,
+                step: poll.step,
+                news,
+                outdated,
+            });
         }
         if let Some(label) = job.issues {
             report.issues = Some(self.client.labelled_issues(&label).await?);
@@ -900,11 +905,7 @@ impl Task {
     }
 
     /// A pull request, its reviews, comments on lines and its head's checks.
-    async fn news(
-        &self,
-        number: u64,
-        required: Option<Vec<String>>,
-    ) -> Result<PullRequestNews, ForgeError> {
+    async fn news(&self, number: u64) -> Result<PullRequestNews, ForgeError> {
         let pull_request = self.client.pull_request(number).await?;
         if pull_request.merged || pull_request.state == forge::PrState::Closed {
             return Ok(PullRequestNews {
@@ -912,7 +913,7 @@ impl Task {
                 reviews: Vec::new(),
                 comments: Vec::new(),
                 checks: Default::default(),
-                required,
+                required: None,
             });
         }
         let (reviews, comments) = self.client.reviews_and_comments(number).await?;
@@ -922,7 +923,7 @@ impl Task {
             reviews,
             comments,
             checks,
-            required,
+            required: None,
         })
     }
 }

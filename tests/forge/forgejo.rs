@@ -9,7 +9,7 @@ use catalyst::domain::config::forge::ForgeKind;
 use catalyst_testkit::forge::prism::{validated_forgejo, Validated};
 use catalyst_testkit::forge::{forgejo, Failure, MockGitHub};
 
-use crate::{assert_open_from, client_of, TOKEN};
+use crate::{assert_open_from, assert_required_checks_read, client_of, TOKEN};
 
 /// The shared mock Forgejo behind Prism; `None`, saying which test skips, without Prism.
 fn setup(test: &str) -> Option<&'static Validated> {
@@ -212,14 +212,7 @@ async fn statuses_are_the_checks_and_there_are_no_check_runs() {
         .expect("create");
     let sha = pr.head_sha.as_str();
 
-    // The target's protection says which checks are required, when it says any.
-    assert_eq!(forge.required_checks("main").await.expect("a branch"), None);
-    v.mock
-        .require_checks(repo, "main", &["ci/build", "ci/test"]);
-    assert_eq!(
-        forge.required_checks("main").await.expect("a branch"),
-        Some(vec!["ci/build".to_owned(), "ci/test".to_owned()])
-    );
+    assert_required_checks_read(&forge, v, repo).await;
 
     let none = forge.checks(sha).await.expect("checks");
     assert!(none.statuses.is_empty() && none.runs.is_empty());

@@ -15,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 
 use catalyst::daemon::forge::{Forge, Token};
 use catalyst::domain::config::forge::{ForgeConfig, ForgeKind};
+use catalyst_testkit::forge::prism::Validated;
 use catalyst_testkit::poll::eventually;
 
 /// The token every test's client uses: tests look for it in errors.
@@ -51,6 +52,17 @@ pub async fn assert_open_from(forge: &Forge, branch: &str, number: Option<u64>) 
         .await
         .expect("list pull requests");
     assert_eq!(found.map(|p| p.number), number, "from `{branch}`");
+}
+
+/// Asserts that the target's protection says which checks are required, when it says any.
+pub async fn assert_required_checks_read(forge: &Forge, v: &Validated, repo: &str) {
+    assert_eq!(forge.required_checks("main").await.expect("a branch"), None);
+    v.mock
+        .require_checks(repo, "main", &["ci/build", "ci/test"]);
+    assert_eq!(
+        forge.required_checks("main").await.expect("a branch"),
+        Some(vec!["ci/build".to_owned(), "ci/test".to_owned()])
+    );
 }
 
 /// Runs git in `dir` with a fixed identity; gives its output, trimmed.

@@ -6,7 +6,7 @@ use catalyst::daemon::forge::{ForgeError, NewPullRequest, PrState, ReviewState};
 use catalyst_testkit::forge::prism::{validated, Validated};
 use catalyst_testkit::forge::Failure;
 
-use crate::{assert_open_from, client, TOKEN};
+use crate::{assert_open_from, assert_required_checks_read, client, TOKEN};
 
 /// The shared mock behind Prism; `None`, saying which test skips, without Prism.
 fn setup(test: &str) -> Option<&'static Validated> {
@@ -172,14 +172,7 @@ async fn failing_checks_are_told_from_passing_and_pending_ones() {
         .expect("create");
     let sha = pr.head_sha.as_str();
 
-    // The target's protection says which checks are required, when it says any.
-    assert_eq!(forge.required_checks("main").await.expect("a branch"), None);
-    v.mock
-        .require_checks(repo, "main", &["ci/build", "ci/test"]);
-    assert_eq!(
-        forge.required_checks("main").await.expect("a branch"),
-        Some(vec!["ci/build".to_owned(), "ci/test".to_owned()])
-    );
+    assert_required_checks_read(&forge, v, repo).await;
 
     let none = forge.checks(sha).await.expect("checks");
     assert!(none.failing().is_empty() && none.pending().is_empty());

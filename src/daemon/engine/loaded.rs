@@ -150,12 +150,9 @@ fn from_config(paths: &Paths) -> Result<FromConfig, LoadError> {
         config.allow_unconfined_root,
     )?;
     let mut gate_sandbox = gate_sandbox_template(&config, paths).map(Arc::new);
-    // The forge's token stays the daemon's: agents and gates see its file empty.
     if let Some(forge) = &config.forge {
         let token = super::forge::token_path(forge, &paths.workspace);
-        for spec in [&mut sandbox, &mut gate_sandbox].into_iter().flatten() {
-            Arc::make_mut(spec).hidden.push(token.clone());
-        }
+        hide([&mut sandbox, &mut gate_sandbox], &token);
     }
     if config.budget().is_none() {
         tracing::warn!("`budget_usd = 0`: beads have no spending limit");
@@ -248,6 +245,15 @@ fn aspects_known(config: &Config, formulas: &FormulaSet) -> Result<(), String> {
     Ok(())
 }
 
+/// Keeps the forge's token the daemon's: agents and gates see the file `token` empty.
+fn hide(sandboxes: [&mut Option<Arc<SandboxSpec>>; 2], token: &std::path::Path) {
+    for spec in sandboxes.into_iter().flatten() {
+        if !spec.hidden.iter().any(|h| h == token) {
+            Arc::make_mut(spec).hidden.push(token.to_owned());
+        }
+    }
+}
+
 impl Engine {
     /// Why no formula is named `name`: its file did not load at the last reload (named, with
     /// the reason), or there is none (the known ones listed).
@@ -313,15 +319,11 @@ impl Engine {
             tracing::warn!("`[forge]` changed: the daemon uses it as changed after a restart");
         }
         // The token the daemon holds stays hidden whatever the new config names.
-        if let Some(token) = self.forge.as_ref().map(|f| f.token_file().to_owned()) {
-            for spec in [&mut loaded.sandbox, &mut loaded.gate_sandbox]
-                .into_iter()
-                .flatten()
-            {
-                if !spec.hidden.contains(&token) {
-                    Arc::make_mut(spec).hidden.push(token.clone());
-                }
-            }
+        if let Some(forge) = self.forge.as_ref() {
+            hide(
+                [&mut loaded.sandbox, &mut loaded.gate_sandbox],
+                forge.token_file(),
+            );
         }
         let profile = loaded.config.profile().ok();
         if profile != self.loaded.config.profile().ok() {
